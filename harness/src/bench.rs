@@ -1,0 +1,324 @@
+//! The benchmark catalog: the guest command line of each benchmark (built
+//! only from typed numbers and fixed words, never from matrix strings), and
+//! the parsers that turn guest output into samples: the `sample ...` line
+//! protocol of the programs in `images/`, test_vmalloc's `Summary:` lines,
+//! and `/proc/stat` idle/steal over the sample window.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{BenchKind, Benchmark, Link};
+
+/// The guest shell command for one repetition.
+pub fn command(b: &Benchmark, nproc: u32) -> String {
+    let t = b.timeout_s;
+    match &b.kind {
+        BenchKind::Doexec { link, workers, duration_s, warmup_s } => {
+            let prog = match link {
+                Link::Static => "doexec-static",
+                Link::Shared => "doexec-shared",
+            };
+            format!("/bench/run {t} /bench/{prog} -w {} -d {duration_s} -W {warmup_s}", workers.resolve(nproc))
+        }
+        BenchKind::ForkPrlimit { fanout, iterations, usleep_us } => {
+            format!("/bench/run {t} /bench/forkprlimit -f {fanout} -i {iterations} -u {usleep_us}")
+        }
+        BenchKind::ForkExec { workers, duration_s, warmup_s } => format!(
+            "/bench/run {t} /bench/forkexec -w {} -d {duration_s} -W {warmup_s} -p /bin/true",
+            workers.resolve(nproc)
+        ),
+        BenchKind::TestVmalloc {
+            nr_threads,
+            run_test_mask,
+            test_repeat_count,
+            test_loop_count,
+            sequential_test_order,
+            nr_pages,
+        } => format!(
+            "dmesg -c >/dev/null; echo \"stat0 $(head -n1 /proc/stat)\"; \
+             timeout -s KILL {t} insmod /lib/modules/test_vmalloc.ko nr_threads={} run_test_mask={run_test_mask} \
+             test_repeat_count={test_repeat_count} test_loop_count={test_loop_count} \
+             sequential_test_order={} nr_pages={nr_pages}; echo \"insmod_status=$?\"; \
+             echo \"stat1 $(head -n1 /proc/stat)\"; dmesg",
+            nr_threads.resolve(nproc),
+            *sequential_test_order as u8
+        ),
+    }
+}
+
+/// Rough guest memory (MiB) a benchmark needs beyond the kernel's own,
+/// for the preflight warning.
+pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
+    match &b.kind {
+        // each worker's binary copy lives in RAM-backed /tmp (~0.8 MiB static)
+        BenchKind::Doexec { link: Link::Static, workers, .. } => 64 + workers.resolve(vcpus) as u64,
+        BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 64 + vcpus as u64 / 4,
+        BenchKind::ForkPrlimit { fanout, .. } => 64 + (2u64 << fanout) / 4,
+        BenchKind::TestVmalloc { nr_threads, run_test_mask, .. } => {
+            // full_fit and long_busy_list pin many areas per thread
+            let per = if run_test_mask & 0b110 != 0 { if vcpus >= 256 { 576 } else { 64 } } else { 16 };
+            128 + per * nr_threads.resolve(vcpus) as u64
+        }
+    }
+}
+
+/// One repetition's value of one metric.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Measured {
+    /// Metric name.
+    pub metric: String,
+    /// The repetition's value: the mean of the measured per-second values,
+    /// or the single value the program printed.
+    pub value: f64,
+    /// Unit.
+    pub unit: String,
+    /// Direction of "better".
+    pub higher_is_better: bool,
+    /// Per-second values after warm-up (empty for one-shot metrics).
+    pub series: Vec<f64>,
+    /// Per-second values of the warm-up intervals.
+    pub warmup_series: Vec<f64>,
+}
+
+/// CPU time split over a sample window, from two `/proc/stat` cpu lines.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct CpuWindow {
+    /// Fraction of CPU time idle (idle + iowait).
+    pub idle: f64,
+    /// Fraction stolen by the hypervisor.
+    pub steal: f64,
+}
+
+/// Everything parsed from one repetition.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    /// Metrics.
+    pub metrics: Vec<Measured>,
+    /// `info` key/values.
+    pub info: BTreeMap<String, String>,
+    /// CPU window.
+    pub cpu: Option<CpuWindow>,
+}
+
+fn stat_fields(l: &str) -> Option<Vec<u64>> {
+    let rest = l.split_whitespace().skip_while(|w| *w != "cpu").skip(1);
+    let v: Vec<u64> = rest.filter_map(|w| w.parse().ok()).collect();
+    (v.len() >= 8).then_some(v)
+}
+
+/// Idle and steal fractions between two `cpu` lines of /proc/stat.
+pub fn cpu_window(before: &str, after: &str) -> Option<CpuWindow> {
+    let a = stat_fields(before)?;
+    let b = stat_fields(after)?;
+    let d: Vec<f64> = a.iter().zip(&b).map(|(x, y)| y.saturating_sub(*x) as f64).collect();
+    // user nice system idle iowait irq softirq steal (guest, guest_nice are in user)
+    let total: f64 = d.iter().take(8).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    Some(CpuWindow { idle: (d[3] + d[4]) / total, steal: d[7] / total })
+}
+
+/// Parses the `sample`/`info` protocol and the runner's stat lines.
+pub fn parse_samples(out: &str) -> Result<Parsed> {
+    let mut p = Parsed::default();
+    let mut stat0 = None;
+    let mut stat1 = None;
+    // metric -> (unit, hib, [(t, value, warmup)])
+    let mut by: BTreeMap<String, (String, bool, Vec<(Option<u32>, f64, bool)>)> = BTreeMap::new();
+    for (i, line) in out.lines().enumerate() {
+        let line = line.trim();
+        if let Some(r) = line.strip_prefix("stat0 ") {
+            stat0 = Some(r.to_string());
+        } else if let Some(r) = line.strip_prefix("stat1 ") {
+            stat1 = Some(r.to_string());
+        } else if let Some(r) = line.strip_prefix("info ") {
+            for kv in r.split_whitespace() {
+                if let Some((k, v)) = kv.split_once('=') {
+                    p.info.insert(k.into(), v.into());
+                }
+            }
+        } else if let Some(r) = line.strip_prefix("sample ") {
+            let kv: BTreeMap<&str, &str> = r.split_whitespace().filter_map(|w| w.split_once('=')).collect();
+            let get = |k: &str| kv.get(k).copied();
+            let (Some(metric), Some(value), Some(unit), Some(better)) =
+                (get("metric"), get("value"), get("unit"), get("better"))
+            else {
+                bail!("line {}: `{line}` lacks metric, value, unit or better", i + 1);
+            };
+            let value: f64 = value.parse().map_err(|_| anyhow::anyhow!("line {}: value `{value}` is not a number", i + 1))?;
+            if !value.is_finite() {
+                bail!("line {}: value `{value}` is not finite", i + 1);
+            }
+            let hib = match better {
+                "higher" => true,
+                "lower" => false,
+                o => bail!("line {}: better=`{o}` is not higher or lower", i + 1),
+            };
+            let t = get("t").and_then(|t| t.parse().ok());
+            let warm = get("warmup") == Some("1");
+            by.entry(metric.to_string()).or_insert_with(|| (unit.to_string(), hib, Vec::new())).2.push((t, value, warm));
+        }
+    }
+    for (metric, (unit, hib, vals)) in by {
+        let series: Vec<f64> = vals.iter().filter(|v| v.0.is_some() && !v.2).map(|v| v.1).collect();
+        let warmup_series: Vec<f64> = vals.iter().filter(|v| v.2).map(|v| v.1).collect();
+        let value = if vals.iter().any(|v| v.0.is_some()) {
+            if series.is_empty() {
+                bail!("metric {metric}: only warm-up intervals were printed");
+            }
+            series.iter().sum::<f64>() / series.len() as f64
+        } else {
+            vals.last().map(|v| v.1).unwrap_or(f64::NAN)
+        };
+        p.metrics.push(Measured { metric, value, unit, higher_is_better: hib, series, warmup_series });
+    }
+    if let (Some(a), Some(b)) = (stat0, stat1) {
+        p.cpu = cpu_window(&a, &b);
+    }
+    Ok(p)
+}
+
+/// Parses test_vmalloc's dmesg output: one metric per test, the mean over
+/// threads of each thread's `avg` (usec, lower is better). A test with
+/// `failed: N>0` in any thread is an error, as is a run with no summary.
+pub fn parse_vmalloc(out: &str) -> Result<Parsed> {
+    let mut p = parse_samples(out).unwrap_or_default();
+    p.metrics.clear();
+    let mut by: BTreeMap<String, (Vec<f64>, u64, u64)> = BTreeMap::new();
+    for line in out.lines() {
+        let Some(r) = line.split("Summary: ").nth(1) else { continue };
+        let w: Vec<&str> = r.split_whitespace().collect();
+        // <test> passed: N failed: N repeat: R loops: L avg: X usec
+        if w.len() < 11 || w[1] != "passed:" || w[3] != "failed:" || w[9] != "avg:" {
+            bail!("unexpected test_vmalloc summary `{}`", line.trim());
+        }
+        let num = |s: &str| -> Result<u64> { s.parse().map_err(|_| anyhow::anyhow!("bad number `{s}` in `{}`", line.trim())) };
+        let e = by.entry(w[0].to_string()).or_default();
+        e.0.push(num(w[10])? as f64);
+        e.1 += num(w[2])?;
+        e.2 += num(w[4])?;
+    }
+    if by.is_empty() {
+        let why = out.lines().filter(|l| l.contains("insmod") || l.contains("test_vmalloc")).collect::<Vec<_>>().join("; ");
+        bail!("test_vmalloc printed no summary ({})", if why.is_empty() { "no output" } else { &why });
+    }
+    for (test, (avgs, passed, failed)) in by {
+        if failed > 0 {
+            bail!("test_vmalloc {test}: {failed} failed, {passed} passed");
+        }
+        p.info.insert(format!("{test}.passed"), passed.to_string());
+        p.metrics.push(Measured {
+            metric: test,
+            value: avgs.iter().sum::<f64>() / avgs.len() as f64,
+            unit: "usec".into(),
+            higher_is_better: false,
+            series: avgs,
+            warmup_series: vec![],
+        });
+    }
+    Ok(p)
+}
+
+/// Parses one repetition's output for its benchmark.
+pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
+    match b.kind {
+        BenchKind::TestVmalloc { .. } => parse_vmalloc(out),
+        _ => {
+            let p = parse_samples(out)?;
+            if p.metrics.is_empty() {
+                bail!("the benchmark printed no sample line");
+            }
+            Ok(p)
+        }
+    }
+}
+
+/// The metric a benchmark is judged by first (gates, summaries).
+pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
+    match b.kind {
+        BenchKind::Doexec { .. } => Some("execs_per_s"),
+        BenchKind::ForkPrlimit { .. } => Some("iterations_per_s"),
+        BenchKind::ForkExec { .. } => Some("forkexecs_per_s"),
+        BenchKind::TestVmalloc { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Count;
+
+    fn bench(kind: BenchKind) -> Benchmark {
+        Benchmark { name: "x".into(), kind, timeout_s: 60 }
+    }
+
+    #[test]
+    fn commands_are_built_from_numbers_only() {
+        let d = bench(BenchKind::Doexec {
+            link: Link::Shared,
+            workers: Count::Named(crate::config::NprocWord::Nproc),
+            duration_s: 5,
+            warmup_s: 1,
+        });
+        assert_eq!(command(&d, 26), "/bench/run 60 /bench/doexec-shared -w 26 -d 5 -W 1");
+        let f = bench(BenchKind::ForkPrlimit { fanout: 6, iterations: 5000, usleep_us: 1000 });
+        assert_eq!(command(&f, 4), "/bench/run 60 /bench/forkprlimit -f 6 -i 5000 -u 1000");
+        let v = bench(BenchKind::TestVmalloc {
+            nr_threads: Count::Fixed(2),
+            run_test_mask: 7,
+            test_repeat_count: 1,
+            test_loop_count: 1000,
+            sequential_test_order: false,
+            nr_pages: 1,
+        });
+        let c = command(&v, 4);
+        assert!(c.contains("insmod /lib/modules/test_vmalloc.ko nr_threads=2 run_test_mask=7 test_repeat_count=1 test_loop_count=1000 sequential_test_order=0 nr_pages=1"), "{c}");
+    }
+
+    #[test]
+    fn per_second_samples_average_after_warmup() {
+        let out = "stat0 cpu  100 0 100 800 0 0 0 0 0 0\n\
+            sample metric=execs_per_s value=10.0 unit=execs/s better=higher t=0 warmup=1\n\
+            sample metric=execs_per_s value=100.0 unit=execs/s better=higher t=1\n\
+            sample metric=execs_per_s value=110.0 unit=execs/s better=higher t=2\n\
+            info workers=2\n\
+            stat1 cpu  200 0 200 900 0 0 0 100 0 0\n";
+        let p = parse_samples(out).unwrap();
+        assert_eq!(p.metrics.len(), 1);
+        let m = &p.metrics[0];
+        assert_eq!((m.value, m.higher_is_better, m.unit.as_str()), (105.0, true, "execs/s"));
+        assert_eq!(m.series, vec![100.0, 110.0]);
+        assert_eq!(m.warmup_series, vec![10.0]);
+        assert_eq!(p.info["workers"], "2");
+        let cpu = p.cpu.unwrap();
+        assert!((cpu.idle - 0.25).abs() < 1e-9 && (cpu.steal - 0.25).abs() < 1e-9, "{cpu:?}");
+    }
+
+    #[test]
+    fn one_shot_metrics_and_bad_lines() {
+        let p = parse_samples("sample metric=wall_s value=1.5 unit=s better=lower\n").unwrap();
+        assert_eq!((p.metrics[0].value, p.metrics[0].higher_is_better), (1.5, false));
+        assert!(parse_samples("sample metric=a value=x unit=s better=lower\n").unwrap_err().to_string().contains("line 1"));
+        assert!(parse_samples("sample metric=a value=1 unit=s better=up\n").is_err());
+        assert!(parse_samples("sample metric=a value=1 unit=s better=higher t=0 warmup=1\n").is_err());
+    }
+
+    #[test]
+    fn vmalloc_summaries() {
+        let out = "[ 1.0] Summary: fix_size_alloc_test passed: 1 failed: 0 repeat: 1 loops: 1000 avg: 100 usec\n\
+                   [ 1.0] Summary: fix_size_alloc_test passed: 1 failed: 0 repeat: 1 loops: 1000 avg: 300 usec\n\
+                   [ 1.0] Summary: full_fit_alloc_test passed: 1 failed: 0 repeat: 1 loops: 1000 avg: 50 usec\n\
+                   [ 1.0] All test took worker0=123 cycles\ninsmod_status=1\n";
+        let p = parse_vmalloc(out).unwrap();
+        assert_eq!(p.metrics.len(), 2);
+        assert_eq!((p.metrics[0].metric.as_str(), p.metrics[0].value), ("fix_size_alloc_test", 200.0));
+        assert!(!p.metrics[0].higher_is_better);
+        assert_eq!(p.info["fix_size_alloc_test.passed"], "2");
+        let bad = out.replace("failed: 0 repeat: 1 loops: 1000 avg: 50", "failed: 3 repeat: 1 loops: 1000 avg: 50");
+        assert!(parse_vmalloc(&bad).unwrap_err().to_string().contains("3 failed"));
+        assert!(parse_vmalloc("insmod: can't insert\n").is_err());
+    }
+}

@@ -1,0 +1,189 @@
+//! Command-line interface: parses arguments (clap), calls the library, prints
+//! results, and maps outcomes to exit codes. Errors are printed once, as a
+//! chain of lowercase fragments after "error: failed to".
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::{check, config, pipeline, report, store};
+
+/// Exit code: the run finished and no gate failed.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: `--gate` and a key metric regressed.
+pub const EXIT_REGRESSED: u8 = 1;
+/// Exit code: bad input or a failed step that stops the harness.
+pub const EXIT_ERROR: u8 = 2;
+/// Exit code: interrupted by SIGINT/SIGTERM (resume with `run --resume`).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Parser, Debug)]
+#[command(name = "harness", version, about = "Does a kernel patch series make Linux faster or slower at scale? Builds, boots and measures variants, and says so with statistics.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+    /// Work directory: the kernel tree copy, the kernel cache, the lock.
+    #[arg(long, global = true, env = "HARNESS_WORK_DIR", default_value = "work")]
+    work_dir: PathBuf,
+    /// Where run directories are created.
+    #[arg(long, global = true, env = "HARNESS_RUNS_DIR", default_value = "runs")]
+    runs_dir: PathBuf,
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a matrix: patch, build, boot, measure, tabulate.
+    Run {
+        /// The matrix file.
+        #[arg(default_value = "matrix.yaml")]
+        matrix: PathBuf,
+        /// Apply a profile of the matrix (its `profiles:` section).
+        #[arg(long, conflicts_with = "quick")]
+        profile: Option<String>,
+        /// Shorthand for `--profile quick`.
+        #[arg(long)]
+        quick: bool,
+        /// Finish an interrupted run instead of starting one.
+        #[arg(long, value_name = "RUN_DIR")]
+        resume: Option<PathBuf>,
+        /// Exit 1 when a key metric regressed (pre-merge gate).
+        #[arg(long)]
+        gate: bool,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Check a matrix, the host, QEMU and every series without building.
+    Check {
+        /// The matrix file.
+        #[arg(default_value = "matrix.yaml")]
+        matrix: PathBuf,
+        /// Apply a profile.
+        #[arg(long, conflicts_with = "quick")]
+        profile: Option<String>,
+        /// Shorthand for `--profile quick`.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Tabulate a finished or interrupted run again and write report files.
+    Report {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// Exit 1 when a key metric regressed.
+        #[arg(long)]
+        gate: bool,
+    },
+}
+
+/// Entry point used by the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if e.downcast_ref::<crate::proc::Interrupted>().is_some() || crate::proc::interrupted() {
+                eprintln!("interrupted: results so far are saved; finish with `harness run --resume <run dir>`");
+                return ExitCode::from(EXIT_INTERRUPTED);
+            }
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: failed to {}", chain.join(": "));
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn profile_of(profile: Option<String>, quick: bool) -> Option<String> {
+    if quick {
+        Some("quick".into())
+    } else {
+        profile
+    }
+}
+
+fn images_dir(matrix: &Path) -> PathBuf {
+    let dir = matrix.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    dir.join("images")
+}
+
+fn dispatch(cli: Cli) -> Result<u8> {
+    match cli.cmd {
+        Command::Run { matrix, profile, quick, resume, gate, quiet } => {
+            crate::proc::install_signal_handler()?;
+            let run_dir = match resume {
+                Some(dir) => {
+                    let meta = store::Run::open(&dir)?.meta()?;
+                    let opts = pipeline::Options {
+                        work_dir: cli.work_dir.clone(),
+                        runs_dir: cli.runs_dir.clone(),
+                        images_dir: images_dir(&meta.matrix.path),
+                        quiet,
+                    };
+                    eprintln!("resuming {}", dir.display());
+                    pipeline::resume(&dir, &opts)?
+                }
+                None => {
+                    let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+                    let opts = pipeline::Options {
+                        work_dir: cli.work_dir.clone(),
+                        runs_dir: cli.runs_dir.clone(),
+                        images_dir: images_dir(&matrix),
+                        quiet,
+                    };
+                    pipeline::start(m, &opts)?
+                }
+            };
+            finish_report(&run_dir, cli.json, gate)
+        }
+        Command::Check { matrix, profile, quick } => {
+            let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+            let items = check::run(&m, &cli.work_dir);
+            let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&items)?);
+            } else {
+                for i in &items {
+                    let tag = match i.level {
+                        check::Level::Ok => "ok   ",
+                        check::Level::Warn => "warn ",
+                        check::Level::Error => "ERROR",
+                    };
+                    println!("{tag} {}: {}", i.what, i.message);
+                }
+                println!("{errors} error(s)");
+            }
+            Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
+        }
+        Command::Report { run_dir, gate } => finish_report(&run_dir, cli.json, gate),
+    }
+}
+
+/// Builds the report of a run, writes report.json/report.csv into it, prints
+/// it, and applies the gate.
+fn finish_report(run_dir: &Path, json: bool, gate: bool) -> Result<u8> {
+    let run = store::Run::open(run_dir)?;
+    let meta = run.meta()?;
+    let r = report::build(&run, None)?;
+    std::fs::write(run.dir.join("report.json"), serde_json::to_vec_pretty(&r)?)?;
+    std::fs::write(run.dir.join("report.csv"), report::csv(&r))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", report::table(&r));
+        println!("report files: {}/report.{{json,csv}}", run.dir.display());
+    }
+    if gate {
+        let bad = report::gate_failures(&r, &meta.matrix.key_metrics);
+        for b in &bad {
+            eprintln!("gate: regressed: {b}");
+        }
+        if !bad.is_empty() {
+            return Ok(EXIT_REGRESSED);
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,839 @@
+//! The matrix file: raw serde structs (unknown keys rejected) turned into a
+//! validated [`Matrix`]. Owns every rule about what a matrix may say; YAML
+//! errors carry `file:line:col`, validation errors name the YAML path
+//! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default kernel source: Debian's `linux-source-6.12` tarball.
+pub const DEFAULT_SOURCE: &str = "/usr/src/linux-source-6.12.tar.xz";
+
+// ---------------------------------------------------------------- raw -----
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMatrix {
+    #[serde(default)]
+    kernel: RawKernel,
+    #[serde(default = "default_series_dir")]
+    series_dir: String,
+    variants: Vec<RawVariant>,
+    #[serde(default)]
+    guest: RawGuest,
+    vcpus: Vec<u32>,
+    benchmarks: Vec<RawBenchmark>,
+    #[serde(default)]
+    sampling: RawSampling,
+    #[serde(default)]
+    statistics: RawStatistics,
+    #[serde(default)]
+    key_metrics: Vec<String>,
+    #[serde(default)]
+    profiles: BTreeMap<String, RawProfile>,
+}
+
+fn default_series_dir() -> String {
+    "patches".into()
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    source: Option<String>,
+    base_config: Option<String>,
+    #[serde(default)]
+    fragments: Vec<String>,
+    build_timeout_min: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    name: String,
+    #[serde(default)]
+    apply: Vec<String>,
+    #[serde(default)]
+    revert: Vec<String>,
+    #[serde(default)]
+    fragments: Vec<String>,
+    benchmarks: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGuest {
+    memory_mib: Option<u64>,
+    accel: Option<String>,
+    #[serde(default)]
+    cmdline: Vec<String>,
+    boot_timeout_s: Option<u64>,
+    aslr: Option<bool>,
+    sockets: Option<u32>,
+    threads: Option<u32>,
+    numa_nodes: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBenchmark {
+    name: String,
+    kind: String,
+    link: Option<String>,
+    workers: Option<Count>,
+    duration_s: Option<u32>,
+    warmup_s: Option<u32>,
+    timeout_s: Option<u64>,
+    fanout: Option<u32>,
+    iterations: Option<u32>,
+    usleep_us: Option<u32>,
+    nr_threads: Option<Count>,
+    run_test_mask: Option<u32>,
+    test_repeat_count: Option<u32>,
+    test_loop_count: Option<u32>,
+    sequential_test_order: Option<bool>,
+    nr_pages: Option<u32>,
+}
+
+/// A count that may be the literal `nproc` (the guest's CPU count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Count {
+    /// A fixed number.
+    Fixed(u32),
+    /// `nproc`: the number of online CPUs in the guest.
+    Named(NprocWord),
+}
+
+/// The only word a [`Count`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NprocWord {
+    /// The guest's online CPU count.
+    Nproc,
+}
+
+impl Count {
+    /// The number this count stands for in a guest with `nproc` CPUs.
+    pub fn resolve(self, nproc: u32) -> u32 {
+        match self {
+            Count::Fixed(n) => n,
+            Count::Named(NprocWord::Nproc) => nproc,
+        }
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Fixed(n) => write!(f, "{n}"),
+            Count::Named(_) => f.write_str("nproc"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSampling {
+    boots: Option<u32>,
+    repetitions: Option<u32>,
+    warmup_repetitions: Option<u32>,
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStatistics {
+    alpha: Option<f64>,
+    floor: Option<f64>,
+    resamples: Option<usize>,
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    variants: Option<Vec<String>>,
+    vcpus: Option<Vec<u32>>,
+    benchmarks: Option<Vec<String>>,
+    sampling: Option<RawSampling>,
+    memory_mib: Option<u64>,
+}
+
+// ---------------------------------------------------------- validated -----
+
+/// A validated matrix: every name resolved, every number in range.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Matrix {
+    /// Where the matrix file was (paths in it are relative to its directory).
+    pub path: PathBuf,
+    /// The profile applied, if any.
+    pub profile: Option<String>,
+    /// The kernel tree and its configuration.
+    pub kernel: Kernel,
+    /// Directory holding one sub-directory per patch series.
+    pub series_dir: PathBuf,
+    /// Variants; the first is `base`, the reference of every comparison.
+    pub variants: Vec<Variant>,
+    /// Guest machine settings.
+    pub guest: Guest,
+    /// vCPU counts, ascending.
+    pub vcpus: Vec<u32>,
+    /// Benchmarks by name.
+    pub benchmarks: Vec<Benchmark>,
+    /// How many samples, over how many boots.
+    pub sampling: Sampling,
+    /// The decision rule's parameters.
+    pub statistics: Statistics,
+    /// Metrics (`benchmark` or `benchmark.metric`) that gate a pre-merge check.
+    pub key_metrics: Vec<String>,
+}
+
+/// Kernel source and configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Kernel {
+    /// A tarball, a git tree or a plain directory.
+    pub source: PathBuf,
+    /// A make target such as `tinyconfig`, or a path to a `.config`.
+    pub base_config: BaseConfig,
+    /// Fragments merged over the base config, in order.
+    pub fragments: Vec<PathBuf>,
+    /// Deadline of one variant's build.
+    pub build_timeout_min: u64,
+}
+
+/// Where the base `.config` comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum BaseConfig {
+    /// `make <target>` (tinyconfig, defconfig, …).
+    Target(String),
+    /// A config file.
+    File(PathBuf),
+}
+
+/// One kernel variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Variant {
+    /// Name, unique, `[a-z0-9._-]`.
+    pub name: String,
+    /// Series applied on top of the base, in order.
+    pub apply: Vec<String>,
+    /// Series the base contains and this variant takes out (reverse-applied).
+    pub revert: Vec<String>,
+    /// Extra config fragments for this variant.
+    pub fragments: Vec<PathBuf>,
+    /// Benchmarks this variant is measured with.
+    pub benchmarks: Vec<String>,
+}
+
+impl Variant {
+    /// True for a variant with no patch and no extra fragment.
+    pub fn is_plain(&self) -> bool {
+        self.apply.is_empty() && self.revert.is_empty() && self.fragments.is_empty()
+    }
+}
+
+/// Accelerator choice.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccelChoice {
+    /// KVM when a probe boot proves it works, otherwise TCG.
+    Auto,
+    /// KVM or fail.
+    Kvm,
+    /// TCG always.
+    Tcg,
+}
+
+/// Guest machine settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Guest {
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Accelerator choice.
+    pub accel: AccelChoice,
+    /// Extra kernel command-line words.
+    pub cmdline: Vec<String>,
+    /// Deadline from QEMU start to SSH ready, scaled up for large guests.
+    pub boot_timeout_s: u64,
+    /// Address-space randomisation in the guest.
+    pub aslr: bool,
+    /// Sockets (vCPUs are split evenly).
+    pub sockets: u32,
+    /// Threads per core.
+    pub threads: u32,
+    /// NUMA nodes (0 = none).
+    pub numa_nodes: u32,
+}
+
+/// A benchmark with its parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Benchmark {
+    /// Unique name used in variants, reports and key metrics.
+    pub name: String,
+    /// What runs.
+    pub kind: BenchKind,
+    /// Guest-side deadline of one repetition.
+    pub timeout_s: u64,
+}
+
+/// Link mode of doexec.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// `-static`.
+    Static,
+    /// Dynamic: separate binaries, one shared loader and libc.
+    Shared,
+}
+
+/// The benchmark programs and their parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BenchKind {
+    /// Separate binary copies re-executing themselves (seeds 000, 002).
+    Doexec {
+        /// static or shared.
+        link: Link,
+        /// Worker processes.
+        workers: Count,
+        /// Measured seconds.
+        duration_s: u32,
+        /// Warm-up seconds, discarded.
+        warmup_s: u32,
+    },
+    /// fork ×fanout, then fork/usleep/kill/waitpid against set/getpriority (seed 003).
+    ForkPrlimit {
+        /// The program forks this many times first (2^fanout processes).
+        fanout: u32,
+        /// Loop iterations per process.
+        iterations: u32,
+        /// Parent's sleep before killing its child.
+        usleep_us: u32,
+    },
+    /// Workers fork+exec `/bin/true` in a loop (seed 004).
+    ForkExec {
+        /// Worker processes.
+        workers: Count,
+        /// Measured seconds.
+        duration_s: u32,
+        /// Warm-up seconds, discarded.
+        warmup_s: u32,
+    },
+    /// The kernel's test_vmalloc module (seed 001).
+    TestVmalloc {
+        /// Module parameter nr_threads.
+        nr_threads: Count,
+        /// Module parameter run_test_mask.
+        run_test_mask: u32,
+        /// Module parameter test_repeat_count.
+        test_repeat_count: u32,
+        /// Module parameter test_loop_count.
+        test_loop_count: u32,
+        /// Module parameter sequential_test_order.
+        sequential_test_order: bool,
+        /// Module parameter nr_pages.
+        nr_pages: u32,
+    },
+}
+
+/// Sampling plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sampling {
+    /// Boots per (variant, vCPUs).
+    pub boots: u32,
+    /// Measured repetitions per benchmark per boot.
+    pub repetitions: u32,
+    /// Repetitions run first in each boot and kept apart.
+    pub warmup_repetitions: u32,
+    /// Seed of the randomised, interleaved boot order.
+    pub seed: u64,
+}
+
+/// Decision-rule parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Statistics {
+    /// Significance level after Benjamini-Hochberg.
+    pub alpha: f64,
+    /// Minimum effect floor (fraction); raised to the measured noise floor.
+    pub floor: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Bootstrap seed.
+    pub seed: u64,
+}
+
+// ------------------------------------------------------------ errors -----
+
+/// A matrix that cannot be used, with every problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// YAML syntax or shape (unknown key, wrong type).
+    #[error("{path}:{line}:{column}: {message}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// serde_yaml's message, which starts with the YAML path.
+        message: String,
+    },
+    /// Values that parse but make no sense, each with its YAML path.
+    #[error("{path}: {} problem(s):\n{}", .problems.len(), .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// `yaml.path: what is wrong and what to do`.
+        problems: Vec<String>,
+    },
+}
+
+// -------------------------------------------------------------- load -----
+
+/// Reads and validates a matrix file, applying `profile` if given.
+pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    parse(&text, path, profile)
+}
+
+/// Parses and validates matrix text; `path` is used for messages and to
+/// resolve relative paths.
+pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
+    let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| {
+        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+        ConfigError::Yaml { path: path.to_path_buf(), line, column, message: e.to_string() }
+    })?;
+    validate(raw, path, profile)
+        .map_err(|problems| ConfigError::Invalid { path: path.to_path_buf(), problems })
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+        && !s.starts_with(['.', '-'])
+}
+
+fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Matrix, Vec<String>> {
+    let mut p = Vec::new();
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let rel = |s: &str| -> PathBuf {
+        let q = PathBuf::from(s);
+        if q.is_absolute() { q } else { dir.join(q) }
+    };
+
+    // Key metrics may name benchmarks a profile leaves out.
+    let defined_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
+    // Profiles first: they select from and override the top level.
+    for (pname, prof) in &raw.profiles {
+        if !valid_name(pname) {
+            p.push(format!("profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"));
+        }
+        let _ = prof;
+    }
+    if let Some(name) = profile {
+        match raw.profiles.get(name).cloned() {
+            None => {
+                let known: Vec<_> = raw.profiles.keys().cloned().collect();
+                p.push(format!(
+                    "profiles: no profile `{name}` (defined: {})",
+                    if known.is_empty() { "none".into() } else { known.join(", ") }
+                ));
+                return Err(p);
+            }
+            Some(prof) => {
+                if let Some(vs) = &prof.variants {
+                    for (i, v) in vs.iter().enumerate() {
+                        if !raw.variants.iter().any(|rv| &rv.name == v) {
+                            p.push(format!("profiles.{name}.variants[{i}]: no variant `{v}`"));
+                        }
+                    }
+                    raw.variants.retain(|rv| vs.contains(&rv.name) || rv.name == "base");
+                }
+                if let Some(bs) = &prof.benchmarks {
+                    for (i, b) in bs.iter().enumerate() {
+                        if !raw.benchmarks.iter().any(|rb| &rb.name == b) {
+                            p.push(format!("profiles.{name}.benchmarks[{i}]: no benchmark `{b}`"));
+                        }
+                    }
+                    raw.benchmarks.retain(|rb| bs.contains(&rb.name));
+                    for v in &mut raw.variants {
+                        if let Some(vb) = &mut v.benchmarks {
+                            vb.retain(|b| bs.contains(b));
+                        }
+                    }
+                }
+                if let Some(vc) = prof.vcpus {
+                    raw.vcpus = vc;
+                }
+                if let Some(s) = prof.sampling {
+                    raw.sampling = RawSampling {
+                        boots: s.boots.or(raw.sampling.boots),
+                        repetitions: s.repetitions.or(raw.sampling.repetitions),
+                        warmup_repetitions: s.warmup_repetitions.or(raw.sampling.warmup_repetitions),
+                        seed: s.seed.or(raw.sampling.seed),
+                    };
+                }
+                if let Some(m) = prof.memory_mib {
+                    raw.guest.memory_mib = Some(m);
+                }
+            }
+        }
+    }
+
+    // kernel
+    let source = rel(raw.kernel.source.as_deref().unwrap_or(DEFAULT_SOURCE));
+    let base_config = match raw.kernel.base_config.as_deref().unwrap_or("tinyconfig") {
+        t if t.ends_with("config") && !t.contains('/') && !t.contains('.') => BaseConfig::Target(t.into()),
+        f => {
+            let f = rel(f);
+            if !f.is_file() {
+                p.push(format!(
+                    "kernel.base_config: `{}` is neither a make *config target nor a file",
+                    f.display()
+                ));
+            }
+            BaseConfig::File(f)
+        }
+    };
+    let mut fragments = Vec::new();
+    for (i, f) in raw.kernel.fragments.iter().enumerate() {
+        let fp = rel(f);
+        if !fp.is_file() {
+            p.push(format!("kernel.fragments[{i}]: no file `{}`", fp.display()));
+        }
+        fragments.push(fp);
+    }
+    let build_timeout_min = raw.kernel.build_timeout_min.unwrap_or(90);
+    if build_timeout_min == 0 {
+        p.push("kernel.build_timeout_min: must be at least 1".into());
+    }
+    let series_dir = rel(&raw.series_dir);
+
+    // benchmarks
+    let mut benchmarks = Vec::new();
+    let mut bnames = BTreeSet::new();
+    for (i, b) in raw.benchmarks.iter().enumerate() {
+        let at = format!("benchmarks[{i}]");
+        if !valid_name(&b.name) {
+            p.push(format!("{at}.name: `{}` must be lowercase letters, digits, '.', '_' or '-'", b.name));
+        }
+        if !bnames.insert(b.name.clone()) {
+            p.push(format!("{at}.name: `{}` is defined twice", b.name));
+        }
+        match bench_kind(b) {
+            Ok(kind) => benchmarks.push(Benchmark {
+                name: b.name.clone(),
+                kind,
+                timeout_s: b.timeout_s.unwrap_or(600),
+            }),
+            Err(errs) => p.extend(errs.into_iter().map(|e| format!("{at}.{e}"))),
+        }
+        if b.timeout_s == Some(0) {
+            p.push(format!("{at}.timeout_s: must be at least 1"));
+        }
+    }
+    if raw.benchmarks.is_empty() {
+        p.push("benchmarks: at least one benchmark is needed".into());
+    }
+
+    // variants
+    let mut variants = Vec::new();
+    let mut vnames = BTreeSet::new();
+    let all_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
+    for (i, v) in raw.variants.iter().enumerate() {
+        let at = format!("variants[{i}]");
+        if !valid_name(&v.name) {
+            p.push(format!("{at}.name: `{}` must be lowercase letters, digits, '.', '_' or '-'", v.name));
+        }
+        if !vnames.insert(v.name.clone()) {
+            p.push(format!("{at}.name: `{}` is defined twice", v.name));
+        }
+        for (key, list) in [("apply", &v.apply), ("revert", &v.revert)] {
+            for (j, s) in list.iter().enumerate() {
+                let d = series_dir.join(s);
+                if !valid_name(s) {
+                    p.push(format!("{at}.{key}[{j}]: `{s}` is not a series name (a directory under {})", series_dir.display()));
+                } else if !d.join("series").is_file() {
+                    p.push(format!(
+                        "{at}.{key}[{j}]: no series `{s}`: expected {} listing its patches",
+                        d.join("series").display()
+                    ));
+                }
+            }
+        }
+        let mut vf = Vec::new();
+        for (j, f) in v.fragments.iter().enumerate() {
+            let fp = rel(f);
+            if !fp.is_file() {
+                p.push(format!("{at}.fragments[{j}]: no file `{}`", fp.display()));
+            }
+            vf.push(fp);
+        }
+        let vb = match &v.benchmarks {
+            None => all_bench.clone(),
+            Some(list) => {
+                for (j, b) in list.iter().enumerate() {
+                    if !all_bench.contains(b) {
+                        p.push(format!("{at}.benchmarks[{j}]: no benchmark `{b}` (defined: {})", all_bench.join(", ")));
+                    }
+                }
+                list.clone()
+            }
+        };
+        variants.push(Variant { name: v.name.clone(), apply: v.apply.clone(), revert: v.revert.clone(), fragments: vf, benchmarks: vb });
+    }
+    match variants.iter().position(|v| v.name == "base") {
+        None => p.push("variants: a variant named `base` (the reference) is required".into()),
+        Some(i) => {
+            if !variants[i].is_plain() {
+                p.push(format!("variants[{i}]: `base` is the unmodified tree; it takes no apply, revert or fragments"));
+            }
+            let b = variants.remove(i);
+            variants.insert(0, b);
+        }
+    }
+    // base runs every benchmark any variant asks for
+    let mut used: Vec<String> = Vec::new();
+    for v in variants.iter().skip(1) {
+        for b in &v.benchmarks {
+            if !used.contains(b) {
+                used.push(b.clone());
+            }
+        }
+    }
+    if let Some(base) = variants.first_mut() {
+        let explicit = raw.variants.iter().any(|v| v.name == "base" && v.benchmarks.is_some());
+        if !explicit && !used.is_empty() {
+            base.benchmarks = all_bench.iter().filter(|b| used.contains(b)).cloned().collect();
+        }
+    }
+
+    // guest
+    let accel = match raw.guest.accel.as_deref().unwrap_or("auto") {
+        "auto" => AccelChoice::Auto,
+        "kvm" => AccelChoice::Kvm,
+        "tcg" => AccelChoice::Tcg,
+        other => {
+            p.push(format!("guest.accel: `{other}` is not one of auto, kvm, tcg"));
+            AccelChoice::Auto
+        }
+    };
+    let memory_mib = raw.guest.memory_mib.unwrap_or(2048);
+    if memory_mib < 256 {
+        p.push(format!("guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"));
+    }
+    for (i, w) in raw.guest.cmdline.iter().enumerate() {
+        if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"') {
+            p.push(format!("guest.cmdline[{i}]: `{w}` must be one word without spaces or quotes"));
+        }
+    }
+    let guest = Guest {
+        memory_mib,
+        accel,
+        cmdline: raw.guest.cmdline.clone(),
+        boot_timeout_s: raw.guest.boot_timeout_s.unwrap_or(300),
+        aslr: raw.guest.aslr.unwrap_or(true),
+        sockets: raw.guest.sockets.unwrap_or(1),
+        threads: raw.guest.threads.unwrap_or(1),
+        numa_nodes: raw.guest.numa_nodes.unwrap_or(0),
+    };
+    if guest.sockets == 0 || guest.threads == 0 {
+        p.push("guest: sockets and threads must be at least 1".into());
+    }
+
+    // vcpus
+    let mut vcpus = raw.vcpus.clone();
+    for (i, &n) in raw.vcpus.iter().enumerate() {
+        if n == 0 {
+            p.push(format!("vcpus[{i}]: must be at least 1"));
+        } else if n % (guest.sockets * guest.threads).max(1) != 0 {
+            p.push(format!(
+                "vcpus[{i}]: {n} does not divide into {} socket(s) × {} thread(s)",
+                guest.sockets, guest.threads
+            ));
+        } else if guest.numa_nodes > 0 && n % guest.numa_nodes != 0 {
+            p.push(format!("vcpus[{i}]: {n} does not divide into {} NUMA nodes", guest.numa_nodes));
+        }
+    }
+    vcpus.sort_unstable();
+    vcpus.dedup();
+    if vcpus.is_empty() {
+        p.push("vcpus: at least one vCPU count is needed".into());
+    }
+
+    let sampling = Sampling {
+        boots: raw.sampling.boots.unwrap_or(2),
+        repetitions: raw.sampling.repetitions.unwrap_or(5),
+        warmup_repetitions: raw.sampling.warmup_repetitions.unwrap_or(1),
+        seed: raw.sampling.seed.unwrap_or(1),
+    };
+    if sampling.boots == 0 || sampling.repetitions == 0 {
+        p.push("sampling: boots and repetitions must be at least 1".into());
+    }
+    let statistics = Statistics {
+        alpha: raw.statistics.alpha.unwrap_or(0.05),
+        floor: raw.statistics.floor.unwrap_or(0.02),
+        resamples: raw.statistics.resamples.unwrap_or(10_000),
+        seed: raw.statistics.seed.unwrap_or(1),
+    };
+    if !(statistics.alpha > 0.0 && statistics.alpha < 0.5) {
+        p.push(format!("statistics.alpha: {} must lie in (0, 0.5)", statistics.alpha));
+    }
+    if !(statistics.floor >= 0.0 && statistics.floor < 1.0) {
+        p.push(format!("statistics.floor: {} must lie in [0, 1)", statistics.floor));
+    }
+    for (i, k) in raw.key_metrics.iter().enumerate() {
+        let b = k.split('.').next().unwrap_or("");
+        if !defined_bench.iter().any(|n| n == b) {
+            p.push(format!("key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"));
+        }
+    }
+    raw.key_metrics.retain(|k| all_bench.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
+
+    if !p.is_empty() {
+        return Err(p);
+    }
+    Ok(Matrix {
+        path: path.to_path_buf(),
+        profile: profile.map(str::to_string),
+        kernel: Kernel { source, base_config, fragments, build_timeout_min },
+        series_dir,
+        variants,
+        guest,
+        vcpus,
+        benchmarks,
+        sampling,
+        statistics,
+        key_metrics: raw.key_metrics,
+    })
+}
+
+/// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
+fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
+    let mut errs = Vec::new();
+    // which keys were given, for "not a parameter of" errors
+    let given: Vec<(&str, bool)> = vec![
+        ("link", b.link.is_some()),
+        ("workers", b.workers.is_some()),
+        ("duration_s", b.duration_s.is_some()),
+        ("warmup_s", b.warmup_s.is_some()),
+        ("fanout", b.fanout.is_some()),
+        ("iterations", b.iterations.is_some()),
+        ("usleep_us", b.usleep_us.is_some()),
+        ("nr_threads", b.nr_threads.is_some()),
+        ("run_test_mask", b.run_test_mask.is_some()),
+        ("test_repeat_count", b.test_repeat_count.is_some()),
+        ("test_loop_count", b.test_loop_count.is_some()),
+        ("sequential_test_order", b.sequential_test_order.is_some()),
+        ("nr_pages", b.nr_pages.is_some()),
+    ];
+    let allowed: &[&str] = match b.kind.as_str() {
+        "doexec" => &["link", "workers", "duration_s", "warmup_s"],
+        "fork_prlimit" => &["fanout", "iterations", "usleep_us"],
+        "fork_exec" => &["workers", "duration_s", "warmup_s"],
+        "test_vmalloc" => &[
+            "nr_threads", "run_test_mask", "test_repeat_count", "test_loop_count", "sequential_test_order", "nr_pages",
+        ],
+        other => {
+            return Err(vec![format!(
+                "kind: `{other}` is not a benchmark kind (doexec, fork_prlimit, fork_exec, test_vmalloc)"
+            )])
+        }
+    };
+    for (k, g) in &given {
+        if *g && !allowed.contains(k) {
+            errs.push(format!("{k}: not a parameter of {} (its parameters: {})", b.kind, allowed.join(", ")));
+        }
+    }
+    let positive = |errs: &mut Vec<String>, k: &str, v: Option<u32>, d: u32| -> u32 {
+        let v = v.unwrap_or(d);
+        if v == 0 {
+            errs.push(format!("{k}: must be at least 1"));
+        }
+        v
+    };
+    let count = |errs: &mut Vec<String>, k: &str, v: Option<Count>| -> Count {
+        let v = v.unwrap_or(Count::Named(NprocWord::Nproc));
+        if v == Count::Fixed(0) {
+            errs.push(format!("{k}: must be at least 1 or `nproc`"));
+        }
+        v
+    };
+    let kind = match b.kind.as_str() {
+        "doexec" => {
+            let link = match b.link.as_deref().unwrap_or("static") {
+                "static" => Link::Static,
+                "shared" => Link::Shared,
+                o => {
+                    errs.push(format!("link: `{o}` is not static or shared"));
+                    Link::Static
+                }
+            };
+            BenchKind::Doexec {
+                link,
+                workers: count(&mut errs, "workers", b.workers),
+                duration_s: positive(&mut errs, "duration_s", b.duration_s, 5),
+                warmup_s: b.warmup_s.unwrap_or(1),
+            }
+        }
+        "fork_prlimit" => {
+            let fanout = b.fanout.unwrap_or(6);
+            if fanout > 12 {
+                errs.push(format!("fanout: {fanout} would start 2^{fanout} processes; at most 12"));
+            }
+            BenchKind::ForkPrlimit {
+                fanout,
+                iterations: positive(&mut errs, "iterations", b.iterations, 5000),
+                usleep_us: b.usleep_us.unwrap_or(1000),
+            }
+        }
+        "fork_exec" => BenchKind::ForkExec {
+            workers: count(&mut errs, "workers", b.workers),
+            duration_s: positive(&mut errs, "duration_s", b.duration_s, 5),
+            warmup_s: b.warmup_s.unwrap_or(1),
+        },
+        _ => {
+            let mask = b.run_test_mask.unwrap_or(0x7);
+            if mask == 0 {
+                errs.push("run_test_mask: selects no test".into());
+            }
+            BenchKind::TestVmalloc {
+                nr_threads: count(&mut errs, "nr_threads", b.nr_threads),
+                run_test_mask: mask,
+                test_repeat_count: positive(&mut errs, "test_repeat_count", b.test_repeat_count, 1),
+                test_loop_count: positive(&mut errs, "test_loop_count", b.test_loop_count, 1_000_000),
+                sequential_test_order: b.sequential_test_order.unwrap_or(false),
+                nr_pages: positive(&mut errs, "nr_pages", b.nr_pages, 1),
+            }
+        }
+    };
+    if errs.is_empty() { Ok(kind) } else { Err(errs) }
+}
+
+impl Matrix {
+    /// The benchmark called `name`.
+    pub fn benchmark(&self, name: &str) -> Option<&Benchmark> {
+        self.benchmarks.iter().find(|b| b.name == name)
+    }
+    /// The variant called `name`.
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+}

@@ -1,0 +1,364 @@
+//! The guest image: an initramfs (newc cpio, written here, uncompressed) made
+//! of Debian's busybox-static and dropbear-bin with the shared libraries they
+//! and the dynamic benchmarks need, the benchmark programs compiled on the
+//! host from `images/*.c`, an `/init` that brings up the network and SSH,
+//! and the run's public key. Kernel modules go in a second archive per
+//! kernel, concatenated after the common one (the kernel unpacks both).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::proc::Cmd;
+
+/// One archive member.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A directory.
+    Dir,
+    /// A regular file with mode bits and contents.
+    File(u32, Vec<u8>),
+    /// A symlink to a target.
+    Link(String),
+}
+
+/// An initramfs under construction: absolute guest path → entry.
+#[derive(Debug, Default, Clone)]
+pub struct Archive {
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Archive {
+    /// Adds a directory and its parents.
+    pub fn dir(&mut self, path: &str) {
+        let mut cur = String::new();
+        for part in path.trim_matches('/').split('/').filter(|p| !p.is_empty()) {
+            cur.push('/');
+            cur.push_str(part);
+            self.entries.entry(cur.clone()).or_insert(Entry::Dir);
+        }
+    }
+    fn parent(&mut self, path: &str) {
+        if let Some((p, _)) = path.rsplit_once('/') {
+            if !p.is_empty() {
+                self.dir(p);
+            }
+        }
+    }
+    /// Adds a file.
+    pub fn file(&mut self, path: &str, mode: u32, data: Vec<u8>) {
+        self.parent(path);
+        self.entries.insert(path.to_string(), Entry::File(mode, data));
+    }
+    /// Adds a host file, keeping its permission bits.
+    pub fn host_file(&mut self, path: &str, host: &Path) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let data = std::fs::read(host).with_context(|| format!("read {}", host.display()))?;
+        let mode = std::fs::metadata(host)?.permissions().mode() & 0o7777;
+        self.file(path, mode, data);
+        Ok(())
+    }
+    /// Adds a symlink.
+    pub fn link(&mut self, path: &str, target: &str) {
+        self.parent(path);
+        self.entries.insert(path.to_string(), Entry::Link(target.to_string()));
+    }
+    /// Does the archive have this path?
+    pub fn has(&self, path: &str) -> bool {
+        self.entries.contains_key(path)
+    }
+
+    /// Serialises as a newc cpio archive with a trailer.
+    pub fn to_cpio(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut ino = 1u32;
+        for (path, e) in &self.entries {
+            let name = path.trim_start_matches('/');
+            let (mode, data): (u32, &[u8]) = match e {
+                Entry::Dir => (0o040755, &[]),
+                Entry::File(m, d) => (0o100000 | m, d),
+                Entry::Link(t) => (0o120777, t.as_bytes()),
+            };
+            header(&mut out, ino, mode, if matches!(e, Entry::Dir) { 2 } else { 1 }, data.len(), name);
+            out.extend_from_slice(data);
+            pad4(&mut out);
+            ino += 1;
+        }
+        header(&mut out, 0, 0, 1, 0, "TRAILER!!!");
+        out
+    }
+}
+
+fn header(out: &mut Vec<u8>, ino: u32, mode: u32, nlink: u32, size: usize, name: &str) {
+    let fields = [ino, mode, 0, 0, nlink, 0, size as u32, 0, 0, 0, 0, name.len() as u32 + 1, 0];
+    out.extend_from_slice(b"070701");
+    for f in fields {
+        out.extend_from_slice(format!("{f:08x}").as_bytes());
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.push(0);
+    pad4(out);
+}
+
+fn pad4(out: &mut Vec<u8>) {
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+}
+
+/// Guest's static address and QEMU user-net gateway.
+pub const GUEST_IP: &str = "10.0.2.15";
+/// Line `/init` prints on the console when sshd is up.
+pub const READY_MARK: &str = "harness: guest ready";
+
+/// The guest's `/init`. It takes no value from the matrix: what varies
+/// (ASLR, watchdogs) goes on the kernel command line.
+pub fn init_script() -> String {
+    format!(
+        r#"#!/bin/sh
+# harness guest init: mounts, network, sshd; then idles as PID 1.
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /dev/shm
+ip link set lo up
+ip link set eth0 up
+ip addr add {GUEST_IP}/24 dev eth0
+ip route add default via 10.0.2.2
+mkdir -p /etc/dropbear
+chmod 700 /root /root/.ssh
+chmod 600 /root/.ssh/authorized_keys
+dropbear -R -s -p 22 -P /tmp/dropbear.pid
+echo "{READY_MARK}" > /dev/ttyS0
+while true; do sleep 3600; done
+"#
+    )
+}
+
+/// The guest-side runner: `/bench/run TIMEOUT PROGRAM ARGS...` prints the
+/// aggregate /proc/stat cpu line before and after, kills the program at the
+/// timeout, and exits with its status.
+pub fn run_script() -> &'static str {
+    r#"#!/bin/sh
+t=$1; shift
+echo "stat0 $(head -n1 /proc/stat)"
+timeout -s KILL "$t" "$@"
+rc=$?
+echo "stat1 $(head -n1 /proc/stat)"
+exit $rc
+"#
+}
+
+/// Shared libraries an ELF needs, as host paths (from `ldd`).
+pub fn needed_libs(elf: &Path) -> Result<Vec<PathBuf>> {
+    let f = Cmd::new("ldd").arg(elf).capture().run()?;
+    if f.output.contains("not a dynamic executable") || f.output.contains("statically linked") {
+        return Ok(Vec::new());
+    }
+    if !f.success() {
+        bail!("ldd {}: {}", elf.display(), f.output.trim());
+    }
+    Ok(parse_ldd(&f.output))
+}
+
+/// Parses ldd output into library paths (the loader included).
+pub fn parse_ldd(out: &str) -> Vec<PathBuf> {
+    out.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, r)) => r.trim().split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
+/// Host programs the image is made of.
+pub struct HostBins {
+    /// busybox (static).
+    pub busybox: PathBuf,
+    /// dropbear server.
+    pub dropbear: PathBuf,
+}
+
+impl HostBins {
+    /// Finds them, or says which package to install.
+    pub fn find() -> Result<HostBins> {
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().map(PathBuf::from).find(|p| p.is_file());
+        let Some(busybox) = busybox else { bail!("find busybox: install busybox-static (harness/scripts/setup-host.sh)") };
+        let dropbear = PathBuf::from("/usr/sbin/dropbear");
+        if !dropbear.is_file() {
+            bail!("find /usr/sbin/dropbear: install dropbear-bin (harness/scripts/setup-host.sh)");
+        }
+        Ok(HostBins { busybox, dropbear })
+    }
+}
+
+/// Benchmark programs built from `images/`.
+pub const PROGRAMS: &[(&str, &str, bool)] = &[
+    // (binary, source, static)
+    ("doexec-static", "doexec.c", true),
+    ("doexec-shared", "doexec.c", false),
+    ("forkprlimit", "forkprlimit.c", true),
+    ("forkexec", "forkexec.c", true),
+];
+
+/// Compiles the benchmark programs into `out`.
+pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(String, PathBuf)>> {
+    std::fs::create_dir_all(out)?;
+    let mut bins = Vec::new();
+    for (bin, src, stat) in PROGRAMS {
+        let srcp = images.join(src);
+        if !srcp.is_file() {
+            bail!("find benchmark source {}", srcp.display());
+        }
+        let dst = out.join(bin);
+        let mut c = Cmd::new("gcc").args(["-O2", "-Wall", "-Wextra", "-Werror"]).arg("-I").arg(images);
+        if *stat {
+            c = c.arg("-static");
+        }
+        c.arg("-o").arg(&dst).arg(&srcp).log(log).run_ok().with_context(|| format!("compile {bin}"))?;
+        bins.push((bin.to_string(), dst));
+    }
+    Ok(bins)
+}
+
+/// Makes the common archive: busybox, dropbear, libraries, benchmarks,
+/// `/init`, and the run's authorized key.
+pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], authorized_key: &str) -> Result<Archive> {
+    let mut a = Archive::default();
+    for d in ["/bin", "/sbin", "/usr/bin", "/usr/sbin", "/proc", "/sys", "/dev", "/tmp", "/root/.ssh", "/etc", "/lib/modules", "/bench", "/var/log"] {
+        a.dir(d);
+    }
+    a.host_file("/bin/busybox", &host.busybox)?;
+    let applets = Cmd::new(&host.busybox).arg("--list").capture().run_ok()?;
+    for ap in applets.output.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains('/')) {
+        if ap != "busybox" {
+            a.link(&format!("/bin/{ap}"), "busybox");
+        }
+    }
+    a.host_file("/usr/sbin/dropbear", &host.dropbear)?;
+    let mut elfs = vec![host.dropbear.clone()];
+    for (name, path) in benches {
+        a.host_file(&format!("/bench/{name}"), path)?;
+        elfs.push(path.clone());
+    }
+    for e in &elfs {
+        for lib in needed_libs(e)? {
+            let guest = lib.to_string_lossy().into_owned();
+            if !a.has(&guest) {
+                let real = std::fs::canonicalize(&lib)?;
+                a.host_file(&guest, &real)?;
+            }
+        }
+    }
+    // dynamic binaries look for the loader at /lib64; Debian keeps it in /lib/x86_64-linux-gnu
+    if !a.has("/lib64/ld-linux-x86-64.so.2") {
+        a.link("/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+    }
+    a.file("/init", 0o755, init_script().into_bytes());
+    a.file("/bench/run", 0o755, run_script().as_bytes().to_vec());
+    a.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n".to_vec());
+    a.file("/etc/group", 0o644, b"root:x:0:\n".to_vec());
+    a.file("/etc/shells", 0o644, b"/bin/sh\n".to_vec());
+    a.file("/root/.ssh/authorized_keys", 0o600, format!("{}\n", authorized_key.trim()).into_bytes());
+    Ok(a)
+}
+
+/// Adds a kernel's modules: every `.ko` under its `lib/modules/<release>`
+/// tree, plus `/lib/modules/<name>.ko` shortcuts for `insmod`.
+pub fn modules_archive(mods_root: &Path, release: &str) -> Result<Archive> {
+    let mut a = Archive::default();
+    let base = mods_root.join("lib/modules").join(release);
+    let mut stack = vec![base.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "ko") {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                a.host_file(&format!("/lib/modules/{name}"), &p)?;
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// A per-run SSH key pair made with dropbearkey and converted to OpenSSH
+/// format for libssh2: `(private key path, public key line)`.
+pub fn make_ssh_key(dir: &Path, log: &Path) -> Result<(PathBuf, String)> {
+    std::fs::create_dir_all(dir)?;
+    let db = dir.join("id_dropbear");
+    let key = dir.join("id_ed25519");
+    if !key.is_file() {
+        let _ = std::fs::remove_file(&db);
+        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(&db).log(log).run_ok().context("make the run's SSH key")?;
+        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&db).arg(&key).log(log).run_ok()?;
+    }
+    let f = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(&db).capture().run_ok()?;
+    let pubkey = f
+        .output
+        .lines()
+        .find(|l| l.starts_with("ssh-"))
+        .map(str::to_string)
+        .context("read the public key from dropbearkey")?;
+    Ok((key, pubkey))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_is_newc_with_parents_and_trailer() {
+        let mut a = Archive::default();
+        a.file("/bench/x", 0o755, b"hello".to_vec());
+        a.link("/bin/sh", "busybox");
+        let c = a.to_cpio();
+        assert_eq!(&c[..6], b"070701");
+        assert_eq!(c.len() % 4, 0);
+        let s = String::from_utf8_lossy(&c);
+        for name in ["bench\0", "bench/x\0", "bin\0", "bin/sh\0", "TRAILER!!!\0", "hello"] {
+            assert!(s.contains(name), "missing {name:?}");
+        }
+        // the file header: mode 100755, size 5
+        let i = s.find("bench/x\0").unwrap();
+        let h = &s[i - 110..i];
+        assert_eq!(&h[14..22], "000081ed");
+        assert_eq!(&h[54..62], "00000005");
+    }
+
+    #[test]
+    fn cpio_round_trips_through_gnu_cpio() {
+        let dir = std::env::temp_dir().join(format!("harness-cpio-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut a = Archive::default();
+        a.file("/etc/passwd", 0o644, b"root:x:0:0::/root:/bin/sh\n".to_vec());
+        a.link("/bin/sh", "busybox");
+        std::fs::write(dir.join("a.cpio"), a.to_cpio()).unwrap();
+        let out = dir.join("x");
+        std::fs::create_dir_all(&out).unwrap();
+        Cmd::new("cpio").args(["-idm", "--quiet", "-F"]).arg(dir.join("a.cpio")).dir(&out).run_ok().unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("etc/passwd")).unwrap(), "root:x:0:0::/root:/bin/sh\n");
+        assert_eq!(std::fs::read_link(out.join("bin/sh")).unwrap(), PathBuf::from("busybox"));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn ldd_output_parsing() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
+        assert_eq!(
+            parse_ldd(out),
+            vec![PathBuf::from("/lib/x86_64-linux-gnu/libz.so.1"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! Configuring and building one variant in the work tree, and the cache of
+//! built kernels (`work/kernels/<key>/`), keyed by the source, the final
+//! `.config` and the patches applied, so a variant is built once.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::kconfig::{self, Config, Lost};
+use super::tree::{hex, Applied, Tree};
+use crate::config::BaseConfig;
+use crate::proc::Cmd;
+
+/// A built kernel.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Artifact {
+    /// Cache key.
+    pub key: String,
+    /// Directory holding it.
+    pub dir: PathBuf,
+    /// `bzImage`.
+    pub bzimage: PathBuf,
+    /// `vmlinux` (for PVH boot).
+    pub vmlinux: PathBuf,
+    /// `lib/modules/<release>` root (INSTALL_MOD_PATH), if modules were built.
+    pub modules: Option<PathBuf>,
+    /// `uname -r` of the kernel.
+    pub release: String,
+    /// Seconds the build took (0 for a cache hit in this run).
+    pub build_s: f64,
+    /// CONFIG_NR_CPUS of the final config.
+    pub nr_cpus: Option<u32>,
+}
+
+/// Result of configuring.
+pub struct Configured {
+    /// The final `.config`.
+    pub config: Config,
+    /// Requested symbols that did not keep their value.
+    pub lost: Vec<Lost>,
+    /// Text of the final `.config`.
+    pub text: String,
+}
+
+fn make(tree: &Tree) -> Cmd {
+    Cmd::new("make")
+        .arg("-C")
+        .arg(&tree.dir)
+        .env("KBUILD_BUILD_TIMESTAMP", "harness")
+        .env("KBUILD_BUILD_USER", "harness")
+        .env("KBUILD_BUILD_HOST", "harness")
+}
+
+/// Writes the base config merged with `fragments`, runs `olddefconfig`, and
+/// reports the requested symbols that changed.
+pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &Path, log: &Path) -> Result<Configured> {
+    let base_cfg = match base {
+        BaseConfig::File(f) => kconfig::read(f)?,
+        BaseConfig::Target(t) => {
+            let cached = work.join("tree").join(format!("{}.{t}", tree.key));
+            if !cached.is_file() {
+                make(tree).arg(t).log(log).deadline(Duration::from_secs(600)).run_ok().with_context(|| format!("make {t}"))?;
+                std::fs::copy(tree.dir.join(".config"), &cached)?;
+            }
+            kconfig::read(&cached)?
+        }
+    };
+    let frags = fragments.iter().map(|f| kconfig::read(f)).collect::<Result<Vec<_>>>()?;
+    let (merged, requested, overrides) = kconfig::merge(&base_cfg, &frags);
+    let mut note = String::new();
+    for o in &overrides {
+        note.push_str(&format!(
+            "note: CONFIG_{} redefined from {} to {} by {}\n",
+            o.symbol,
+            o.was,
+            o.now,
+            fragments[o.fragment].display()
+        ));
+    }
+    std::fs::write(tree.dir.join(".config"), kconfig::render(&merged))?;
+    make(tree).arg("olddefconfig").log(log).deadline(Duration::from_secs(600)).run_ok().context("make olddefconfig")?;
+    let text = std::fs::read_to_string(tree.dir.join(".config"))?;
+    let config = kconfig::parse(&text).map_err(|e| anyhow::anyhow!("read the final .config: {e}"))?;
+    let lost = kconfig::lost(&requested, &config);
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(log)?;
+    use std::io::Write;
+    f.write_all(note.as_bytes())?;
+    for l in &lost {
+        writeln!(f, "warning: {l}")?;
+    }
+    Ok(Configured { config, lost, text })
+}
+
+/// The cache key of a variant's kernel.
+pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(tree.key.as_bytes());
+    h.update(config_text.as_bytes());
+    for a in applied {
+        h.update([a.reverse as u8]);
+        h.update(std::fs::read(&a.patch).with_context(|| format!("read {}", a.patch.display()))?);
+    }
+    Ok(hex(&h.finalize()[..8]))
+}
+
+/// Loads a cached kernel.
+pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
+    let f = work.join("kernels").join(key).join("artifact.json");
+    let a: Artifact = serde_json::from_slice(&std::fs::read(f).ok()?).ok()?;
+    a.bzimage.is_file().then_some(a)
+}
+
+/// Why a build failed, with the compiler's error lines.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BuildFailure {
+    /// `make` timed out.
+    pub timed_out: bool,
+    /// Lines with `error:` (and make's own `Error` lines), at most 20.
+    pub errors: Vec<String>,
+}
+
+/// Pulls the error lines out of a build log.
+pub fn error_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("error:") || l.contains("] Error ") || l.starts_with("make: ***") || l.contains("undefined reference"))
+        .take(20)
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Builds the configured tree and stores the kernel under `work/kernels/<key>`.
+pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Duration, log: &Path) -> Result<Result<Artifact, BuildFailure>> {
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let modules = cfg.config.get("MODULES").map(|v| v == "y").unwrap_or(false);
+    let mut targets = vec!["bzImage", "vmlinux"];
+    if modules {
+        targets.push("modules");
+    }
+    let start = std::time::Instant::now();
+    let f = make(tree).arg(format!("-j{jobs}")).args(targets).log(log).deadline(timeout).run()?;
+    if !f.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        return Ok(Err(BuildFailure { timed_out: f.timed_out, errors: error_lines(&text) }));
+    }
+    let dir = work.join("kernels").join(key);
+    let tmp = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    let mods = if modules {
+        make(tree)
+            .arg("modules_install")
+            .arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display()))
+            .arg("INSTALL_MOD_STRIP=1")
+            .log(log)
+            .deadline(Duration::from_secs(600))
+            .run_ok()
+            .context("install modules")?;
+        Some(dir.join("mods"))
+    } else {
+        None
+    };
+    std::fs::copy(tree.dir.join("arch/x86/boot/bzImage"), tmp.join("bzImage")).context("copy bzImage")?;
+    std::fs::copy(tree.dir.join("vmlinux"), tmp.join("vmlinux")).context("copy vmlinux")?;
+    std::fs::write(tmp.join("config"), &cfg.text)?;
+    let release = std::fs::read_to_string(tree.dir.join("include/config/kernel.release"))
+        .context("read kernel.release")?
+        .trim()
+        .to_string();
+    let art = Artifact {
+        key: key.to_string(),
+        dir: dir.clone(),
+        bzimage: dir.join("bzImage"),
+        vmlinux: dir.join("vmlinux"),
+        modules: mods,
+        release,
+        build_s: start.elapsed().as_secs_f64(),
+        nr_cpus: cfg.config.get("NR_CPUS").and_then(|v| v.parse().ok()),
+    };
+    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
+    Ok(Ok(art))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_keep_compiler_and_make_errors() {
+        let log = "  CC      mm/memory.o\nmm/memory.c:12:5: error: 'x' undeclared\nmake[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1\n  CC kernel/fork.o\n";
+        assert_eq!(
+            error_lines(log),
+            vec!["mm/memory.c:12:5: error: 'x' undeclared", "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"]
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The kernel side: a work tree the harness owns (never the user's),
+//! patch series applied or reverted in it, config fragments merged, and one
+//! build per variant, cached by content so reruns and resumes do not rebuild.
+
+pub mod build;
+pub mod kconfig;
+pub mod patch;
+pub mod tree;

@@ -1,0 +1,19 @@
+//! harness: tells kernel maintainers, with evidence, whether a patch series
+//! makes Linux faster or slower at scale. See ARCHITECTURE.md for the map.
+#![deny(missing_docs)]
+
+pub mod bench;
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod guest;
+pub mod image;
+pub mod kernel;
+pub mod pipeline;
+pub mod plan;
+pub mod proc;
+pub mod report;
+pub mod stats;
+pub mod store;
+pub mod ui;
+pub mod vm;

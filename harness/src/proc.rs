@@ -1,0 +1,371 @@
+//! The one module that spawns host processes. Every child runs in its own
+//! process group, has a deadline, tees its output to a log file, and the whole
+//! group is killed when its guard drops, when the deadline passes, or when the
+//! harness is interrupted (SIGINT/SIGTERM). No shell is ever involved: a
+//! program and its argument vector go straight to `execve`.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static HANDLER: Once = Once::new();
+
+/// Set when SIGINT or SIGTERM arrived; long loops poll it and stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Error returned by waits cut short by SIGINT/SIGTERM.
+#[derive(Debug, thiserror::Error)]
+#[error("stop: interrupted by a signal")]
+pub struct Interrupted;
+
+/// Installs the SIGINT/SIGTERM handler: marks the run interrupted and kills
+/// every live child group (SIGTERM, then SIGKILL after 3 s). A second signal
+/// while the first is handled exits at once with 130.
+pub fn install_signal_handler() -> Result<()> {
+    let mut res = Ok(());
+    HANDLER.call_once(|| {
+        let signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]);
+        match signals {
+            Err(e) => res = Err(anyhow::Error::new(e).context("install the signal handler")),
+            Ok(mut signals) => {
+                std::thread::spawn(move || {
+                    for _ in signals.forever() {
+                        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                            kill_all(libc::SIGKILL);
+                            std::process::exit(130);
+                        }
+                        kill_all(libc::SIGTERM);
+                        std::thread::sleep(Duration::from_secs(3));
+                        kill_all(libc::SIGKILL);
+                    }
+                });
+            }
+        }
+    });
+    res
+}
+
+fn kill_all(sig: i32) {
+    let groups: Vec<i32> = LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
+    for pg in groups {
+        // SAFETY: killpg only sends a signal; pg is a group we created.
+        unsafe {
+            libc::killpg(pg, sig);
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+    dir: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    log: Option<PathBuf>,
+    deadline: Option<Duration>,
+    capture: bool,
+}
+
+/// How a finished command ended.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// Exit code, or None when killed by a signal.
+    pub code: Option<i32>,
+    /// Killed because the deadline passed.
+    pub timed_out: bool,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// stdout+stderr, when captured.
+    pub output: String,
+}
+
+impl Finished {
+    /// Exited with status 0 in time.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && !self.timed_out
+    }
+}
+
+impl Cmd {
+    /// A program with no arguments yet.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Cmd { program: program.into(), args: Vec::new(), dir: None, env: Vec::new(), log: None, deadline: None, capture: false }
+    }
+    /// Appends one argument.
+    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+    /// Appends arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, a: I) -> Self {
+        self.args.extend(a.into_iter().map(Into::into));
+        self
+    }
+    /// Working directory.
+    pub fn dir(mut self, d: impl AsRef<Path>) -> Self {
+        self.dir = Some(d.as_ref().to_path_buf());
+        self
+    }
+    /// Sets an environment variable.
+    pub fn env(mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+    /// Appends stdout and stderr to this log file.
+    pub fn log(mut self, p: impl AsRef<Path>) -> Self {
+        self.log = Some(p.as_ref().to_path_buf());
+        self
+    }
+    /// Kills the group after this long.
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = Some(d);
+        self
+    }
+    /// Keeps stdout+stderr in memory (and in the log, if one is set).
+    pub fn capture(mut self) -> Self {
+        self.capture = true;
+        self
+    }
+
+    /// One line describing the command, for logs and errors.
+    pub fn describe(&self) -> String {
+        let mut s = self.program.to_string_lossy().into_owned();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&a.to_string_lossy());
+        }
+        s
+    }
+
+    fn expression(&self) -> Result<duct::Expression> {
+        let mut e = duct::cmd(&self.program, &self.args).stdin_null().stderr_to_stdout().unchecked();
+        if let Some(d) = &self.dir {
+            e = e.dir(d);
+        }
+        for (k, v) in &self.env {
+            e = e.env(k, v);
+        }
+        if self.capture {
+            e = e.stdout_capture();
+        } else if let Some(log) = &self.log {
+            let f = open_log(log)?;
+            e = e.stdout_file(f);
+        } else {
+            e = e.stdout_null();
+        }
+        Ok(e.before_spawn(|c| {
+            c.process_group(0);
+            Ok(())
+        }))
+    }
+
+    /// Starts the command and returns a guard that kills its group on drop.
+    pub fn spawn(self) -> Result<Child> {
+        if interrupted() {
+            return Err(Interrupted.into());
+        }
+        if let Some(log) = &self.log {
+            let mut f = open_log(log)?;
+            writeln!(f, "$ {}", self.describe()).ok();
+        }
+        let handle = self.expression()?.start().with_context(|| format!("start `{}`", self.describe()))?;
+        let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
+        LIVE_GROUPS.lock().map(|mut g| g.insert(pgid)).ok();
+        Ok(Child { handle: Some(handle), pgid, started: Instant::now(), cmd: self })
+    }
+
+    /// Runs to completion (or deadline, or interruption).
+    pub fn run(self) -> Result<Finished> {
+        let mut child = self.spawn()?;
+        child.wait()
+    }
+
+    /// Runs and fails unless it exits 0; the error carries the output tail.
+    pub fn run_ok(self) -> Result<Finished> {
+        let desc = self.describe();
+        let log = self.log.clone();
+        let f = self.run()?;
+        if !f.success() {
+            let tail: Vec<&str> = f.output.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+            let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
+            let where_ = log.map(|l| format!(" (log: {})", l.display())).unwrap_or_default();
+            bail!("run `{desc}`: {how}{where_}\n{}", tail.join("\n"));
+        }
+        Ok(f)
+    }
+}
+
+fn open_log(p: &Path) -> Result<File> {
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+    }
+    std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("open log {}", p.display()))
+}
+
+/// A running child; dropping it kills its whole process group.
+pub struct Child {
+    handle: Option<duct::Handle>,
+    pgid: i32,
+    started: Instant,
+    cmd: Cmd,
+}
+
+impl Child {
+    /// The process group (= the child's pid).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Has it exited? Returns its exit code (None = signal) once it has.
+    pub fn try_status(&mut self) -> Result<Option<Option<i32>>> {
+        let Some(h) = &self.handle else { return Ok(Some(None)) };
+        match h.try_wait().context("poll child")? {
+            Some(out) => Ok(Some(out.status.code())),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits for exit, the deadline, or an interruption.
+    pub fn wait(&mut self) -> Result<Finished> {
+        loop {
+            if let Some(code) = self.try_status()? {
+                return Ok(self.finish(code, false));
+            }
+            if interrupted() {
+                self.kill();
+                return Err(Interrupted.into());
+            }
+            if let Some(d) = self.cmd.deadline {
+                if self.started.elapsed() > d {
+                    self.kill();
+                    let code = self.try_status()?.unwrap_or(None);
+                    return Ok(self.finish(code, true));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn finish(&mut self, code: Option<i32>, timed_out: bool) -> Finished {
+        let mut output = String::new();
+        if let Some(h) = self.handle.take() {
+            if let Ok(Some(out)) = h.try_wait() {
+                output = String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+        }
+        LIVE_GROUPS.lock().map(|mut g| g.remove(&self.pgid)).ok();
+        // the group may still hold grandchildren (make's jobs): end them too
+        unsafe {
+            libc::killpg(self.pgid, libc::SIGKILL);
+        }
+        if self.cmd.capture {
+            if let Some(log) = &self.cmd.log {
+                if let Ok(mut f) = open_log(log) {
+                    f.write_all(output.as_bytes()).ok();
+                }
+            }
+        }
+        Finished { code, timed_out, elapsed: self.started.elapsed(), output }
+    }
+
+    /// Kills the group: SIGTERM, a short grace, then SIGKILL; reaps the child.
+    pub fn kill(&mut self) {
+        if self.pgid <= 0 {
+            return;
+        }
+        unsafe {
+            libc::killpg(self.pgid, libc::SIGTERM);
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if matches!(self.handle.as_ref().map(|h| h.try_wait()), Some(Ok(Some(_))) | None) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe {
+            libc::killpg(self.pgid, libc::SIGKILL);
+        }
+        if let Some(h) = &self.handle {
+            let _ = h.wait();
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            self.kill();
+        }
+        LIVE_GROUPS.lock().map(|mut g| g.remove(&self.pgid)).ok();
+    }
+}
+
+/// Looks a program up on PATH.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// Returns an error when the run was interrupted.
+pub fn check_interrupted() -> Result<()> {
+    if interrupted() {
+        return Err(Interrupted.into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_output_and_status() {
+        let f = Cmd::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]).capture().run().unwrap();
+        assert_eq!(f.code, Some(3));
+        assert!(f.output.contains("out") && f.output.contains("err"));
+        assert!(!f.success());
+    }
+
+    #[test]
+    fn deadline_kills_the_whole_group() {
+        let dir = std::env::temp_dir().join(format!("harness-proc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pidfile = dir.join("grandchild.pid");
+        // the grandchild would outlive a plain kill of the direct child
+        let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+        let f = Cmd::new("sh").args(["-c", &script]).deadline(Duration::from_millis(500)).run().unwrap();
+        assert!(f.timed_out);
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // a killed orphan may linger as a zombie until init reaps it
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let alive = state.rsplit(')').next().map(|r| r.trim_start().starts_with(|c| c != 'Z')).unwrap_or(false);
+        assert!(!alive, "grandchild {pid} survived the group kill");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn log_receives_command_line_and_output() {
+        let dir = std::env::temp_dir().join(format!("harness-proc-log-{}", std::process::id()));
+        let log = dir.join("x.log");
+        Cmd::new("echo").arg("hello").log(&log).run_ok().unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.starts_with("$ echo hello\n"), "{text}");
+        assert!(text.contains("hello\n"));
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

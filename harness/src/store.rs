@@ -1,0 +1,432 @@
+//! A run directory (`runs/<id>/`): `run.json` (what was asked, with seed,
+//! host and revision), `samples.jsonl` (one line per measured value, written
+//! the moment it exists) and `events.jsonl` (every step's outcome: series
+//! states, patches, configs, builds, boots, benchmark failures), plus `logs/`.
+//! A line is written with one `write` on an `O_APPEND` file and synced, so it
+//! is whole or absent; a torn last line (power loss) is ignored on reading
+//! and cut off before a resume appends.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::bench::CpuWindow;
+use crate::config::Matrix;
+use crate::kernel::kconfig::Lost;
+use crate::kernel::patch::{Failure, State};
+use crate::vm::{Accel, Finding};
+
+/// Version of the files' format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Format version.
+    pub format_version: u32,
+    /// Run id (the directory name).
+    pub id: String,
+    /// When it started (UTC, RFC 3339).
+    pub started: String,
+    /// The validated matrix.
+    pub matrix: Matrix,
+    /// Host facts.
+    pub host: Host,
+    /// git revision of the harness checkout, if any.
+    pub harness_revision: Option<String>,
+}
+
+/// Facts about the host.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Host {
+    /// hostname.
+    pub hostname: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Host kernel release.
+    pub kernel: String,
+    /// QEMU version line.
+    pub qemu: String,
+}
+
+/// One measured value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    /// Variant.
+    pub variant: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Benchmark name.
+    pub benchmark: String,
+    /// Benchmark parameters.
+    pub params: serde_json::Value,
+    /// Metric.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Direction.
+    pub higher_is_better: bool,
+    /// Boot id (unique per boot in the run).
+    pub boot_id: String,
+    /// Boot index within the cell.
+    pub boot: u32,
+    /// Repetition index within the boot (warm-up ones first).
+    pub repetition: u32,
+    /// A warm-up repetition, kept apart from the statistics.
+    pub warmup: bool,
+    /// The value.
+    pub value: f64,
+    /// Per-second values behind it, if any.
+    #[serde(default)]
+    pub series: Vec<f64>,
+    /// CPU idle/steal over the sample window.
+    pub cpu: Option<CpuWindow>,
+    /// When it was taken (UTC, RFC 3339).
+    pub timestamp: String,
+}
+
+/// Environment of one boot, read in the guest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BootEnv {
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `nproc`.
+    pub nproc: u32,
+    /// MemTotal in MiB.
+    pub memory_mib: u64,
+    /// `/proc/sys/kernel/randomize_va_space`.
+    pub aslr: u32,
+}
+
+/// A step's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A series' state against the base tree.
+    Series {
+        /// Series.
+        series: String,
+        /// State.
+        state: State,
+    },
+    /// A variant's patches.
+    Patch {
+        /// Variant.
+        variant: String,
+        /// The failure, if the variant could not be made.
+        failure: Option<Failure>,
+        /// Other problems (a revert of a series the base lacks, …).
+        error: Option<String>,
+    },
+    /// A variant's config.
+    Config {
+        /// Variant.
+        variant: String,
+        /// Symbols that lost their requested value.
+        lost: Vec<Lost>,
+        /// Failure to configure.
+        error: Option<String>,
+    },
+    /// A variant's build.
+    Build {
+        /// Variant.
+        variant: String,
+        /// Cache key.
+        key: Option<String>,
+        /// Seconds (0 when cached).
+        build_s: f64,
+        /// Reused from the cache.
+        cached: bool,
+        /// Kernel release.
+        release: Option<String>,
+        /// Compiler errors, when it failed.
+        errors: Vec<String>,
+        /// Failure summary.
+        error: Option<String>,
+    },
+    /// A boot.
+    Boot {
+        /// Variant.
+        variant: String,
+        /// vCPUs.
+        vcpus: u32,
+        /// Boot index.
+        boot: u32,
+        /// Boot id.
+        boot_id: String,
+        /// Accelerator.
+        accel: Accel,
+        /// Kernel command line.
+        cmdline: String,
+        /// vCPUs per host CPU.
+        overcommit: f64,
+        /// Seconds from QEMU start to SSH login.
+        ready_s: Option<f64>,
+        /// What the guest said about itself.
+        env: Option<BootEnv>,
+        /// Failure to boot.
+        error: Option<String>,
+        /// Console findings during boot.
+        findings: Vec<Finding>,
+    },
+    /// A benchmark repetition that produced no sample.
+    BenchFailed {
+        /// Variant.
+        variant: String,
+        /// vCPUs.
+        vcpus: u32,
+        /// Benchmark.
+        benchmark: String,
+        /// Boot id.
+        boot_id: String,
+        /// Repetition.
+        repetition: u32,
+        /// Why.
+        error: String,
+    },
+    /// A boot job finished (all its benchmarks ran or were given up).
+    BootEnd {
+        /// Variant.
+        variant: String,
+        /// vCPUs.
+        vcpus: u32,
+        /// Boot index.
+        boot: u32,
+        /// Boot id (None when the variant never built).
+        boot_id: Option<String>,
+        /// Console findings over the whole boot.
+        findings: Vec<Finding>,
+        /// Why the job could not run or was cut short.
+        error: Option<String>,
+    },
+    /// A notice shown to the user (accelerator fallback, …).
+    Notice {
+        /// Text.
+        message: String,
+    },
+}
+
+/// An open run directory.
+pub struct Run {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Its id.
+    pub id: String,
+}
+
+/// UTC now as RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    rfc3339(secs)
+}
+
+/// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // civil-from-days (Howard Hinnant's algorithm)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+impl Run {
+    /// Creates `runs_dir/<id>` with a fresh id.
+    pub fn create(runs_dir: &Path, label: &str) -> Result<Run> {
+        let stamp = now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
+        for n in 0..100 {
+            let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
+            let dir = runs_dir.join(&id);
+            if !dir.exists() {
+                std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
+                return Ok(Run { dir, id });
+            }
+        }
+        bail!("find a free run id under {}", runs_dir.display())
+    }
+
+    /// Opens an existing run directory, cutting a torn last line off its
+    /// JSON-lines files.
+    pub fn open(dir: &Path) -> Result<Run> {
+        if !dir.join("run.json").is_file() {
+            bail!("{} is not a run directory (no run.json)", dir.display());
+        }
+        for f in ["samples.jsonl", "events.jsonl"] {
+            truncate_torn(&dir.join(f))?;
+        }
+        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Run { dir: dir.to_path_buf(), id })
+    }
+
+    /// Reads `run.json`.
+    pub fn meta(&self) -> Result<RunMeta> {
+        let p = self.dir.join("run.json");
+        let m: RunMeta = serde_json::from_slice(&std::fs::read(&p).with_context(|| format!("read {}", p.display()))?)
+            .with_context(|| format!("parse {}", p.display()))?;
+        if m.format_version != FORMAT_VERSION {
+            bail!("{}: format version {} (this harness reads {FORMAT_VERSION})", p.display(), m.format_version);
+        }
+        Ok(m)
+    }
+
+    /// Writes `run.json`.
+    pub fn write_meta(&self, m: &RunMeta) -> Result<()> {
+        let p = self.dir.join("run.json");
+        let tmp = p.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(m)?)?;
+        std::fs::rename(&tmp, &p).with_context(|| format!("write {}", p.display()))
+    }
+
+    /// A log path under `logs/`.
+    pub fn log(&self, rel: &str) -> PathBuf {
+        self.dir.join("logs").join(rel)
+    }
+
+    /// Appends a sample.
+    pub fn sample(&self, s: &Sample) -> Result<()> {
+        append_line(&self.dir.join("samples.jsonl"), s)
+    }
+
+    /// Appends an event.
+    pub fn event(&self, e: &Event) -> Result<()> {
+        append_line(&self.dir.join("events.jsonl"), e)
+    }
+
+    /// All samples.
+    pub fn samples(&self) -> Result<Vec<Sample>> {
+        read_lines(&self.dir.join("samples.jsonl"))
+    }
+
+    /// All events.
+    pub fn events(&self) -> Result<Vec<Event>> {
+        read_lines(&self.dir.join("events.jsonl"))
+    }
+}
+
+/// Appends one JSON line with a single write, then syncs.
+pub fn append_line<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+    let mut line = serde_json::to_vec(v)?;
+    line.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))?;
+    f.write_all(&line).with_context(|| format!("append to {}", path.display()))?;
+    f.sync_data().ok();
+    Ok(())
+}
+
+/// Reads JSON lines; a last line without its newline is torn and skipped.
+/// Errors name the file and line.
+pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    complete
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not a valid record", path.display(), i + 1)))
+        .collect()
+}
+
+fn truncate_torn(path: &Path) -> Result<()> {
+    let Ok(data) = std::fs::read(path) else { return Ok(()) };
+    if data.is_empty() || data.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = data.iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(keep as u64).with_context(|| format!("cut the torn last line of {}", path.display()))?;
+    Ok(())
+}
+
+/// An exclusive lock on the work directory, held for the process lifetime.
+pub struct WorkLock {
+    _file: std::fs::File,
+}
+
+impl WorkLock {
+    /// Takes the lock or explains who holds it.
+    pub fn acquire(work: &Path) -> Result<WorkLock> {
+        use std::os::fd::AsRawFd;
+        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
+        let p = work.join("lock");
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&p)?;
+        // SAFETY: flock on a descriptor we own.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let holder = std::fs::read_to_string(&p).unwrap_or_default();
+            bail!(
+                "lock the work directory {}: another harness ({}) is using it; wait for it or pass a different --work-dir",
+                work.display(),
+                holder.trim()
+            );
+        }
+        f.set_len(0)?;
+        write!(f, "pid {}", std::process::id())?;
+        Ok(WorkLock { _file: f })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_lines_are_ignored_and_cut() {
+        let dir = std::env::temp_dir().join(format!("harness-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.jsonl");
+        append_line(&p, &serde_json::json!({"a": 1})).unwrap();
+        append_line(&p, &serde_json::json!({"a": 2})).unwrap();
+        std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{\"a\": 3").unwrap();
+        let v: Vec<serde_json::Value> = read_lines(&p).unwrap();
+        assert_eq!(v.len(), 2);
+        truncate_torn(&p).unwrap();
+        append_line(&p, &serde_json::json!({"a": 4})).unwrap();
+        let v: Vec<serde_json::Value> = read_lines(&p).unwrap();
+        assert_eq!(v.iter().map(|x| x["a"].as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 4]);
+        std::fs::write(&p, "{\"a\":1}\nnot json\n").unwrap();
+        let e = read_lines::<serde_json::Value>(&p).unwrap_err().to_string();
+        assert!(e.ends_with("x.jsonl:2: not a valid record"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn second_lock_is_refused() {
+        let dir = std::env::temp_dir().join(format!("harness-lock-{}", std::process::id()));
+        let _a = WorkLock::acquire(&dir).unwrap();
+        // flock locks belong to the open file description: a second open conflicts
+        let e = WorkLock::acquire(&dir).err().expect("second lock must fail").to_string();
+        assert!(e.contains("another harness (pid"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,448 @@
+//! Guests under QEMU: the command line as a pure function of a [`VmSpec`],
+//! the kernel command line, the choice of accelerator (KVM only when a real
+//! boot proves it works), console scanning for panics, oopses, BUGs, WARNs,
+//! lockdep splats, soft lockups and stalls, and a guard that kills QEMU's
+//! process group when dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::proc::{Child, Cmd};
+
+/// The accelerator a guest runs under.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Hardware virtualisation.
+    Kvm,
+    /// Software emulation, multi-threaded.
+    Tcg,
+}
+
+/// Everything a guest boot depends on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VmSpec {
+    /// QEMU binary.
+    pub qemu: PathBuf,
+    /// Accelerator.
+    pub accel: Accel,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Sockets.
+    pub sockets: u32,
+    /// Threads per core.
+    pub threads: u32,
+    /// NUMA nodes (0: none).
+    pub numa_nodes: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Kernel image (`bzImage`, or `vmlinux` for PVH).
+    pub kernel: PathBuf,
+    /// Initramfs.
+    pub initrd: PathBuf,
+    /// Kernel command line.
+    pub cmdline: String,
+    /// Console log file.
+    pub console: PathBuf,
+    /// Host port forwarded to the guest's port 22, bound to 127.0.0.1.
+    pub ssh_port: u16,
+}
+
+/// More vCPUs than this need x2APIC with interrupt remapping.
+pub const XAPIC_LIMIT: u32 = 255;
+
+/// QEMU's argument vector for a spec.
+pub fn qemu_args(s: &VmSpec) -> Vec<String> {
+    let big = s.vcpus > XAPIC_LIMIT;
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |x: &str| a.push(x.to_string());
+    push("-nodefaults");
+    push("-no-user-config");
+    push("-display");
+    push("none");
+    push("-machine");
+    push(if big { "q35,kernel-irqchip=split" } else { "q35" });
+    push("-accel");
+    push(match s.accel {
+        Accel::Kvm => "kvm",
+        Accel::Tcg => "tcg,thread=multi",
+    });
+    push("-cpu");
+    push(match (s.accel, big) {
+        (Accel::Kvm, _) => "host",
+        (Accel::Tcg, false) => "max",
+        (Accel::Tcg, true) => "max,+x2apic",
+    });
+    let cores = s.vcpus / (s.sockets * s.threads).max(1);
+    a.push("-smp".into());
+    a.push(format!("{},sockets={},cores={},threads={},maxcpus={}", s.vcpus, s.sockets, cores.max(1), s.threads, s.vcpus));
+    a.push("-m".into());
+    a.push(format!("{}M", s.memory_mib));
+    if s.numa_nodes > 0 {
+        let per_mem = s.memory_mib / s.numa_nodes as u64;
+        let per_cpu = s.vcpus / s.numa_nodes;
+        for n in 0..s.numa_nodes {
+            a.push("-object".into());
+            a.push(format!("memory-backend-ram,id=mem{n},size={per_mem}M"));
+            a.push("-numa".into());
+            a.push(format!("node,nodeid={n},cpus={}-{},memdev=mem{n}", n * per_cpu, (n + 1) * per_cpu - 1));
+        }
+    }
+    if big {
+        a.push("-device".into());
+        a.push("intel-iommu,intremap=on,eim=on".into());
+    }
+    a.push("-kernel".into());
+    a.push(s.kernel.display().to_string());
+    a.push("-initrd".into());
+    a.push(s.initrd.display().to_string());
+    a.push("-append".into());
+    a.push(s.cmdline.clone());
+    a.push("-serial".into());
+    a.push(format!("file:{}", s.console.display()));
+    a.push("-monitor".into());
+    a.push("none".into());
+    a.push("-no-reboot".into());
+    a.push("-netdev".into());
+    a.push(format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", s.ssh_port));
+    a.push("-device".into());
+    a.push("virtio-net-pci,netdev=net0".into());
+    a
+}
+
+/// Inputs of the kernel command line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CmdlineSpec {
+    /// Address-space randomisation on.
+    pub aslr: bool,
+    /// vCPUs per host CPU; above 1 under TCG the lockup detectors would fire
+    /// on starved vCPUs, so they are turned off (and this is recorded).
+    pub overcommit: f64,
+    /// Accelerator.
+    pub accel: Accel,
+    /// Extra words from the matrix.
+    pub extra: Vec<String>,
+}
+
+/// The kernel command line. `lpj=` skips the per-CPU delay-loop calibration
+/// (tens of seconds at high vCPU counts under TCG); `quiet loglevel=5` keeps
+/// the serial console fast while WARN and worse still reach it.
+pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
+    let mut w: Vec<String> =
+        ["console=ttyS0", "panic=-1", "oops=panic", "quiet", "loglevel=5", "lpj=4000000", "tsc=reliable", "rdinit=/init"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    if !c.aslr {
+        w.push("norandmaps".into());
+    }
+    if c.accel == Accel::Tcg && c.overcommit > 1.0 {
+        for x in ["nowatchdog", "nosoftlockup", "rcupdate.rcu_cpu_stall_suppress=1", "hung_task_timeout_secs=0"] {
+            w.push(x.into());
+        }
+    }
+    w.extend(c.extra.iter().cloned());
+    w.join(" ")
+}
+
+/// Kinds of trouble a console can show.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Trouble {
+    /// Kernel panic.
+    Panic,
+    /// Oops / general protection fault.
+    Oops,
+    /// BUG: (other than soft lockup and sleeping-in-atomic).
+    Bug,
+    /// WARNING: at/CPU.
+    Warn,
+    /// Lockdep report.
+    Lockdep,
+    /// Soft lockup.
+    SoftLockup,
+    /// RCU stall.
+    RcuStall,
+    /// Hung task.
+    HungTask,
+}
+
+/// One finding: its kind and a one-line signature (kind + first function of
+/// the call trace).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// Kind.
+    pub kind: Trouble,
+    /// The console line that announced it.
+    pub line: String,
+    /// `kind: function` when a call trace followed.
+    pub signature: String,
+}
+
+fn classify_line(l: &str) -> Option<Trouble> {
+    if l.contains("Kernel panic - not syncing") {
+        Some(Trouble::Panic)
+    } else if l.contains("possible circular locking dependency")
+        || l.contains("possible recursive locking detected")
+        || l.contains("inconsistent lock state")
+        || l.contains("suspicious RCU usage")
+        || l.contains("bad unlock balance detected")
+    {
+        Some(Trouble::Lockdep)
+    } else if l.contains("BUG: soft lockup") {
+        Some(Trouble::SoftLockup)
+    } else if l.contains("rcu_sched detected stall") || l.contains("rcu_preempt detected stall") || l.contains("detected stalls on CPUs") {
+        Some(Trouble::RcuStall)
+    } else if l.contains("blocked for more than") && l.contains("INFO: task") {
+        Some(Trouble::HungTask)
+    } else if l.contains("Oops:") || l.contains("general protection fault") {
+        Some(Trouble::Oops)
+    } else if l.contains("BUG:") || l.contains("kernel BUG at") {
+        Some(Trouble::Bug)
+    } else if l.contains("WARNING:") && (l.contains(" at ") || l.contains("CPU:")) {
+        Some(Trouble::Warn)
+    } else {
+        None
+    }
+}
+
+/// First function of a call trace line such as ` do_thing+0x12/0x40`.
+fn trace_function(l: &str) -> Option<String> {
+    let t = l.split(']').next_back().unwrap_or(l).trim();
+    if t.starts_with('?') || t.starts_with('<') || t.is_empty() {
+        return None;
+    }
+    let f = t.split_whitespace().next()?;
+    let (name, off) = f.split_once('+')?;
+    (off.starts_with("0x") && !name.is_empty()).then(|| name.to_string())
+}
+
+/// Scans console text for trouble. Each finding gets the first function of
+/// the call trace that follows it (within 60 lines), if any.
+pub fn scan_console(text: &str) -> Vec<Finding> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<Finding> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(kind) = classify_line(l) else { continue };
+        // "WARNING: CPU: 1 PID: 9 at mm/x.c:10 func+0x9/0x20" names it itself
+        let mut func = if kind == Trouble::Warn { l.split_whitespace().find_map(trace_function) } else { None };
+        let mut in_trace = false;
+        for m in lines.iter().skip(i + 1).take(if func.is_some() { 0 } else { 60 }) {
+            if m.contains("Call Trace:") {
+                in_trace = true;
+                continue;
+            }
+            if in_trace {
+                if let Some(f) = trace_function(m) {
+                    func = Some(f);
+                    break;
+                }
+            }
+        }
+        // a RIP line names the faulting function even without a trace
+        if func.is_none() {
+            func = lines.iter().skip(i).take(20).find_map(|m| {
+                m.split("RIP: 0010:").nth(1).and_then(|r| r.split('+').next()).map(|s| s.trim().to_string())
+            });
+        }
+        let kname = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let signature = match &func {
+            Some(f) => format!("{kname}: {f}"),
+            None => kname,
+        };
+        let line = l.split(']').skip(1).collect::<Vec<_>>().join("]").trim().to_string();
+        let line = if line.is_empty() { l.trim().to_string() } else { line };
+        if !out.iter().any(|f| f.signature == signature && f.kind == kind) {
+            out.push(Finding { kind, line, signature });
+        }
+    }
+    out
+}
+
+/// A free TCP port on 127.0.0.1 (released before QEMU binds it).
+pub fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("find a free local port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A running guest; dropping it kills QEMU.
+pub struct Vm {
+    /// The spec it was started with.
+    pub spec: VmSpec,
+    child: Child,
+}
+
+impl Vm {
+    /// Starts QEMU; its stdout/stderr go to `log`.
+    pub fn start(spec: VmSpec, log: &Path) -> Result<Vm> {
+        let _ = std::fs::remove_file(&spec.console);
+        let child = Cmd::new(&spec.qemu).args(qemu_args(&spec)).log(log).spawn().context("start QEMU")?;
+        Ok(Vm { spec, child })
+    }
+
+    /// QEMU's exit code once it has exited.
+    pub fn exited(&mut self) -> Result<Option<Option<i32>>> {
+        self.child.try_status()
+    }
+
+    /// The console so far.
+    pub fn console(&self) -> String {
+        std::fs::read(&self.spec.console).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    }
+
+    /// Waits up to `grace` for QEMU to exit by itself, then kills it.
+    pub fn finish(mut self, grace: Duration) {
+        let until = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < until {
+            if matches!(self.child.try_status(), Ok(Some(_)) | Err(_)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.child.kill();
+    }
+}
+
+/// The q35 vCPU limit of a QEMU version.
+pub fn q35_max_cpus(major: u32, minor: u32) -> u32 {
+    match (major, minor) {
+        (0..=7, _) => 288,
+        (8, 0) => 288,
+        (8, _) => 1024,
+        _ => 4096,
+    }
+}
+
+/// `(major, minor)` from `qemu-system-x86_64 --version`.
+pub fn parse_qemu_version(out: &str) -> Option<(u32, u32)> {
+    let v = out.split("version ").nth(1)?.split_whitespace().next()?;
+    let mut it = v.split('.');
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// Why KVM cannot be used without booting, or None if a boot should decide.
+pub fn kvm_precheck() -> Option<String> {
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        Ok(_) => None,
+        Err(e) => Some(format!("/dev/kvm is not usable ({e})")),
+    }
+}
+
+/// The host KVM's vCPU limit (KVM_CAP_MAX_VCPUS), if KVM opens.
+pub fn kvm_max_vcpus() -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").ok()?;
+    const KVM_CHECK_EXTENSION: libc::c_ulong = 0xAE03;
+    const KVM_CAP_MAX_VCPUS: libc::c_int = 66;
+    // SAFETY: a read-only capability query on an open /dev/kvm descriptor.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS) };
+    (r > 0).then_some(r as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(vcpus: u32, accel: Accel) -> VmSpec {
+        VmSpec {
+            qemu: "qemu-system-x86_64".into(),
+            accel,
+            vcpus,
+            sockets: 1,
+            threads: 1,
+            numa_nodes: 0,
+            memory_mib: 2048,
+            kernel: "/k/bzImage".into(),
+            initrd: "/k/initrd".into(),
+            cmdline: "console=ttyS0".into(),
+            console: "/r/console.log".into(),
+            ssh_port: 40022,
+        }
+    }
+
+    #[test]
+    fn small_tcg_guest_args() {
+        assert_eq!(
+            qemu_args(&spec(4, Accel::Tcg)).join(" "),
+            "-nodefaults -no-user-config -display none -machine q35 -accel tcg,thread=multi -cpu max \
+             -smp 4,sockets=1,cores=4,threads=1,maxcpus=4 -m 2048M -kernel /k/bzImage -initrd /k/initrd \
+             -append console=ttyS0 -serial file:/r/console.log -monitor none -no-reboot \
+             -netdev user,id=net0,hostfwd=tcp:127.0.0.1:40022-:22 -device virtio-net-pci,netdev=net0"
+        );
+    }
+
+    #[test]
+    fn large_guests_get_split_irqchip_iommu_and_x2apic() {
+        for (accel, cpu) in [(Accel::Tcg, "max,+x2apic"), (Accel::Kvm, "host")] {
+            let a = qemu_args(&spec(448, accel)).join(" ");
+            assert!(a.contains("-machine q35,kernel-irqchip=split"), "{a}");
+            assert!(a.contains("-device intel-iommu,intremap=on,eim=on"), "{a}");
+            assert!(a.contains(&format!("-cpu {cpu} ")), "{a}");
+        }
+        let a = qemu_args(&spec(255, Accel::Tcg)).join(" ");
+        assert!(!a.contains("intel-iommu"));
+    }
+
+    #[test]
+    fn topology_and_numa() {
+        let mut s = spec(256, Accel::Kvm);
+        s.sockets = 2;
+        s.threads = 2;
+        s.numa_nodes = 2;
+        let a = qemu_args(&s).join(" ");
+        assert!(a.contains("-smp 256,sockets=2,cores=64,threads=2,maxcpus=256"), "{a}");
+        assert!(a.contains("-numa node,nodeid=1,cpus=128-255,memdev=mem1"), "{a}");
+        assert!(a.contains("memory-backend-ram,id=mem0,size=1024M"), "{a}");
+    }
+
+    #[test]
+    fn cmdline_table() {
+        let base = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 lpj=4000000 tsc=reliable rdinit=/init";
+        let cases = [
+            (true, 0.5, Accel::Tcg, vec![], base.to_string()),
+            (false, 0.5, Accel::Kvm, vec!["foo=1".to_string()], format!("{base} norandmaps foo=1")),
+            (
+                true,
+                13.0,
+                Accel::Tcg,
+                vec![],
+                format!("{base} nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 hung_task_timeout_secs=0"),
+            ),
+            (true, 13.0, Accel::Kvm, vec![], base.to_string()),
+        ];
+        for (aslr, overcommit, accel, extra, want) in cases {
+            assert_eq!(kernel_cmdline(&CmdlineSpec { aslr, overcommit, accel, extra }), want);
+        }
+    }
+
+    #[test]
+    fn console_scan_finds_kinds_and_signatures() {
+        let text = "[    1.0] Run /init as init process\n\
+            [    2.1] kernel BUG at kernel/harness_test.c:10!\n\
+            [    2.1] Oops: invalid opcode: 0000 [#1] SMP\n\
+            [    2.1] RIP: 0010:harness_boom+0x5/0x10\n\
+            [    2.1] Call Trace:\n\
+            [    2.1]  <TASK>\n\
+            [    2.1]  ? die+0x36/0x90\n\
+            [    2.1]  harness_boom+0x5/0x10\n\
+            [    2.1]  do_one_initcall+0x41/0x200\n\
+            [    2.2] Kernel panic - not syncing: Fatal exception\n\
+            [    3.0] WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20\n";
+        let f = scan_console(text);
+        let sigs: Vec<&str> = f.iter().map(|x| x.signature.as_str()).collect();
+        assert_eq!(sigs, vec!["bug: harness_boom", "oops: harness_boom", "panic", "warn: free_vmap_area_noflush"]);
+        assert!(scan_console("[ 1.0] all fine\n[ 2.0] random: crng init done\n").is_empty());
+    }
+
+    #[test]
+    fn qemu_version_limits() {
+        assert_eq!(parse_qemu_version("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2)"), Some((10, 0)));
+        assert_eq!(parse_qemu_version("QEMU emulator version 7.2.15 (Debian)"), Some((7, 2)));
+        assert_eq!(q35_max_cpus(7, 2), 288);
+        assert_eq!(q35_max_cpus(10, 0), 4096);
+    }
+}

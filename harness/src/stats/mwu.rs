@@ -1,0 +1,153 @@
+//! Two-sided Mann-Whitney U (Wilcoxon rank-sum) test.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
+
+/// Largest `min(n1, n2)` for which the exact null distribution is used (scipy's rule).
+const EXACT_MAX_MIN_N: usize = 8;
+
+/// Result of a two-sided Mann-Whitney U test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MannWhitney {
+    /// U statistic of the first sample `a`: the number of pairs `(x in a, y in b)` with
+    /// `x > y`, ties counting 1/2 (scipy's `statistic`). `u` of `b` is `n_a * n_b - u`.
+    pub u: f64,
+    /// Two-sided p-value, in `[0, 1]`.
+    pub p: f64,
+    /// `true` when `p` comes from the exact null distribution, `false` when it comes from
+    /// the normal approximation.
+    pub exact: bool,
+}
+
+/// Two-sided Mann-Whitney U test of `a` against `b`, replicating
+/// `scipy.stats.mannwhitneyu(a, b, alternative='two-sided', method='auto')`.
+///
+/// * Exact null distribution when there are no ties and the smaller sample has at most
+///   8 values (scipy's `auto` rule; it therefore also covers e.g. 5 vs 12). The p-value is
+///   `2 * P(U >= max(U1, U2))`, clipped to 1.
+/// * Otherwise the normal approximation: `z = (max(U1, U2) - n1*n2/2 - 0.5) / s`, with the
+///   tie-corrected `s = sqrt(n1*n2/12 * ((n+1) - sum(t^3 - t)/(n(n-1))))` and a continuity
+///   correction of 0.5; `p = 2 * (1 - Phi(z))`, clipped to 1. When every value is tied
+///   (`s = 0`) the p-value is 1.
+///
+/// Returns `None` when either sample is empty or holds a non-finite value.
+pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
+    let (n1, n2) = (a.len(), b.len());
+    if n1 == 0 || n2 == 0 || a.iter().chain(b).any(|x| !x.is_finite()) {
+        return None;
+    }
+    let (ranks_a_sum, tie_sizes) = rank_sum_first(a, b);
+    let u1 = ranks_a_sum - (n1 * (n1 + 1)) as f64 / 2.0;
+    let u2 = (n1 * n2) as f64 - u1;
+    let u = u1.max(u2);
+    let has_ties = tie_sizes.iter().any(|&t| t > 1);
+    let exact = !has_ties && n1.min(n2) <= EXACT_MAX_MIN_N;
+    let p = if exact {
+        exact_sf(u.round() as usize, n1, n2)
+    } else {
+        asymptotic_sf(u, n1, n2, &tie_sizes)
+    };
+    Some(MannWhitney {
+        u: u1,
+        p: (2.0 * p).clamp(0.0, 1.0),
+        exact,
+    })
+}
+
+/// Sum of the mid-ranks (1-based, ties averaged) of `a` within `a ++ b`, and the sizes of
+/// all tie groups (1 for an untied value).
+fn rank_sum_first(a: &[f64], b: &[f64]) -> (f64, Vec<usize>) {
+    let n1 = a.len();
+    let mut idx: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    idx.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = idx.len();
+    let mut sum_a = 0.0;
+    let mut ties = Vec::new();
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && idx[j].0 == idx[i].0 {
+            j += 1;
+        }
+        // positions i..j (0-based) share the mid-rank ((i+1) + j) / 2
+        let rank = (i + 1 + j) as f64 / 2.0;
+        let in_a = idx[i..j].iter().filter(|e| e.1).count();
+        sum_a += rank * in_a as f64;
+        ties.push(j - i);
+        i = j;
+    }
+    debug_assert!(ties.iter().sum::<usize>() == n && n >= n1);
+    (sum_a, ties)
+}
+
+/// `P(U >= u)` under the null for sample sizes `n1`, `n2` without ties.
+///
+/// The null frequencies of U are the coefficients of the Gaussian binomial coefficient
+/// `[n1+n2 choose m]_q = prod_{i=1..m} (1 - q^(N-m+i)) / (1 - q^i)` with `m = min(n1, n2)`;
+/// each partial product is itself a Gaussian binomial, so integer arithmetic is exact.
+fn exact_sf(u: usize, n1: usize, n2: usize) -> f64 {
+    let m = n1.min(n2);
+    let big = n1.max(n2);
+    let max_u = m * big;
+    if u > max_u {
+        return 0.0;
+    }
+    // C(m + big, m) must fit comfortably in i128 (it always does for m <= 8 unless `big`
+    // is astronomically large); otherwise the normal approximation is excellent anyway.
+    let log10_total: f64 = (1..=m).map(|i| ((big + i) as f64 / i as f64).log10()).sum();
+    if log10_total > 36.0 {
+        return asymptotic_sf(u as f64, n1, n2, &vec![1; n1 + n2]);
+    }
+    let mut c: Vec<i128> = vec![0; max_u + 1];
+    c[0] = 1;
+    let mut deg = 0usize;
+    for i in 1..=m {
+        let a = big + i; // multiply by (1 - q^a)
+        let new_deg = deg + a;
+        for d in (a..=new_deg.min(max_u)).rev() {
+            c[d] -= c[d - a];
+        }
+        // divide by (1 - q^i): c[d] += c[d - i], ascending
+        let new_deg = deg + big; // degree of [big+i choose i]_q is i*big
+        for d in i..=new_deg.min(max_u) {
+            c[d] += c[d - i];
+        }
+        // the quotient has degree i*big: clear what is left of the dividend above it
+        let stale_end = (deg + a).min(max_u);
+        if new_deg < stale_end {
+            c[new_deg + 1..=stale_end].fill(0);
+        }
+        deg = new_deg;
+    }
+    let total: i128 = c.iter().sum();
+    // symmetric distribution: P(U >= u) = P(U <= max_u - u); sum the shorter side
+    let tail: i128 = if u * 2 >= max_u {
+        c[..=max_u - u].iter().sum()
+    } else {
+        c[u..].iter().sum()
+    };
+    tail as f64 / total as f64
+}
+
+/// Normal-approximation `P(U >= u)` with tie correction and continuity correction.
+fn asymptotic_sf(u: f64, n1: usize, n2: usize, tie_sizes: &[usize]) -> f64 {
+    let (n1, n2) = (n1 as f64, n2 as f64);
+    let n = n1 + n2;
+    let mu = n1 * n2 / 2.0;
+    let tie_term: f64 = tie_sizes
+        .iter()
+        .map(|&t| (t as f64).powi(3) - t as f64)
+        .sum();
+    let var = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
+    if var.is_nan() || var <= 0.0 || var.is_infinite() {
+        // all values tied (or n = 1 + 1 with a tie): no evidence of any difference
+        return 1.0;
+    }
+    let z = (u - mu - 0.5) / var.sqrt();
+    let std_normal = Normal::standard();
+    std_normal.sf(z)
+}

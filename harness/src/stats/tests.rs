@@ -1,0 +1,536 @@
+//! Unit tests: scipy/numpy reference fixtures, calibration by simulation, rule behaviour.
+
+use super::*;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+const MWU_JSON: &str = include_str!("../../tests/fixtures/stats/mannwhitneyu.json");
+const SUMMARY_JSON: &str = include_str!("../../tests/fixtures/stats/summary.json");
+const BH_JSON: &str = include_str!("../../tests/fixtures/stats/bh.json");
+
+#[derive(Deserialize)]
+struct Fixture<T> {
+    generator: serde_json::Value,
+    cases: Vec<T>,
+}
+
+#[derive(Deserialize)]
+struct MwuCase {
+    name: String,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    u: f64,
+    p: f64,
+    method: String,
+}
+
+#[derive(Deserialize)]
+struct SummaryCase {
+    name: String,
+    x: Vec<f64>,
+    median: f64,
+    mean: f64,
+    stddev: f64,
+    min: f64,
+    max: f64,
+    ci_lo: f64,
+    ci_hi: f64,
+    ci_exact: bool,
+    ci_level: f64,
+}
+
+#[derive(Deserialize)]
+struct BhCase {
+    name: String,
+    p: Vec<f64>,
+    q: Vec<f64>,
+}
+
+/// `|got - want| <= rel * max(|want|, tiny)`.
+fn assert_close(got: f64, want: f64, rel: f64, what: &str) {
+    let tol = rel * want.abs().max(1e-300);
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: got {got:e}, want {want:e} (rel tol {rel:e})"
+    );
+}
+
+fn normal(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> f64 {
+    // Box-Muller; 1 - u keeps the logarithm finite.
+    let u1: f64 = 1.0 - rng.random::<f64>();
+    let u2: f64 = rng.random::<f64>();
+    mean + sd * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+fn normals(rng: &mut ChaCha8Rng, n: usize, mean: f64, sd: f64) -> Vec<f64> {
+    (0..n).map(|_| normal(rng, mean, sd)).collect()
+}
+
+// ---------------------------------------------------------------- reference fixtures
+
+#[test]
+fn fixtures_name_their_generator() {
+    for json in [MWU_JSON, SUMMARY_JSON, BH_JSON] {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert!(
+            v["generator"]["scipy"].is_string(),
+            "fixture lacks the scipy version"
+        );
+    }
+}
+
+#[test]
+fn mann_whitney_matches_scipy() {
+    let fx: Fixture<MwuCase> = serde_json::from_str(MWU_JSON).unwrap();
+    assert!(fx.generator["scipy"].is_string());
+    assert!(fx.cases.len() >= 10);
+    let mut saw = (false, false);
+    for c in &fx.cases {
+        let r = mann_whitney_u(&c.a, &c.b).unwrap_or_else(|| panic!("{}: None", c.name));
+        let exact = c.method == "exact";
+        assert_eq!(r.exact, exact, "{}: method", c.name);
+        assert_eq!(r.u, c.u, "{}: U", c.name);
+        let tol = if exact { 1e-9 } else { 1e-6 };
+        assert_close(r.p, c.p, tol, &format!("{}: p", c.name));
+        if exact {
+            saw.0 = true
+        } else {
+            saw.1 = true
+        }
+    }
+    assert!(saw.0 && saw.1, "fixtures must cover both methods");
+}
+
+#[test]
+fn summary_matches_numpy_and_order_statistic_rule() {
+    let fx: Fixture<SummaryCase> = serde_json::from_str(SUMMARY_JSON).unwrap();
+    for c in &fx.cases {
+        let s = summarize(&c.x).unwrap();
+        let what = |f: &str| format!("{}: {f}", c.name);
+        assert_eq!(s.n, c.x.len());
+        assert_close(s.median, c.median, 1e-9, &what("median"));
+        assert_close(median(&c.x).unwrap(), c.median, 1e-9, &what("median()"));
+        assert_close(s.mean, c.mean, 1e-9, &what("mean"));
+        if c.stddev == 0.0 {
+            assert_eq!(s.stddev, 0.0, "{}", what("stddev"));
+        } else {
+            assert_close(s.stddev, c.stddev, 1e-9, &what("stddev"));
+        }
+        assert_eq!(s.min, c.min, "{}", what("min"));
+        assert_eq!(s.max, c.max, "{}", what("max"));
+        assert_eq!(s.ci_lo, c.ci_lo, "{}", what("ci_lo"));
+        assert_eq!(s.ci_hi, c.ci_hi, "{}", what("ci_hi"));
+        assert_eq!(s.ci_exact, c.ci_exact, "{}", what("ci_exact"));
+        assert_close(s.ci_level, c.ci_level, 1e-9, &what("ci_level"));
+    }
+}
+
+#[test]
+fn benjamini_hochberg_matches_scipy() {
+    let fx: Fixture<BhCase> = serde_json::from_str(BH_JSON).unwrap();
+    for c in &fx.cases {
+        let q = benjamini_hochberg(&c.p);
+        assert_eq!(q.len(), c.q.len());
+        for (i, (&g, &w)) in q.iter().zip(&c.q).enumerate() {
+            if w == 0.0 {
+                assert_eq!(g, 0.0, "{}[{i}]", c.name);
+            } else {
+                assert_close(g, w, 1e-9, &format!("{}[{i}]", c.name));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- Mann-Whitney internals
+
+#[test]
+fn exact_p_matches_brute_force_enumeration() {
+    // Enumerate every split of ranks 1..=n into sizes (n1, n2) and count U >= observed.
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for &(n1, n2) in &[(3usize, 5usize), (4, 6), (6, 4), (5, 7), (2, 9)] {
+        let a = normals(&mut rng, n1, 0.3, 1.0);
+        let b = normals(&mut rng, n2, 0.0, 1.0);
+        let r = mann_whitney_u(&a, &b).unwrap();
+        assert!(r.exact);
+        let n = n1 + n2;
+        let u_obs = r.u.max((n1 * n2) as f64 - r.u);
+        let (mut hit, mut total) = (0u64, 0u64);
+        for mask in 0u32..(1 << n) {
+            if mask.count_ones() as usize != n1 {
+                continue;
+            }
+            let rank_sum: usize = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| i + 1).sum();
+            let u = (rank_sum - n1 * (n1 + 1) / 2) as f64;
+            if u >= u_obs {
+                hit += 1;
+            }
+            total += 1;
+        }
+        let want = (2.0 * hit as f64 / total as f64).min(1.0);
+        assert_close(r.p, want, 1e-12, &format!("{n1}x{n2}"));
+    }
+}
+
+#[test]
+fn mann_whitney_is_symmetric_and_rejects_bad_input() {
+    let a = [1.0, 4.0, 2.5, 8.0, 3.0];
+    let b = [5.0, 6.0, 7.5, 9.0, 10.0, 11.0];
+    let ab = mann_whitney_u(&a, &b).unwrap();
+    let ba = mann_whitney_u(&b, &a).unwrap();
+    assert_eq!(ab.u + ba.u, 30.0);
+    assert_eq!(ab.p, ba.p);
+    assert!(mann_whitney_u(&[], &b).is_none());
+    assert!(mann_whitney_u(&a, &[1.0, f64::NAN]).is_none());
+    assert!(mann_whitney_u(&a, &[f64::INFINITY]).is_none());
+}
+
+// ---------------------------------------------------------------- BH
+
+#[test]
+fn benjamini_hochberg_known_example_and_monotone() {
+    let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.005, 0.5]);
+    let want = [0.025, 0.05, 0.05, 0.025, 0.5];
+    for (g, w) in q.iter().zip(want) {
+        assert_close(*g, w, 1e-12, "textbook BH");
+    }
+    assert_eq!(benjamini_hochberg(&[0.9, 0.8]), vec![0.9, 0.9]);
+    assert_eq!(benjamini_hochberg(&[]), Vec::<f64>::new());
+    // NaN = no test: excluded from m, returned as NaN.
+    let q = benjamini_hochberg(&[0.02, f64::NAN, 0.04]);
+    assert!(q[1].is_nan());
+    assert_close(q[0], 0.04, 1e-12, "nan excluded");
+    assert_close(q[2], 0.04, 1e-12, "nan excluded");
+
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for _ in 0..50 {
+        let p: Vec<f64> = (0..40).map(|_| rng.random::<f64>().powi(4)).collect();
+        let q = benjamini_hochberg(&p);
+        for i in 0..p.len() {
+            assert!(q[i] >= p[i] && q[i] <= 1.0, "q in [p, 1]");
+            for j in 0..p.len() {
+                if p[i] <= p[j] {
+                    assert!(
+                        q[i] <= q[j],
+                        "monotone: p {} <= {} but q {} > {}",
+                        p[i],
+                        p[j],
+                        q[i],
+                        q[j]
+                    );
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- median CI coverage
+
+#[test]
+fn median_ci_coverage_is_close_to_nominal() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2024);
+    let sims = 2000;
+    for &n in &[6usize, 10, 20, 40] {
+        let (_, _, level) = median_ci_indices(n, 0.95).unwrap();
+        assert!(level >= 0.95);
+        // Normal (median 0) and exponential (skewed, median ln 2).
+        let mut hit_norm = 0;
+        let mut hit_exp = 0;
+        for _ in 0..sims {
+            let x = normals(&mut rng, n, 0.0, 1.0);
+            let s = summarize(&x).unwrap();
+            assert!(s.ci_exact && s.ci_lo <= s.median && s.median <= s.ci_hi);
+            if s.ci_lo <= 0.0 && 0.0 <= s.ci_hi {
+                hit_norm += 1;
+            }
+            let e: Vec<f64> = (0..n).map(|_| -(1.0 - rng.random::<f64>()).ln()).collect();
+            let s = summarize(&e).unwrap();
+            let m = std::f64::consts::LN_2;
+            if s.ci_lo <= m && m <= s.ci_hi {
+                hit_exp += 1;
+            }
+        }
+        for (name, hits) in [("normal", hit_norm), ("exponential", hit_exp)] {
+            let cov = hits as f64 / sims as f64;
+            assert!(
+                (cov - level).abs() <= 0.02,
+                "n={n} {name}: coverage {cov} vs exact level {level}"
+            );
+        }
+    }
+    assert!(median_ci_indices(5, 0.95).is_none());
+    assert!(median_ci_indices(6, 0.95).is_some());
+    let s = summarize(&[3.0, 1.0, 2.0]).unwrap();
+    assert!(!s.ci_exact);
+    assert_eq!((s.ci_lo, s.ci_hi), (1.0, 3.0));
+    assert_close(s.ci_level, 0.75, 1e-12, "n=3 coverage");
+}
+
+// ---------------------------------------------------------------- bootstrap
+
+#[test]
+fn bootstrap_is_deterministic_and_contains_point() {
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    let base = normals(&mut rng, 15, 100.0, 3.0);
+    let new = normals(&mut rng, 17, 104.0, 3.0);
+    let a = bootstrap_ratio_of_medians(&base, &new, 5000, 42).unwrap();
+    let b = bootstrap_ratio_of_medians(&base, &new, 5000, 42).unwrap();
+    assert_eq!(a, b, "same seed must give the same CI");
+    let c = bootstrap_ratio_of_medians(&base, &new, 5000, 43).unwrap();
+    assert_ne!(
+        (a.lo, a.hi),
+        (c.lo, c.hi),
+        "another seed should move the CI a little"
+    );
+    assert_close(
+        a.ratio,
+        median(&new).unwrap() / median(&base).unwrap(),
+        1e-15,
+        "point",
+    );
+    assert!(a.lo < a.ratio && a.ratio < a.hi, "{a:?}");
+    assert!(a.lo > 1.0 && a.hi < 1.1, "a 4% shift with 3% noise: {a:?}");
+    assert!(bootstrap_ratio_of_medians(&[], &new, 100, 1).is_none());
+    assert!(bootstrap_ratio_of_medians(&base, &new, 0, 1).is_none());
+    assert!(bootstrap_ratio_of_medians(&[0.0, 0.0, 1.0], &new, 100, 1).is_none());
+}
+
+// ---------------------------------------------------------------- decision rule
+
+fn rule() -> Rule {
+    Rule {
+        resamples: 2000,
+        ..Rule::default()
+    }
+}
+
+#[test]
+fn injected_five_percent_change_is_flagged_in_the_right_direction() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let base = normals(&mut rng, 20, 1000.0, 10.0);
+    let down = normals(&mut rng, 20, 950.0, 9.5);
+    let up = normals(&mut rng, 20, 1050.0, 10.5);
+    let cells = vec![
+        (base.clone(), down.clone(), true),  // throughput drops
+        (base.clone(), up.clone(), true),    // throughput rises
+        (base.clone(), down.clone(), false), // latency drops
+        (base.clone(), up.clone(), false),   // latency rises
+    ];
+    let d = decide_all(&cells, &rule());
+    let got: Vec<Verdict> = d.iter().map(|d| d.verdict).collect();
+    assert_eq!(
+        got,
+        [
+            Verdict::Regressed,
+            Verdict::Improved,
+            Verdict::Improved,
+            Verdict::Regressed
+        ]
+    );
+    for d in &d {
+        let r = d.ratio.unwrap();
+        assert!(d.q.unwrap() <= 0.05 && r.lo <= r.ratio && r.ratio <= r.hi);
+        assert_eq!((d.n_base, d.n_new, d.floor), (20, 20, 0.02));
+    }
+    assert!((d[0].ratio.unwrap().ratio - 0.95).abs() < 0.01);
+    assert_eq!(d[0].verdict.symbol(), "regressed");
+}
+
+#[test]
+fn aa_simulations_are_calibrated() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31337);
+    let sims = 500;
+    let r = Rule {
+        resamples: 1000,
+        ..Rule::default()
+    };
+    let (mut flagged, mut p_sig) = (0usize, 0usize);
+    for i in 0..sims {
+        let a = normals(&mut rng, 20, 500.0, 5.0);
+        let b = normals(&mut rng, 20, 500.0, 5.0);
+        let d = &decide_all(&[(a, b, i % 2 == 0)], &r)[0];
+        if matches!(d.verdict, Verdict::Regressed | Verdict::Improved) {
+            flagged += 1;
+        }
+        if d.p.unwrap() < r.alpha {
+            p_sig += 1;
+        }
+    }
+    let flagged = flagged as f64 / sims as f64;
+    let p_rate = p_sig as f64 / sims as f64;
+    assert!(flagged <= r.alpha / 5.0, "A/A flagged rate {flagged}");
+    assert!(
+        (0.02..=0.08).contains(&p_rate),
+        "A/A rate of p < alpha is {p_rate}"
+    );
+}
+
+#[test]
+fn other_verdicts() {
+    let mut rng = ChaCha8Rng::seed_from_u64(123);
+    // 1% real change with 0.2% noise: significant but below the 2% floor.
+    let small = (
+        normals(&mut rng, 20, 100.0, 0.2),
+        normals(&mut rng, 20, 101.0, 0.2),
+        true,
+    );
+    // no change, tiny noise, many samples: CI well inside +-2%.
+    let same = (
+        normals(&mut rng, 30, 100.0, 0.3),
+        normals(&mut rng, 30, 100.0, 0.3),
+        true,
+    );
+    // no change, large noise, few samples: cannot tell.
+    let noisy = (
+        normals(&mut rng, 5, 100.0, 15.0),
+        normals(&mut rng, 5, 100.0, 15.0),
+        false,
+    );
+    let short = (vec![1.0, 2.0, 3.0], vec![1.0, 2.0, 3.0, 4.0, 5.0], true);
+    let nan = (
+        vec![1.0, 2.0, f64::NAN, 3.0],
+        vec![1.0, 2.0, 3.0, 4.0],
+        true,
+    );
+    let zero = (vec![0.0; 6], vec![1.0; 6], true);
+    let d = decide_all(&[small, same, noisy, short, nan, zero], &rule());
+    let got: Vec<&str> = d.iter().map(|d| d.verdict.symbol()).collect();
+    assert_eq!(got, ["small", "≈", "~", "?", "?", "?"]);
+    let mde = d[2].mde.unwrap();
+    assert!(
+        mde > 0.15 && mde < 0.6,
+        "mde for 5 vs 5 with 15% noise: {mde}"
+    );
+    assert!(d[1].mde.unwrap() < 0.01);
+    for d in &d[3..] {
+        assert!(d.p.is_none() && d.q.is_none() && d.ratio.is_none() && d.mde.is_none());
+    }
+    assert_eq!((d[3].n_base, d[3].n_new), (3, 5));
+}
+
+#[test]
+fn bh_is_applied_across_all_cells() {
+    // One marginal cell alone is significant; among 19 null cells it is not.
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let marginal = (
+        normals(&mut rng, 10, 100.0, 1.0),
+        normals(&mut rng, 10, 101.2, 1.0),
+        true,
+    );
+    let alone = &decide_all(std::slice::from_ref(&marginal), &rule())[0];
+    let (p, q) = (alone.p.unwrap(), alone.q.unwrap());
+    assert!(p < 0.05 && p > 0.0025 && q == p, "p = {p}");
+    let mut cells = vec![marginal];
+    for _ in 0..19 {
+        cells.push((vec![1.0, 2.0, 3.0, 4.0], vec![1.5, 2.5, 3.5, 4.5], true));
+    }
+    let d = decide_all(&cells, &rule());
+    assert!(d[0].q.unwrap() > d[0].p.unwrap());
+    assert_eq!(
+        d[0].q.unwrap(),
+        (d[0].p.unwrap() * 20.0).min(1.0).min(d[1].q.unwrap())
+    );
+}
+
+#[test]
+fn mde_matches_design_rule_of_thumb() {
+    // Exactly normal-looking quantile data: MAD-based sigma ~= 1.
+    let z = statrs::distribution::Normal::standard();
+    use statrs::distribution::ContinuousCDF;
+    let grid = |n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| 100.0 + z.inverse_cdf((i as f64 + 0.5) / n as f64))
+            .collect()
+    };
+    let m10 = minimum_detectable_effect(&grid(10), &grid(10), 0.05).unwrap() * 100.0;
+    let m20 = minimum_detectable_effect(&grid(20), &grid(20), 0.05).unwrap() * 100.0;
+    assert!((1.2..1.5).contains(&m10), "n=10: {m10} sigma");
+    assert!((0.85..1.05).contains(&m20), "n=20: {m20} sigma");
+    assert!(minimum_detectable_effect(&[1.0], &[1.0, 2.0], 0.05).is_none());
+}
+
+#[test]
+fn noise_floor_and_effect_floor() {
+    let pairs: Vec<(Vec<f64>, Vec<f64>)> = (1..=20)
+        .map(|i| (vec![1.0; 4], vec![1.0 + 0.001 * i as f64; 4]))
+        .collect();
+    // deviations 0.001..=0.020; 95th percentile by linear interpolation = 0.01905
+    assert_close(noise_floor(&pairs, 4), 0.01905, 1e-9, "noise floor");
+    assert_eq!(noise_floor(&pairs, 5), 0.0, "too few samples per pair");
+    assert_eq!(noise_floor(&[], 4), 0.0);
+    assert_eq!(effect_floor(None), 0.02);
+    assert_eq!(effect_floor(Some(0.01905)), 0.02);
+    assert_eq!(effect_floor(Some(0.05)), 0.05);
+    assert_eq!(effect_floor(Some(f64::NAN)), 0.02);
+
+    // Simulated A/A data with a 3% boot-to-boot shift: the floor picks it up.
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let pairs: Vec<(Vec<f64>, Vec<f64>)> = (0..40)
+        .map(|_| {
+            let shift = 1.0 + normal(&mut rng, 0.0, 0.015);
+            (
+                normals(&mut rng, 10, 100.0, 0.5),
+                normals(&mut rng, 10, 100.0 * shift, 0.5),
+            )
+        })
+        .collect();
+    let nf = noise_floor(&pairs, 4);
+    assert!(nf > 0.02 && nf < 0.045, "noise floor {nf}");
+    assert_eq!(effect_floor(Some(nf)), nf);
+}
+
+#[test]
+fn verdict_names_and_symbols() {
+    let all = [
+        (Verdict::Regressed, "regressed", "regressed"),
+        (Verdict::Improved, "improved", "improved"),
+        (Verdict::NotSignificant, "notsignificant", "~"),
+        (Verdict::Equivalent, "equivalent", "≈"),
+        (Verdict::Small, "small", "small"),
+        (Verdict::Insufficient, "insufficient", "?"),
+    ];
+    for (v, name, sym) in all {
+        assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{name}\""));
+        assert_eq!(
+            serde_json::from_str::<Verdict>(&format!("\"{name}\"")).unwrap(),
+            v
+        );
+        assert_eq!(v.symbol(), sym);
+        assert_eq!(v.to_string(), sym);
+    }
+    let r = Rule::default();
+    assert_eq!(
+        (r.alpha, r.floor, r.min_samples, r.resamples),
+        (0.05, 0.02, 4, 10_000)
+    );
+}
+
+#[test]
+fn summarize_rejects_bad_input() {
+    assert!(summarize(&[]).is_none());
+    assert!(summarize(&[1.0, f64::NAN]).is_none());
+    assert!(median(&[]).is_none());
+    let s = summarize(&[2.0]).unwrap();
+    assert_eq!((s.n, s.median, s.stddev, s.ci_exact), (1, 2.0, 0.0, false));
+}
+
+#[test]
+fn bootstrap_ratio_ci_coverage() {
+    // True median ratio 1.03; the percentile CI should cover it about 95% of the time.
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let sims = 300;
+    let mut hits = 0;
+    for i in 0..sims {
+        let base = normals(&mut rng, 20, 100.0, 3.0);
+        let new = normals(&mut rng, 20, 103.0, 3.0);
+        let ci = bootstrap_ratio_of_medians(&base, &new, 500, i).unwrap();
+        if ci.lo <= 1.03 && 1.03 <= ci.hi {
+            hits += 1;
+        }
+    }
+    let cov = hits as f64 / sims as f64;
+    assert!(
+        (0.89..=0.99).contains(&cov),
+        "bootstrap ratio CI coverage {cov}"
+    );
+}

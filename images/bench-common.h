@@ -1,0 +1,285 @@
+/*
+ * bench-common.h - shared helpers for the guest microbenchmarks
+ * (doexec, forkexec, forkprlimit).
+ *
+ * Output protocol (stdout, one record per line):
+ *   sample metric=<name> value=<float> unit=<unit> better=<higher|lower> [t=<i>] [warmup=1]
+ *   info <key>=<value>
+ * Diagnostics go to stderr; failures exit non-zero.
+ *
+ * Everything here is `static inline` so that a program which does not use a
+ * helper does not trip -Wunused-function under -Werror.
+ */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#define BENCH_CACHELINE 64
+#define BENCH_MAX_WORKERS 65536
+#define BENCH_MAX_SECONDS 86400
+
+/* Exit status used when a run is stopped by SIGINT/SIGTERM: 128 + signo. */
+
+static volatile sig_atomic_t bench_stop_sig;
+
+static inline void bench_stop_handler(int sig)
+{
+	if (!bench_stop_sig)
+		bench_stop_sig = sig;
+}
+
+/* Print "<prog>: <msg>" to stderr. */
+static inline void __attribute__((format(printf, 1, 2))) bench_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", program_invocation_short_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/*
+ * Parse a decimal integer option argument in [min, max]; on any error print
+ * a message naming the option and exit with status 2.
+ */
+static inline long bench_parse_long(char opt, const char *arg, long min, long max)
+{
+	char *end;
+	long v;
+
+	if (!arg || !*arg)
+		goto bad;
+	/* strtol accepts leading whitespace and '+'; be strict. */
+	if (arg[0] != '-' && (arg[0] < '0' || arg[0] > '9'))
+		goto bad;
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || *end != '\0')
+		goto bad;
+	if (v < min || v > max) {
+		bench_err("option -%c: value %s out of range (must be an integer in [%ld, %ld])",
+			  opt, arg, min, max);
+		exit(2);
+	}
+	return v;
+bad:
+	bench_err("option -%c: invalid value '%s' (must be an integer in [%ld, %ld])",
+		  opt, arg ? arg : "", min, max);
+	exit(2);
+}
+
+static inline int bench_online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		n = 1;
+	if (n > BENCH_MAX_WORKERS)
+		n = BENCH_MAX_WORKERS;
+	return (int)n;
+}
+
+static inline double bench_ts_to_s(const struct timespec *ts)
+{
+	return (double)ts->tv_sec + (double)ts->tv_nsec * 1e-9;
+}
+
+static inline double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return bench_ts_to_s(&ts);
+}
+
+/* Install SIGINT/SIGTERM handlers (no SA_RESTART, so blocking calls see EINTR). */
+static inline void bench_install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = bench_stop_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	/* The harness may close its end of a pipe; report EPIPE instead of dying silently. */
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Block SIGINT/SIGTERM around fork() so that children never run our handler. */
+static inline void bench_block_signals(sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, old);
+}
+
+static inline void bench_restore_signals(const sigset_t *old)
+{
+	sigprocmask(SIG_SETMASK, old, NULL);
+}
+
+/*
+ * In a freshly forked child: restore default signal dispositions and an
+ * empty signal mask (both survive into an exec'd image otherwise), join
+ * process group `pgid` (0 = become leader of a new group), and arrange to be
+ * SIGKILLed if the parent dies (the setting survives execve of non-setuid
+ * binaries). `parent` is the parent's pid, used to close the race where the
+ * parent died before prctl().
+ */
+static inline void bench_child_setup(pid_t pgid, pid_t parent, int pdeathsig)
+{
+	sigset_t empty;
+
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&empty);
+	sigprocmask(SIG_SETMASK, &empty, NULL);
+	if (setpgid(0, pgid) < 0 && pgid != 0)
+		setpgid(0, 0); /* group leader vanished; still keep out of the caller's group */
+	if (pdeathsig) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+	}
+}
+
+/*
+ * Kill process group `pgid` and every pid in pids[0..n) with SIGKILL, then
+ * reap children until none are left. The caller should be a child subreaper
+ * (PR_SET_CHILD_SUBREAPER) so that orphaned grandchildren are reaped here too.
+ */
+static inline void bench_kill_and_reap(pid_t pgid, const pid_t *pids, int n)
+{
+	int i;
+
+	if (pgid > 0)
+		kill(-pgid, SIGKILL);
+	for (i = 0; i < n; i++)
+		if (pids[i] > 0)
+			kill(pids[i], SIGKILL);
+	for (;;) {
+		pid_t p = waitpid(-1, NULL, 0);
+
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ECHILD: nothing left */
+		}
+	}
+}
+
+static inline void bench_describe_status(int st, char *buf, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(buf, len, "status 0x%x", st);
+}
+
+/*
+ * Per-second sampler shared by doexec and forkexec.
+ *
+ * Calls sum(ctx) at t0 and at absolute deadlines t0+1s, t0+2s, ...
+ * (clock_nanosleep TIMER_ABSTIME on CLOCK_MONOTONIC) and prints, for each of
+ * the warmup+duration intervals, the delta divided by the measured elapsed
+ * time of that interval. Between samples, any child that has exited is
+ * treated as a failure (workers never exit on their own).
+ *
+ * Returns 0 on success, the signal number if SIGINT/SIGTERM arrived, or -1
+ * if a child died unexpectedly (message already printed).
+ */
+static inline int bench_run_sampler(const char *metric, const char *unit,
+				    int warmup, int duration,
+				    uint64_t (*sum)(void *), void *ctx,
+				    uint64_t *total_out)
+{
+	struct timespec t0, deadline, now;
+	uint64_t prev, cur, total = 0;
+	double prev_t;
+	int i, n = warmup + duration;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	prev = sum(ctx);
+	prev_t = bench_ts_to_s(&t0);
+	deadline = t0;
+
+	for (i = 0; i < n; i++) {
+		double now_s, rate;
+		pid_t p;
+		int st;
+
+		deadline.tv_sec += 1;
+		for (;;) {
+			int r;
+
+			if (bench_stop_sig)
+				return bench_stop_sig;
+			r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
+			if (r == 0)
+				break;
+			if (r != EINTR) {
+				bench_err("clock_nanosleep: %s", strerror(r));
+				return -1;
+			}
+		}
+		if (bench_stop_sig)
+			return bench_stop_sig;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		cur = sum(ctx);
+		now_s = bench_ts_to_s(&now);
+		rate = (double)(cur - prev) / (now_s - prev_t);
+		if (i >= warmup)
+			total += cur - prev;
+		prev = cur;
+		prev_t = now_s;
+
+		if (printf("sample metric=%s value=%.3f unit=%s better=higher t=%d%s\n",
+			   metric, rate, unit, i, i < warmup ? " warmup=1" : "") < 0 ||
+		    fflush(stdout) != 0) {
+			bench_err("writing to stdout: %s", strerror(errno));
+			return -1;
+		}
+
+		p = waitpid(-1, &st, WNOHANG);
+		if (p > 0) {
+			char desc[96];
+
+			bench_describe_status(st, desc, sizeof(desc));
+			bench_err("worker process %d %s unexpectedly", (int)p, desc);
+			return -1;
+		}
+	}
+	if (total_out)
+		*total_out = total;
+	return 0;
+}
+
+#endif /* BENCH_COMMON_H */

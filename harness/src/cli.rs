@@ -110,9 +110,13 @@ fn images_dir(matrix: &Path) -> PathBuf {
     dir.join("images")
 }
 
-fn dispatch(cli: Cli) -> Result<u8> {
+fn dispatch(mut cli: Cli) -> Result<u8> {
+    // children run in other directories (make -C): every path is made absolute once, here
+    cli.work_dir = std::path::absolute(&cli.work_dir).context("resolve --work-dir")?;
+    cli.runs_dir = std::path::absolute(&cli.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
         Command::Run { matrix, profile, quick, resume, gate, quiet } => {
+            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
             crate::proc::install_signal_handler()?;
             let run_dir = match resume {
                 Some(dir) => {
@@ -140,6 +144,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             finish_report(&run_dir, cli.json, gate)
         }
         Command::Check { matrix, profile, quick } => {
+            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
             let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
             let items = check::run(&m, &cli.work_dir);
             let errors = items.iter().filter(|i| i.level == check::Level::Error).count();

@@ -416,7 +416,12 @@ pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
 pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
     let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| {
         let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-        ConfigError::Yaml { path: path.to_path_buf(), line, column, message: e.to_string() }
+        // serde_yaml appends " at line L column C"; the location leads instead
+        let mut message = e.to_string();
+        if let Some(i) = message.rfind(" at line ") {
+            message.truncate(i);
+        }
+        ConfigError::Yaml { path: path.to_path_buf(), line, column, message }
     })?;
     validate(raw, path, profile)
         .map_err(|problems| ConfigError::Invalid { path: path.to_path_buf(), problems })
@@ -835,5 +840,110 @@ impl Matrix {
     /// The variant called `name`.
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+variants:
+  - name: base
+  - name: v1
+    benchmarks: [s]
+vcpus: [4, 2]
+benchmarks:
+  - name: s
+    kind: doexec
+    link: shared
+    workers: 3
+  - name: v
+    kind: test_vmalloc
+    nr_threads: nproc
+profiles:
+  quick:
+    vcpus: [2]
+    benchmarks: [s]
+    sampling: {boots: 1}
+";
+
+    fn p(text: &str) -> Result<Matrix, ConfigError> {
+        parse(text, Path::new("/m/matrix.yaml"), None)
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match p(text) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("expected validation problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_good_matrix_validates() {
+        let m = p(GOOD).unwrap();
+        assert_eq!(m.vcpus, vec![2, 4]);
+        assert_eq!(m.variants[0].name, "base");
+        // base runs what the other variants need
+        assert_eq!(m.variants[0].benchmarks, vec!["s"]);
+        assert_eq!(m.kernel.source, PathBuf::from(DEFAULT_SOURCE));
+        assert_eq!(m.series_dir, PathBuf::from("/m/patches"));
+        match &m.benchmarks[0].kind {
+            BenchKind::Doexec { link, workers, duration_s, .. } => {
+                assert_eq!((*link, *workers, *duration_s), (Link::Shared, Count::Fixed(3), 5));
+            }
+            k => panic!("{k:?}"),
+        }
+        assert!(matches!(m.benchmarks[1].kind, BenchKind::TestVmalloc { nr_threads: Count::Named(_), run_test_mask: 7, .. }));
+    }
+
+    #[test]
+    fn profiles_select_and_override() {
+        let m = parse(GOOD, Path::new("/m/matrix.yaml"), Some("quick")).unwrap();
+        assert_eq!(m.vcpus, vec![2]);
+        assert_eq!(m.benchmarks.len(), 1);
+        assert_eq!(m.sampling.boots, 1);
+        assert_eq!(m.sampling.repetitions, 5);
+        let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly")).unwrap_err().to_string();
+        assert!(e.contains("no profile `nightly` (defined: quick)"), "{e}");
+    }
+
+    #[test]
+    fn yaml_errors_carry_file_line_column() {
+        let e = p("variants:\n  - name: base\n   bad indent: [\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("/m/matrix.yaml:3:"), "{s}");
+        let e = p(&GOOD.replace("    link: shared\n", "    link: shared\n    wokers: 3\n")).unwrap_err().to_string();
+        assert!(e.starts_with("/m/matrix.yaml:10:5: benchmarks[0]: unknown field `wokers`, expected one of"), "{e}");
+        assert!(!e.contains(" at line "), "{e}");
+        let e = p(&GOOD.replace("vcpus: [4, 2]", "vcpus: [4, two]")).unwrap_err().to_string();
+        assert!(e.starts_with("/m/matrix.yaml:5:"), "{e}");
+    }
+
+    #[test]
+    fn validation_names_yaml_paths() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("  - name: v1\n", "  - name: v1\n    apply: [nope]\n", "variants[1].apply[0]: no series `nope`"),
+            ("  - name: v1\n", "  - name: V 1\n", "variants[1].name: `V 1` must be lowercase"),
+            ("    benchmarks: [s]\n", "    benchmarks: [zz]\n", "variants[1].benchmarks[0]: no benchmark `zz`"),
+            ("    kind: doexec\n", "    kind: dexec\n", "benchmarks[0].kind: `dexec` is not a benchmark kind"),
+            ("    workers: 3\n", "    workers: 3\n    nr_threads: 4\n", "benchmarks[0].nr_threads: not a parameter of doexec"),
+            ("    workers: 3\n", "    workers: 0\n", "benchmarks[0].workers: must be at least 1"),
+            ("vcpus: [4, 2]", "vcpus: [4, 0]", "vcpus[1]: must be at least 1"),
+            ("  - name: base\n", "  - name: basis\n", "variants: a variant named `base`"),
+            ("  - name: base\n", "  - name: base\n    revert: [x]\n", "variants[0]: `base` is the unmodified tree"),
+        ];
+        for (from, to, want) in cases {
+            let text = GOOD.replacen(from, to, 1);
+            let pr = problems(&text);
+            assert!(pr.iter().any(|x| x.starts_with(want)), "want `{want}` in {pr:?}");
+        }
+    }
+
+    #[test]
+    fn missing_fragment_and_series_files_are_named() {
+        let text = format!("kernel:\n  fragments: [kconfigs/none.config]\n{GOOD}");
+        let pr = problems(&text);
+        assert!(pr.iter().any(|x| x == "kernel.fragments[0]: no file `/m/kconfigs/none.config`"), "{pr:?}");
     }
 }

@@ -389,7 +389,11 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                 let why = vm::scan_console(&vm.console()).first().map(|f| f.signature.clone()).or_else(|| {
                     qlog.lines().rev().find(|l| !l.trim().is_empty() && !l.starts_with('$')).map(|l| l.trim().to_string())
                 });
-                return Some(format!("QEMU exited ({code:?}) before SSH came up: {}", why.unwrap_or_else(|| "no console output".into())));
+                let how = match code {
+                    Some(c) => format!("QEMU exited with status {c}"),
+                    None => "QEMU died from a signal".to_string(),
+                };
+                return Some(format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into())));
             }
             vm::scan_console(&vm.console())
                 .into_iter()

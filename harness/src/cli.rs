@@ -30,6 +30,9 @@ struct Cli {
     /// Where run directories are created.
     #[arg(long, global = true, env = "HARNESS_RUNS_DIR", default_value = "runs")]
     runs_dir: PathBuf,
+    /// Benchmark sources (default: `images/` beside the matrix file).
+    #[arg(long, global = true, env = "HARNESS_IMAGES_DIR")]
+    images_dir: Option<PathBuf>,
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -105,7 +108,10 @@ fn profile_of(profile: Option<String>, quick: bool) -> Option<String> {
     }
 }
 
-fn images_dir(matrix: &Path) -> PathBuf {
+fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
+    if let Some(d) = flag {
+        return d.clone();
+    }
     let dir = matrix.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     dir.join("images")
 }
@@ -124,7 +130,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     let opts = pipeline::Options {
                         work_dir: cli.work_dir.clone(),
                         runs_dir: cli.runs_dir.clone(),
-                        images_dir: images_dir(&meta.matrix.path),
+                        images_dir: images_dir(&cli.images_dir, &meta.matrix.path),
                         quiet,
                     };
                     eprintln!("resuming {}", dir.display());
@@ -135,7 +141,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     let opts = pipeline::Options {
                         work_dir: cli.work_dir.clone(),
                         runs_dir: cli.runs_dir.clone(),
-                        images_dir: images_dir(&matrix),
+                        images_dir: images_dir(&cli.images_dir, &matrix),
                         quiet,
                     };
                     pipeline::start(m, &opts)?
@@ -175,11 +181,12 @@ fn finish_report(run_dir: &Path, json: bool, gate: bool) -> Result<u8> {
     let r = report::build(&run, None)?;
     std::fs::write(run.dir.join("report.json"), serde_json::to_vec_pretty(&r)?)?;
     std::fs::write(run.dir.join("report.csv"), report::csv(&r))?;
+    std::fs::write(run.dir.join("report.html"), report::html::render(&r)?)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", report::table(&r));
-        println!("report files: {}/report.{{json,csv}}", run.dir.display());
+        println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
     if gate {
         let bad = report::gate_failures(&r, &meta.matrix.key_metrics);

@@ -384,21 +384,27 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
         let deadline = started + boot_deadline(ctx.m, ctx.accel, job.vcpus);
         let qemu_log = dir.join("qemu.log");
         let res = Guest::wait_ready(vm.spec.ssh_port, &ctx.key, deadline, || {
-            if let Ok(Some(code)) = vm.exited() {
-                let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-                let why = vm::scan_console(&vm.console()).first().map(|f| f.signature.clone()).or_else(|| {
-                    qlog.lines().rev().find(|l| !l.trim().is_empty() && !l.starts_with('$')).map(|l| l.trim().to_string())
-                });
-                let how = match code {
-                    Some(c) => format!("QEMU exited with status {c}"),
-                    None => "QEMU died from a signal".to_string(),
-                };
-                return Some(format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into())));
+            let findings = vm::scan_console(&vm.console());
+            let panic = findings.iter().any(|f| f.kind == vm::Trouble::Panic);
+            let first = findings.first().map(|f| f.signature.clone());
+            match vm.exited() {
+                Ok(Some(code)) => {
+                    let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
+                    if panic {
+                        return Some(format!("kernel panic during boot ({})", first.unwrap_or_default()));
+                    }
+                    let why = first.or_else(|| {
+                        qlog.lines().rev().find(|l| !l.trim().is_empty() && !l.starts_with('$')).map(|l| l.trim().to_string())
+                    });
+                    let how = match code {
+                        Some(c) => format!("QEMU exited with status {c}"),
+                        None => "QEMU died from a signal".to_string(),
+                    };
+                    Some(format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into())))
+                }
+                _ if panic => Some(format!("kernel panic during boot ({})", first.unwrap_or_default())),
+                _ => None,
             }
-            vm::scan_console(&vm.console())
-                .into_iter()
-                .find(|f| f.kind == vm::Trouble::Panic)
-                .map(|f| format!("kernel panic during boot ({})", f.signature))
         });
         match res {
             Ok(g) => {

@@ -108,8 +108,13 @@ pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String
 
 /// Loads a cached kernel.
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
-    let f = work.join("kernels").join(key).join("artifact.json");
-    let a: Artifact = serde_json::from_slice(&std::fs::read(f).ok()?).ok()?;
+    let dir = work.join("kernels").join(key);
+    let mut a: Artifact = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
+    // the work directory may have moved since the kernel was stored
+    a.bzimage = dir.join("bzImage");
+    a.vmlinux = dir.join("vmlinux");
+    a.modules = a.modules.as_ref().map(|_| dir.join("mods"));
+    a.dir = dir;
     a.bzimage.is_file().then_some(a)
 }
 

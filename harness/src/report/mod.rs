@@ -1,7 +1,10 @@
 //! Tabulating a run: samples grouped into cells (benchmark × metric × vCPUs
 //! × variant), each variant compared with `base` under the decision rule of
 //! [`crate::stats`], failed steps shown as cells, and the same report as a
-//! comfy-table, JSON and CSV. Reads the run directory only; never spawns.
+//! comfy-table, JSON, CSV and HTML. Reads the run directory only; never spawns.
+
+pub mod html;
+pub mod svg;
 
 use std::collections::BTreeMap;
 
@@ -327,7 +330,9 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
 /// Compact number: 3 significant digits or more for big values.
 pub fn num(x: f64) -> String {
     let a = x.abs();
-    if a >= 1000.0 {
+    if x == 0.0 {
+        "0".to_string()
+    } else if a >= 1000.0 {
         format!("{x:.0}")
     } else if a >= 100.0 {
         format!("{x:.1}")

@@ -1,0 +1,113 @@
+//! The HTML report: a minijinja template rendered from a serialisable
+//! context (the [`Report`] plus SVG plots), so tests can check the context
+//! and the page alike.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::svg::{self, Point};
+use super::{cell_text, Report};
+use crate::stats::Verdict;
+
+#[derive(Serialize)]
+struct HtmlCell {
+    text: String,
+    class: &'static str,
+}
+
+#[derive(Serialize)]
+struct HtmlRow<'a> {
+    benchmark: &'a str,
+    metric: &'a str,
+    unit: &'a str,
+    higher_is_better: bool,
+    vcpus: u32,
+    cells: Vec<HtmlCell>,
+}
+
+#[derive(Serialize)]
+struct Strip {
+    vcpus: u32,
+    svg: String,
+}
+
+#[derive(Serialize)]
+struct Plot {
+    benchmark: String,
+    metric: String,
+    scaling: String,
+    strips: Vec<Strip>,
+}
+
+/// Renders the report as a self-contained HTML page.
+pub fn render(r: &Report) -> Result<String> {
+    let rows: Vec<HtmlRow> = r
+        .rows
+        .iter()
+        .map(|row| HtmlRow {
+            benchmark: &row.benchmark,
+            metric: &row.metric,
+            unit: &row.unit,
+            higher_is_better: row.higher_is_better,
+            vcpus: row.vcpus,
+            cells: r
+                .variants
+                .iter()
+                .map(|v| match row.cells.iter().find(|c| &c.variant == v) {
+                    None => HtmlCell { text: String::new(), class: "" },
+                    Some(c) => HtmlCell {
+                        text: cell_text(c),
+                        class: match (&c.decision, c.summary.is_none() && c.failure.is_some()) {
+                            (_, true) => "failed",
+                            (Some(d), _) if d.verdict == Verdict::Regressed => "regressed",
+                            (Some(d), _) if d.verdict == Verdict::Improved => "improved",
+                            (Some(d), _) if d.verdict == Verdict::Small => "small",
+                            _ => "",
+                        },
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+
+    let mut plots: Vec<Plot> = Vec::new();
+    for row in &r.rows {
+        if plots.iter().any(|p| p.benchmark == row.benchmark && p.metric == row.metric) {
+            continue;
+        }
+        let same: Vec<&super::Row> = r.rows.iter().filter(|x| x.benchmark == row.benchmark && x.metric == row.metric).collect();
+        let mut series: Vec<(String, Vec<Point>)> = Vec::new();
+        for v in &r.variants {
+            let pts: Vec<Point> = same
+                .iter()
+                .filter_map(|x| {
+                    let c = x.cells.iter().find(|c| &c.variant == v)?;
+                    let s = c.summary.as_ref()?;
+                    Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi })
+                })
+                .collect();
+            if !pts.is_empty() {
+                series.push((v.clone(), pts));
+            }
+        }
+        let label = format!("{} ({})", row.metric, row.unit);
+        let strips = same
+            .iter()
+            .map(|x| Strip {
+                vcpus: x.vcpus,
+                svg: svg::strip(&x.cells.iter().map(|c| (c.variant.clone(), c.values.clone())).collect::<Vec<_>>(), &label),
+            })
+            .collect();
+        plots.push(Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling: svg::scaling(&series, &label), strips });
+    }
+
+    let mut env = minijinja::Environment::new();
+    env.add_template("report.html", include_str!("report.html")).context("load the report template")?;
+    let t = env.get_template("report.html")?;
+    let ctx = minijinja::context! {
+        r => minijinja::Value::from(minijinja::value::Serde(r)),
+        rows => minijinja::Value::from(minijinja::value::Serde(&rows)),
+        plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
+    };
+    t.render(ctx).context("render the HTML report")
+}

@@ -1,0 +1,161 @@
+//! Hand-made SVG plots for the HTML report: a scaling curve (median and its
+//! interval against vCPUs, one line per variant, with a linear-scaling
+//! reference) and a strip plot of the samples of one row. Pure functions
+//! from numbers to SVG text; no fonts or external files needed.
+
+use std::fmt::Write;
+
+/// Colours of variants, in order (base first).
+pub const PALETTE: &[&str] = &["#222222", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"];
+
+/// One point of a curve: x, median, interval.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// vCPUs.
+    pub x: f64,
+    /// Median.
+    pub y: f64,
+    /// Interval low.
+    pub lo: f64,
+    /// Interval high.
+    pub hi: f64,
+}
+
+const W: f64 = 560.0;
+const H: f64 = 300.0;
+const L: f64 = 70.0;
+const R: f64 = 150.0;
+const T: f64 = 20.0;
+const B: f64 = 40.0;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn fmt(v: f64) -> String {
+    crate::report::num(v)
+}
+
+fn frame(out: &mut String, ylo: f64, yhi: f64, ylabel: &str) {
+    let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#);
+    let _ = write!(out, r##"<rect x="{L}" y="{T}" width="{}" height="{}" fill="none" stroke="#999"/>"##, W - L - R, H - T - B);
+    for i in 0..=4 {
+        let v = ylo + (yhi - ylo) * i as f64 / 4.0;
+        let y = H - B - (H - T - B) * i as f64 / 4.0;
+        let _ = write!(out, r##"<line x1="{L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, W - R, L - 4.0, y + 4.0, fmt(v));
+    }
+    let _ = write!(out, r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#, H / 2.0, H / 2.0, esc(ylabel));
+}
+
+fn yrange(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let v: Vec<f64> = vals.filter(|x| x.is_finite()).collect();
+    let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let lo = lo.min(0.0);
+    let hi = if hi <= lo { lo + 1.0 } else { hi * 1.05 };
+    (lo, hi)
+}
+
+/// Scaling curve: one polyline with interval bars per variant, plus a dashed
+/// linear reference through base's first point.
+pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
+    let xs: Vec<f64> = {
+        let mut v: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.dedup();
+        v
+    };
+    let reference: Vec<Point> = match series.first().and_then(|(_, p)| p.first()) {
+        Some(p0) if xs.len() > 1 && p0.x > 0.0 => xs.iter().map(|&x| Point { x, y: p0.y * x / p0.x, lo: 0.0, hi: 0.0 }).collect(),
+        _ => vec![],
+    };
+    let data_hi = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.hi.max(p.y)));
+    let (ylo, yhi) = yrange(data_hi.chain(std::iter::once(0.0)));
+    let mut out = String::new();
+    frame(&mut out, ylo, yhi, ylabel);
+    // x positions: evenly spaced categories (vCPU counts span 2..448)
+    let px = |x: f64| -> f64 {
+        let i = xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
+        let n = (xs.len().max(2) - 1) as f64;
+        L + 20.0 + (W - L - R - 40.0) * if xs.len() == 1 { 0.5 } else { i / n }
+    };
+    let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y.min(yhi) - ylo) / (yhi - ylo)) };
+    for &x in &xs {
+        let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px(x), H - B + 16.0, x);
+    }
+    let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#, (L + W - R) / 2.0, H - 6.0);
+    if !reference.is_empty() {
+        let pts: Vec<String> = reference.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        let _ = write!(out, r##"<polyline class="reference" points="{}" fill="none" stroke="#bbb" stroke-dasharray="4 3"/>"##, pts.join(" "));
+    }
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        let line: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        let _ = write!(out, r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#, line.join(" "));
+        for p in pts {
+            let x = px(p.x) + (i as f64 - 1.0) * 3.0;
+            let _ = write!(out, r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"/><circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs [{}, {}]</title></circle>"#,
+                py(p.lo), py(p.hi), px(p.x), py(p.y), esc(name), fmt(p.y), p.x, fmt(p.lo), fmt(p.hi));
+        }
+        let ly = T + 14.0 + i as f64 * 16.0;
+        let _ = write!(out, r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#, W - R + 10.0, ly - 9.0, W - R + 24.0, ly, esc(name));
+    }
+    if !reference.is_empty() {
+        let ly = T + 14.0 + series.len() as f64 * 16.0;
+        let _ = write!(out, r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#bbb" stroke-dasharray="4 3"/><text x="{}" y="{}">linear</text>"##, W - R + 10.0, W - R + 20.0, ly - 4.0, ly - 4.0, W - R + 24.0, ly);
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// Strip plot: every sample of one row, one column per variant, with the
+/// median marked.
+pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
+    let (ylo, yhi) = yrange(cells.iter().flat_map(|(_, v)| v.iter().cloned()));
+    let mut out = String::new();
+    frame(&mut out, ylo, yhi, ylabel);
+    let n = cells.len().max(1) as f64;
+    let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y - ylo) / (yhi - ylo)) };
+    for (i, (name, vals)) in cells.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        let cx = L + (W - L - R) * (i as f64 + 0.5) / n;
+        for (j, v) in vals.iter().enumerate() {
+            let jitter = ((j * 37 % 11) as f64 - 5.0) * 2.0;
+            let _ = write!(out, r#"<circle class="sample" cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}" fill-opacity="0.6"><title>{}</title></circle>"#, cx + jitter, py(*v), fmt(*v));
+        }
+        if let Some(m) = crate::stats::median(vals) {
+            let _ = write!(out, r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#, cx - 18.0, cx + 18.0, py(m), py(m));
+        }
+        let _ = write!(out, r#"<text x="{cx:.1}" y="{}" text-anchor="middle">{}</text>"#, H - B + 16.0, esc(name));
+    }
+    out.push_str("</svg>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_has_a_line_per_variant_and_a_reference() {
+        let p = |x: f64, y: f64| Point { x, y, lo: y * 0.9, hi: y * 1.1 };
+        let s = scaling(
+            &[("base".into(), vec![p(2.0, 100.0), p(4.0, 180.0)]), ("v<1>".into(), vec![p(2.0, 90.0), p(4.0, 150.0)])],
+            "execs/s",
+        );
+        assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
+        assert_eq!(s.matches(r#"class="variant""#).count(), 2);
+        assert_eq!(s.matches(r#"class="reference""#).count(), 1);
+        assert!(s.contains("v&lt;1&gt;"), "names are escaped");
+        assert_eq!(s.matches("<circle").count(), 4);
+    }
+
+    #[test]
+    fn strip_plots_every_sample() {
+        let s = strip(&[("base".into(), vec![1.0, 2.0, 3.0]), ("v".into(), vec![2.0, 2.5])], "usec");
+        assert_eq!(s.matches(r#"class="sample""#).count(), 5);
+    }
+}

@@ -1,0 +1,352 @@
+//! End-to-end tests with real kernels, real QEMU guests (TCG here, KVM where
+//! it works) and real SSH: they run the `harness` binary the way a user does.
+//! They share one work directory (`target/e2e-work`) so the base kernel is
+//! built once and reused from the kernel cache, and they run one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn work_dir() -> PathBuf {
+    repo().join("target/e2e-work")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn harness(runs: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+    c.env("HARNESS_WORK_DIR", work_dir())
+        .env("HARNESS_RUNS_DIR", runs)
+        .env("HARNESS_IMAGES_DIR", repo().join("images"))
+        .env("HARNESS_NO_PROGRESS", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// The kernel part every test matrix shares (so builds hit the cache).
+fn kernel_yaml(series_dir: &Path) -> String {
+    format!(
+        "kernel:\n  source: /usr/src/linux-source-6.12.tar.xz\n  base_config: tinyconfig\n  \
+         fragments: [{r}/kconfigs/base.config, {r}/kconfigs/bench.config]\nseries_dir: {s}\n",
+        r = repo().display(),
+        s = series_dir.display()
+    )
+}
+
+fn only_run_dir(runs: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn jsonl(p: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(p).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "{} ends with a torn line", p.display());
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", p.display()))).collect()
+}
+
+fn events(run: &Path, kind: &str) -> Vec<Value> {
+    jsonl(&run.join("events.jsonl")).into_iter().filter(|e| e["event"] == kind).collect()
+}
+
+fn run_ok(mut c: Command) -> String {
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stderr}\n{stdout}");
+    assert!(out.status.success(), "harness failed: {:?}\n{stderr}", out.status);
+    stdout
+}
+
+/// The README's quick job: base plus a patched variant (pcpcntr grouping
+/// reverted), 2 and 4 vCPUs, static doexec, several boots; a table results.
+#[test]
+fn quick_matrix_runs_end_to_end() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let runs = scratch("quick");
+    let mut c = harness(&runs);
+    c.args(["run", "--quick"]).arg(repo().join("matrix.yaml"));
+    let table = run_ok(c);
+    let run = only_run_dir(&runs);
+    assert!(table.contains("no-pcpcntr-grouping") && table.contains("static-doexec"), "{table}");
+    // the patched variant was really made by reverting the series
+    let patch = events(&run, "patch");
+    assert!(patch.iter().any(|e| e["variant"] == "no-pcpcntr-grouping" && e["error"].is_null()), "{patch:?}");
+    let samples = jsonl(&run.join("samples.jsonl"));
+    for variant in ["base", "no-pcpcntr-grouping"] {
+        for vcpus in [2, 4] {
+            let cell: Vec<&Value> = samples
+                .iter()
+                .filter(|s| s["variant"] == variant && s["vcpus"] == vcpus && s["warmup"] == false)
+                .collect();
+            // 2 boots × 3 repetitions
+            assert_eq!(cell.len(), 6, "{variant} at {vcpus}: {cell:?}");
+            for s in &cell {
+                assert_eq!(s["metric"], "execs_per_s");
+                assert!(s["value"].as_f64().unwrap() > 0.0, "{s}");
+                assert!(!s["series"].as_array().unwrap().is_empty());
+            }
+            let boots: std::collections::BTreeSet<&str> = cell.iter().map(|s| s["boot_id"].as_str().unwrap()).collect();
+            assert_eq!(boots.len(), 2, "samples must come from two boots");
+        }
+    }
+    // every boot recorded its environment and time to SSH
+    for b in events(&run, "boot") {
+        assert!(b["error"].is_null(), "{b}");
+        assert!(b["ready_s"].as_f64().unwrap() > 0.0);
+        assert_eq!(b["env"]["nproc"], b["vcpus"]);
+        assert!(b["env"]["kernel_release"].as_str().unwrap().starts_with("6.12"));
+    }
+    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["rows"].as_array().unwrap().len(), 2);
+    assert!(report["complete"].as_bool().unwrap());
+}
+
+/// Every seed benchmark runs in a 6.12 guest and gives plausible samples.
+#[test]
+fn every_benchmark_runs_in_a_guest() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("benchmarks");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\nguest: {{memory_mib: 1024, aslr: false}}\nvcpus: [2]\n\
+             benchmarks:\n\
+             \x20 - {{name: static-doexec, kind: doexec, link: static, duration_s: 2, warmup_s: 1, timeout_s: 60}}\n\
+             \x20 - {{name: shared-doexec, kind: doexec, link: shared, duration_s: 2, warmup_s: 1, timeout_s: 60}}\n\
+             \x20 - {{name: fork-exec, kind: fork_exec, duration_s: 2, warmup_s: 1, timeout_s: 60}}\n\
+             \x20 - {{name: fork-prlimit, kind: fork_prlimit, fanout: 2, iterations: 100, timeout_s: 120}}\n\
+             \x20 - {{name: test-vmalloc, kind: test_vmalloc, nr_threads: 2, run_test_mask: 7, test_loop_count: 1000, timeout_s: 300}}\n\
+             sampling: {{boots: 1, repetitions: 2, warmup_repetitions: 1}}\n",
+            kernel_yaml(&repo().join("patches"))
+        ),
+    )
+    .unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    run_ok(c);
+    let run = only_run_dir(&runs);
+    let failed = events(&run, "bench_failed");
+    assert!(failed.is_empty(), "{failed:?}");
+    let samples = jsonl(&run.join("samples.jsonl"));
+    let measured = |bench: &str, metric: &str| -> Vec<f64> {
+        samples
+            .iter()
+            .filter(|s| s["benchmark"] == bench && s["metric"] == metric && s["warmup"] == false)
+            .map(|s| s["value"].as_f64().unwrap())
+            .collect()
+    };
+    for (bench, metric) in [
+        ("static-doexec", "execs_per_s"),
+        ("shared-doexec", "execs_per_s"),
+        ("fork-exec", "forkexecs_per_s"),
+        ("fork-prlimit", "iterations_per_s"),
+        ("fork-prlimit", "wall_s"),
+        ("test-vmalloc", "fix_size_alloc_test"),
+        ("test-vmalloc", "full_fit_alloc_test"),
+        ("test-vmalloc", "long_busy_list_alloc_test"),
+    ] {
+        let v = measured(bench, metric);
+        assert_eq!(v.len(), 2, "{bench}.{metric}: {v:?}");
+        assert!(v.iter().all(|x| *x > 0.0 && x.is_finite()), "{bench}.{metric}: {v:?}");
+    }
+    // the warm-up repetition is kept, apart
+    assert!(samples.iter().any(|s| s["benchmark"] == "static-doexec" && s["warmup"] == true));
+    // per-second samples: 2 measured intervals after 1 warm-up second
+    let s = samples.iter().find(|s| s["benchmark"] == "fork-exec" && s["warmup"] == false).unwrap();
+    assert_eq!(s["series"].as_array().unwrap().len(), 2, "{s}");
+    assert!(s["cpu"]["idle"].as_f64().is_some(), "{s}");
+    // fork-prlimit: 4 processes × 100 iterations in its wall time
+    let wall = measured("fork-prlimit", "wall_s")[0];
+    let rate = measured("fork-prlimit", "iterations_per_s")[0];
+    assert!((wall * rate - 400.0).abs() < 400.0 * 0.05, "wall {wall} rate {rate}");
+    // ASLR off was applied in the guest
+    let boot = &events(&run, "boot")[0];
+    assert_eq!(boot["env"]["aslr"], 0, "{boot}");
+    assert!(boot["cmdline"].as_str().unwrap().contains("norandmaps"));
+    let end = &events(&run, "boot_end")[0];
+    assert!(end["findings"].as_array().unwrap().is_empty(), "{end}");
+}
+
+/// A patch that does not apply, a build error, a kernel that panics at boot
+/// and a benchmark that hangs each become a recorded outcome, and the other
+/// cells still get their samples.
+#[test]
+fn failures_are_outcomes_and_the_rest_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("failures");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\n  - name: stale\n    apply: [stale]\n  - name: broken\n    apply: [broken]\n  \
+             - name: boom\n    apply: [boom]\nguest: {{memory_mib: 1024, boot_timeout_s: 120}}\nvcpus: [2]\n\
+             benchmarks:\n\
+             \x20 - {{name: hang, kind: fork_prlimit, fanout: 1, iterations: 100000000, timeout_s: 5}}\n\
+             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+             sampling: {{boots: 1, repetitions: 1, warmup_repetitions: 0}}\n",
+            kernel_yaml(&fixtures)
+        ),
+    )
+    .unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    let table = run_ok(c);
+    let run = only_run_dir(&runs);
+
+    // the patch that does not apply: named, with its file and hunk
+    let stale = events(&run, "patch").into_iter().find(|e| e["variant"] == "stale").unwrap();
+    let f = &stale["failure"];
+    assert!(f["patch"].as_str().unwrap().ends_with("0001-mm-a-patch-against-another-tree.patch"), "{stale}");
+    assert_eq!(f["files"][0][0], "mm/memory.c");
+    assert_eq!(f["files"][0][1][0], 1);
+    // the build error: the compiler's own line
+    let broken = events(&run, "build").into_iter().find(|e| e["variant"] == "broken").unwrap();
+    let errs: Vec<&str> = broken["errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert!(errs.iter().any(|e| e.contains("init/harness_broken.c") && e.contains("error:")), "{broken}");
+    // the panic at boot: detected from the console with its signature
+    let boom = events(&run, "boot").into_iter().find(|e| e["variant"] == "boom").unwrap();
+    assert!(boom["error"].as_str().unwrap().contains("panic"), "{boom}");
+    let sigs: Vec<&str> = boom["findings"].as_array().unwrap().iter().map(|f| f["signature"].as_str().unwrap()).collect();
+    assert!(sigs.contains(&"bug: harness_boom"), "{sigs:?}");
+    // the hanging benchmark: killed at its timeout, the next one still ran in the same boot
+    let hang = events(&run, "bench_failed");
+    assert!(hang.iter().any(|e| e["variant"] == "base" && e["benchmark"] == "hang" && e["error"].as_str().unwrap().contains("timeout")), "{hang:?}");
+    let samples = jsonl(&run.join("samples.jsonl"));
+    assert!(samples.iter().any(|s| s["variant"] == "base" && s["benchmark"] == "static-doexec"), "base lost its samples");
+    // the table shows the failed cells as such
+    assert!(table.contains("FAILED"), "{table}");
+    // no QEMU left behind
+    assert!(qemus_of(&run).is_empty());
+}
+
+/// QEMU processes whose command line mentions this run directory.
+fn qemus_of(run: &Path) -> Vec<u32> {
+    let needle = run.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("qemu-system") && cmd.contains(&needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Ctrl-C during a run leaves no QEMU behind and no torn line, and
+/// `--resume` finishes the remaining boots.
+#[test]
+fn interrupt_then_resume() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("resume");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\nguest: {{memory_mib: 1024}}\nvcpus: [2]\n\
+             benchmarks:\n  - {{name: static-doexec, kind: doexec, duration_s: 3, warmup_s: 1, timeout_s: 60}}\n\
+             sampling: {{boots: 2, repetitions: 3, warmup_repetitions: 1}}\n",
+            kernel_yaml(&repo().join("patches"))
+        ),
+    )
+    .unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix).stdout(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    // wait for the first sample, then interrupt mid-boot
+    let start = Instant::now();
+    let run = loop {
+        assert!(start.elapsed() < Duration::from_secs(1800), "no sample within 30 minutes");
+        assert!(child.try_wait().unwrap().is_none(), "harness ended before it was interrupted");
+        if let Ok(rd) = std::fs::read_dir(&runs) {
+            if let Some(d) = rd.flatten().map(|e| e.path()).find(|p| p.join("samples.jsonl").is_file()) {
+                break d;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!qemus_of(&run).is_empty(), "a guest should be running");
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(qemus_of(&run).is_empty(), "QEMU survived the interrupt");
+    let before = jsonl(&run.join("samples.jsonl")).len();
+    assert!(before >= 1);
+    let ends = events(&run, "boot_end").len();
+    assert!(ends < 2, "the run was not interrupted before its end");
+
+    let mut c = harness(&runs);
+    c.args(["run", "--resume"]).arg(&run);
+    run_ok(c);
+    let ends = events(&run, "boot_end");
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    let samples = jsonl(&run.join("samples.jsonl"));
+    assert!(samples.len() > before);
+    // the completed boot (after resume) has all its repetitions
+    let last_boot = ends.last().unwrap()["boot_id"].as_str().unwrap().to_string();
+    assert_eq!(samples.iter().filter(|s| s["boot_id"] == last_boot.as_str()).count(), 4);
+}
+
+/// `harness check` reports problems with their location and what to do.
+#[test]
+fn check_reports_errors_with_locations() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("check");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let small = dir.join("small.config");
+    std::fs::write(&small, "CONFIG_NR_CPUS=8\n").unwrap();
+    let base = format!(
+        "kernel:\n  fragments: [{r}/kconfigs/base.config, {small}]\nseries_dir: {s}\n\
+         variants:\n  - name: base\n  - name: stale\n    apply: [stale]\nvcpus: [4, 16]\n\
+         benchmarks:\n  - {{name: d, kind: doexec}}\n",
+        r = repo().display(),
+        small = small.display(),
+        s = fixtures.display()
+    );
+    let check = |yaml: &str| -> (i32, String) {
+        let m = dir.join("m.yaml");
+        std::fs::write(&m, yaml).unwrap();
+        let out = harness(&dir).arg("check").arg(&m).output().unwrap();
+        (out.status.code().unwrap(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (code, out) = check(&base);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ERROR vcpus 16: the kernel's CONFIG_NR_CPUS is 8"), "{out}");
+    assert!(!out.contains("ERROR vcpus 4:"), "{out}");
+    assert!(out.contains("warn  series stale: conflicts:") && out.contains("mm/memory.c: hunk #1 failed"), "{out}");
+    assert!(out.contains("ERROR variants[1].apply[0]: variant stale cannot apply stale"), "{out}");
+    assert!(out.contains("ok    series boom: applies"), "{out}");
+
+    let (code, out) = check(&base.replace("vcpus: [4, 16]", "vcpus: [4, 16"));
+    assert_eq!(code, 2);
+    assert!(out.contains("m.yaml:11:"), "{out}");
+    let (_, out) = check(&base.replace("series_dir:", "serie_dir:"));
+    assert!(out.contains("m.yaml:3:1: unknown field `serie_dir`"), "{out}");
+    let (_, out) = check(&base.replace("apply: [stale]", "apply: [missing]"));
+    assert!(out.contains("variants[1].apply[0]: no series `missing`"), "{out}");
+}

@@ -73,6 +73,31 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Measure this host's noise: run base as two identical arms (A/A).
+    Calibrate {
+        /// The matrix file (its base variant, benchmarks and vCPU counts).
+        #[arg(default_value = "matrix.yaml")]
+        matrix: PathBuf,
+        /// Apply a profile.
+        #[arg(long, conflicts_with = "quick")]
+        profile: Option<String>,
+        /// Shorthand for `--profile quick`.
+        #[arg(long)]
+        quick: bool,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Compare the same cells of two runs (B against A).
+    Compare {
+        /// The earlier run.
+        run_a: PathBuf,
+        /// The later run.
+        run_b: PathBuf,
+        /// Exit 1 when a key metric regressed from A to B.
+        #[arg(long)]
+        gate: bool,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -147,7 +172,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     pipeline::start(m, &opts)?
                 }
             };
-            finish_report(&run_dir, cli.json, gate)
+            finish_report(&run_dir, &cli.work_dir, cli.json, gate)
         }
         Command::Check { matrix, profile, quick } => {
             let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
@@ -169,16 +194,70 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             }
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
-        Command::Report { run_dir, gate } => finish_report(&run_dir, cli.json, gate),
+        Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.work_dir, cli.json, gate),
+        Command::Calibrate { matrix, profile, quick, quiet } => {
+            crate::proc::install_signal_handler()?;
+            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
+            let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+            let opts = pipeline::Options {
+                work_dir: cli.work_dir.clone(),
+                runs_dir: cli.runs_dir.clone(),
+                images_dir: images_dir(&cli.images_dir, &matrix),
+                quiet,
+            };
+            let mut aa = crate::calibrate::aa_matrix(&m);
+            aa.profile = Some(format!("calibrate{}", m.profile.map(|p| format!("-{p}")).unwrap_or_default()));
+            let dir = pipeline::start(aa, &opts)?;
+            let run = store::Run::open(&dir)?;
+            let r = report::build(&run, None)?;
+            let cal = crate::calibrate::compute(&r, &crate::calibrate::host_id());
+            crate::calibrate::save(&cli.work_dir, &cal)?;
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&cal)?);
+            } else {
+                print!("{}", report::table(&r));
+                for (k, v) in &cal.noise {
+                    println!("noise floor {k}: {:.2}%", v * 100.0);
+                }
+                println!(
+                    "A/A cells called regressed or improved: {} of {} ({:.1}%); effect floor from now on: {:.2}%",
+                    (cal.false_positive_rate * cal.cells as f64).round(),
+                    cal.cells,
+                    cal.false_positive_rate * 100.0,
+                    crate::stats::effect_floor(Some(cal.noise_floor)) * 100.0
+                );
+                println!("stored in {}", crate::calibrate::path(&cli.work_dir).display());
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Compare { run_a, run_b, gate } => {
+            let noise = crate::calibrate::load(&cli.work_dir).map(|c| c.noise_floor);
+            let (ra, rb) = (store::Run::open(&run_a)?, store::Run::open(&run_b)?);
+            let (a, b) = (report::build(&ra, noise)?, report::build(&rb, noise)?);
+            let rows = report::compare::compare(&a, &b, &b.rule);
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print!("{}", report::compare::table(&a.run_id, &b.run_id, &rows));
+            }
+            let key = rb.meta()?.matrix.key_metrics;
+            let bad = rows.iter().filter(|r| {
+                r.decision.verdict == crate::stats::Verdict::Regressed
+                    && (key.is_empty() || key.iter().any(|k| *k == r.benchmark || *k == format!("{}.{}", r.benchmark, r.metric)))
+            });
+            let n = bad.inspect(|r| eprintln!("gate: regressed: {} {} at {} vCPUs ({})", r.variant, r.metric, r.vcpus, r.benchmark)).count();
+            Ok(if gate && n > 0 { EXIT_REGRESSED } else { EXIT_OK })
+        }
     }
 }
 
 /// Builds the report of a run, writes report.json/report.csv into it, prints
 /// it, and applies the gate.
-fn finish_report(run_dir: &Path, json: bool, gate: bool) -> Result<u8> {
+fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Result<u8> {
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
-    let r = report::build(&run, None)?;
+    let noise = crate::calibrate::load(work_dir).map(|c| c.noise_floor);
+    let r = report::build(&run, noise)?;
     std::fs::write(run.dir.join("report.json"), serde_json::to_vec_pretty(&r)?)?;
     std::fs::write(run.dir.join("report.csv"), report::csv(&r))?;
     std::fs::write(run.dir.join("report.html"), report::html::render(&r)?)?;

@@ -71,6 +71,7 @@ struct RawGuest {
     #[serde(default)]
     cmdline: Vec<String>,
     boot_timeout_s: Option<u64>,
+    boot: Option<String>,
     aslr: Option<bool>,
     sockets: Option<u32>,
     threads: Option<u32>,
@@ -259,6 +260,9 @@ pub struct Guest {
     pub cmdline: Vec<String>,
     /// Deadline from QEMU start to SSH ready, scaled up for large guests.
     pub boot_timeout_s: u64,
+    /// Boot `vmlinux` directly through its PVH entry (when the kernel has
+    /// CONFIG_PVH) instead of `bzImage` through the firmware's loader.
+    pub pvh: bool,
     /// Address-space randomisation in the guest.
     pub aslr: bool,
     /// Sockets (vCPUs are split evenly).
@@ -649,7 +653,16 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
             p.push(format!("guest.cmdline[{i}]: `{w}` must be one word without spaces or quotes"));
         }
     }
+    let pvh = match raw.guest.boot.as_deref().unwrap_or("pvh") {
+        "pvh" => true,
+        "bzimage" => false,
+        other => {
+            p.push(format!("guest.boot: `{other}` is not pvh or bzimage"));
+            true
+        }
+    };
     let guest = Guest {
+        pvh,
         memory_mib,
         accel,
         cmdline: raw.guest.cmdline.clone(),

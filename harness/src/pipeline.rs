@@ -357,6 +357,10 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
     let boot_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
 
+    let pvh = ctx.m.guest.pvh
+        && std::fs::read_to_string(art.dir.join("config")).map(|c| c.contains("\nCONFIG_PVH=y")).unwrap_or(false);
+    let kernel_image = if pvh { art.vmlinux.clone() } else { art.bzimage.clone() };
+    let image_name = kernel_image.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let (vm, guest, ready_s, cmdline) = loop {
         let overcommit = job.vcpus as f64 / ctx.host_cpus as f64;
         let cmdline = vm::kernel_cmdline(&CmdlineSpec {
@@ -373,7 +377,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
             threads: ctx.m.guest.threads,
             numa_nodes: ctx.m.guest.numa_nodes,
             memory_mib: ctx.m.guest.memory_mib,
-            kernel: art.bzimage.clone(),
+            kernel: kernel_image.clone(),
             initrd: initrd.to_path_buf(),
             cmdline: cmdline.clone(),
             console: dir.join("console.log"),
@@ -438,6 +442,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                     boot_id: boot_id.clone(),
                     accel: ctx.accel,
                     cmdline,
+                    image: image_name.clone(),
                     overcommit,
                     ready_s: None,
                     env: None,
@@ -467,6 +472,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
         boot_id: boot_id.clone(),
         accel: ctx.accel,
         cmdline,
+        image: image_name,
         overcommit: job.vcpus as f64 / ctx.host_cpus as f64,
         ready_s: Some(ready_s),
         env: env.clone(),

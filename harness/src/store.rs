@@ -163,6 +163,9 @@ pub enum Event {
         accel: Accel,
         /// Kernel command line.
         cmdline: String,
+        /// Kernel image booted (`vmlinux` via PVH, or `bzImage`).
+        #[serde(default)]
+        image: String,
         /// vCPUs per host CPU.
         overcommit: f64,
         /// Seconds from QEMU start to SSH login.

@@ -344,7 +344,7 @@ fn check_reports_errors_with_locations() {
 
     let (code, out) = check(&base.replace("vcpus: [4, 16]", "vcpus: [4, 16"));
     assert_eq!(code, 2);
-    assert!(out.contains("m.yaml:11:"), "{out}");
+    assert!(out.contains("m.yaml:8:12: vcpus[1]: invalid type"), "{out}");
     let (_, out) = check(&base.replace("series_dir:", "serie_dir:"));
     assert!(out.contains("m.yaml:3:1: unknown field `serie_dir`"), "{out}");
     let (_, out) = check(&base.replace("apply: [stale]", "apply: [missing]"));

@@ -56,6 +56,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     boot_id: format!("{variant}-{vcpus}cpu-b{boot}"),
                     accel: harness::vm::Accel::Tcg,
                     cmdline: "console=ttyS0".into(),
+                    image: "vmlinux".into(),
                     overcommit: vcpus as f64 / 2.0,
                     ready_s: Some(6.0),
                     env: Some(BootEnv { kernel_release: "6.12.117".into(), nproc: vcpus, memory_mib: 990, aslr: 0 }),

@@ -3,6 +3,7 @@
 //! [`crate::stats`], failed steps shown as cells, and the same report as a
 //! comfy-table, JSON, CSV and HTML. Reads the run directory only; never spawns.
 
+pub mod compare;
 pub mod html;
 pub mod svg;
 
@@ -62,6 +63,8 @@ pub struct BootRow {
     pub vcpus: u32,
     /// Accelerator.
     pub accel: String,
+    /// Kernel image booted.
+    pub image: String,
     /// Seconds to SSH.
     pub ready_s: Option<f64>,
     /// Kernel release.
@@ -158,7 +161,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
                 let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
                 notes.push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
             }
-            Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, .. } => {
+            Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, image, .. } => {
                 if let Some(err) = error {
                     boot_fail.insert((variant.clone(), *vcpus), err.clone());
                 }
@@ -167,6 +170,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
                     variant: variant.clone(),
                     vcpus: *vcpus,
                     accel: format!("{accel:?}").to_lowercase(),
+                    image: image.clone(),
                     ready_s: *ready_s,
                     kernel: env.as_ref().map(|e| e.kernel_release.clone()),
                     nproc: env.as_ref().map(|e| e.nproc),

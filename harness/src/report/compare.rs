@@ -1,0 +1,77 @@
+//! `harness compare RUN_A RUN_B`: the same cells (benchmark × metric × vCPUs
+//! × variant) of two runs — last night against tonight — under the same
+//! decision rule, with Benjamini-Hochberg across all compared cells.
+
+use comfy_table::{presets, ContentArrangement, Table};
+use serde::Serialize;
+
+use super::{decision_text, num, Report};
+use crate::stats::{self, Decision, Rule, Summary};
+
+/// One cell present in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compared {
+    /// Benchmark.
+    pub benchmark: String,
+    /// Metric.
+    pub metric: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Variant.
+    pub variant: String,
+    /// Run A's cell.
+    pub a: Option<Summary>,
+    /// Run B's cell.
+    pub b: Option<Summary>,
+    /// B against A.
+    pub decision: Decision,
+}
+
+/// Compares every cell the two reports share.
+pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
+    let mut keys = Vec::new();
+    let mut pairs = Vec::new();
+    for rb in &b.rows {
+        let Some(ra) = a.rows.iter().find(|r| r.benchmark == rb.benchmark && r.metric == rb.metric && r.vcpus == rb.vcpus) else {
+            continue;
+        };
+        for cb in &rb.cells {
+            if let Some(ca) = ra.cells.iter().find(|c| c.variant == cb.variant) {
+                keys.push((rb, ca, cb));
+                pairs.push((ca.values.clone(), cb.values.clone(), rb.higher_is_better));
+            }
+        }
+    }
+    let decisions = stats::decide_all(&pairs, rule);
+    keys.into_iter()
+        .zip(decisions)
+        .map(|((row, ca, cb), decision)| Compared {
+            benchmark: row.benchmark.clone(),
+            metric: row.metric.clone(),
+            vcpus: row.vcpus,
+            variant: cb.variant.clone(),
+            a: ca.summary.clone(),
+            b: cb.summary.clone(),
+            decision,
+        })
+        .collect()
+}
+
+/// The comparison as a terminal table.
+pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec!["benchmark / metric", "vCPUs", "variant", a, b, "change (B vs A)"]);
+    for r in rows {
+        let m = |s: &Option<Summary>| s.as_ref().map(|s| num(s.median)).unwrap_or_else(|| "-".into());
+        t.add_row(vec![
+            format!("{}\n{}", r.benchmark, r.metric),
+            r.vcpus.to_string(),
+            r.variant.clone(),
+            m(&r.a),
+            m(&r.b),
+            decision_text(&r.decision),
+        ]);
+    }
+    format!("{}\n", t)
+}

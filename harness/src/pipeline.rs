@@ -121,6 +121,31 @@ struct Ctx<'a> {
     kvm_proven: bool,
     key: PathBuf,
     host_cpus: u32,
+    work: PathBuf,
+    probe_key: String,
+}
+
+/// A remembered failed KVM probe.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct FailedProbe {
+    key: String,
+    when: String,
+    reason: String,
+}
+
+fn probe_path(work: &Path) -> PathBuf {
+    work.join("kvm-probe.json")
+}
+
+/// Host kernel and QEMU version: a failed probe holds until either changes.
+fn kvm_probe_key(qemu: &Path) -> String {
+    let h = host_facts(qemu);
+    format!("{} / {}", h.kernel, h.qemu)
+}
+
+fn load_probe(work: &Path, key: &str) -> Option<FailedProbe> {
+    let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work)).ok()?).ok()?;
+    (p.key == key).then_some(p)
 }
 
 fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
@@ -136,18 +161,31 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
     let ui = Ui::new((m.variants.len() + jobs.len()) as u64, opts.quiet);
     let qemu = qemu_binary()?;
 
-    // accelerator: KVM only if a real boot proves it
+    // accelerator: KVM only if a real boot proves it (a failed probe is
+    // remembered per host kernel and QEMU version)
+    let probe_key = kvm_probe_key(&qemu);
     let accel = match m.guest.accel {
         AccelChoice::Tcg => Accel::Tcg,
         AccelChoice::Kvm => Accel::Kvm,
-        AccelChoice::Auto => match vm::kvm_precheck() {
-            None => Accel::Kvm,
-            Some(why) => {
+        AccelChoice::Auto => match (vm::kvm_precheck(), load_probe(&opts.work_dir, &probe_key)) {
+            (Some(why), _) => {
                 let msg = format!("{why}; using TCG (-accel tcg,thread=multi)");
                 ui.notice(&msg);
                 run.event(&Event::Notice { message: msg })?;
                 Accel::Tcg
             }
+            (None, Some(failed)) => {
+                let msg = format!(
+                    "KVM is not usable here (a probe boot failed on {}: {}); using TCG (-accel tcg,thread=multi); delete {} to probe again",
+                    failed.when,
+                    failed.reason,
+                    probe_path(&opts.work_dir).display()
+                );
+                ui.notice(&msg);
+                run.event(&Event::Notice { message: msg })?;
+                Accel::Tcg
+            }
+            (None, None) => Accel::Kvm,
         },
     };
 
@@ -200,7 +238,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         ui.inc();
     }
 
-    let mut ctx = Ctx { run, m, ui, qemu, accel, kvm_proven: false, key, host_cpus: host_cpus() };
+    let mut ctx = Ctx { run, m, ui, qemu, accel, kvm_proven: false, key, host_cpus: host_cpus(), work: opts.work_dir.clone(), probe_key };
     for job in &jobs {
         if done.contains(&(job.variant.clone(), job.vcpus, job.boot)) {
             ctx.ui.inc();
@@ -334,6 +372,16 @@ fn make_variant(
     }
 }
 
+/// The line of QEMU's output that says why a KVM guest died: an internal
+/// error or a failed assertion first, any error next, warnings last.
+pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
+    let lines: Vec<&str> = qemu_log.lines().filter(|l| !l.starts_with("$ ")).collect();
+    let pick = |pred: &dyn Fn(&str) -> bool| lines.iter().find(|l| pred(l)).map(|l| l.trim().to_string());
+    pick(&|l| l.contains("internal error") || l.contains("Assertion"))
+        .or_else(|| pick(&|l| l.to_lowercase().contains("error")))
+        .or_else(|| pick(&|l| l.contains("KVM")))
+}
+
 /// Deadline for a guest to reach SSH: the matrix value, stretched under TCG
 /// where boot time grows with the vCPU count (~2.5 s per vCPU at 448).
 pub fn boot_deadline(m: &Matrix, accel: Accel, vcpus: u32) -> Duration {
@@ -420,8 +468,10 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
             Err(e) if ctx.accel == Accel::Kvm && !ctx.kvm_proven && ctx.m.guest.accel == AccelChoice::Auto => {
                 proc::check_interrupted()?;
                 let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-                let why = qlog.lines().find(|l| l.contains("KVM")).map(|l| l.trim().to_string()).unwrap_or_else(|| format!("{e:#}"));
+                let why = kvm_failure_reason(&qlog).unwrap_or_else(|| format!("{e:#}"));
                 let msg = format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)");
+                let probe = FailedProbe { key: ctx.probe_key.clone(), when: store::now_rfc3339(), reason: why.clone() };
+                std::fs::write(probe_path(&ctx.work), serde_json::to_vec_pretty(&probe)?).ok();
                 ctx.ui.notice(&msg);
                 run.event(&Event::Notice { message: msg })?;
                 ctx.accel = Accel::Tcg;
@@ -605,4 +655,21 @@ fn read_env(g: &Guest) -> Result<BootEnv> {
         memory_mib: l[2].split_whitespace().nth(1).and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) / 1024,
         aslr: l[3].trim().parse().unwrap_or(0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kvm_failure_reason_prefers_the_real_error() {
+        let log = "$ qemu-system-x86_64 -accel kvm\n\
+            qemu-system-x86_64: -accel kvm: warning: Number of SMP cpus requested (26) exceeds the recommended cpus supported by KVM (2)\n\
+            KVM internal error. Suberror: 1\n";
+        assert_eq!(kvm_failure_reason(log).unwrap(), "KVM internal error. Suberror: 1");
+        let log = "qemu: warning: KVM something\nqemu: kvm.c:3849: kvm_buf_set_msrs: Assertion `ret' failed.\n";
+        assert!(kvm_failure_reason(log).unwrap().contains("Assertion"));
+        assert_eq!(kvm_failure_reason("qemu: warning: KVM x\n").unwrap(), "qemu: warning: KVM x");
+        assert_eq!(kvm_failure_reason(""), None);
+    }
 }

@@ -350,3 +350,55 @@ fn check_reports_errors_with_locations() {
     let (_, out) = check(&base.replace("apply: [stale]", "apply: [missing]"));
     assert!(out.contains("variants[1].apply[0]: no series `missing`"), "{out}");
 }
+
+/// Issue-4 acceptance, on demand (about an hour on 2 cores): every variant of
+/// the default matrix builds, boots at 26 vCPUs and runs its benchmark with no
+/// oops, BUG, WARN or lockdep report on its console.
+#[test]
+#[ignore = "builds every variant of matrix.yaml; run with --ignored"]
+fn every_default_variant_builds_boots_and_runs_at_26_vcpus() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let runs = scratch("smoke");
+    let mut c = harness(&runs);
+    c.args(["run", "--profile", "smoke"]).arg(repo().join("matrix.yaml"));
+    run_ok(c);
+    let run = only_run_dir(&runs);
+    for b in events(&run, "build") {
+        assert!(b["error"].is_null(), "{b}");
+    }
+    let ends = events(&run, "boot_end");
+    assert_eq!(ends.len(), 7, "{ends:?}");
+    for e in &ends {
+        assert!(e["error"].is_null(), "{e}");
+        assert!(e["findings"].as_array().unwrap().is_empty(), "{e}");
+    }
+    assert!(events(&run, "bench_failed").is_empty(), "{:?}", events(&run, "bench_failed"));
+    let samples = jsonl(&run.join("samples.jsonl"));
+    for v in ["base", "no-pcpcntr-grouping", "lazy-rss-stat", "no-i-mmap-batching", "no-vmalloc-lazy-nr", "vmalloc-nonatomic", "no-prlimit-tasklist-lock"] {
+        assert!(samples.iter().any(|s| s["variant"] == v), "no sample from {v}");
+    }
+}
+
+/// Issue-6 acceptance, on demand (about an hour under TCG on 2 cores): base
+/// boots at 26, 256 and 448 vCPUs and runs a benchmark at each.
+#[test]
+#[ignore = "448 vCPUs under TCG take many minutes; run with --ignored"]
+fn base_boots_and_runs_at_26_256_and_448_vcpus() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let runs = scratch("scale");
+    let mut c = harness(&runs);
+    c.args(["run", "--profile", "scale"]).arg(repo().join("matrix.yaml"));
+    run_ok(c);
+    let run = only_run_dir(&runs);
+    let boots = events(&run, "boot");
+    for n in [26, 256, 448] {
+        let b = boots.iter().find(|b| b["vcpus"] == n).unwrap_or_else(|| panic!("no boot at {n}"));
+        assert!(b["error"].is_null(), "{b}");
+        assert_eq!(b["env"]["nproc"], n, "{b}");
+        eprintln!("{n} vCPUs: ready in {:.0} s", b["ready_s"].as_f64().unwrap());
+    }
+    let samples = jsonl(&run.join("samples.jsonl"));
+    for n in [26, 256, 448] {
+        assert!(samples.iter().any(|s| s["vcpus"] == n), "no sample at {n} vCPUs");
+    }
+}

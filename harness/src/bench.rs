@@ -57,9 +57,14 @@ pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
         BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 64 + vcpus as u64 / 4,
         BenchKind::ForkPrlimit { fanout, .. } => 64 + (2u64 << fanout) / 4,
         BenchKind::TestVmalloc { nr_threads, run_test_mask, .. } => {
-            // full_fit and long_busy_list pin many areas per thread
-            let per = if run_test_mask & 0b110 != 0 { if vcpus >= 256 { 576 } else { 64 } } else { 16 };
-            128 + per * nr_threads.resolve(vcpus) as u64
+            // per thread, at once: full_fit_alloc_test (mask bit 1) holds
+            // 2 × fls(nr_cpus) × 32 MiB of single-page areas, long_busy_list
+            // (bit 2) 15000 pages; the rest a few MiB
+            let fls = 32 - vcpus.leading_zeros() as u64;
+            let full_fit = if run_test_mask & 0b10 != 0 { fls * 64 } else { 0 };
+            let busy = if run_test_mask & 0b100 != 0 { 60 } else { 0 };
+            let per = full_fit.max(busy).max(8);
+            64 + per * nr_threads.resolve(vcpus) as u64
         }
     }
 }
@@ -295,6 +300,26 @@ mod tests {
         assert_eq!(p.info["workers"], "2");
         let cpu = p.cpu.unwrap();
         assert!((cpu.idle - 0.25).abs() < 1e-9 && (cpu.steal - 0.25).abs() < 1e-9, "{cpu:?}");
+    }
+
+    #[test]
+    fn vmalloc_memory_follows_the_module() {
+        let need = |vcpus, mask| {
+            let b = bench(BenchKind::TestVmalloc {
+                nr_threads: Count::Named(crate::config::NprocWord::Nproc),
+                run_test_mask: mask,
+                test_repeat_count: 1,
+                test_loop_count: 1,
+                sequential_test_order: false,
+                nr_pages: 1,
+            });
+            memory_need_mib(&b, vcpus)
+        };
+        // 448 CPUs: fls = 9, 576 MiB per thread in full_fit (the seed's figure)
+        assert_eq!(need(448, 7), 64 + 576 * 448);
+        assert_eq!(need(26, 2), 64 + 320 * 26);
+        assert_eq!(need(26, 4), 64 + 60 * 26);
+        assert_eq!(need(4, 1), 64 + 8 * 4);
     }
 
     #[test]

@@ -189,6 +189,22 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         },
     };
 
+    // benchmarks that will not fit in the guest's memory (test_vmalloc's need
+    // grows with threads and CPUs)
+    for &n in &m.vcpus {
+        for b in &m.benchmarks {
+            let need = bench::memory_need_mib(b, n) + 128;
+            if need > m.guest.memory_mib {
+                let msg = format!(
+                    "{} at {n} vCPUs needs ~{need} MiB of guest memory but guest.memory_mib is {}; expect failures or lower its threads/workers",
+                    b.name, m.guest.memory_mib
+                );
+                ui.notice(&msg);
+                run.event(&Event::Notice { message: msg })?;
+            }
+        }
+    }
+
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
     let tree = Tree::prepare(&m.kernel.source, &opts.work_dir, &run.log("tree.log"))?;
 

@@ -491,3 +491,81 @@ pub fn gate_failures(r: &Report, key_metrics: &[String]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Host, RunMeta, Sample};
+
+    fn meta() -> RunMeta {
+        let y = "variants:\n  - name: base\n  - name: slow\n  - name: broken\nvcpus: [2]\n\
+                 benchmarks:\n  - {name: d, kind: doexec}\nsampling: {boots: 1, repetitions: 8}\nkey_metrics: [d]\n";
+        RunMeta {
+            format_version: crate::store::FORMAT_VERSION,
+            id: "r".into(),
+            started: "t".into(),
+            matrix: crate::config::parse(y, std::path::Path::new("/x/m.yaml"), None).unwrap(),
+            host: Host::default(),
+            harness_revision: None,
+        }
+    }
+
+    fn s(variant: &str, rep: u32, value: f64, warmup: bool) -> Sample {
+        Sample {
+            variant: variant.into(),
+            vcpus: 2,
+            benchmark: "d".into(),
+            params: serde_json::json!({}),
+            metric: "execs_per_s".into(),
+            unit: "execs/s".into(),
+            higher_is_better: true,
+            boot_id: format!("{variant}-b0"),
+            boot: 0,
+            repetition: rep,
+            warmup,
+            value,
+            series: vec![],
+            cpu: None,
+            timestamp: "t".into(),
+        }
+    }
+
+    #[test]
+    fn cells_verdicts_failures_and_gate() {
+        let mut samples = vec![s("base", 0, 1.0, true), s("slow", 0, 1.0, true)];
+        for i in 1..=8 {
+            let wiggle = 1.0 + 0.002 * i as f64;
+            samples.push(s("base", i, 100.0 * wiggle, false));
+            samples.push(s("slow", i, 80.0 * wiggle, false));
+        }
+        let events = vec![Event::Build {
+            variant: "broken".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec!["x.c:1: error: y".into()],
+            error: Some("build failed: x.c:1: error: y".into()),
+        }];
+        let r = build_from(&meta(), &samples, &events, None);
+        assert_eq!(r.rows.len(), 1);
+        let row = &r.rows[0];
+        let base = &row.cells[0];
+        assert_eq!((base.n, base.n_warmup), (8, 1), "warm-up kept apart");
+        let slow = row.cells[1].decision.as_ref().unwrap();
+        assert_eq!(slow.verdict, Verdict::Regressed);
+        let broken = &row.cells[2];
+        assert!(broken.summary.is_none());
+        assert!(cell_text(broken).starts_with("FAILED: build failed: x.c:1: error: y"), "{}", cell_text(broken));
+        assert_eq!(broken.decision.as_ref().unwrap().verdict, Verdict::Insufficient);
+        let gate = gate_failures(&r, &["d".to_string()]);
+        assert_eq!(gate.len(), 1);
+        assert!(gate[0].starts_with("slow execs_per_s at 2 vCPUs"), "{gate:?}");
+        assert!(gate_failures(&r, &["other".to_string()]).is_empty());
+        let c = csv(&r);
+        assert_eq!(c.lines().count(), 4);
+        assert!(c.lines().nth(2).unwrap().contains(",regressed,"), "{c}");
+        assert!(table(&r).contains("regressed"));
+        assert!(!r.complete, "no boot_end events: the run is incomplete");
+    }
+}

@@ -398,6 +398,16 @@ pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
         .or_else(|| pick(&|l| l.contains("KVM")))
 }
 
+/// How long after a benchmark's own (guest-side) timeout the host still waits
+/// for its result before calling the guest hung: 30 s, stretched under TCG by
+/// the vCPU overcommit (a 448-vCPU guest on 2 host CPUs is ~200× slower to
+/// even answer).
+pub fn answer_grace(accel: Accel, vcpus: u32, host_cpus: u32) -> Duration {
+    let over = vcpus as f64 / host_cpus.max(1) as f64;
+    let factor = if accel == Accel::Tcg { (over / 16.0).max(1.0) } else { 1.0 };
+    Duration::from_secs_f64(30.0 * factor)
+}
+
 /// Deadline for a guest to reach SSH: the matrix value, stretched under TCG
 /// where boot time grows with the vCPU count (~2.5 s per vCPU at 448).
 pub fn boot_deadline(m: &Matrix, accel: Accel, vcpus: u32) -> Duration {
@@ -557,7 +567,8 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
             ctx.ui.stage("bench", &format!("{} {}cpu b{} {bname} rep {}/{reps}", job.variant, job.vcpus, job.boot, rep + 1));
             let cmd = bench::command(b, nproc);
             let log = dir.join(format!("bench-{bname}-r{rep}.log"));
-            let res = guest.run(&cmd, Duration::from_secs(b.timeout_s + 30));
+            let grace = answer_grace(ctx.accel, job.vcpus, ctx.host_cpus);
+            let res = guest.run(&cmd, Duration::from_secs(b.timeout_s) + grace);
             let failed = |error: String| Event::BenchFailed {
                 variant: job.variant.clone(),
                 vcpus: job.vcpus,
@@ -614,7 +625,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                 Err(e) => {
                     proc::check_interrupted()?;
                     let why = if e.downcast_ref::<Timeout>().is_some() {
-                        format!("guest stopped answering: no result {} s after the benchmark's timeout", 30)
+                        format!("guest stopped answering: no result {} s after the benchmark's timeout", grace.as_secs())
                     } else {
                         format!("{e:#}")
                     };
@@ -676,6 +687,13 @@ fn read_env(g: &Guest) -> Result<BootEnv> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grace_grows_with_tcg_overcommit_only() {
+        assert_eq!(answer_grace(Accel::Tcg, 4, 2), Duration::from_secs(30));
+        assert_eq!(answer_grace(Accel::Tcg, 448, 2), Duration::from_secs(420));
+        assert_eq!(answer_grace(Accel::Kvm, 448, 2), Duration::from_secs(30));
+    }
 
     #[test]
     fn kvm_failure_reason_prefers_the_real_error() {

@@ -604,19 +604,11 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                                 })?;
                             }
                         }
-                        Ok(_) => {
-                            let why = if out.status == Some(137) {
-                                format!("killed at its {} s timeout", b.timeout_s)
-                            } else {
-                                format!("exited with {:?}: {}", out.status, out.stderr.trim())
-                            };
-                            run.event(&failed(why))?;
-                        }
-                        Err(e) => {
-                            let why = if out.status == Some(137) {
-                                format!("killed at its {} s timeout", b.timeout_s)
-                            } else {
-                                format!("{e:#} (status {:?}; {})", out.status, out.stderr.trim())
+                        other => {
+                            let why = match (out.status, other) {
+                                (Some(137), _) => format!("killed at its {} s timeout", b.timeout_s),
+                                (status, Ok(_)) => format!("exited with {status:?}: {}", out.stderr.trim()),
+                                (status, Err(e)) => format!("{e:#} (status {status:?}; {})", out.stderr.trim()),
                             };
                             run.event(&failed(why))?;
                         }

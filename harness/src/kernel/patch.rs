@@ -160,38 +160,29 @@ pub fn run_patch(tree: &Path, patch: &Path, reverse: bool, dry_run: bool, log: O
     let text = std::fs::read_to_string(patch).with_context(|| format!("read {}", patch.display()))?;
     touched_files(&text).with_context(|| format!("check {}", patch.display()))?;
     let abs = std::fs::canonicalize(patch).with_context(|| format!("resolve {}", patch.display()))?;
-    let mut cmd = Cmd::new("patch")
-        .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-", "-s"])
-        .arg("-d")
-        .arg(tree)
-        .arg("-i")
-        .arg(&abs)
-        .capture();
-    if reverse {
-        cmd = cmd.arg("-R");
-    }
-    if dry_run {
-        cmd = cmd.arg("--dry-run");
-    }
+    let base = |extra: &[&str]| {
+        let mut c = Cmd::new("patch")
+            .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-"])
+            .args(extra.iter().copied())
+            .arg("-d")
+            .arg(tree)
+            .arg("-i")
+            .arg(&abs)
+            .capture();
+        if reverse {
+            c = c.arg("-R");
+        }
+        c
+    };
+    let mut cmd = base(if dry_run { &["-s", "--dry-run"] } else { &["-s"] });
     if let Some(l) = log {
         cmd = cmd.log(l);
     }
-    // -s suppresses "patching file" lines; rerun verbosely on failure for detail
-    let f = cmd.run()?;
-    if f.success() {
+    if cmd.run()?.success() {
         return Ok(Ok(()));
     }
-    let mut verbose = Cmd::new("patch")
-        .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-", "--dry-run"])
-        .arg("-d")
-        .arg(tree)
-        .arg("-i")
-        .arg(&abs)
-        .capture();
-    if reverse {
-        verbose = verbose.arg("-R");
-    }
-    let v = verbose.run()?;
+    // -s suppressed the "checking file" lines that say where it failed: ask again
+    let v = base(&["--dry-run"]).run()?;
     Ok(Err(Failure { patch: patch.to_path_buf(), files: parse_failures(&v.output), output: v.output.trim().to_string() }))
 }
 

@@ -141,14 +141,33 @@ while true; do sleep 3600; done
 }
 
 /// The guest-side runner: `/bench/run TIMEOUT PROGRAM ARGS...` prints the
-/// aggregate /proc/stat cpu line before and after, kills the program at the
-/// timeout, and exits with its status.
+/// aggregate /proc/stat cpu line before and after, and runs the program in a
+/// session of its own so that at the timeout every process it started dies
+/// with it (SIGTERM, then SIGKILL 5 s later): a benchmark's grandchildren
+/// cannot outlive it and keep the SSH channel open. Exits with the program's
+/// status, 124 when the timeout fired.
 pub fn run_script() -> &'static str {
     r#"#!/bin/sh
 t=$1; shift
 echo "stat0 $(head -n1 /proc/stat)"
-timeout -s KILL "$t" "$@"
+setsid "$@" &
+pid=$!
+killsession() {
+    sig=$1
+    for d in /proc/[0-9]*; do
+        { read -r line < "$d/stat"; } 2>/dev/null || continue
+        set -- ${line##*) }
+        [ "$4" = "$pid" ] && kill "-$sig" "${d#/proc/}" 2>/dev/null
+    done
+}
+( sleep "$t"; touch /tmp/bench-timeout.$pid; killsession TERM; sleep 5; killsession KILL ) </dev/null >/dev/null 2>&1 &
+watchdog=$!
+wait $pid
 rc=$?
+kill $watchdog 2>/dev/null
+wait $watchdog 2>/dev/null
+killsession KILL
+if [ -e /tmp/bench-timeout.$pid ]; then rc=124; rm -f /tmp/bench-timeout.$pid; fi
 echo "stat1 $(head -n1 /proc/stat)"
 exit $rc
 "#
@@ -350,6 +369,30 @@ mod tests {
         Cmd::new("cpio").args(["-idm", "--quiet", "-F"]).arg(dir.join("a.cpio")).dir(&out).run_ok().unwrap();
         assert_eq!(std::fs::read_to_string(out.join("etc/passwd")).unwrap(), "root:x:0:0::/root:/bin/sh\n");
         assert_eq!(std::fs::read_link(out.join("bin/sh")).unwrap(), PathBuf::from("busybox"));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn runner_kills_the_whole_benchmark_at_its_timeout() {
+        let dir = std::env::temp_dir().join(format!("harness-runner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("run"), run_script()).unwrap();
+        // a grandchild that leaves for its own process group, as forkprlimit's tree does
+        let marker = format!("harness-runner-test-{}", std::process::id());
+        let bench = format!(
+            "python3 -c 'import os,time\nos.setpgid(0,0)\nwhile True: time.sleep(1)' {marker} & echo started; sleep 1000"
+        );
+        let start = std::time::Instant::now();
+        let f = Cmd::new("busybox").arg("sh").arg(dir.join("run")).args(["2", "sh", "-c", &bench]).capture().run().unwrap();
+        assert_eq!(f.code, Some(124), "{}", f.output);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        assert!(f.output.contains("stat0 cpu") && f.output.contains("stat1 cpu") && f.output.contains("started"), "{}", f.output);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let left = Cmd::new("pgrep").args(["-f", &marker]).capture().run().unwrap();
+        assert!(left.output.trim().is_empty(), "left behind: {}", left.output);
+        let ok = Cmd::new("busybox").arg("sh").arg(dir.join("run")).args(["5", "true"]).capture().run().unwrap();
+        assert_eq!(ok.code, Some(0));
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -606,7 +606,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                         }
                         other => {
                             let why = match (out.status, other) {
-                                (Some(137), _) => format!("killed at its {} s timeout", b.timeout_s),
+                                (Some(124) | Some(137), _) => format!("killed at its {} s timeout", b.timeout_s),
                                 (status, Ok(_)) => format!("exited with {status:?}: {}", out.stderr.trim()),
                                 (status, Err(e)) => format!("{e:#} (status {status:?}; {})", out.stderr.trim()),
                             };

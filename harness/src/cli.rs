@@ -38,19 +38,34 @@ struct Cli {
     json: bool,
 }
 
+/// Which matrix, and which of its profiles.
+#[derive(clap::Args, Debug)]
+struct MatrixArgs {
+    /// The matrix file.
+    #[arg(default_value = "matrix.yaml")]
+    matrix: PathBuf,
+    /// Apply a profile of the matrix (its `profiles:` section).
+    #[arg(long, conflicts_with = "quick")]
+    profile: Option<String>,
+    /// Shorthand for `--profile quick`.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl MatrixArgs {
+    /// The absolute matrix path and the profile asked for.
+    fn resolve(self) -> Result<(PathBuf, Option<String>)> {
+        let path = std::path::absolute(&self.matrix).context("resolve the matrix path")?;
+        Ok((path, if self.quick { Some("quick".into()) } else { self.profile }))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a matrix: patch, build, boot, measure, tabulate.
     Run {
-        /// The matrix file.
-        #[arg(default_value = "matrix.yaml")]
-        matrix: PathBuf,
-        /// Apply a profile of the matrix (its `profiles:` section).
-        #[arg(long, conflicts_with = "quick")]
-        profile: Option<String>,
-        /// Shorthand for `--profile quick`.
-        #[arg(long)]
-        quick: bool,
+        #[command(flatten)]
+        m: MatrixArgs,
         /// Finish an interrupted run instead of starting one.
         #[arg(long, value_name = "RUN_DIR")]
         resume: Option<PathBuf>,
@@ -63,27 +78,13 @@ enum Command {
     },
     /// Check a matrix, the host, QEMU and every series without building.
     Check {
-        /// The matrix file.
-        #[arg(default_value = "matrix.yaml")]
-        matrix: PathBuf,
-        /// Apply a profile.
-        #[arg(long, conflicts_with = "quick")]
-        profile: Option<String>,
-        /// Shorthand for `--profile quick`.
-        #[arg(long)]
-        quick: bool,
+        #[command(flatten)]
+        m: MatrixArgs,
     },
     /// Measure this host's noise: run base as two identical arms (A/A).
     Calibrate {
-        /// The matrix file (its base variant, benchmarks and vCPU counts).
-        #[arg(default_value = "matrix.yaml")]
-        matrix: PathBuf,
-        /// Apply a profile.
-        #[arg(long, conflicts_with = "quick")]
-        profile: Option<String>,
-        /// Shorthand for `--profile quick`.
-        #[arg(long)]
-        quick: bool,
+        #[command(flatten)]
+        m: MatrixArgs,
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
@@ -125,14 +126,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn profile_of(profile: Option<String>, quick: bool) -> Option<String> {
-    if quick {
-        Some("quick".into())
-    } else {
-        profile
-    }
-}
-
 fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
     if let Some(d) = flag {
         return d.clone();
@@ -146,8 +139,8 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
     cli.work_dir = std::path::absolute(&cli.work_dir).context("resolve --work-dir")?;
     cli.runs_dir = std::path::absolute(&cli.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
-        Command::Run { matrix, profile, quick, resume, gate, quiet } => {
-            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
+        Command::Run { m, resume, gate, quiet } => {
+            let (matrix, profile) = m.resolve()?;
             crate::proc::install_signal_handler()?;
             let run_dir = match resume {
                 Some(dir) => {
@@ -162,7 +155,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     pipeline::resume(&dir, &opts)?
                 }
                 None => {
-                    let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+                    let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
                     let opts = pipeline::Options {
                         work_dir: cli.work_dir.clone(),
                         runs_dir: cli.runs_dir.clone(),
@@ -174,9 +167,9 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             };
             finish_report(&run_dir, &cli.work_dir, cli.json, gate)
         }
-        Command::Check { matrix, profile, quick } => {
-            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
-            let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+        Command::Check { m } => {
+            let (matrix, profile) = m.resolve()?;
+            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
             let items = check::run(&m, &cli.work_dir);
             let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
             if cli.json {
@@ -195,10 +188,10 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
         Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.work_dir, cli.json, gate),
-        Command::Calibrate { matrix, profile, quick, quiet } => {
+        Command::Calibrate { m, quiet } => {
             crate::proc::install_signal_handler()?;
-            let matrix = std::path::absolute(&matrix).context("resolve the matrix path")?;
-            let m = config::load(&matrix, profile_of(profile, quick).as_deref()).context("load the matrix")?;
+            let (matrix, profile) = m.resolve()?;
+            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
             let opts = pipeline::Options {
                 work_dir: cli.work_dir.clone(),
                 runs_dir: cli.runs_dir.clone(),

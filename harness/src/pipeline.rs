@@ -431,12 +431,26 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
     let boot_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
 
+    let overcommit = job.vcpus as f64 / ctx.host_cpus as f64;
+    let boot_event = |accel, cmdline: String, image: String, ready_s, env, error, findings| Event::Boot {
+        variant: job.variant.clone(),
+        vcpus: job.vcpus,
+        boot: job.boot,
+        boot_id: boot_id.clone(),
+        accel,
+        cmdline,
+        image,
+        overcommit,
+        ready_s,
+        env,
+        error,
+        findings,
+    };
     let pvh = ctx.m.guest.pvh
         && std::fs::read_to_string(art.dir.join("config")).map(|c| c.contains("\nCONFIG_PVH=y")).unwrap_or(false);
     let kernel_image = if pvh { art.vmlinux.clone() } else { art.bzimage.clone() };
     let image_name = kernel_image.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let (vm, guest, ready_s, cmdline) = loop {
-        let overcommit = job.vcpus as f64 / ctx.host_cpus as f64;
         let cmdline = vm::kernel_cmdline(&CmdlineSpec {
             aslr: ctx.m.guest.aslr,
             overcommit,
@@ -511,20 +525,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
                 let findings = vm::scan_console(&vm.console());
                 drop(vm);
                 let msg = format!("{e:#}");
-                run.event(&Event::Boot {
-                    variant: job.variant.clone(),
-                    vcpus: job.vcpus,
-                    boot: job.boot,
-                    boot_id: boot_id.clone(),
-                    accel: ctx.accel,
-                    cmdline,
-                    image: image_name.clone(),
-                    overcommit,
-                    ready_s: None,
-                    env: None,
-                    error: Some(msg.clone()),
-                    findings: findings.clone(),
-                })?;
+                run.event(&boot_event(ctx.accel, cmdline, image_name.clone(), None, None, Some(msg.clone()), findings.clone()))?;
                 ctx.ui.notice(&format!("{}: boot failed: {msg}", job.id()));
                 run.event(&Event::BootEnd {
                     variant: job.variant.clone(),
@@ -541,20 +542,7 @@ fn boot_job(ctx: &mut Ctx, job: &BootJob, art: &Artifact, initrd: &Path) -> Resu
 
     let env = read_env(&guest).ok();
     let nproc = env.as_ref().map(|e| e.nproc).filter(|&n| n > 0).unwrap_or(job.vcpus);
-    run.event(&Event::Boot {
-        variant: job.variant.clone(),
-        vcpus: job.vcpus,
-        boot: job.boot,
-        boot_id: boot_id.clone(),
-        accel: ctx.accel,
-        cmdline,
-        image: image_name,
-        overcommit: job.vcpus as f64 / ctx.host_cpus as f64,
-        ready_s: Some(ready_s),
-        env: env.clone(),
-        error: None,
-        findings: vm::scan_console(&vm.console()),
-    })?;
+    run.event(&boot_event(ctx.accel, cmdline, image_name, Some(ready_s), env.clone(), None, vm::scan_console(&vm.console())))?;
 
     let mut end_error = None;
     'benches: for bname in &job.benchmarks {

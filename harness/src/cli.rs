@@ -24,6 +24,13 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 struct Cli {
     #[command(subcommand)]
     cmd: Command,
+    #[command(flatten)]
+    global: Global,
+}
+
+/// Options every command takes.
+#[derive(clap::Args, Debug)]
+struct Global {
     /// Work directory: the kernel tree copy, the kernel cache, the lock.
     #[arg(long, global = true, env = "HARNESS_WORK_DIR", default_value = "work")]
     work_dir: PathBuf,
@@ -126,6 +133,16 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Where a run of the matrix at `matrix` works, stores and finds its benchmarks.
+fn run_options(g: &Global, matrix: &Path, quiet: bool) -> pipeline::Options {
+    pipeline::Options {
+        work_dir: g.work_dir.clone(),
+        runs_dir: g.runs_dir.clone(),
+        images_dir: images_dir(&g.images_dir, matrix),
+        quiet,
+    }
+}
+
 fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
     if let Some(d) = flag {
         return d.clone();
@@ -136,8 +153,8 @@ fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
 
 fn dispatch(mut cli: Cli) -> Result<u8> {
     // children run in other directories (make -C): every path is made absolute once, here
-    cli.work_dir = std::path::absolute(&cli.work_dir).context("resolve --work-dir")?;
-    cli.runs_dir = std::path::absolute(&cli.runs_dir).context("resolve --runs-dir")?;
+    cli.global.work_dir = std::path::absolute(&cli.global.work_dir).context("resolve --work-dir")?;
+    cli.global.runs_dir = std::path::absolute(&cli.global.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
         Command::Run { m, resume, gate, quiet } => {
             let (matrix, profile) = m.resolve()?;
@@ -145,34 +162,24 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             let run_dir = match resume {
                 Some(dir) => {
                     let meta = store::Run::open(&dir)?.meta()?;
-                    let opts = pipeline::Options {
-                        work_dir: cli.work_dir.clone(),
-                        runs_dir: cli.runs_dir.clone(),
-                        images_dir: images_dir(&cli.images_dir, &meta.matrix.path),
-                        quiet,
-                    };
+                    let opts = run_options(&cli.global, &meta.matrix.path, quiet);
                     eprintln!("resuming {}", dir.display());
                     pipeline::resume(&dir, &opts)?
                 }
                 None => {
                     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-                    let opts = pipeline::Options {
-                        work_dir: cli.work_dir.clone(),
-                        runs_dir: cli.runs_dir.clone(),
-                        images_dir: images_dir(&cli.images_dir, &matrix),
-                        quiet,
-                    };
+                    let opts = run_options(&cli.global, &matrix, quiet);
                     pipeline::start(m, &opts)?
                 }
             };
-            finish_report(&run_dir, &cli.work_dir, cli.json, gate)
+            finish_report(&run_dir, &cli.global.work_dir, cli.global.json, gate)
         }
         Command::Check { m } => {
             let (matrix, profile) = m.resolve()?;
             let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let items = check::run(&m, &cli.work_dir);
+            let items = check::run(&m, &cli.global.work_dir);
             let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
-            if cli.json {
+            if cli.global.json {
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else {
                 for i in &items {
@@ -187,25 +194,20 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             }
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
-        Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.work_dir, cli.json, gate),
+        Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.global.work_dir, cli.global.json, gate),
         Command::Calibrate { m, quiet } => {
             crate::proc::install_signal_handler()?;
             let (matrix, profile) = m.resolve()?;
             let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let opts = pipeline::Options {
-                work_dir: cli.work_dir.clone(),
-                runs_dir: cli.runs_dir.clone(),
-                images_dir: images_dir(&cli.images_dir, &matrix),
-                quiet,
-            };
+            let opts = run_options(&cli.global, &matrix, quiet);
             let mut aa = crate::calibrate::aa_matrix(&m);
             aa.profile = Some(format!("calibrate{}", m.profile.map(|p| format!("-{p}")).unwrap_or_default()));
             let dir = pipeline::start(aa, &opts)?;
             let run = store::Run::open(&dir)?;
             let r = report::build(&run, None)?;
             let cal = crate::calibrate::compute(&r, &crate::calibrate::host_id());
-            crate::calibrate::save(&cli.work_dir, &cal)?;
-            if cli.json {
+            crate::calibrate::save(&cli.global.work_dir, &cal)?;
+            if cli.global.json {
                 println!("{}", serde_json::to_string_pretty(&cal)?);
             } else {
                 print!("{}", report::table(&r));
@@ -219,16 +221,16 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     cal.false_positive_rate * 100.0,
                     crate::stats::effect_floor(Some(cal.noise_floor)) * 100.0
                 );
-                println!("stored in {}", crate::calibrate::path(&cli.work_dir).display());
+                println!("stored in {}", crate::calibrate::path(&cli.global.work_dir).display());
             }
             Ok(EXIT_OK)
         }
         Command::Compare { run_a, run_b, gate } => {
-            let noise = crate::calibrate::load(&cli.work_dir).map(|c| c.noise_floor);
+            let noise = crate::calibrate::load(&cli.global.work_dir).map(|c| c.noise_floor);
             let (ra, rb) = (store::Run::open(&run_a)?, store::Run::open(&run_b)?);
             let (a, b) = (report::build(&ra, noise)?, report::build(&rb, noise)?);
             let rows = report::compare::compare(&a, &b, &b.rule);
-            if cli.json {
+            if cli.global.json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 print!("{}", report::compare::table(&a.run_id, &b.run_id, &rows));

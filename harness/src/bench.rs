@@ -37,15 +37,26 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             sequential_test_order,
             nr_pages,
         } => format!(
-            "dmesg -c >/dev/null; echo \"stat0 $(head -n1 /proc/stat)\"; \
+            "dmesg -c >/dev/null; echo \"uptime0 $(cat /proc/uptime)\"; echo \"stat0 $(head -n1 /proc/stat)\"; \
              timeout -s KILL {t} insmod /lib/modules/test_vmalloc.ko nr_threads={} run_test_mask={run_test_mask} \
              test_repeat_count={test_repeat_count} test_loop_count={test_loop_count} \
              sequential_test_order={} nr_pages={nr_pages}; echo \"insmod_status=$?\"; \
-             echo \"stat1 $(head -n1 /proc/stat)\"; dmesg",
+             echo \"stat1 $(head -n1 /proc/stat)\"; echo \"uptime1 $(cat /proc/uptime)\"; dmesg",
             nr_threads.resolve(nproc),
             *sequential_test_order as u8
         ),
     }
+}
+
+/// Guest seconds a repetition took, from the `uptime0`/`uptime1` lines the
+/// guest prints around it.
+pub fn guest_span(stdout: &str) -> Option<f64> {
+    let at = |tag: &str| -> Option<f64> {
+        let l = stdout.lines().find(|l| l.starts_with(tag))?;
+        l[tag.len()..].split_whitespace().next()?.parse::<f64>().ok().filter(|v| v.is_finite())
+    };
+    let (a, b) = (at("uptime0 ")?, at("uptime1 ")?);
+    (b >= a).then_some(b - a)
 }
 
 /// Rough guest memory (MiB) a benchmark needs beyond the kernel's own,
@@ -254,6 +265,15 @@ pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_span_reads_the_uptime_lines() {
+        let out = "uptime0 10.50 3.0\nstat0 cpu 1 2 3\nsample metric=x value=1\nstat1 cpu 2 3 4\nuptime1 16.75 4.0\n";
+        assert_eq!(guest_span(out), Some(6.25));
+        assert_eq!(guest_span("uptime0 10.5 1\n"), None);
+        assert_eq!(guest_span("uptime0 10.5 1\nuptime1 9 1\n"), None, "time does not run backwards");
+        assert_eq!(guest_span("uptime0 inf 1\nuptime1 9 1\n"), None);
+    }
     use crate::config::Count;
 
     fn bench(kind: BenchKind) -> Benchmark {

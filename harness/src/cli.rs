@@ -229,6 +229,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             let noise = crate::calibrate::load(&cli.global.work_dir).map(|c| c.noise_floor);
             let (ra, rb) = (store::Run::open(&run_a)?, store::Run::open(&run_b)?);
             let (a, b) = (report::build(&ra, noise)?, report::build(&rb, noise)?);
+            report::compare::same_clock(&a, &b)?;
             let rows = report::compare::compare(&a, &b, &b.rule);
             if cli.global.json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);

@@ -72,6 +72,7 @@ struct RawGuest {
     cmdline: Vec<String>,
     boot_timeout_s: Option<u64>,
     boot: Option<String>,
+    clock: Option<String>,
     aslr: Option<bool>,
     sockets: Option<u32>,
     threads: Option<u32>,
@@ -162,6 +163,8 @@ struct RawProfile {
     benchmarks: Option<Vec<String>>,
     sampling: Option<RawSampling>,
     memory_mib: Option<u64>,
+    clock: Option<String>,
+    cmdline: Option<Vec<String>>,
 }
 
 // ---------------------------------------------------------- validated -----
@@ -249,6 +252,20 @@ pub enum AccelChoice {
     Tcg,
 }
 
+/// The clock the guest's time (and so every rate and duration it reports)
+/// runs on.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Host time: KVM, or multi-threaded TCG.
+    #[default]
+    Wall,
+    /// QEMU's instruction-counting clock (`-icount shift=0,sleep=off`,
+    /// single-threaded TCG): one guest second is 10^9 guest instructions
+    /// over all vCPUs, whatever the host does.
+    Icount,
+}
+
 /// Guest machine settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Guest {
@@ -256,6 +273,9 @@ pub struct Guest {
     pub memory_mib: u64,
     /// Accelerator choice.
     pub accel: AccelChoice,
+    /// The guest's clock.
+    #[serde(default)]
+    pub clock: Clock,
     /// Extra kernel command-line words.
     pub cmdline: Vec<String>,
     /// Deadline from QEMU start to SSH ready, scaled up for large guests.
@@ -502,6 +522,12 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
                 if let Some(m) = prof.memory_mib {
                     raw.guest.memory_mib = Some(m);
                 }
+                if let Some(c) = prof.clock {
+                    raw.guest.clock = Some(c);
+                }
+                if let Some(c) = prof.cmdline {
+                    raw.guest.cmdline = c;
+                }
             }
         }
     }
@@ -644,6 +670,17 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
             AccelChoice::Auto
         }
     };
+    let clock = match raw.guest.clock.as_deref().unwrap_or("wall") {
+        "wall" => Clock::Wall,
+        "icount" => Clock::Icount,
+        other => {
+            p.push(format!("guest.clock: `{other}` is not wall or icount"));
+            Clock::Wall
+        }
+    };
+    if clock == Clock::Icount && accel == AccelChoice::Kvm {
+        p.push("guest.clock: icount counts instructions under TCG only; set guest.accel to tcg or auto".into());
+    }
     let memory_mib = raw.guest.memory_mib.unwrap_or(2048);
     if memory_mib < 256 {
         p.push(format!("guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"));
@@ -665,6 +702,7 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
         pvh,
         memory_mib,
         accel,
+        clock,
         cmdline: raw.guest.cmdline.clone(),
         boot_timeout_s: raw.guest.boot_timeout_s.unwrap_or(300),
         aslr: raw.guest.aslr.unwrap_or(true),
@@ -919,6 +957,19 @@ profiles:
         assert_eq!(m.sampling.repetitions, 5);
         let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly")).unwrap_err().to_string();
         assert!(e.contains("no profile `nightly` (defined: quick)"), "{e}");
+    }
+
+    #[test]
+    fn the_clock_is_chosen_per_matrix_or_profile() {
+        assert_eq!(p(GOOD).unwrap().guest.clock, Clock::Wall);
+        let text = format!("{GOOD}  exact:\n    clock: icount\n    cmdline: [nokaslr]\n");
+        let m = parse(&text, Path::new("/m/matrix.yaml"), Some("exact")).unwrap();
+        assert_eq!((m.guest.clock, m.guest.cmdline.clone()), (Clock::Icount, vec!["nokaslr".to_string()]));
+        assert_eq!(parse(&text, Path::new("/m/matrix.yaml"), None).unwrap().guest.clock, Clock::Wall);
+        let pr = problems(&format!("guest: {{clock: icount, accel: kvm}}\n{GOOD}"));
+        assert!(pr.iter().any(|x| x.starts_with("guest.clock: icount counts instructions under TCG only")), "{pr:?}");
+        let pr = problems(&format!("guest: {{clock: cycles}}\n{GOOD}"));
+        assert!(pr.iter().any(|x| x == "guest.clock: `cycles` is not wall or icount"), "{pr:?}");
     }
 
     #[test]

@@ -111,6 +111,10 @@ fn pad4(out: &mut Vec<u8>) {
 pub const GUEST_IP: &str = "10.0.2.15";
 /// Line `/init` prints on the console when sshd is up.
 pub const READY_MARK: &str = "harness: guest ready";
+/// Prefix of the guest-time marks `/init` prints on the console
+/// (`harness: uptime <seconds> <idle>`), so the host can read guest time
+/// while the guest boots.
+pub const UPTIME_MARK: &str = "harness: uptime ";
 
 /// The guest's `/init`. It takes no value from the matrix: what varies
 /// (ASLR, watchdogs) goes on the kernel command line.
@@ -120,6 +124,7 @@ pub fn init_script() -> String {
 # harness guest init: mounts, network, sshd; then idles as PID 1.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
+echo "{UPTIME_MARK}$(cat /proc/uptime)" > /dev/ttyS0
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
@@ -134,6 +139,7 @@ mkdir -p /etc/dropbear
 chmod 700 /root /root/.ssh
 chmod 600 /root/.ssh/authorized_keys
 dropbear -R -s -p 22 -P /tmp/dropbear.pid
+echo "{UPTIME_MARK}$(cat /proc/uptime)" > /dev/ttyS0
 echo "{READY_MARK}" > /dev/ttyS0
 while true; do sleep 3600; done
 "#
@@ -149,6 +155,7 @@ while true; do sleep 3600; done
 pub fn run_script() -> &'static str {
     r#"#!/bin/sh
 t=$1; shift
+echo "uptime0 $(cat /proc/uptime)"
 echo "stat0 $(head -n1 /proc/stat)"
 setsid "$@" &
 pid=$!
@@ -169,6 +176,7 @@ wait $watchdog 2>/dev/null
 killsession KILL
 if [ -e /tmp/bench-timeout.$pid ]; then rc=124; rm -f /tmp/bench-timeout.$pid; fi
 echo "stat1 $(head -n1 /proc/stat)"
+echo "uptime1 $(cat /proc/uptime)"
 exit $rc
 "#
 }

@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod boot;
 pub mod calibrate;
 pub mod check;
 pub mod cli;

@@ -17,7 +17,7 @@ use crate::bench::CpuWindow;
 use crate::config::Matrix;
 use crate::kernel::kconfig::Lost;
 use crate::kernel::patch::{Failure, State};
-use crate::vm::{Accel, Finding};
+use crate::vm::{Accel, Finding, MeasureClock};
 
 /// Version of the files' format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -37,6 +37,9 @@ pub struct RunMeta {
     pub host: Host,
     /// git revision of the harness checkout, if any.
     pub harness_revision: Option<String>,
+    /// The clock the run's numbers are in, once the accelerator is known.
+    #[serde(default)]
+    pub clock: Option<MeasureClock>,
 }
 
 /// Facts about the host.
@@ -86,6 +89,9 @@ pub struct Sample {
     pub series: Vec<f64>,
     /// CPU idle/steal over the sample window.
     pub cpu: Option<CpuWindow>,
+    /// The clock the value is in (absent in records older than clocks).
+    #[serde(default)]
+    pub clock: Option<MeasureClock>,
     /// When it was taken (UTC, RFC 3339).
     pub timestamp: String,
 }
@@ -101,6 +107,9 @@ pub struct BootEnv {
     pub memory_mib: u64,
     /// `/proc/sys/kernel/randomize_va_space`.
     pub aslr: u32,
+    /// Guest seconds since boot at login (`/proc/uptime`).
+    #[serde(default)]
+    pub uptime_s: f64,
 }
 
 /// A step's outcome.
@@ -161,6 +170,13 @@ pub enum Event {
         boot_id: String,
         /// Accelerator.
         accel: Accel,
+        /// The clock the boot's numbers are in.
+        #[serde(default)]
+        clock: Option<MeasureClock>,
+        /// Wall seconds per guest second from QEMU start to SSH login, as
+        /// measured from the guest's uptime (about 1 under a wall clock).
+        #[serde(default)]
+        wall_per_guest_s: Option<f64>,
         /// Kernel command line.
         cmdline: String,
         /// Kernel image booted (`vmlinux` via PVH, or `bzImage`).

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::config::Clock;
 use crate::proc::{Child, Cmd};
 
 /// The accelerator a guest runs under.
@@ -23,6 +24,85 @@ pub enum Accel {
     Tcg,
 }
 
+/// The clock a number was measured in: the accelerator and the guest clock
+/// together. Numbers of different clocks are never compared.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum MeasureClock {
+    /// Host time under KVM: the reference on real cores.
+    KvmWall,
+    /// Host time under multi-threaded TCG: noisy on a busy host.
+    TcgWall,
+    /// QEMU's instruction-counting clock under single-threaded TCG.
+    TcgIcount,
+}
+
+impl MeasureClock {
+    /// The clock of a guest run under `accel` with the guest clock `clock`.
+    pub fn of(accel: Accel, clock: Clock) -> MeasureClock {
+        match (accel, clock) {
+            (Accel::Kvm, _) => MeasureClock::KvmWall,
+            (Accel::Tcg, Clock::Wall) => MeasureClock::TcgWall,
+            (Accel::Tcg, Clock::Icount) => MeasureClock::TcgIcount,
+        }
+    }
+
+    /// Short name, as in records: `kvm-wall`, `tcg-wall`, `tcg-icount`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MeasureClock::KvmWall => "kvm-wall",
+            MeasureClock::TcgWall => "tcg-wall",
+            MeasureClock::TcgIcount => "tcg-icount",
+        }
+    }
+
+    /// What a number in this clock means, for report headers.
+    pub fn describe(self) -> &'static str {
+        match self {
+            MeasureClock::KvmWall => "wall clock under KVM: seconds are host seconds on real cores (the reference)",
+            MeasureClock::TcgWall => {
+                "wall clock under multi-threaded TCG: seconds are host seconds of an emulated guest (noisy; no lock contention of real cores)"
+            }
+            MeasureClock::TcgIcount => {
+                "instruction-counting clock under TCG (-icount shift=0,sleep=off): a guest second is 10^9 guest \
+                 instructions over all vCPUs, so a rate \"per second\" is per 10^9 instructions; it counts the executed \
+                 path (spinning included), not cache misses, memory latency or true parallel contention"
+            }
+        }
+    }
+
+    /// A benchmark's unit as it reads in this clock: under icount a guest
+    /// second is 10^9 instructions, so `execs/s` is `execs/Ginsn`, `s` is
+    /// `guest-s` and `usec` is `guest-usec`.
+    pub fn unit(self, unit: &str) -> String {
+        if self != MeasureClock::TcgIcount {
+            return unit.to_string();
+        }
+        match unit {
+            "s" => "guest-s".into(),
+            "usec" => "guest-usec".into(),
+            u => match u.strip_suffix("/s") {
+                Some(what) => format!("{what}/Ginsn"),
+                None => u.to_string(),
+            },
+        }
+    }
+
+    /// How a "per second" unit reads in this clock.
+    pub fn per_second(self) -> &'static str {
+        match self {
+            MeasureClock::TcgIcount => "per 10^9 guest instructions",
+            _ => "per second",
+        }
+    }
+}
+
+impl std::fmt::Display for MeasureClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Everything a guest boot depends on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct VmSpec {
@@ -30,6 +110,8 @@ pub struct VmSpec {
     pub qemu: PathBuf,
     /// Accelerator.
     pub accel: Accel,
+    /// Guest clock (icount only under TCG).
+    pub clock: Clock,
     /// vCPUs.
     pub vcpus: u32,
     /// Sockets.
@@ -67,10 +149,16 @@ pub fn qemu_args(s: &VmSpec) -> Vec<String> {
     push("-machine");
     push(if big { "q35,kernel-irqchip=split" } else { "q35" });
     push("-accel");
-    push(match s.accel {
-        Accel::Kvm => "kvm",
-        Accel::Tcg => "tcg,thread=multi",
+    push(match (s.accel, s.clock) {
+        (Accel::Kvm, _) => "kvm",
+        (Accel::Tcg, Clock::Wall) => "tcg,thread=multi",
+        // icount needs one TCG thread that runs the vCPUs round-robin
+        (Accel::Tcg, Clock::Icount) => "tcg",
     });
+    if s.accel == Accel::Tcg && s.clock == Clock::Icount {
+        push("-icount");
+        push("shift=0,sleep=off");
+    }
     push("-cpu");
     push(match (s.accel, big) {
         (Accel::Kvm, _) => "host",
@@ -351,6 +439,7 @@ mod tests {
         VmSpec {
             qemu: "qemu-system-x86_64".into(),
             accel,
+            clock: Clock::Wall,
             vcpus,
             sockets: 1,
             threads: 1,
@@ -373,6 +462,21 @@ mod tests {
              -append console=ttyS0 -serial file:/r/console.log -monitor none -no-reboot \
              -netdev user,id=net0,hostfwd=tcp:127.0.0.1:40022-:22 -device virtio-net-pci,netdev=net0"
         );
+    }
+
+    #[test]
+    fn icount_guest_runs_single_threaded_tcg_with_instruction_counting() {
+        let mut s = spec(2, Accel::Tcg);
+        s.clock = Clock::Icount;
+        let a = qemu_args(&s).join(" ");
+        assert!(a.contains("-accel tcg -icount shift=0,sleep=off -cpu max "), "{a}");
+        assert!(!a.contains("thread=multi"), "{a}");
+        assert_eq!(MeasureClock::of(Accel::Tcg, Clock::Icount).name(), "tcg-icount");
+        assert_eq!(MeasureClock::of(Accel::Kvm, Clock::Icount), MeasureClock::KvmWall);
+        assert_eq!(MeasureClock::of(Accel::Tcg, Clock::Wall), MeasureClock::TcgWall);
+        let icount = MeasureClock::TcgIcount;
+        assert_eq!([icount.unit("execs/s"), icount.unit("s"), icount.unit("usec"), icount.unit("ops")], ["execs/Ginsn", "guest-s", "guest-usec", "ops"]);
+        assert_eq!(MeasureClock::KvmWall.unit("execs/s"), "execs/s");
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn sample(variant: &str, vcpus: u32, boot: u32, rep: u32, value: f64) -> Sample 
         value,
         series: vec![value],
         cpu: Some(CpuWindow { idle: 0.1, steal: 0.0 }),
+        clock: None,
         timestamp: "2026-11-30T00:00:00Z".into(),
     }
 }
@@ -43,6 +44,7 @@ fn html_report_renders_its_plots_in_a_browser() {
         matrix,
         host: Host::default(),
         harness_revision: None,
+        clock: None,
     };
     let mut samples = Vec::new();
     let mut events = Vec::new();
@@ -50,6 +52,8 @@ fn html_report_renders_its_plots_in_a_browser() {
         for vcpus in [2u32, 4] {
             for boot in 0..2 {
                 events.push(Event::Boot {
+                    clock: None,
+                    wall_per_guest_s: None,
                     variant: variant.into(),
                     vcpus,
                     boot,
@@ -59,7 +63,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     image: "vmlinux".into(),
                     overcommit: vcpus as f64 / 2.0,
                     ready_s: Some(6.0),
-                    env: Some(BootEnv { kernel_release: "6.12.117".into(), nproc: vcpus, memory_mib: 990, aslr: 0 }),
+                    env: Some(BootEnv { kernel_release: "6.12.117".into(), nproc: vcpus, memory_mib: 990, aslr: 0, uptime_s: 0.0 }),
                     error: None,
                     findings: vec![],
                 });

@@ -27,6 +27,25 @@ pub struct Compared {
     pub decision: Decision,
 }
 
+/// Refuses two runs whose numbers are in different clocks (wall under KVM,
+/// wall under TCG, instruction counts under TCG): their ratios mean nothing.
+pub fn same_clock(a: &Report, b: &Report) -> anyhow::Result<()> {
+    let name = |r: &Report| r.clock.map(|c| c.name().to_string()).unwrap_or_else(|| "an unrecorded clock".into());
+    if a.clock != b.clock {
+        anyhow::bail!(
+            "compare {} with {}: {} was measured in {} and {} in {}; numbers of different clocks are never compared \
+             (run both with the same guest.clock and accelerator)",
+            a.run_id,
+            b.run_id,
+            a.run_id,
+            name(a),
+            b.run_id,
+            name(b)
+        );
+    }
+    Ok(())
+}
+
 /// Compares every cell the two reports share.
 pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
     let mut keys = Vec::new();

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::stats::{self, Decision, Rule, Summary, Verdict};
 use crate::store::{Event, Run, RunMeta, Sample};
+use crate::vm::MeasureClock;
 
 /// One variant's cell in a row.
 #[derive(Debug, Clone, Serialize)]
@@ -114,6 +115,10 @@ pub struct Report {
     pub host: String,
     /// The run finished every boot job.
     pub complete: bool,
+    /// The clock every number of the report is in.
+    pub clock: Option<MeasureClock>,
+    /// What that clock means, in words.
+    pub clock_text: String,
 }
 
 /// Builds the report of a run; `noise` is the calibrated noise floor.
@@ -215,6 +220,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
         }
     }
 
+    let clock = run_clock(meta, events);
     // rows: every (benchmark, metric) seen or expected, at every vCPU count
     let mut metrics: Vec<(String, String, String, bool)> = Vec::new();
     for b in &m.benchmarks {
@@ -288,7 +294,8 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
                     pair_at.push((ri, ci));
                 }
             }
-            rows.push(Row { benchmark: bench.clone(), metric: metric.clone(), unit: unit.clone(), higher_is_better: *hib, vcpus, cells });
+            let unit = clock.map_or_else(|| unit.clone(), |c| c.unit(unit));
+            rows.push(Row { benchmark: bench.clone(), metric: metric.clone(), unit, higher_is_better: *hib, vcpus, cells });
         }
     }
     // one decision pass over the whole report: BH across every comparison
@@ -328,7 +335,21 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], noise: O
         rule_text,
         host: format!("{} ({} CPUs, {} MiB, {}; {})", meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu),
         complete: ended >= planned,
+        clock,
+        clock_text: clock.map(|c| format!("{}: {}", c.name(), c.describe())).unwrap_or_else(|| {
+            "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
+        }),
     }
+}
+
+/// The clock of a run: from `run.json`, else from its boot records.
+fn run_clock(meta: &RunMeta, events: &[Event]) -> Option<MeasureClock> {
+    meta.clock.or_else(|| {
+        events.iter().find_map(|e| match e {
+            Event::Boot { clock, .. } => *clock,
+            _ => None,
+        })
+    })
 }
 
 /// Compact number: 3 significant digits or more for big values.
@@ -429,6 +450,7 @@ pub fn table(r: &Report) -> String {
         t.add_row(line);
     }
     let mut out = format!("run {} (started {}){}\n", r.run_id, r.started, if r.complete { "" } else { " — INCOMPLETE" });
+    out.push_str(&format!("clock: {}\n", r.clock_text));
     out.push_str(&t.to_string());
     out.push('\n');
     for n in &r.notes {
@@ -507,6 +529,7 @@ mod tests {
             matrix: crate::config::parse(y, std::path::Path::new("/x/m.yaml"), None).unwrap(),
             host: Host::default(),
             harness_revision: None,
+            clock: None,
         }
     }
 
@@ -526,6 +549,7 @@ mod tests {
             value,
             series: vec![],
             cpu: None,
+            clock: None,
             timestamp: "t".into(),
         }
     }

@@ -253,9 +253,14 @@ fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Res
     let meta = run.meta()?;
     let noise = crate::calibrate::load(work_dir).map(|c| c.noise_floor);
     let r = report::build(&run, noise)?;
-    std::fs::write(run.dir.join("report.json"), serde_json::to_vec_pretty(&r)?)?;
-    std::fs::write(run.dir.join("report.csv"), report::csv(&r))?;
-    std::fs::write(run.dir.join("report.html"), report::html::render(&r)?)?;
+    for (name, data) in [
+        ("report.json", serde_json::to_vec_pretty(&r)?),
+        ("report.csv", report::csv(&r).into_bytes()),
+        ("report.html", report::html::render(&r)?.into_bytes()),
+    ] {
+        let p = run.dir.join(name);
+        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -276,6 +276,30 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
     out
 }
 
+/// Disk use of the work directory's kernels and trees and of the runs
+/// directory, and the free space left where the work directory lives.
+pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
+    let mut out: Vec<Item> = crate::gc::usage(work, runs)
+        .into_iter()
+        .map(|(what, bytes, n)| item(Level::Ok, "disk", format!("{what}: {} in {n} entries", crate::gc::human(bytes))))
+        .collect();
+    if let Some(free) = free_bytes(work) {
+        // a 6.12 tree copy is 1.7 GB, an in-tree build ~1 GB more
+        let lvl = if free < 10 << 30 { Level::Warn } else { Level::Ok };
+        out.push(item(lvl, "disk", format!("{} free at {}; `harness gc` lists what can go", crate::gc::human(free), work.display())));
+    }
+    out
+}
+
+fn free_bytes(p: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = p.ancestors().find(|a| a.exists())?;
+    let c = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we pass; c is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 fn host_available_mib() -> Option<u64> {
     let t = std::fs::read_to_string("/proc/meminfo").ok()?;
     t.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())).map(|k| k / 1024)

@@ -111,7 +111,7 @@ pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String
     Ok(hex(&h.finalize()[..8]))
 }
 
-/// Loads a cached kernel.
+/// Loads a cached kernel and records its use (for `harness gc`).
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     let dir = work.join("kernels").join(key);
     let mut a: Artifact = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
@@ -120,7 +120,11 @@ pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     a.vmlinux = dir.join("vmlinux");
     a.modules = a.modules.as_ref().map(|_| dir.join("mods"));
     a.dir = dir;
-    a.bzimage.is_file().then_some(a)
+    if !a.bzimage.is_file() {
+        return None;
+    }
+    crate::gc::touch(&a.dir.join(crate::gc::LAST_USED));
+    Some(a)
 }
 
 /// Why a build failed, with the compiler's error lines.
@@ -192,6 +196,7 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?).with_context(|| format!("write {}/artifact.json", tmp.display()))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
+    crate::gc::touch(&dir.join(crate::gc::LAST_USED));
     Ok(Ok(art))
 }
 

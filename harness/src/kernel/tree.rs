@@ -157,6 +157,7 @@ impl Tree {
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
+        crate::gc::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::gc::LAST_USED)));
         tree.rollback(log)?;
         Ok(tree)
     }

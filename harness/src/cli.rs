@@ -130,6 +130,10 @@ enum Command {
 
 /// Entry point used by the binary.
 pub fn main() -> ExitCode {
+    // first, while the process has one thread: the watchdog is a fork
+    if let Err(e) = crate::proc::start_watchdog() {
+        crate::ui::notice(&format!("children may outlive a killed harness: failed to {e:#}"));
+    }
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),

@@ -320,6 +320,19 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    /// Times the directory identity on a real tree:
+    /// `HARNESS_TREE=/path/to/linux cargo test --lib -- --ignored directory_identity_time --nocapture`.
+    #[test]
+    #[ignore = "needs an unpacked kernel tree in HARNESS_TREE"]
+    fn directory_identity_time() {
+        let Some(t) = std::env::var_os("HARNESS_TREE") else { return };
+        for _ in 0..2 {
+            let start = std::time::Instant::now();
+            let k = source_key(Path::new(&t)).unwrap();
+            eprintln!("{k}: {:.2} s", start.elapsed().as_secs_f64());
+        }
+    }
+
     #[test]
     fn io_errors_name_their_path() {
         let t = Tree { dir: PathBuf::from("/nonexistent/harness-tree"), key: "k".into(), stack_file: PathBuf::from("/nonexistent/s") };

@@ -438,8 +438,8 @@ fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
-fn small_matrix(dir: &Path, extra_fragment: Option<&Path>) -> PathBuf {
-    let matrix = dir.join("matrix.yaml");
+fn small_matrix(dir: &Path, extra_fragment: Option<&Path>, duration_s: u32) -> PathBuf {
+    let matrix = dir.join(format!("matrix-{duration_s}.yaml"));
     let mut kernel = kernel_yaml(&repo().join("patches"));
     if let Some(f) = extra_fragment {
         kernel = kernel.replace("kconfigs/bench.config]", &format!("kconfigs/bench.config, {}]", f.display()));
@@ -448,7 +448,7 @@ fn small_matrix(dir: &Path, extra_fragment: Option<&Path>) -> PathBuf {
         &matrix,
         format!(
             "{kernel}variants:\n  - name: base\nguest: {{memory_mib: 1024}}\nvcpus: [2]\n\
-             benchmarks:\n  - {{name: static-doexec, kind: doexec, duration_s: 2, warmup_s: 1, timeout_s: 60}}\n\
+             benchmarks:\n  - {{name: static-doexec, kind: doexec, duration_s: {duration_s}, warmup_s: 1, timeout_s: 600}}\n\
              sampling: {{boots: 1, repetitions: 1, warmup_repetitions: 0}}\n"
         ),
     )
@@ -463,7 +463,8 @@ fn small_matrix(dir: &Path, extra_fragment: Option<&Path>) -> PathBuf {
 fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("killed-boot");
-    let matrix = small_matrix(&dir, None);
+    // long enough that the run is still measuring when the check is done
+    let matrix = small_matrix(&dir, None, 300);
     for (sig, code) in [(libc::SIGHUP, Some(130)), (libc::SIGKILL, None)] {
         let runs = dir.join(format!("runs-{sig}"));
         let mut c = harness(&runs);
@@ -493,7 +494,7 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
     }
     let runs = dir.join("runs-next");
     let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
+    c.arg("run").arg(small_matrix(&dir, None, 2));
     run_ok(c);
     let run = only_run_dir(&runs);
     let ends = events(&run, "boot_end");
@@ -513,7 +514,7 @@ fn killed_mid_build_leaves_no_make() {
     let frag = dir.join("force-build.config");
     let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-killed{nonce}\"\n")).unwrap();
-    let matrix = small_matrix(&dir, Some(&frag));
+    let matrix = small_matrix(&dir, Some(&frag), 2);
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix).stdout(Stdio::null());

@@ -189,6 +189,9 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
         } else {
             vals.last().map(|v| v.1).unwrap_or(f64::NAN)
         };
+        if !value.is_finite() {
+            bail!("metric {metric}: the mean of its values is not finite ({value}); the values overflow");
+        }
         p.metrics.push(Measured { metric, value, unit, higher_is_better: hib, series, warmup_series });
     }
     if let (Some(a), Some(b)) = (stat0, stat1) {
@@ -349,6 +352,20 @@ mod tests {
         assert!(parse_samples("sample metric=a value=x unit=s better=lower\n").unwrap_err().to_string().contains("line 1"));
         assert!(parse_samples("sample metric=a value=1 unit=s better=up\n").is_err());
         assert!(parse_samples("sample metric=a value=1 unit=s better=higher t=0 warmup=1\n").is_err());
+    }
+
+    #[test]
+    fn non_finite_values_fail_the_repetition() {
+        for v in ["inf", "-inf", "nan", "NaN", "infinity", "1e999"] {
+            let e = parse_samples(&format!("sample metric=a value={v} unit=s better=lower\n")).unwrap_err().to_string();
+            assert!(e.contains("line 1") && e.contains("not finite"), "{v}: {e}");
+        }
+        // each value is finite, their mean overflows to infinity
+        let out = "sample metric=a value=1.7e308 unit=x better=higher t=1\nsample metric=a value=1.7e308 unit=x better=higher t=2\n";
+        let e = parse_samples(out).unwrap_err().to_string();
+        assert!(e.contains("metric a") && e.contains("not finite"), "{e}");
+        let b = bench(BenchKind::ForkPrlimit { fanout: 1, iterations: 1, usleep_us: 1 });
+        assert!(parse(&b, out).is_err());
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub fn host_id() -> String {
 
 /// Stores a calibration.
 pub fn save(work: &Path, c: &Calibration) -> Result<()> {
-    std::fs::create_dir_all(work)?;
+    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
     std::fs::write(path(work), serde_json::to_vec_pretty(c)?).with_context(|| format!("write {}", path(work).display()))
 }
 

@@ -1,15 +1,20 @@
 //! `harness check`: everything that can be known before building — the
 //! matrix is valid, the tools are installed, every series applies or is
 //! already contained as its variants need, and QEMU, KVM, the kernel's
-//! NR_CPUS and the host's memory can hold every vCPU count asked for.
+//! NR_CPUS and the host's memory can hold every vCPU count asked for. It
+//! touches the shared work tree only under the work-directory lock: during
+//! a run it tries the series on a private copy of the files they touch.
+
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::config::{AccelChoice, BaseConfig, Matrix};
 use crate::kernel::kconfig;
 use crate::kernel::patch::{self, State};
-use crate::kernel::tree::Tree;
+use crate::kernel::tree::{pristine_files, Tree};
 use crate::proc::{self, Cmd};
+use crate::store::WorkLock;
 use crate::vm;
 
 /// Severity of a finding.
@@ -161,53 +166,109 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
         }
     }
 
-    // series against the base tree
+    out.extend(series_checks(m, work));
+    out
+}
+
+/// Series states against the base tree. The work tree is used under the
+/// work-directory lock; while a run holds the lock, its tree (patched
+/// mid-build) and `work/scratch` are left alone and the series are tried
+/// on a private copy of the files they touch, taken from the source itself.
+fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
+    let mut out = Vec::new();
+    let mut names: Vec<String> = crate::pipeline::series_names(m);
+    // every series directory, so a maintainer sees all of them
+    if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
+        let mut extra: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("series").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !names.contains(n))
+            .collect();
+        extra.sort();
+        names.extend(extra);
+    }
+    let lock = match WorkLock::try_acquire(work) {
+        Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
+        Ok(l) => l,
+    };
     let log = work.join("check.log");
-    match Tree::prepare(&m.kernel.source, work, &log) {
-        Err(e) => out.push(item(Level::Error, "kernel tree", format!("{e:#}"))),
-        Ok(tree) => {
-            out.push(item(Level::Ok, "kernel tree", format!("{} ({}) at {}", tree.version().unwrap_or_default(), m.kernel.source.display(), tree.dir.display())));
-            let mut states = std::collections::BTreeMap::new();
-            let mut names: Vec<String> = crate::pipeline::series_names(m);
-            // every series directory, so a maintainer sees all of them
-            if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
-                let mut extra: Vec<String> = rd
-                    .filter_map(|e| e.ok())
-                    .filter(|e| e.path().join("series").is_file())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| !names.contains(n))
-                    .collect();
-                extra.sort();
-                names.extend(extra);
+    let (tree_dir, scratch, private) = match &lock {
+        Ok(_) => match Tree::prepare(&m.kernel.source, work, &log) {
+            Err(e) => return vec![item(Level::Error, "kernel tree", format!("{e:#}"))],
+            Ok(tree) => {
+                out.push(item(Level::Ok, "kernel tree", format!("{} ({}) at {}", tree.version().unwrap_or_default(), m.kernel.source.display(), tree.dir.display())));
+                (tree.dir, work.join("scratch"), None)
             }
-            for s in names {
-                let what = format!("series {s}");
-                match patch::load_series(&m.series_dir, &s).and_then(|ser| {
-                    let exp = ser.experimental;
-                    patch::classify(&tree.dir, &ser, &work.join("scratch")).map(|st| (st, exp))
-                }) {
-                    Err(e) => out.push(item(Level::Error, &what, format!("{e:#}"))),
-                    Ok((st, exp)) => {
-                        let lvl = if matches!(st, State::Conflicts { .. }) { Level::Warn } else { Level::Ok };
-                        let tag = if exp { " [experimental]" } else { "" };
-                        out.push(item(lvl, &what, format!("{st}{tag}")));
-                        states.insert(s, st);
-                    }
+        },
+        Err(holder) => {
+            let private = std::env::temp_dir().join(format!("harness-check-{}", std::process::id()));
+            let files = touched_by(&m.series_dir, &names);
+            let _ = std::fs::remove_dir_all(&private);
+            if let Err(e) = pristine_files(&m.kernel.source, &files, &private.join("tree"), &private.join("check.log")) {
+                return vec![item(Level::Error, "kernel tree", format!("{e:#}"))];
+            }
+            out.push(item(
+                Level::Ok,
+                "kernel tree",
+                format!("a run holds the work directory ({holder}); its tree is left alone and the series are tried on the {} files they touch, from {}", files.len(), m.kernel.source.display()),
+            ));
+            (private.join("tree"), private.join("scratch"), Some(private))
+        }
+    };
+    out.extend(classify_all(m, &names, &tree_dir, &scratch));
+    if let Some(p) = private {
+        let _ = std::fs::remove_dir_all(p);
+    }
+    drop(lock);
+    out
+}
+
+/// Every file the named series touch (unreadable series are reported by
+/// [`classify_all`]).
+fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for s in names {
+        let Ok(ser) = patch::load_series(series_dir, s) else { continue };
+        for p in &ser.patches {
+            let Ok(text) = std::fs::read_to_string(p) else { continue };
+            for f in patch::touched_files(&text).unwrap_or_default() {
+                if !files.contains(&f) {
+                    files.push(f);
                 }
             }
-            for (i, v) in m.variants.iter().enumerate() {
-                for (key, list, want) in [("revert", &v.revert, "contained"), ("apply", &v.apply, "applies")] {
-                    for (j, s) in list.iter().enumerate() {
-                        let Some(st) = states.get(s) else { continue };
-                        let good = matches!((st, want), (State::Contained, "contained") | (State::Applies, "applies"));
-                        if !good {
-                            out.push(item(
-                                Level::Error,
-                                format!("variants[{}].{key}[{j}]", i),
-                                format!("variant {} cannot {key} {s}: {st}", v.name),
-                            ));
-                        }
-                    }
+        }
+    }
+    files
+}
+
+/// Classifies each series against `tree` and checks that every variant can
+/// apply or revert what it names.
+fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Vec<Item> {
+    let mut out = Vec::new();
+    let mut states = std::collections::BTreeMap::new();
+    for s in names {
+        let what = format!("series {s}");
+        match patch::load_series(&m.series_dir, s).and_then(|ser| {
+            let exp = ser.experimental;
+            patch::classify(tree, &ser, scratch).map(|st| (st, exp))
+        }) {
+            Err(e) => out.push(item(Level::Error, &what, format!("{e:#}"))),
+            Ok((st, exp)) => {
+                let lvl = if matches!(st, State::Conflicts { .. }) { Level::Warn } else { Level::Ok };
+                let tag = if exp { " [experimental]" } else { "" };
+                out.push(item(lvl, &what, format!("{st}{tag}")));
+                states.insert(s.clone(), st);
+            }
+        }
+    }
+    for (i, v) in m.variants.iter().enumerate() {
+        for (key, list, want) in [("revert", &v.revert, "contained"), ("apply", &v.apply, "applies")] {
+            for (j, s) in list.iter().enumerate() {
+                let Some(st) = states.get(s) else { continue };
+                let good = matches!((st, want), (State::Contained, "contained") | (State::Applies, "applies"));
+                if !good {
+                    out.push(item(Level::Error, format!("variants[{}].{key}[{j}]", i), format!("variant {} cannot {key} {s}: {st}", v.name)));
                 }
             }
         }
@@ -215,7 +276,87 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     out
 }
 
+/// Disk use of the work directory's kernels and trees and of the runs
+/// directory, and the free space left where the work directory lives.
+pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
+    let mut out: Vec<Item> = crate::gc::usage(work, runs)
+        .into_iter()
+        .map(|(what, bytes, n)| item(Level::Ok, "disk", format!("{what}: {} in {n} entries", crate::gc::human(bytes))))
+        .collect();
+    if let Some(free) = free_bytes(work) {
+        // a 6.12 tree copy is 1.7 GB, an in-tree build ~1 GB more
+        let lvl = if free < 10 << 30 { Level::Warn } else { Level::Ok };
+        out.push(item(lvl, "disk", format!("{} free at {}; `harness gc` lists what can go", crate::gc::human(free), work.display())));
+    }
+    out
+}
+
+fn free_bytes(p: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = p.ancestors().find(|a| a.exists())?;
+    let c = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we pass; c is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 fn host_available_mib() -> Option<u64> {
     let t = std::fs::read_to_string("/proc/meminfo").ok()?;
     t.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())).map(|k| k / 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    /// A run holds the lock and has a series applied mid-build: check must
+    /// leave its tree and scratch alone and still classify the series
+    /// against the pristine source.
+    #[test]
+    fn check_during_a_run_leaves_the_work_tree_alone() {
+        let root = std::env::temp_dir().join(format!("harness-check-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let src = root.join("linux");
+        write(&src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n");
+        write(&src.join("mm/vmalloc.c"), "one\ntwo\nthree\n");
+        let patch = "Subject: [PATCH] t\n\n---\n--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
+        write(&root.join("patches/s/0001-t.patch"), patch);
+        write(&root.join("patches/s/series"), "0001-t.patch\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nseries_dir: patches\nvariants:\n  - name: base\n  - name: v\n    apply: [s]\n\
+             vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            src.display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let work = root.join("work");
+
+        // the run: lock, tree, series applied, scratch in use
+        let run_lock = WorkLock::acquire(&work).unwrap();
+        let log = root.join("run.log");
+        let tree = Tree::prepare(&src, &work, &log).unwrap();
+        let series = patch::load_series(&m.series_dir, "s").unwrap();
+        tree.apply_series(&series, false, &log).unwrap().unwrap();
+        write(&work.join("scratch/in-use"), "x");
+
+        let items = run(&m, &work);
+        let find = |w: &str| items.iter().find(|i| i.what == w).unwrap_or_else(|| panic!("no {w} in {items:?}"));
+        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\nTWO\nthree\n", "check rolled the run's patch back");
+        assert!(work.join("scratch/in-use").exists(), "check cleared the run's scratch");
+        assert!(find("kernel tree").message.contains("a run holds the work directory (pid"), "{items:?}");
+        assert_eq!(find("series s").message, "applies (not in the base)");
+        assert!(!items.iter().any(|i| i.what.starts_with("variants[")), "{items:?}");
+
+        // without a run, check uses (and rolls back) the work tree under the lock
+        drop(run_lock);
+        let items = run(&m, &work);
+        assert!(items.iter().any(|i| i.what == "kernel tree" && i.message.contains(&tree.dir.display().to_string())), "{items:?}");
+        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\ntwo\nthree\n");
+        WorkLock::acquire(&work).expect("check released the lock");
+        std::fs::remove_dir_all(root).ok();
+    }
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::{check, config, pipeline, report, store};
+use crate::{check, config, gc, pipeline, report, store};
 
 /// Exit code: the run finished and no gate failed.
 pub const EXIT_OK: u8 = 0;
@@ -106,6 +106,18 @@ enum Command {
         #[arg(long)]
         gate: bool,
     },
+    /// List (or with --yes delete) old kernels, tree copies and run images.
+    Gc {
+        /// Keep this many kernels, tree copies and run images, most recently used first.
+        #[arg(long, default_value_t = 3)]
+        keep: usize,
+        /// Also keep whatever was used within this many days.
+        #[arg(long)]
+        days: Option<u64>,
+        /// Delete; without it gc only says what it would delete.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -118,6 +130,10 @@ enum Command {
 
 /// Entry point used by the binary.
 pub fn main() -> ExitCode {
+    // first, while the process has one thread: the watchdog is a fork
+    if let Err(e) = crate::proc::start_watchdog() {
+        crate::ui::notice(&format!("children may outlive a killed harness: failed to {e:#}"));
+    }
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
@@ -177,7 +193,8 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
         Command::Check { m } => {
             let (matrix, profile) = m.resolve()?;
             let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let items = check::run(&m, &cli.global.work_dir);
+            let mut items = check::run(&m, &cli.global.work_dir);
+            items.extend(check::disk(&cli.global.work_dir, &cli.global.runs_dir));
             let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
             if cli.global.json {
                 println!("{}", serde_json::to_string_pretty(&items)?);
@@ -194,6 +211,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             }
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
+        Command::Gc { keep, days, yes } => run_gc(&cli.global, gc::Policy { keep, days }, yes),
         Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.global.work_dir, cli.global.json, gate),
         Command::Calibrate { m, quiet } => {
             crate::proc::install_signal_handler()?;
@@ -247,6 +265,28 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
     }
 }
 
+/// `harness gc`: prints what the policy lets go; with `yes`, deletes it
+/// under the work-directory lock.
+fn run_gc(g: &Global, policy: gc::Policy, yes: bool) -> Result<u8> {
+    let _lock = if yes { Some(store::WorkLock::acquire(&g.work_dir)?) } else { None };
+    let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now());
+    let total: u64 = victims.iter().map(|v| v.bytes).sum();
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&victims)?);
+    } else {
+        let verb = if yes { "delete" } else { "would delete" };
+        for v in &victims {
+            println!("{verb} {} ({}): {}", v.path.display(), gc::human(v.bytes), v.why);
+        }
+        let tail = if yes || victims.is_empty() { "" } else { "; pass --yes to delete" };
+        println!("{} in {} item(s){tail}", gc::human(total), victims.len());
+    }
+    if yes {
+        gc::delete(&victims)?;
+    }
+    Ok(EXIT_OK)
+}
+
 /// Builds the report of a run, writes report.json/report.csv into it, prints
 /// it, and applies the gate.
 fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Result<u8> {
@@ -254,9 +294,14 @@ fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Res
     let meta = run.meta()?;
     let noise = crate::calibrate::load(work_dir).map(|c| c.noise_floor);
     let r = report::build(&run, noise)?;
-    std::fs::write(run.dir.join("report.json"), serde_json::to_vec_pretty(&r)?)?;
-    std::fs::write(run.dir.join("report.csv"), report::csv(&r))?;
-    std::fs::write(run.dir.join("report.html"), report::html::render(&r)?)?;
+    for (name, data) in [
+        ("report.json", serde_json::to_vec_pretty(&r)?),
+        ("report.csv", report::csv(&r).into_bytes()),
+        ("report.html", report::html::render(&r)?.into_bytes()),
+    ] {
+        let p = run.dir.join(name);
+        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

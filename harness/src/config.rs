@@ -535,16 +535,13 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
     // kernel
     let source = rel(raw.kernel.source.as_deref().unwrap_or(DEFAULT_SOURCE));
     let base_config = match raw.kernel.base_config.as_deref().unwrap_or("tinyconfig") {
-        t if t.ends_with("config") && !t.contains('/') && !t.contains('.') => BaseConfig::Target(t.into()),
+        t if is_base_config_target(t) => BaseConfig::Target(t.into()),
         f => {
-            let f = rel(f);
-            if !f.is_file() {
-                p.push(format!(
-                    "kernel.base_config: `{}` is neither a make *config target nor a file",
-                    f.display()
-                ));
+            let fp = rel(f);
+            if !fp.is_file() {
+                p.push(base_config_problem(f, &fp));
             }
-            BaseConfig::File(f)
+            BaseConfig::File(fp)
         }
     };
     let mut fragments = Vec::new();
@@ -894,6 +891,38 @@ impl Matrix {
     }
 }
 
+/// The kernel's config targets that make a whole `.config` from Kconfig
+/// alone (6.12 `scripts/kconfig/Makefile`); `oldconfig`, `olddefconfig`,
+/// `config` and the `*.config` fragment targets start from whatever
+/// `.config` the tree holds, and the interactive ones wait for a human.
+pub const BASE_CONFIG_TARGETS: &[&str] =
+    &["defconfig", "tinyconfig", "allnoconfig", "allyesconfig", "allmodconfig", "alldefconfig", "randconfig"];
+
+/// Is `t` a make target `base_config` may name: one of
+/// [`BASE_CONFIG_TARGETS`] or an `arch/*/configs/<name>_defconfig` name
+/// (`[a-z0-9_]+_defconfig`)? Anything else is a file path, never a make
+/// argument.
+pub fn is_base_config_target(t: &str) -> bool {
+    let arch_defconfig = t
+        .strip_suffix("_defconfig")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    BASE_CONFIG_TARGETS.contains(&t) || arch_defconfig
+}
+
+fn base_config_problem(word: &str, file: &Path) -> String {
+    let targets = BASE_CONFIG_TARGETS.join(", ");
+    let why = match word {
+        "oldconfig" | "olddefconfig" | "config" | "syncconfig" => {
+            format!("`{word}` starts from the .config the work tree happens to hold, so it is not a base")
+        }
+        w if w.ends_with(".config") && !w.contains('/') => {
+            format!("`{w}` is a fragment target; list the fragment file under kernel.fragments instead")
+        }
+        w => format!("`{w}` is not a config target"),
+    };
+    format!("kernel.base_config: {why}, and no file `{}` exists; name a target ({targets}, <name>_defconfig) or a .config file", file.display())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1002,6 +1031,25 @@ profiles:
             let pr = problems(&text);
             assert!(pr.iter().any(|x| x.starts_with(want)), "want `{want}` in {pr:?}");
         }
+    }
+
+    #[test]
+    fn base_config_is_a_known_target_or_an_existing_file() {
+        for t in ["tinyconfig", "defconfig", "allnoconfig", "x86_64_defconfig", "i386_defconfig"] {
+            let m = p(&format!("kernel:\n  base_config: {t}\n{GOOD}")).unwrap();
+            assert_eq!(m.kernel.base_config, BaseConfig::Target(t.into()), "{t}");
+        }
+        // make would run the host command in `--eval=$(shell ...)`
+        for bad in ["--eval=$(shell id)config", "-j1config", "oldconfig", "kvm_guest.config", "X86_defconfig", "_defconfig"] {
+            let pr = problems(&format!("kernel:\n  base_config: '{bad}'\n{GOOD}"));
+            assert!(pr.iter().any(|x| x.starts_with("kernel.base_config: ") && x.contains("no file `/m/")), "{bad}: {pr:?}");
+        }
+        let dir = std::env::temp_dir().join(format!("harness-baseconfig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("myconfig"), "CONFIG_SMP=y\n").unwrap();
+        let m = parse(&format!("kernel:\n  base_config: myconfig\n{GOOD}"), &dir.join("matrix.yaml"), None).unwrap();
+        assert_eq!(m.kernel.base_config, BaseConfig::File(dir.join("myconfig")));
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]

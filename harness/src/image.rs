@@ -55,7 +55,7 @@ impl Archive {
     pub fn host_file(&mut self, path: &str, host: &Path) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let data = std::fs::read(host).with_context(|| format!("read {}", host.display()))?;
-        let mode = std::fs::metadata(host)?.permissions().mode() & 0o7777;
+        let mode = std::fs::metadata(host).with_context(|| format!("stat {}", host.display()))?.permissions().mode() & 0o7777;
         self.file(path, mode, data);
         Ok(())
     }
@@ -239,7 +239,7 @@ pub const PROGRAMS: &[(&str, &str, bool)] = &[
 
 /// Compiles the benchmark programs into `out`.
 pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(String, PathBuf)>> {
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     let mut bins = Vec::new();
     for (bin, src, stat) in PROGRAMS {
         let srcp = images.join(src);
@@ -281,7 +281,7 @@ pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], authorized
         for lib in needed_libs(e)? {
             let guest = lib.to_string_lossy().into_owned();
             if !a.has(&guest) {
-                let real = std::fs::canonicalize(&lib)?;
+                let real = std::fs::canonicalize(&lib).with_context(|| format!("resolve {}", lib.display()))?;
                 a.host_file(&guest, &real)?;
             }
         }
@@ -300,17 +300,21 @@ pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], authorized
 }
 
 /// Adds a kernel's modules: every `.ko` under its `lib/modules/<release>`
-/// tree, plus `/lib/modules/<name>.ko` shortcuts for `insmod`.
+/// tree, plus `/lib/modules/<name>.ko` shortcuts for `insmod`. Symlinks are
+/// not followed: `build` (and `source`) point into the shared work tree,
+/// where another variant's modules may lie.
 pub fn modules_archive(mods_root: &Path, release: &str) -> Result<Archive> {
     let mut a = Archive::default();
     let base = mods_root.join("lib/modules").join(release);
     let mut stack = vec![base.clone()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
-            let p = e?.path();
-            if p.is_dir() {
+            let e = e.with_context(|| format!("read {}", d.display()))?;
+            let p = e.path();
+            let ft = e.file_type().with_context(|| format!("stat {}", p.display()))?;
+            if ft.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ko") {
+            } else if ft.is_file() && p.extension().is_some_and(|x| x == "ko") {
                 let name = p.file_name().unwrap().to_string_lossy().into_owned();
                 a.host_file(&format!("/lib/modules/{name}"), &p)?;
             }
@@ -322,7 +326,7 @@ pub fn modules_archive(mods_root: &Path, release: &str) -> Result<Archive> {
 /// A per-run SSH key pair made with dropbearkey and converted to OpenSSH
 /// format for libssh2: `(private key path, public key line)`.
 pub fn make_ssh_key(dir: &Path, log: &Path) -> Result<(PathBuf, String)> {
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let db = dir.join("id_dropbear");
     let key = dir.join("id_ed25519");
     if !key.is_file() {
@@ -401,6 +405,26 @@ mod tests {
         assert!(left.output.trim().is_empty(), "left behind: {}", left.output);
         let ok = Cmd::new("busybox").arg("sh").arg(dir.join("run")).args(["5", "true"]).capture().run().unwrap();
         assert_eq!(ok.code, Some(0));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn module_walk_does_not_follow_symlinks() {
+        let dir = std::env::temp_dir().join(format!("harness-mods-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let rel = dir.join("mods/lib/modules/6.12.117");
+        std::fs::create_dir_all(rel.join("kernel/lib")).unwrap();
+        std::fs::write(rel.join("kernel/lib/test_vmalloc.ko"), b"ours").unwrap();
+        // the work tree, where another variant built its own test_vmalloc.ko
+        let tree = dir.join("tree");
+        std::fs::create_dir_all(tree.join("lib")).unwrap();
+        std::fs::write(tree.join("lib/test_vmalloc.ko"), b"theirs").unwrap();
+        std::fs::write(tree.join("lib/other.ko"), b"other").unwrap();
+        std::os::unix::fs::symlink(&tree, rel.join("build")).unwrap();
+        std::os::unix::fs::symlink(tree.join("lib/other.ko"), rel.join("kernel/lib/link.ko")).unwrap();
+        let a = modules_archive(&dir.join("mods"), "6.12.117").unwrap();
+        assert!(matches!(a.entries.get("/lib/modules/test_vmalloc.ko"), Some(Entry::File(_, d)) if d == b"ours"));
+        assert!(!a.has("/lib/modules/other.ko") && !a.has("/lib/modules/link.ko"));
         std::fs::remove_dir_all(dir).ok();
     }
 

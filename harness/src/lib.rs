@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod gc;
 pub mod guest;
 pub mod image;
 pub mod kernel;

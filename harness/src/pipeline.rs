@@ -329,7 +329,7 @@ fn make_variant(
 ) -> Result<Result<Artifact, String>> {
     let vlog = |f: &str| run.log(&format!("variants/{}/{f}", v.name));
     let plog = vlog("patch.log");
-    std::fs::create_dir_all(plog.parent().unwrap())?;
+    std::fs::create_dir_all(plog.parent().unwrap()).with_context(|| format!("create {}", plog.display()))?;
     // apply and revert, in matrix order
     let mut applied = Vec::new();
     for (names, reverse) in [(&v.revert, true), (&v.apply, false)] {
@@ -357,7 +357,7 @@ fn make_variant(
                 return Ok(Err(msg));
             }
             for p in &series.patches {
-                applied.push(crate::kernel::tree::Applied { patch: std::fs::canonicalize(p)?, reverse });
+                applied.push(crate::kernel::tree::Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse });
             }
         }
     }

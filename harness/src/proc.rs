@@ -1,8 +1,14 @@
 //! The one module that spawns host processes. Every child runs in its own
 //! process group, has a deadline, tees its output to a log file, and the whole
 //! group is killed when its guard drops, when the deadline passes, or when the
-//! harness is interrupted (SIGINT/SIGTERM). No shell is ever involved: a
-//! program and its argument vector go straight to `execve`.
+//! harness is interrupted (SIGINT/SIGTERM/SIGHUP). No shell is ever involved:
+//! a program and its argument vector go straight to `execve`.
+//!
+//! A harness that dies without unwinding (SIGKILL, the OOM killer) takes its
+//! children along: each direct child gets PR_SET_PDEATHSIG=SIGKILL, and a
+//! watchdog process forked at start-up ([`start_watchdog`]) is told every
+//! child group; when the harness's end of the pipe closes, it kills each
+//! group still registered (`make -j`'s jobs, not only `make`).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -17,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+static WATCHDOG: Mutex<Option<File>> = Mutex::new(None);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static HANDLER: Once = Once::new();
 
@@ -30,13 +37,14 @@ pub fn interrupted() -> bool {
 #[error("stop: interrupted by a signal")]
 pub struct Interrupted;
 
-/// Installs the SIGINT/SIGTERM handler: marks the run interrupted and kills
-/// every live child group (SIGTERM, then SIGKILL after 3 s). A second signal
-/// while the first is handled exits at once with 130.
+/// Installs the SIGINT/SIGTERM/SIGHUP handler (a dropped SSH session is a
+/// SIGHUP): marks the run interrupted and kills every live child group
+/// (SIGTERM, then SIGKILL after 3 s). A second signal while the first is
+/// handled exits at once with 130.
 pub fn install_signal_handler() -> Result<()> {
     let mut res = Ok(());
     HANDLER.call_once(|| {
-        let signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]);
+        let signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
         match signals {
             Err(e) => res = Err(anyhow::Error::new(e).context("install the signal handler")),
             Ok(mut signals) => {
@@ -55,6 +63,82 @@ pub fn install_signal_handler() -> Result<()> {
         }
     });
     res
+}
+
+/// Forks the watchdog that kills every registered child group once the
+/// harness is gone, however it died. Call it first in `main`, while the
+/// process has a single thread (the child runs Rust code after `fork`).
+/// Without it (unit tests), only PR_SET_PDEATHSIG protects: direct children
+/// die with the harness, their own children may not.
+pub fn start_watchdog() -> Result<()> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors we then own; O_CLOEXEC keeps the
+    // write end out of every child, so only this process holds it.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("make the watchdog pipe");
+    }
+    // SAFETY: called while single-threaded (see above).
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()).context("fork the watchdog"),
+        0 => {
+            // SAFETY: plain syscalls on descriptors this process owns.
+            unsafe {
+                libc::close(fds[1]);
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                libc::prctl(libc::PR_SET_NAME, c"harness-watch".as_ptr());
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                for fd in 0..3 {
+                    libc::dup2(null, fd);
+                }
+                watch(std::os::fd::FromRawFd::from_raw_fd(fds[0]));
+                libc::_exit(0)
+            }
+        }
+        _ => {
+            // SAFETY: the read end belongs to the watchdog now; the write end is ours.
+            unsafe { libc::close(fds[0]) };
+            let f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+            *WATCHDOG.lock().map_err(|_| anyhow::anyhow!("watchdog lock poisoned"))? = Some(f);
+            Ok(())
+        }
+    }
+}
+
+/// The watchdog's loop: `+pgid` registers a group, `-pgid` forgets it (4
+/// bytes each, native endian); at end of file every registered group gets
+/// SIGKILL.
+pub fn watch(mut pipe: File) {
+    use std::io::Read;
+    let mut groups = BTreeSet::new();
+    let mut buf = [0u8; 4];
+    while pipe.read_exact(&mut buf).is_ok() {
+        match i32::from_ne_bytes(buf) {
+            g if g > 0 => groups.insert(g),
+            g => groups.remove(&-g),
+        };
+    }
+    for g in groups {
+        // SAFETY: killpg only sends a signal.
+        unsafe { libc::killpg(g, libc::SIGKILL) };
+    }
+}
+
+/// Tells the watchdog (if any) about a group: `+pgid` added, `-pgid` gone.
+fn tell_watchdog(msg: i32) {
+    if let Ok(mut w) = WATCHDOG.lock() {
+        if let Some(f) = w.as_mut() {
+            // one 4-byte write to a pipe is atomic; a dead watchdog is ignored
+            let _ = f.write_all(&msg.to_ne_bytes());
+        }
+    }
+}
+
+fn forget_group(pgid: i32) {
+    if LIVE_GROUPS.lock().map(|mut g| g.remove(&pgid)).unwrap_or(false) {
+        tell_watchdog(-pgid);
+    }
 }
 
 fn kill_all(sig: i32) {
@@ -166,8 +250,25 @@ impl Cmd {
         } else {
             e = e.stdout_null();
         }
-        Ok(e.before_spawn(|c| {
+        let parent = std::process::id() as i32;
+        Ok(e.before_spawn(move |c| {
             c.process_group(0);
+            // SAFETY: the closure runs between fork and exec and makes only
+            // async-signal-safe calls.
+            unsafe {
+                c.pre_exec(move || {
+                    // die with the harness (strictly: with the thread that
+                    // spawned us, so children are spawned from long-lived threads)
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // the harness may have died before the prctl took effect
+                    if libc::getppid() != parent {
+                        libc::_exit(137);
+                    }
+                    Ok(())
+                });
+            }
             Ok(())
         }))
     }
@@ -183,7 +284,9 @@ impl Cmd {
         }
         let handle = self.expression()?.start().with_context(|| format!("start `{}`", self.describe()))?;
         let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
-        LIVE_GROUPS.lock().map(|mut g| g.insert(pgid)).ok();
+        if LIVE_GROUPS.lock().map(|mut g| g.insert(pgid)).unwrap_or(false) {
+            tell_watchdog(pgid);
+        }
         Ok(Child { handle: Some(handle), pgid, started: Instant::now(), cmd: self })
     }
 
@@ -266,11 +369,11 @@ impl Child {
                 output = String::from_utf8_lossy(&out.stdout).into_owned();
             }
         }
-        LIVE_GROUPS.lock().map(|mut g| g.remove(&self.pgid)).ok();
         // the group may still hold grandchildren (make's jobs): end them too
         unsafe {
             libc::killpg(self.pgid, libc::SIGKILL);
         }
+        forget_group(self.pgid);
         if self.cmd.capture {
             if let Some(log) = &self.cmd.log {
                 if let Ok(mut f) = open_log(log) {
@@ -310,7 +413,7 @@ impl Drop for Child {
         if self.handle.is_some() {
             self.kill();
         }
-        LIVE_GROUPS.lock().map(|mut g| g.remove(&self.pgid)).ok();
+        forget_group(self.pgid);
     }
 }
 
@@ -331,6 +434,7 @@ pub fn check_interrupted() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::FromRawFd;
 
     #[test]
     fn captures_output_and_status() {
@@ -355,6 +459,66 @@ mod tests {
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let alive = state.rsplit(')').next().map(|r| r.trim_start().starts_with(|c| c != 'Z')).unwrap_or(false);
         assert!(!alive, "grandchild {pid} survived the group kill");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    fn alive(pid: i32) -> bool {
+        // a killed orphan may linger as a zombie until init reaps it
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        state.rsplit(')').next().map(|r| r.trim_start().starts_with(|c| c != 'Z')).unwrap_or(false)
+    }
+
+    fn wait_dead(pid: i32) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if !alive(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn a_child_dies_with_the_thread_that_spawned_it() {
+        // PR_SET_PDEATHSIG fires when the spawning thread ends: the same
+        // signal a SIGKILLed harness sends its children
+        let pid = std::thread::spawn(|| {
+            let c = Cmd::new("sleep").arg("60").spawn().unwrap();
+            let pid = c.pgid();
+            forget_group(pid);
+            std::mem::forget(c);
+            pid
+        })
+        .join()
+        .unwrap();
+        assert!(wait_dead(pid), "sleep {pid} outlived its parent thread");
+    }
+
+    #[test]
+    fn the_watchdog_kills_registered_groups_when_the_pipe_closes() {
+        let dir = std::env::temp_dir().join(format!("harness-proc-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pidfile = dir.join("grandchild.pid");
+        let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+        let child = Cmd::new("sh").args(["-c", &script]).spawn().unwrap();
+        let mut fds = [0i32; 2];
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (r, mut w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let watchdog = std::thread::spawn(move || watch(r));
+        let until = Instant::now() + Duration::from_secs(5);
+        while !pidfile.is_file() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        w.write_all(&12345678i32.to_ne_bytes()).unwrap();
+        w.write_all(&(-12345678i32).to_ne_bytes()).unwrap();
+        w.write_all(&child.pgid().to_ne_bytes()).unwrap();
+        assert!(alive(grandchild));
+        drop(w); // the harness is gone
+        watchdog.join().unwrap();
+        assert!(wait_dead(grandchild), "grandchild {grandchild} survived the watchdog");
+        drop(child);
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -96,6 +96,24 @@ pub struct Sample {
     pub timestamp: String,
 }
 
+impl Sample {
+    /// Fails when the value, a per-second value or the CPU window is NaN or infinite.
+    pub fn check_finite(&self) -> Result<()> {
+        if !self.value.is_finite() {
+            bail!("value {} is not finite", self.value);
+        }
+        if let Some(x) = self.series.iter().find(|x| !x.is_finite()) {
+            bail!("per-second value {x} is not finite");
+        }
+        if let Some(c) = &self.cpu {
+            if !(c.idle.is_finite() && c.steal.is_finite()) {
+                bail!("CPU window {c:?} is not finite");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Environment of one boot, read in the guest.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct BootEnv {
@@ -304,7 +322,7 @@ impl Run {
     pub fn write_meta(&self, m: &RunMeta) -> Result<()> {
         let p = self.dir.join("run.json");
         let tmp = p.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(m)?)?;
+        std::fs::write(&tmp, serde_json::to_vec_pretty(m)?).with_context(|| format!("write {}", tmp.display()))?;
         std::fs::rename(&tmp, &p).with_context(|| format!("write {}", p.display()))
     }
 
@@ -313,8 +331,10 @@ impl Run {
         self.dir.join("logs").join(rel)
     }
 
-    /// Appends a sample.
+    /// Appends a sample; a non-finite number is refused (JSON would store
+    /// it as `null`, which no reader can use).
     pub fn sample(&self, s: &Sample) -> Result<()> {
+        s.check_finite().with_context(|| format!("write a sample of {} {} at {} vCPUs", s.variant, s.metric, s.vcpus))?;
         append_line(&self.dir.join("samples.jsonl"), s)
     }
 
@@ -348,24 +368,41 @@ pub fn append_line<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     Ok(())
 }
 
-/// Reads JSON lines; a last line without its newline is torn and skipped.
-/// Errors name the file and line.
+/// Reads JSON lines; a last line without its newline is torn and ignored.
+/// A line that is not a valid record (torn by a crash, a `null` where a
+/// number belongs) is skipped with a notice naming `file:line`: one bad line
+/// never makes a whole run unreadable.
 pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let text = match std::fs::read_to_string(path) {
+    let (records, skipped) = read_lines_skipping(path)?;
+    for s in &skipped {
+        crate::ui::notice(&format!("{s}; line skipped"));
+    }
+    Ok(records)
+}
+
+/// [`read_lines`] without printing: the records and, per skipped line,
+/// `file:line: not a valid record (why)`.
+pub fn read_lines_skipping<T: DeserializeOwned>(path: &Path) -> Result<(Vec<T>, Vec<String>)> {
+    let data = match std::fs::read(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
     };
-    let complete = match text.rfind('\n') {
-        Some(i) => &text[..=i],
-        None => "",
+    let complete = match data.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &data[..=i],
+        None => &[][..],
     };
-    complete
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not a valid record", path.display(), i + 1)))
-        .collect()
+    let (mut records, mut skipped) = (Vec::new(), Vec::new());
+    for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(line) {
+            Ok(r) => records.push(r),
+            Err(e) => skipped.push(format!("{}:{}: not a valid record ({e})", path.display(), i + 1)),
+        }
+    }
+    Ok((records, skipped))
 }
 
 fn truncate_torn(path: &Path) -> Result<()> {
@@ -374,7 +411,7 @@ fn truncate_torn(path: &Path) -> Result<()> {
         return Ok(());
     }
     let keep = data.iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
-    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("open {}", path.display()))?;
     f.set_len(keep as u64).with_context(|| format!("cut the torn last line of {}", path.display()))?;
     Ok(())
 }
@@ -387,23 +424,30 @@ pub struct WorkLock {
 impl WorkLock {
     /// Takes the lock or explains who holds it.
     pub fn acquire(work: &Path) -> Result<WorkLock> {
+        match WorkLock::try_acquire(work)? {
+            Ok(l) => Ok(l),
+            Err(holder) => bail!(
+                "lock the work directory {}: another harness ({holder}) is using it; wait for it or pass a different --work-dir",
+                work.display()
+            ),
+        }
+    }
+
+    /// Takes the lock if it is free; `Ok(Err(holder))` names who holds it.
+    pub fn try_acquire(work: &Path) -> Result<std::result::Result<WorkLock, String>> {
         use std::os::fd::AsRawFd;
         std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
         let p = work.join("lock");
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&p)?;
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&p).with_context(|| format!("open {}", p.display()))?;
         // SAFETY: flock on a descriptor we own.
         let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if r != 0 {
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
-            bail!(
-                "lock the work directory {}: another harness ({}) is using it; wait for it or pass a different --work-dir",
-                work.display(),
-                holder.trim()
-            );
+            return Ok(Err(holder.trim().to_string()));
         }
-        f.set_len(0)?;
-        write!(f, "pid {}", std::process::id())?;
-        Ok(WorkLock { _file: f })
+        f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
+        write!(f, "pid {}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
+        Ok(Ok(WorkLock { _file: f }))
     }
 }
 
@@ -426,9 +470,69 @@ mod tests {
         append_line(&p, &serde_json::json!({"a": 4})).unwrap();
         let v: Vec<serde_json::Value> = read_lines(&p).unwrap();
         assert_eq!(v.iter().map(|x| x["a"].as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 4]);
-        std::fs::write(&p, "{\"a\":1}\nnot json\n").unwrap();
-        let e = read_lines::<serde_json::Value>(&p).unwrap_err().to_string();
-        assert!(e.ends_with("x.jsonl:2: not a valid record"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    fn sample(value: f64) -> Sample {
+        Sample {
+            variant: "base".into(),
+            vcpus: 2,
+            benchmark: "b".into(),
+            params: serde_json::json!({}),
+            metric: "m".into(),
+            unit: "u".into(),
+            higher_is_better: true,
+            boot_id: "x".into(),
+            boot: 0,
+            repetition: 0,
+            warmup: false,
+            value,
+            series: vec![],
+            cpu: None,
+            timestamp: "t".into(),
+        }
+    }
+
+    #[test]
+    fn unusable_lines_are_skipped_with_their_place() {
+        let dir = std::env::temp_dir().join(format!("harness-store-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("samples.jsonl");
+        let good = serde_json::to_string(&sample(1.5)).unwrap();
+        // what an old harness wrote for an infinite mean
+        let null = serde_json::to_string(&sample(f64::INFINITY)).unwrap();
+        assert!(null.contains("\"value\":null"), "{null}");
+        let torn_middle = &good[..good.len() / 2];
+        std::fs::write(&p, format!("{good}\n{null}\n{torn_middle}\nnot json\n\n{good}\n{torn_middle}")).unwrap();
+        let (v, skipped) = read_lines_skipping::<Sample>(&p).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        assert!(skipped[0].starts_with(&format!("{}:2: not a valid record (", p.display())), "{skipped:?}");
+        assert!(skipped[1].contains("samples.jsonl:3:") && skipped[2].contains("samples.jsonl:4:"), "{skipped:?}");
+        // the run's readers (report, resume) get the good lines
+        std::fs::write(dir.join("run.json"), "{}").unwrap();
+        let run = Run { dir: dir.clone(), id: "r".into() };
+        assert_eq!(run.samples().unwrap().len(), 2);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn non_finite_samples_are_not_written() {
+        let dir = std::env::temp_dir().join(format!("harness-store-inf-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = Run { dir: dir.clone(), id: "r".into() };
+        for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            let e = format!("{:#}", run.sample(&sample(bad)).unwrap_err());
+            assert!(e.contains("write a sample of base m at 2 vCPUs") && e.contains("not finite"), "{e}");
+        }
+        let mut s = sample(1.0);
+        s.series = vec![1.0, f64::NAN];
+        assert!(run.sample(&s).is_err());
+        assert!(!dir.join("samples.jsonl").exists());
+        run.sample(&sample(2.0)).unwrap();
+        assert_eq!(run.samples().unwrap(), vec![sample(2.0)]);
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -1,6 +1,8 @@
 //! What the user sees while a run goes: an indicatif bar (stage and cell)
 //! when stderr is a terminal, plain timestamped lines otherwise, and
-//! one-line notices. Nothing here decides anything.
+//! one-line notices. Text that may come from a guest (console lines, program
+//! output) is escaped here so that no control sequence reaches the terminal.
+//! Nothing here decides anything.
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -50,8 +52,9 @@ impl Ui {
         }
     }
 
-    /// A one-line notice, always shown.
+    /// A one-line notice, always shown; control characters are escaped.
     pub fn notice(&self, msg: &str) {
+        let msg = printable(msg);
         match &self.bar {
             Some(b) => b.println(format!("notice: {msg}")),
             None => eprintln!("notice: {msg}"),
@@ -63,5 +66,40 @@ impl Ui {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+/// A notice outside a run's progress display (readers of run files).
+pub fn notice(msg: &str) {
+    eprintln!("notice: {}", printable(msg));
+}
+
+/// `s` with every control character escaped (`\x1b`, `\n`, `\u{9b}`), so
+/// a guest's escape sequences print as text on one line.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push('\t'),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let console = "\u{1b}[2J\u{1b}]0;owned\u{7}BUG: x\r\nnext\u{9b}31m\ttab é";
+        let p = printable(console);
+        assert_eq!(p, "\\x1b[2J\\x1b]0;owned\\x07BUG: x\\r\\nnext\\u{9b}31m\ttab é");
+        assert!(!p.chars().any(|c| c.is_control() && c != '\t'), "{p:?}");
     }
 }

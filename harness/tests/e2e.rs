@@ -402,3 +402,147 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
         assert!(samples.iter().any(|s| s["vcpus"] == n), "no sample at {n} vCPUs");
     }
 }
+
+/// The process group of every live (non-zombie) process: `(pid, pgid)`.
+fn process_groups() -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid pgrp ...
+        let rest: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        if rest.len() > 2 && rest[0] != "Z" {
+            if let Ok(pg) = rest[2].parse() {
+                out.push((pid, pg));
+            }
+        }
+    }
+    out
+}
+
+fn cmdline(pid: i32) -> String {
+    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ")
+}
+
+/// Polls `f` every 100 ms until it is true or `limit` passes.
+fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn small_matrix(dir: &Path, extra_fragment: Option<&Path>, duration_s: u32) -> PathBuf {
+    let matrix = dir.join(format!("matrix-{duration_s}.yaml"));
+    let mut kernel = kernel_yaml(&repo().join("patches"));
+    if let Some(f) = extra_fragment {
+        kernel = kernel.replace("kconfigs/bench.config]", &format!("kconfigs/bench.config, {}]", f.display()));
+    }
+    std::fs::write(
+        &matrix,
+        format!(
+            "{kernel}variants:\n  - name: base\nguest: {{memory_mib: 1024}}\nvcpus: [2]\n\
+             benchmarks:\n  - {{name: static-doexec, kind: doexec, duration_s: {duration_s}, warmup_s: 1, timeout_s: 600}}\n\
+             sampling: {{boots: 1, repetitions: 1, warmup_repetitions: 0}}\n"
+        ),
+    )
+    .unwrap();
+    matrix
+}
+
+/// Issue 11 item 2: SIGHUP (a dropped SSH session) stops a run like Ctrl-C;
+/// a harness killed with SIGKILL mid-boot leaves no QEMU within 5 s; the
+/// next run starts clean and finishes.
+#[test]
+fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("killed-boot");
+    // long enough that the run is still measuring when the check is done
+    let matrix = small_matrix(&dir, None, 300);
+    for (sig, code) in [(libc::SIGHUP, Some(130)), (libc::SIGKILL, None)] {
+        let runs = dir.join(format!("runs-{sig}"));
+        let mut c = harness(&runs);
+        c.arg("run").arg(&matrix).stdout(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let mut run = None;
+        let booting = within(Duration::from_secs(1800), || {
+            assert!(child.try_wait().unwrap().is_none(), "harness ended before it was killed");
+            run = std::fs::read_dir(&runs).ok().and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.is_dir()));
+            run.as_ref().is_some_and(|r| !qemus_of(r).is_empty())
+        });
+        assert!(booting, "no QEMU within 30 minutes");
+        let run = run.unwrap();
+        if sig == libc::SIGHUP {
+            // issue 11 item 1: a check during the run leaves the run's tree alone
+            let out = harness(&dir).arg("check").arg(&matrix).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("ok    kernel tree: a run holds the work directory (pid"), "{text}");
+            assert!(text.contains("ok    series pcpcntr-grouping: already contained"), "{text}");
+            assert!(child.try_wait().unwrap().is_none() && !qemus_of(&run).is_empty(), "the run did not survive the check");
+        }
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        assert_eq!(child.wait().unwrap().code(), code, "signal {sig}");
+        assert!(within(Duration::from_secs(5), || qemus_of(&run).is_empty()), "QEMU {:?} outlived the harness (signal {sig})", qemus_of(&run));
+    }
+    let runs = dir.join("runs-next");
+    let mut c = harness(&runs);
+    c.arg("run").arg(small_matrix(&dir, None, 2));
+    run_ok(c);
+    let run = only_run_dir(&runs);
+    let ends = events(&run, "boot_end");
+    assert_eq!(ends.len(), 1);
+    assert!(ends[0]["error"].is_null(), "{ends:?}");
+    assert!(!jsonl(&run.join("samples.jsonl")).is_empty());
+}
+
+/// Issue 11 item 2: a harness killed with SIGKILL while `make -j` builds
+/// leaves no make (nor any of its jobs) within 5 s, and the work directory
+/// is usable at once (check takes the lock and rolls the tree back).
+#[test]
+fn killed_mid_build_leaves_no_make() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("killed-build");
+    // a LOCALVERSION no cached kernel has: the build must run
+    let frag = dir.join("force-build.config");
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-killed{nonce}\"\n")).unwrap();
+    let matrix = small_matrix(&dir, Some(&frag), 2);
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix).stdout(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let tree = work_dir().join("tree");
+    let tree = tree.to_string_lossy();
+    let mut make = 0;
+    let building = within(Duration::from_secs(1800), || {
+        assert!(child.try_wait().unwrap().is_none(), "harness ended before the build");
+        let groups = process_groups();
+        if make == 0 {
+            make = groups.iter().map(|g| g.0).find(|&p| {
+                let c = cmdline(p);
+                c.starts_with("make ") && c.contains(tree.as_ref()) && c.contains(" bzImage")
+            }).unwrap_or(0);
+        }
+        // wait until make has jobs of its own
+        make != 0 && groups.iter().filter(|g| g.1 == make).count() >= 3
+    });
+    assert!(building, "no make -j with jobs within 30 minutes");
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    let left = || process_groups().into_iter().filter(|g| g.1 == make).map(|g| format!("{} {}", g.0, cmdline(g.0))).collect::<Vec<_>>();
+    assert!(within(Duration::from_secs(5), || left().is_empty()), "left behind: {:?}", left());
+    // the lock is free and the tree rolls back: check runs now
+    let out = harness(&dir).arg("check").arg(&matrix).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ok    kernel tree: 6.12"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -60,10 +60,14 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
     let base_cfg = match base {
         BaseConfig::File(f) => kconfig::read(f)?,
         BaseConfig::Target(t) => {
+            // a run.json written by an older harness is not validated again
+            if !crate::config::is_base_config_target(t) {
+                anyhow::bail!("make the base config: `{t}` is not a config target this harness runs");
+            }
             let cached = work.join("tree").join(format!("{}.{t}", tree.key));
             if !cached.is_file() {
                 make(tree).arg(t).log(log).deadline(Duration::from_secs(600)).run_ok().with_context(|| format!("make {t}"))?;
-                std::fs::copy(tree.dir.join(".config"), &cached)?;
+                std::fs::copy(tree.dir.join(".config"), &cached).with_context(|| format!("write {}", cached.display()))?;
             }
             kconfig::read(&cached)?
         }
@@ -80,12 +84,13 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
             fragments[o.fragment].display()
         ));
     }
-    std::fs::write(tree.dir.join(".config"), kconfig::render(&merged))?;
+    let dot_config = tree.dir.join(".config");
+    std::fs::write(&dot_config, kconfig::render(&merged)).with_context(|| format!("write {}", dot_config.display()))?;
     make(tree).arg("olddefconfig").log(log).deadline(Duration::from_secs(600)).run_ok().context("make olddefconfig")?;
-    let text = std::fs::read_to_string(tree.dir.join(".config"))?;
+    let text = std::fs::read_to_string(&dot_config).with_context(|| format!("read {}", dot_config.display()))?;
     let config = kconfig::parse(&text).map_err(|e| anyhow::anyhow!("read the final .config: {e}"))?;
     let lost = kconfig::lost(&requested, &config);
-    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(log)?;
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(log).with_context(|| format!("open {}", log.display()))?;
     use std::io::Write;
     f.write_all(note.as_bytes())?;
     for l in &lost {
@@ -106,7 +111,7 @@ pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String
     Ok(hex(&h.finalize()[..8]))
 }
 
-/// Loads a cached kernel.
+/// Loads a cached kernel and records its use (for `harness gc`).
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     let dir = work.join("kernels").join(key);
     let mut a: Artifact = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
@@ -115,7 +120,11 @@ pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     a.vmlinux = dir.join("vmlinux");
     a.modules = a.modules.as_ref().map(|_| dir.join("mods"));
     a.dir = dir;
-    a.bzimage.is_file().then_some(a)
+    if !a.bzimage.is_file() {
+        return None;
+    }
+    crate::gc::touch(&a.dir.join(crate::gc::LAST_USED));
+    Some(a)
 }
 
 /// Why a build failed, with the compiler's error lines.
@@ -153,7 +162,7 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     let dir = work.join("kernels").join(key);
     let tmp = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp)?;
+    std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let mods = if modules {
         make(tree)
             .arg("modules_install")
@@ -169,7 +178,7 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     };
     std::fs::copy(tree.dir.join("arch/x86/boot/bzImage"), tmp.join("bzImage")).context("copy bzImage")?;
     std::fs::copy(tree.dir.join("vmlinux"), tmp.join("vmlinux")).context("copy vmlinux")?;
-    std::fs::write(tmp.join("config"), &cfg.text)?;
+    std::fs::write(tmp.join("config"), &cfg.text).with_context(|| format!("write {}/config", tmp.display()))?;
     let release = std::fs::read_to_string(tree.dir.join("include/config/kernel.release"))
         .context("read kernel.release")?
         .trim()
@@ -184,9 +193,10 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
         build_s: start.elapsed().as_secs_f64(),
         nr_cpus: cfg.config.get("NR_CPUS").and_then(|v| v.parse().ok()),
     };
-    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?)?;
+    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?).with_context(|| format!("write {}/artifact.json", tmp.display()))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
+    crate::gc::touch(&dir.join(crate::gc::LAST_USED));
     Ok(Ok(art))
 }
 

@@ -31,7 +31,11 @@ pub struct Tree {
     stack_file: PathBuf,
 }
 
-/// Identity of a source: path plus size and mtime for files, HEAD for git.
+/// Identity of a source. A tarball: its path, size and mtime. A git tree:
+/// its path and HEAD; uncommitted changes to tracked files are refused,
+/// since only HEAD is exported. A plain directory: its path and every entry
+/// below it (relative path, type, size, mtime in ns, symlink target), so an
+/// edit anywhere in it makes a new identity.
 pub fn source_key(source: &Path) -> Result<String> {
     let meta = std::fs::metadata(source).with_context(|| {
         format!("find the kernel source {} (install linux-source-6.12 or set kernel.source)", source.display())
@@ -39,8 +43,20 @@ pub fn source_key(source: &Path) -> Result<String> {
     let mut h = Sha256::new();
     h.update(source.to_string_lossy().as_bytes());
     if meta.is_dir() && source.join(".git").exists() {
-        let f = Cmd::new("git").arg("-C").arg(source).args(["rev-parse", "HEAD"]).capture().run_ok()?;
+        let git = || Cmd::new("git").arg("-C").arg(source).capture();
+        let dirty = git().args(["status", "--porcelain", "--untracked-files=no"]).run_ok()?;
+        if !dirty.output.trim().is_empty() {
+            let files: Vec<&str> = dirty.output.lines().take(5).map(str::trim).collect();
+            bail!(
+                "use the git tree {}: it has uncommitted changes ({}); the harness builds HEAD, so commit or stash them",
+                source.display(),
+                files.join(", ")
+            );
+        }
+        let f = git().args(["rev-parse", "HEAD"]).run_ok()?;
         h.update(f.output.trim().as_bytes());
+    } else if meta.is_dir() {
+        hash_dir(source, Path::new(""), &mut h)?;
     } else {
         h.update(meta.len().to_le_bytes());
         if let Ok(m) = meta.modified() {
@@ -48,6 +64,81 @@ pub fn source_key(source: &Path) -> Result<String> {
         }
     }
     Ok(hex(&h.finalize()[..8]))
+}
+
+/// Feeds every entry under `root/rel` into `h`, in name order, without
+/// following symlinks.
+fn hash_dir(root: &Path, rel: &Path, h: &mut Sha256) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = root.join(rel);
+    let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&dir)
+        .with_context(|| format!("read {}", dir.display()))?
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("read {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let r = rel.join(e.file_name());
+        let m = e.metadata().with_context(|| format!("stat {}", root.join(&r).display()))?;
+        h.update(r.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        h.update(m.mode().to_le_bytes());
+        h.update(m.size().to_le_bytes());
+        h.update(m.mtime().to_le_bytes());
+        h.update(m.mtime_nsec().to_le_bytes());
+        if m.file_type().is_symlink() {
+            let t = std::fs::read_link(root.join(&r)).with_context(|| format!("read the link {}", root.join(&r).display()))?;
+            h.update(t.as_os_str().as_encoded_bytes());
+        } else if m.is_dir() {
+            hash_dir(root, &r, h)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `files` (paths relative to the tree's top) as the source holds
+/// them into `dest`, without the work tree: what `harness check` classifies
+/// series against while a run has the work tree patched. Files the source
+/// lacks are left out (a patch may create them).
+pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) -> Result<()> {
+    std::fs::create_dir_all(dest).with_context(|| format!("create {}", dest.display()))?;
+    let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
+    if meta.is_file() {
+        // a tarball with one top directory, whatever its name
+        let escape = |f: &String| f.chars().flat_map(|c| if "*?[\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect::<String>();
+        let f = Cmd::new("tar")
+            .arg("-xf")
+            .arg(source)
+            .arg("-C")
+            .arg(dest)
+            .args(["--strip-components=1", "--wildcards", "--no-wildcards-match-slash"])
+            .args(files.iter().map(|f| format!("*/{}", escape(f))))
+            .capture()
+            .log(log)
+            .run()?;
+        let real_errors = f.output.lines().any(|l| !l.contains("Not found in archive") && !l.contains("Exiting with failure status"));
+        if !f.success() && real_errors {
+            bail!("unpack {} files of {}: {}", files.len(), source.display(), f.output.trim());
+        }
+    } else if source.join(".git").exists() {
+        let git = || Cmd::new("git").arg("-C").arg(source).capture();
+        let known = git().args(["ls-tree", "-r", "--name-only", "HEAD", "--"]).args(files).run_ok()?;
+        let known: Vec<&str> = known.output.lines().filter(|l| !l.is_empty()).collect();
+        if !known.is_empty() {
+            let tar = dest.join("pristine.tar");
+            git().args(["archive", "--format=tar", "-o"]).arg(&tar).args(["HEAD", "--"]).args(&known).log(log).run_ok()?;
+            Cmd::new("tar").arg("-xf").arg(&tar).arg("-C").arg(dest).log(log).run_ok()?;
+            std::fs::remove_file(&tar).with_context(|| format!("remove {}", tar.display()))?;
+        }
+    } else {
+        for f in files {
+            let (src, dst) = (source.join(f), dest.join(f));
+            if src.is_file() {
+                std::fs::create_dir_all(dst.parent().unwrap_or(dest)).with_context(|| format!("create {}", dst.display()))?;
+                std::fs::copy(&src, &dst).with_context(|| format!("copy {}", src.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lowercase hex of bytes.
@@ -66,6 +157,7 @@ impl Tree {
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
+        crate::gc::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::gc::LAST_USED)));
         tree.rollback(log)?;
         Ok(tree)
     }
@@ -76,7 +168,7 @@ impl Tree {
             std::fs::remove_dir_all(&tmp).with_context(|| format!("remove {}", tmp.display()))?;
         }
         std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
-        let meta = std::fs::metadata(source)?;
+        let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
         if meta.is_file() {
             Cmd::new("tar")
                 .arg("-xf")
@@ -120,7 +212,7 @@ impl Tree {
 
     fn set_stack(&self, s: &[Applied]) -> Result<()> {
         let tmp = self.stack_file.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(s)?)?;
+        std::fs::write(&tmp, serde_json::to_vec(s)?).with_context(|| format!("write {}", tmp.display()))?;
         std::fs::rename(&tmp, &self.stack_file).with_context(|| format!("write {}", self.stack_file.display()))
     }
 
@@ -150,7 +242,7 @@ impl Tree {
                 return Ok(Err(f));
             }
             let mut stack = self.stack()?;
-            stack.push(Applied { patch: std::fs::canonicalize(p)?, reverse });
+            stack.push(Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse });
             self.set_stack(&stack)?;
             if let Err(f) = patch::run_patch(&self.dir, p, reverse, false, Some(log))? {
                 // a dry run passed; a real failure here means the tree changed under us
@@ -164,12 +256,110 @@ impl Tree {
 
     /// The kernel version of the tree (`6.12.117`).
     pub fn version(&self) -> Result<String> {
-        let mk = std::fs::read_to_string(self.dir.join("Makefile"))?;
+        let makefile = self.dir.join("Makefile");
+        let mk = std::fs::read_to_string(&makefile).with_context(|| format!("read {}", makefile.display()))?;
         let get = |k: &str| {
             mk.lines()
                 .find_map(|l| l.strip_prefix(k).map(|r| r.trim_start_matches([' ', '=']).trim().to_string()))
                 .unwrap_or_default()
         };
         Ok(format!("{}.{}.{}{}", get("VERSION"), get("PATCHLEVEL"), get("SUBLEVEL"), get("EXTRAVERSION")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_tree(root: &Path) {
+        std::fs::create_dir_all(root.join("mm")).unwrap();
+        std::fs::write(root.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n").unwrap();
+        std::fs::write(root.join("mm/vmalloc.c"), "int vmap_lazy_nr;\n").unwrap();
+    }
+
+    #[test]
+    fn an_edited_directory_source_is_a_new_tree() {
+        let dir = std::env::temp_dir().join(format!("harness-tree-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let src = dir.join("linux");
+        fake_tree(&src);
+        let work = dir.join("work");
+        let log = dir.join("tree.log");
+        let t1 = Tree::prepare(&src, &work, &log).unwrap();
+        assert_eq!(source_key(&src).unwrap(), t1.key, "stable while nothing changes");
+        // same size, top-level directory untouched: only the file's content and mtime change
+        let top = std::fs::metadata(&src).unwrap().modified().unwrap();
+        let f = src.join("mm/vmalloc.c");
+        let old = std::fs::metadata(&f).unwrap().modified().unwrap();
+        std::fs::write(&f, "int vmap_lazy_nX;\n").unwrap();
+        std::fs::File::options().write(true).open(&f).unwrap().set_modified(old + std::time::Duration::from_millis(1)).unwrap();
+        assert_eq!(std::fs::metadata(&src).unwrap().modified().unwrap(), top);
+        let t2 = Tree::prepare(&src, &work, &log).unwrap();
+        assert_ne!(t1.key, t2.key, "an edit in mm/ must change the identity");
+        assert_eq!(std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nX;\n");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn pristine_files_come_from_a_tarball_or_a_directory() {
+        let dir = std::env::temp_dir().join(format!("harness-tree-pristine-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        fake_tree(&dir.join("linux-source-6.12"));
+        std::fs::write(dir.join("linux-source-6.12/mm/a[1].c"), "odd name\n").unwrap();
+        Cmd::new("tar").arg("-cJf").arg(dir.join("src.tar.xz")).arg("-C").arg(&dir).arg("linux-source-6.12").run_ok().unwrap();
+        let files: Vec<String> = ["mm/vmalloc.c", "mm/a[1].c", "mm/new.c"].map(String::from).to_vec();
+        for (name, source) in [("tar", dir.join("src.tar.xz")), ("dir", dir.join("linux-source-6.12"))] {
+            let dest = dir.join(format!("out-{name}"));
+            pristine_files(&source, &files, &dest, &dir.join("log")).unwrap();
+            assert_eq!(std::fs::read_to_string(dest.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr;\n", "{name}");
+            assert_eq!(std::fs::read_to_string(dest.join("mm/a[1].c")).unwrap(), "odd name\n", "{name}");
+            assert!(!dest.join("mm/new.c").exists() && !dest.join("Makefile").exists(), "{name}");
+        }
+        let e = pristine_files(&dir.join("src.tar.xz").with_extension("none"), &files, &dir.join("x"), &dir.join("log")).unwrap_err();
+        assert!(format!("{e:#}").contains("stat "), "{e:#}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Times the directory identity on a real tree:
+    /// `HARNESS_TREE=/path/to/linux cargo test --lib -- --ignored directory_identity_time --nocapture`.
+    #[test]
+    #[ignore = "needs an unpacked kernel tree in HARNESS_TREE"]
+    fn directory_identity_time() {
+        let Some(t) = std::env::var_os("HARNESS_TREE") else { return };
+        for _ in 0..2 {
+            let start = std::time::Instant::now();
+            let k = source_key(Path::new(&t)).unwrap();
+            eprintln!("{k}: {:.2} s", start.elapsed().as_secs_f64());
+        }
+    }
+
+    #[test]
+    fn io_errors_name_their_path() {
+        let t = Tree { dir: PathBuf::from("/nonexistent/harness-tree"), key: "k".into(), stack_file: PathBuf::from("/nonexistent/s") };
+        let e = format!("{:#}", t.version().unwrap_err());
+        assert!(e.starts_with("read /nonexistent/harness-tree/Makefile: "), "{e}");
+    }
+
+    #[test]
+    fn a_dirty_git_source_is_refused() {
+        if crate::proc::which("git").is_none() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("harness-tree-git-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        fake_tree(&dir);
+        let git = |args: &[&str]| {
+            Cmd::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-qm", "x"]);
+        let k = source_key(&dir).unwrap();
+        std::fs::write(dir.join("untracked.txt"), "x").unwrap();
+        assert_eq!(source_key(&dir).unwrap(), k, "untracked files are not exported and do not matter");
+        std::fs::write(dir.join("mm/vmalloc.c"), "edited\n").unwrap();
+        let e = source_key(&dir).unwrap_err().to_string();
+        assert!(e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
     }
 }

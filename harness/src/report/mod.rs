@@ -469,13 +469,13 @@ pub fn csv(r: &Report) -> String {
             let rr = d.and_then(|d| d.ratio.as_ref());
             let f = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
             s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
-                row.benchmark,
-                row.metric,
-                row.unit,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                csv_field(&row.benchmark),
+                csv_field(&row.metric),
+                csv_field(&row.unit),
                 row.higher_is_better,
                 row.vcpus,
-                c.variant,
+                csv_field(&c.variant),
                 c.n,
                 med,
                 lo,
@@ -485,12 +485,22 @@ pub fn csv(r: &Report) -> String {
                 f(rr.map(|r| r.hi)),
                 f(d.and_then(|d| d.p)),
                 f(d.and_then(|d| d.q)),
-                d.map(|d| d.verdict.symbol()).unwrap_or(""),
-                c.failure.clone().unwrap_or_default().replace('"', "'")
+                csv_field(d.map(|d| d.verdict.symbol()).unwrap_or("")),
+                csv_field(c.failure.as_deref().unwrap_or_default())
             ));
         }
     }
     s
+}
+
+/// One CSV field as RFC 4180 wants it: quoted, with quotes doubled, when it
+/// holds a comma, a quote or a line break (text from a guest can).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// Key metrics (`bench` or `bench.metric`) that regressed; all metrics of
@@ -591,5 +601,54 @@ mod tests {
         assert!(c.lines().nth(2).unwrap().contains(",regressed,"), "{c}");
         assert!(table(&r).contains("regressed"));
         assert!(!r.complete, "no boot_end events: the run is incomplete");
+    }
+
+    #[test]
+    fn csv_quotes_guest_text() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("l1\nl2"), "\"l1\nl2\"");
+        let events = vec![Event::Build {
+            variant: "broken".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: Some("exited with 1: \"x\", then\nline 2".into()),
+        }];
+        let mut samples = vec![s("base", 1, 1.0, false)];
+        samples[0].unit = "ops,\"s\"".into();
+        let c = csv(&build_from(&meta(), &samples, &events, None));
+        // a strict RFC 4180 reader: the broken row has 17 fields, its failure intact
+        let rows = parse_csv(&c);
+        assert!(rows.iter().all(|r| r.len() == 17), "{rows:?}");
+        let broken = rows.iter().find(|r| r[5] == "broken").unwrap();
+        assert!(broken[16].ends_with("exited with 1: \"x\", then\nline 2"), "{broken:?}");
+        assert_eq!(broken[2], "ops,\"s\"");
+    }
+
+    /// A minimal RFC 4180 parser for the test.
+    fn parse_csv(text: &str) -> Vec<Vec<String>> {
+        let (mut rows, mut row, mut field, mut quoted, mut chars) = (vec![], vec![], String::new(), false, text.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                (true, '"') => quoted = false,
+                (true, c) => field.push(c),
+                (false, '"') => quoted = true,
+                (false, ',') => row.push(std::mem::take(&mut field)),
+                (false, '\n') => {
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                (false, c) => field.push(c),
+            }
+        }
+        rows
     }
 }

@@ -1,0 +1,276 @@
+//! `harness gc` and the disk-use figures of `harness check`: what the work
+//! directory (`kernels/<key>`, `tree/<key>` copies) and the runs directory
+//! (`runs/<id>/image/*.cpio`) hold, when each kernel and tree was last used,
+//! and which of them a policy lets go. Deciding is separate from deleting,
+//! so a dry run prints exactly what `--yes` removes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+/// File beside (trees) or inside (kernels) an entry whose mtime is its last use.
+pub const LAST_USED: &str = "last-used";
+
+/// Records that a kernel directory or tree was used now.
+pub fn touch(marker: &Path) {
+    // best effort: a read-only cache is still a cache
+    let _ = std::fs::write(marker, crate::store::now_rfc3339());
+}
+
+/// What to keep: the `keep` most recently used of each kind, and everything
+/// used within `days`.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// How many kernels, trees and run images to keep, newest use first.
+    pub keep: usize,
+    /// Also keep what was used within this many days.
+    pub days: Option<u64>,
+}
+
+/// Something gc would delete.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Victim {
+    /// File or directory.
+    pub path: PathBuf,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Why it goes.
+    pub why: String,
+}
+
+/// Bytes on disk under `p` (allocated blocks; symlinks are not followed).
+pub fn disk_usage(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(p) else { return 0 };
+    let mut n = m.blocks() * 512;
+    if m.is_dir() {
+        if let Ok(rd) = std::fs::read_dir(p) {
+            n += rd.flatten().map(|e| disk_usage(&e.path())).sum::<u64>();
+        }
+    }
+    n
+}
+
+/// `1.5 GiB`, `12.0 MiB`.
+pub fn human(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut i) = (bytes as f64, 0);
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", units[i]) }
+}
+
+fn mtime(p: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(p).ok()?.modified().ok()
+}
+
+/// One kept-or-deleted unit: its files, its last use.
+struct Unit {
+    name: String,
+    paths: Vec<PathBuf>,
+    used: SystemTime,
+}
+
+fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<(String, PathBuf)> = rd.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect();
+    v.sort();
+    v
+}
+
+/// Kernels: `kernels/<key>/` (last use: its `last-used` file, else the
+/// directory); `<key>.partial` is an interrupted build.
+fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
+    let mut units = Vec::new();
+    for (name, p) in entries(&work.join("kernels")) {
+        if name.ends_with(".partial") {
+            out.push(Victim { bytes: disk_usage(&p), path: p, why: "an interrupted build".into() });
+        } else if p.is_dir() {
+            let used = mtime(&p.join(LAST_USED)).or_else(|| mtime(&p)).unwrap_or(SystemTime::UNIX_EPOCH);
+            units.push(Unit { name, paths: vec![p], used });
+        }
+    }
+    units
+}
+
+/// Trees: `tree/<key>/` with its companions `tree/<key>.*` (patch stack,
+/// cached base configs, `last-used`); `<key>.partial` is an interrupted copy.
+fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
+    let all = entries(&work.join("tree"));
+    let mut units = Vec::new();
+    for (name, p) in &all {
+        if name.ends_with(".partial") {
+            out.push(Victim { bytes: disk_usage(p), path: p.clone(), why: "an interrupted copy".into() });
+        } else if p.is_dir() {
+            let prefix = format!("{name}.");
+            let mut paths = vec![p.clone()];
+            paths.extend(all.iter().filter(|(n, _)| n.starts_with(&prefix) && !n.ends_with(".partial")).map(|(_, q)| q.clone()));
+            let marker = p.with_file_name(format!("{name}.{LAST_USED}"));
+            let used = mtime(&marker).or_else(|| mtime(p)).unwrap_or(SystemTime::UNIX_EPOCH);
+            units.push(Unit { name: name.clone(), paths, used });
+        }
+    }
+    units
+}
+
+/// Run images: the `image/*.cpio` files of each run (remade by `--resume`).
+fn run_images(runs: &Path) -> Vec<Unit> {
+    let mut units = Vec::new();
+    for (name, p) in entries(runs) {
+        let cpios: Vec<PathBuf> = entries(&p.join("image")).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q).collect();
+        // a run that wrote an event within the hour may still be booting from its image
+        let busy = mtime(&p.join("events.jsonl")).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
+        if cpios.is_empty() || busy {
+            continue;
+        }
+        let used = cpios.iter().filter_map(|c| mtime(c)).max().unwrap_or(SystemTime::UNIX_EPOCH);
+        units.push(Unit { name, paths: cpios, used });
+    }
+    units
+}
+
+fn select(mut units: Vec<Unit>, what: &str, policy: Policy, now: SystemTime, out: &mut Vec<Victim>) {
+    units.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.name.cmp(&b.name)));
+    for (i, u) in units.into_iter().enumerate() {
+        let age = now.duration_since(u.used).unwrap_or(Duration::ZERO);
+        let young = policy.days.is_some_and(|d| age < Duration::from_secs(d * 86_400));
+        if i < policy.keep || young {
+            continue;
+        }
+        let days = age.as_secs() / 86_400;
+        for p in u.paths {
+            let why = format!("{what} {} last used {days} day(s) ago, not among the {} newest", u.name, policy.keep);
+            out.push(Victim { bytes: disk_usage(&p), path: p, why });
+        }
+    }
+}
+
+/// Everything `policy` lets go under `work` and `runs`, as of `now`.
+pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Victim> {
+    let mut out = Vec::new();
+    let k = kernels(work, &mut out);
+    select(k, "kernel", policy, now, &mut out);
+    let t = trees(work, &mut out);
+    select(t, "tree", policy, now, &mut out);
+    select(run_images(runs), "image of run", policy, now, &mut out);
+    out
+}
+
+/// Deletes the victims; the caller holds the work-directory lock.
+pub fn delete(victims: &[Victim]) -> Result<()> {
+    for v in victims {
+        let r = if std::fs::symlink_metadata(&v.path).map(|m| m.is_dir()).unwrap_or(false) {
+            std::fs::remove_dir_all(&v.path)
+        } else {
+            std::fs::remove_file(&v.path)
+        };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).with_context(|| format!("delete {}", v.path.display())),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Disk use of the work directory's kernels and trees and of the runs
+/// directory: `(what, bytes, entries)`.
+pub fn usage(work: &Path, runs: &Path) -> Vec<(String, u64, usize)> {
+    let count = |d: &Path| entries(d).iter().filter(|(n, p)| p.is_dir() && !n.ends_with(".partial")).count();
+    let k = work.join("kernels");
+    let t = work.join("tree");
+    vec![
+        (format!("{} (kernels)", k.display()), disk_usage(&k), count(&k)),
+        (format!("{} (tree copies)", t.display()), disk_usage(&t), count(&t)),
+        (format!("{} (runs)", runs.display()), disk_usage(runs), count(runs)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(p: &Path, bytes: usize) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, vec![b'x'; bytes]).unwrap();
+    }
+
+    fn age(p: &Path, days: u64) {
+        let t = SystemTime::now() - Duration::from_secs(days * 86_400);
+        std::fs::File::options().write(true).open(p).unwrap().set_modified(t).unwrap();
+    }
+
+    #[test]
+    fn keeps_the_newest_and_the_young_and_names_the_rest() {
+        let root = std::env::temp_dir().join(format!("harness-gc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (work, runs) = (root.join("work"), root.join("runs"));
+        for (key, days) in [("k1", 1), ("k2", 10), ("k3", 30)] {
+            put(&work.join("kernels").join(key).join("bzImage"), 5000);
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+        }
+        put(&work.join("kernels/k4.partial/bzImage"), 10);
+        for (key, days) in [("t1", 2), ("t2", 40)] {
+            put(&work.join("tree").join(key).join("Makefile"), 100);
+            put(&work.join("tree").join(format!("{key}.applied.json")), 2);
+            put(&work.join("tree").join(format!("{key}.tinyconfig")), 2);
+            put(&work.join("tree").join(format!("{key}.{LAST_USED}")), 1);
+            age(&work.join("tree").join(format!("{key}.{LAST_USED}")), days);
+        }
+        for (id, days) in [("r1", 0), ("r2", 5)] {
+            put(&runs.join(id).join("image/base.cpio"), 3000);
+            put(&runs.join(id).join("samples.jsonl"), 10);
+            put(&runs.join(id).join("events.jsonl"), 10);
+            age(&runs.join(id).join("events.jsonl"), 1);
+            age(&runs.join(id).join("image/base.cpio"), days);
+        }
+
+        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let names: Vec<String> = v.iter().map(|v| v.path.strip_prefix(&root).unwrap().display().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "work/kernels/k4.partial",
+                "work/kernels/k2",
+                "work/kernels/k3",
+                "work/tree/t2",
+                "work/tree/t2.applied.json",
+                "work/tree/t2.last-used",
+                "work/tree/t2.tinyconfig",
+                "runs/r2/image/base.cpio",
+            ]
+        );
+        assert!(v[1].why.contains("kernel k2 last used 10 day(s) ago") && v[1].bytes >= 5000, "{:?}", v[1]);
+        // younger than 15 days is kept too
+        let v = plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now());
+        assert!(!v.iter().any(|v| v.path.ends_with("k2") || v.path.ends_with("r2/image/base.cpio")), "{v:?}");
+        assert!(v.iter().any(|v| v.path.ends_with("k3")));
+
+        // a dry run deletes nothing; delete removes exactly the plan
+        assert!(work.join("kernels/k3/bzImage").exists());
+        delete(&v).unwrap();
+        assert!(!work.join("kernels/k3").exists() && !work.join("tree/t2").exists() && !work.join("tree/t2.tinyconfig").exists());
+        assert!(work.join("kernels/k1/bzImage").exists() && work.join("kernels/k2").exists() && work.join("tree/t1.applied.json").exists());
+        assert!(runs.join("r2/samples.jsonl").exists(), "only images go");
+        assert!(plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now()).is_empty());
+        // a run still writing events keeps its image whatever the policy
+        put(&runs.join("r1/events.jsonl"), 10);
+        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now()).iter().all(|v| !v.path.starts_with(runs.join("r1"))));
+
+        let u = usage(&work, &runs);
+        assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
+        assert!(u[0].1 >= 10_000);
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(3 * 1024 * 1024 * 1024), "3.0 GiB");
+    }
+}

@@ -51,8 +51,8 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
             metric: row.metric.clone(),
             vcpus: row.vcpus,
             variant: cb.variant.clone(),
-            a: ca.summary.clone(),
-            b: cb.summary.clone(),
+            a: ca.summary,
+            b: cb.summary,
             decision,
         })
         .collect()

@@ -265,6 +265,26 @@ pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
     }
 }
 
+/// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
+/// its throughput against vCPUs can be read against linear scaling.
+pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
+    use crate::config::{Count, NprocWord};
+    match b.kind {
+        BenchKind::Doexec { workers, .. } | BenchKind::ForkExec { workers, .. } => workers == Count::Named(NprocWord::Nproc),
+        BenchKind::ForkPrlimit { .. } | BenchKind::TestVmalloc { .. } => false,
+    }
+}
+
+/// How many metrics one repetition of the benchmark reports (test_vmalloc:
+/// one per test in its `run_test_mask`).
+pub fn metric_count(b: &Benchmark) -> usize {
+    match b.kind {
+        BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 1,
+        BenchKind::ForkPrlimit { .. } => 2,
+        BenchKind::TestVmalloc { run_test_mask, .. } => run_test_mask.count_ones().max(1) as usize,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,10 @@
 //! `harness check`: everything that can be known before building — the
-//! matrix is valid, the tools are installed, every series applies or is
-//! already contained as its variants need, and QEMU, KVM, the kernel's
-//! NR_CPUS and the host's memory can hold every vCPU count asked for. It
-//! touches the shared work tree only under the work-directory lock: during
-//! a run it tries the series on a private copy of the files they touch.
+//! matrix is valid, its sampling can give a significant verdict with the boot
+//! as the unit, the tools are installed, every series applies or is already
+//! contained as its variants need, and QEMU, KVM, the kernel's NR_CPUS and
+//! the host's memory can hold every vCPU count asked for. It touches the
+//! shared work tree only under the work-directory lock: during a run it
+//! tries the series on a private copy of the files they touch.
 
 use std::path::Path;
 
@@ -83,10 +84,56 @@ pub fn nr_cpus(m: &Matrix) -> (u32, String) {
     (val.unwrap_or(64), from)
 }
 
+/// Comparisons a report of the matrix makes: every non-base variant's
+/// benchmarks × their metrics × vCPU counts.
+pub fn comparison_count(m: &Matrix) -> usize {
+    let per_vcpu: usize = m.variants.iter().skip(1).flat_map(|v| &v.benchmarks).filter_map(|b| m.benchmark(b)).map(crate::bench::metric_count).sum();
+    per_vcpu * m.vcpus.len()
+}
+
+/// Whether the sampling can give a significant verdict with the boot as the
+/// unit: Mann-Whitney's smallest p over `boots` vs `boots` must pass
+/// Benjamini-Hochberg for a change confined to one of the report's `m`
+/// comparisons, i.e. `m * smallest_p <= alpha`. Warns, naming the profile and
+/// the boots needed, when it cannot.
+pub fn sampling_power(m: &Matrix) -> Option<Item> {
+    let comparisons = comparison_count(m);
+    if comparisons == 0 {
+        return None;
+    }
+    let boots = m.sampling.boots as usize;
+    let alpha = m.statistics.alpha;
+    let smallest = crate::stats::smallest_p(boots, boots);
+    let name = m.profile.as_ref().map(|p| format!("profile {p}")).unwrap_or_else(|| "the matrix without a profile".into());
+    let what = format!("sampling ({name})");
+    let lone = smallest * comparisons as f64;
+    if lone <= alpha {
+        let msg = format!("{boots} boots per variant and vCPU count: smallest p {smallest:.4}; a change in one of the {comparisons} comparisons can reach q {lone:.3} ≤ {alpha}");
+        return Some(item(Level::Ok, what, msg));
+    }
+    let need = (boots.max(2)..=100).find(|&b| crate::stats::smallest_p(b, b) * comparisons as f64 <= alpha).unwrap_or(100);
+    let reach = if smallest > alpha {
+        format!("no cell can reach p < {alpha} at all")
+    } else {
+        "only changes shared by several comparisons can pass".to_string()
+    };
+    Some(item(
+        Level::Warn,
+        what,
+        format!(
+            "{boots} boots per variant and vCPU count: Mann-Whitney's smallest two-sided p over boots is {smallest:.3}, so {reach}; \
+             a change in one of the {comparisons} comparisons needs p ≤ {:.4} to pass Benjamini-Hochberg at q ≤ {alpha}: \
+             use at least {need} boots (sampling.boots; fewer repetitions per boot keep the time)",
+            alpha / comparisons as f64
+        ),
+    ))
+}
+
 /// Runs every check; `work` is the harness's work directory.
 pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let mut out = Vec::new();
     out.push(item(Level::Ok, "matrix", format!("{}: {} variants, vCPUs {:?}, {} benchmarks", m.path.display(), m.variants.len(), m.vcpus, m.benchmarks.len())));
+    out.extend(sampling_power(m));
 
     for (t, pkg) in TOOLS {
         if proc::which(t).is_none() {
@@ -358,5 +405,42 @@ mod tests {
         assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\ntwo\nthree\n");
         WorkLock::acquire(&work).expect("check released the lock");
         std::fs::remove_dir_all(root).ok();
+    }
+
+    fn matrix(boots: u32, profile: Option<&str>) -> Matrix {
+        let y = format!(
+            "variants:\n  - name: base\n  - name: v\nvcpus: [2, 4]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n\
+             sampling: {{boots: 9, repetitions: 2}}\nprofiles:\n  p: {{sampling: {{boots: {boots}}}}}\n"
+        );
+        crate::config::parse(&y, std::path::Path::new("/x/m.yaml"), profile).unwrap()
+    }
+
+    #[test]
+    fn sampling_that_cannot_pass_bh_is_named_with_the_boots_needed() {
+        // 2 comparisons (one variant, one metric, two vCPU counts)
+        assert_eq!(comparison_count(&matrix(2, Some("p"))), 2);
+        let two = sampling_power(&matrix(2, Some("p"))).unwrap();
+        assert_eq!((two.level, two.what.as_str()), (Level::Warn, "sampling (profile p)"));
+        assert!(two.message.contains("smallest two-sided p over boots is 0.333, so no cell can reach p < 0.05 at all"), "{}", two.message);
+        assert!(two.message.contains("use at least 5 boots"), "{}", two.message);
+        // 4 boots: p = 0.029 < 0.05, but 2 x 0.029 > 0.05
+        let four = sampling_power(&matrix(4, Some("p"))).unwrap();
+        assert!(four.level == Level::Warn && four.message.contains("only changes shared by several comparisons"), "{}", four.message);
+        let five = sampling_power(&matrix(5, Some("p"))).unwrap();
+        assert_eq!(five.level, Level::Ok, "{}", five.message);
+        let top = sampling_power(&matrix(4, None)).unwrap();
+        assert_eq!((top.level, top.what.as_str()), (Level::Ok, "sampling (the matrix without a profile)"));
+    }
+
+    #[test]
+    fn shipped_profiles_say_what_their_sampling_can_show() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
+        let at = |p: Option<&str>| {
+            let m = crate::config::load(&file, p).unwrap();
+            (comparison_count(&m), sampling_power(&m).unwrap().level)
+        };
+        assert_eq!(at(None), (33, Level::Ok), "nightly");
+        assert_eq!(at(Some("premerge")), (11, Level::Ok));
+        assert_eq!(at(Some("quick")), (2, Level::Warn), "quick: 4 boots, documented in matrix.yaml and README");
     }
 }

@@ -12,7 +12,8 @@ use crate::{check, config, gc, pipeline, report, store};
 
 /// Exit code: the run finished and no gate failed.
 pub const EXIT_OK: u8 = 0;
-/// Exit code: `--gate` and a key metric regressed.
+/// Exit code: `--gate` and a key metric regressed (or fails more, or, with
+/// `--strict`, is unsure).
 pub const EXIT_REGRESSED: u8 = 1;
 /// Exit code: bad input or a failed step that stops the harness.
 pub const EXIT_ERROR: u8 = 2;
@@ -79,6 +80,9 @@ enum Command {
         /// Exit 1 when a key metric regressed (pre-merge gate).
         #[arg(long)]
         gate: bool,
+        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
+        #[arg(long, requires = "gate")]
+        strict: bool,
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
@@ -105,6 +109,9 @@ enum Command {
         /// Exit 1 when a key metric regressed from A to B.
         #[arg(long)]
         gate: bool,
+        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
+        #[arg(long, requires = "gate")]
+        strict: bool,
     },
     /// List (or with --yes delete) old kernels, tree copies and run images.
     Gc {
@@ -125,6 +132,9 @@ enum Command {
         /// Exit 1 when a key metric regressed.
         #[arg(long)]
         gate: bool,
+        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
+        #[arg(long, requires = "gate")]
+        strict: bool,
     },
 }
 
@@ -172,7 +182,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
     cli.global.work_dir = std::path::absolute(&cli.global.work_dir).context("resolve --work-dir")?;
     cli.global.runs_dir = std::path::absolute(&cli.global.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
-        Command::Run { m, resume, gate, quiet } => {
+        Command::Run { m, resume, gate, strict, quiet } => {
             let (matrix, profile) = m.resolve()?;
             crate::proc::install_signal_handler()?;
             let run_dir = match resume {
@@ -188,7 +198,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     pipeline::start(m, &opts)?
                 }
             };
-            finish_report(&run_dir, &cli.global.work_dir, cli.global.json, gate)
+            finish_report(&run_dir, &cli.global.work_dir, cli.global.json, Gating { gate, strict })
         }
         Command::Check { m } => {
             let (matrix, profile) = m.resolve()?;
@@ -212,55 +222,36 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
         Command::Gc { keep, days, yes } => run_gc(&cli.global, gc::Policy { keep, days }, yes),
-        Command::Report { run_dir, gate } => finish_report(&run_dir, &cli.global.work_dir, cli.global.json, gate),
-        Command::Calibrate { m, quiet } => {
-            crate::proc::install_signal_handler()?;
-            let (matrix, profile) = m.resolve()?;
-            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let opts = run_options(&cli.global, &matrix, quiet);
-            let mut aa = crate::calibrate::aa_matrix(&m);
-            aa.profile = Some(format!("calibrate{}", m.profile.map(|p| format!("-{p}")).unwrap_or_default()));
-            let dir = pipeline::start(aa, &opts)?;
-            let run = store::Run::open(&dir)?;
-            let r = report::build(&run, None)?;
-            let cal = crate::calibrate::compute(&r, &crate::calibrate::host_id());
-            crate::calibrate::save(&cli.global.work_dir, &cal)?;
-            if cli.global.json {
-                println!("{}", serde_json::to_string_pretty(&cal)?);
-            } else {
-                print!("{}", report::table(&r));
-                for (k, v) in &cal.noise {
-                    println!("noise floor {k}: {:.2}%", v * 100.0);
-                }
-                println!(
-                    "A/A cells called regressed or improved: {} of {} ({:.1}%); effect floor from now on: {:.2}%",
-                    (cal.false_positive_rate * cal.cells as f64).round(),
-                    cal.cells,
-                    cal.false_positive_rate * 100.0,
-                    crate::stats::effect_floor(Some(cal.noise_floor)) * 100.0
-                );
-                println!("stored in {}", crate::calibrate::path(&cli.global.work_dir).display());
-            }
-            Ok(EXIT_OK)
+        Command::Report { run_dir, gate, strict } => finish_report(&run_dir, &cli.global.work_dir, cli.global.json, Gating { gate, strict }),
+        Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
+        Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
+    }
+}
+
+/// `--gate` and `--strict`.
+#[derive(Clone, Copy)]
+struct Gating {
+    gate: bool,
+    strict: bool,
+}
+
+impl Gating {
+    /// Prints the gate's findings and gives the exit code.
+    fn apply(self, g: &report::Gate) -> u8 {
+        if !self.gate {
+            return EXIT_OK;
         }
-        Command::Compare { run_a, run_b, gate } => {
-            let noise = crate::calibrate::load(&cli.global.work_dir).map(|c| c.noise_floor);
-            let (ra, rb) = (store::Run::open(&run_a)?, store::Run::open(&run_b)?);
-            let (a, b) = (report::build(&ra, noise)?, report::build(&rb, noise)?);
-            report::compare::same_clock(&a, &b)?;
-            let rows = report::compare::compare(&a, &b, &b.rule);
-            if cli.global.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                print!("{}", report::compare::table(&a.run_id, &b.run_id, &rows));
-            }
-            let key = rb.meta()?.matrix.key_metrics;
-            let bad = rows.iter().filter(|r| {
-                r.decision.verdict == crate::stats::Verdict::Regressed
-                    && (key.is_empty() || key.iter().any(|k| *k == r.benchmark || *k == format!("{}.{}", r.benchmark, r.metric)))
-            });
-            let n = bad.inspect(|r| eprintln!("gate: regressed: {} {} at {} vCPUs ({})", r.variant, r.metric, r.vcpus, r.benchmark)).count();
-            Ok(if gate && n > 0 { EXIT_REGRESSED } else { EXIT_OK })
+        for f in &g.failures {
+            eprintln!("gate: fails: {f}");
+        }
+        let tag = if self.strict { "fails (--strict)" } else { "warning (fatal with --strict)" };
+        for w in &g.warnings {
+            eprintln!("gate: {tag}: {w}");
+        }
+        if g.fails(self.strict) {
+            EXIT_REGRESSED
+        } else {
+            EXIT_OK
         }
     }
 }
@@ -287,13 +278,70 @@ fn run_gc(g: &Global, policy: gc::Policy, yes: bool) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// Builds the report of a run, writes report.json/report.csv into it, prints
-/// it, and applies the gate.
-fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Result<u8> {
+/// A run's report with the floors of the stored calibration that fits it.
+fn build_report(run: &store::Run, work_dir: &Path) -> Result<report::Report> {
+    let meta = run.meta()?;
+    let events = run.events()?;
+    let floors = crate::calibrate::floors_for_run(work_dir, &meta, &events);
+    Ok(report::build_from(&meta, &run.samples()?, &events, &floors))
+}
+
+fn calibrate(m: MatrixArgs, g: &Global, quiet: bool) -> Result<u8> {
+    crate::proc::install_signal_handler()?;
+    let (matrix, profile) = m.resolve()?;
+    let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+    let opts = run_options(g, &matrix, quiet);
+    let mut aa = crate::calibrate::aa_matrix(&m);
+    aa.profile = Some(format!("calibrate{}", m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()));
+    let dir = pipeline::start(aa, &opts)?;
+    let run = store::Run::open(&dir)?;
+    let (meta, events) = (run.meta()?, run.events()?);
+    let r = report::build_from(&meta, &run.samples()?, &events, &report::Floors::none("none (this is the A/A run)"));
+    let cal = crate::calibrate::compute(&r, &meta, &events, m.profile.clone());
+    crate::calibrate::save(&g.work_dir, &cal)?;
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&cal)?);
+        return Ok(EXIT_OK);
+    }
+    print!("{}", report::table(&r));
+    for f in &cal.floors {
+        let used = crate::stats::effect_floor(Some(f.floor)).max(m.statistics.floor);
+        println!(
+            "floor {}.{} at {} vCPUs ({}): {:.2}% from {}+{} boots (seen {:.2}%, boot spread {:.2}%); reports use {:.2}%",
+            f.benchmark, f.metric, f.vcpus, f.clock, f.floor * 100.0, f.boots.0, f.boots.1, f.observed * 100.0, f.spread * 100.0, used * 100.0
+        );
+    }
+    println!(
+        "A/A cells called regressed or improved: {} of {} ({:.1}%)",
+        (cal.false_positive_rate * cal.cells as f64).round(),
+        cal.cells,
+        cal.false_positive_rate * 100.0
+    );
+    println!("stored in {} for runs of this matrix and profile on this host", crate::calibrate::path(&g.work_dir).display());
+    Ok(EXIT_OK)
+}
+
+fn compare(run_a: &Path, run_b: &Path, g: &Global, gating: Gating) -> Result<u8> {
+    let (ra, rb) = (store::Run::open(run_a)?, store::Run::open(run_b)?);
+    let (a, b) = (build_report(&ra, &g.work_dir)?, build_report(&rb, &g.work_dir)?);
+    report::compare::same_clock(&a, &b)?;
+    let rows = report::compare::compare(&a, &b, &b.rule);
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", report::compare::table(&a.run_id, &b.run_id, &rows));
+        println!("floors: A {}; B {}", a.floor_source, b.floor_source);
+    }
+    let key = rb.meta()?.matrix.key_metrics;
+    Ok(gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))
+}
+
+/// Builds the report of a run, writes report.json/report.csv/report.html
+/// into it, prints it, and applies the gate.
+fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gating: Gating) -> Result<u8> {
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
-    let noise = crate::calibrate::load(work_dir).map(|c| c.noise_floor);
-    let r = report::build(&run, noise)?;
+    let r = build_report(&run, work_dir)?;
     for (name, data) in [
         ("report.json", serde_json::to_vec_pretty(&r)?),
         ("report.csv", report::csv(&r).into_bytes()),
@@ -308,14 +356,5 @@ fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gate: bool) -> Res
         print!("{}", report::table(&r));
         println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
-    if gate {
-        let bad = report::gate_failures(&r, &meta.matrix.key_metrics);
-        for b in &bad {
-            eprintln!("gate: regressed: {b}");
-        }
-        if !bad.is_empty() {
-            return Ok(EXIT_REGRESSED);
-        }
-    }
-    Ok(EXIT_OK)
+    Ok(gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics)))
 }

@@ -489,6 +489,7 @@ mod tests {
             value,
             series: vec![],
             cpu: None,
+            clock: None,
             timestamp: "t".into(),
         }
     }

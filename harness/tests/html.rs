@@ -35,7 +35,7 @@ fn html_report_renders_its_plots_in_a_browser() {
         .into_iter()
         .find(|p| Path::new(p).is_file())
         .expect("this test needs Debian's chromium (apt-get install chromium; .ci/run installs it)");
-    let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2, 4]\nbenchmarks:\n  - {name: static-doexec, kind: doexec}\nsampling: {boots: 2, repetitions: 4}\n";
+    let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2, 4]\nbenchmarks:\n  - {name: static-doexec, kind: doexec}\nsampling: {boots: 5, repetitions: 4}\n";
     let matrix = harness::config::parse(yaml, Path::new("/nonexistent/m.yaml"), None).unwrap();
     let meta = RunMeta {
         format_version: harness::store::FORMAT_VERSION,
@@ -50,7 +50,7 @@ fn html_report_renders_its_plots_in_a_browser() {
     let mut events = Vec::new();
     for (variant, scale) in [("base", 1.0), ("v", 0.9)] {
         for vcpus in [2u32, 4] {
-            for boot in 0..2 {
+            for boot in 0..5 {
                 events.push(Event::Boot {
                     clock: None,
                     wall_per_guest_s: None,
@@ -71,11 +71,19 @@ fn html_report_renders_its_plots_in_a_browser() {
                     let v = scale * 100.0 * vcpus as f64 * (1.0 + 0.01 * ((boot * 4 + rep) % 5) as f64);
                     samples.push(sample(variant, vcpus, boot, rep, v));
                 }
+                events.push(Event::BootEnd {
+                    variant: variant.into(),
+                    vcpus,
+                    boot,
+                    boot_id: Some(format!("{variant}-{vcpus}cpu-b{boot}")),
+                    findings: vec![],
+                    error: None,
+                });
             }
         }
     }
-    let r = report::build_from(&meta, &samples, &events, None);
-    // a 10% drop with 1% noise over 8 vs 8 samples is a regression
+    let r = report::build_from(&meta, &samples, &events, &report::Floors::none("none"));
+    // a 10% drop with 1% noise over 5 vs 5 boots is a regression
     let d = r.rows[0].cells[1].decision.as_ref().unwrap();
     assert_eq!(d.verdict, harness::stats::Verdict::Regressed, "{d:?}");
     let html = report::html::render(&r).unwrap();

@@ -1,11 +1,12 @@
 //! `harness compare RUN_A RUN_B`: the same cells (benchmark × metric × vCPUs
 //! × variant) of two runs — last night against tonight — under the same
-//! decision rule, with Benjamini-Hochberg across all compared cells.
+//! decision rule (boot values, the larger of the two rows' floors, failure
+//! rates of B against A), with Benjamini-Hochberg across all compared cells.
 
 use comfy_table::{presets, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{decision_text, num, Report};
+use super::{comparison, decision_text, num, GateItem, Report};
 use crate::stats::{self, Decision, Rule, Summary};
 
 /// One cell present in both runs.
@@ -57,7 +58,7 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
         for cb in &rb.cells {
             if let Some(ca) = ra.cells.iter().find(|c| c.variant == cb.variant) {
                 keys.push((rb, ca, cb));
-                pairs.push((ca.values.clone(), cb.values.clone(), rb.higher_is_better));
+                pairs.push(comparison(ca, cb, rb.higher_is_better, ra.floor.max(rb.floor)));
             }
         }
     }
@@ -69,18 +70,25 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
             metric: row.metric.clone(),
             vcpus: row.vcpus,
             variant: cb.variant.clone(),
-            a: ca.summary.clone(),
-            b: cb.summary.clone(),
+            a: ca.summary,
+            b: cb.summary,
             decision,
         })
         .collect()
+}
+
+impl Compared {
+    /// This cell for the gate.
+    pub fn gate_item(&self) -> GateItem<'_> {
+        GateItem { benchmark: &self.benchmark, metric: &self.metric, vcpus: self.vcpus, variant: &self.variant, decision: &self.decision }
+    }
 }
 
 /// The comparison as a terminal table.
 pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["benchmark / metric", "vCPUs", "variant", a, b, "change (B vs A)"]);
+    t.set_header(vec!["benchmark / metric", "vCPUs", "variant", a, b, "change B vs A (± its 95% interval)"]);
     for r in rows {
         let m = |s: &Option<Summary>| s.as_ref().map(|s| num(s.median)).unwrap_or_else(|| "-".into());
         t.add_row(vec![

@@ -39,6 +39,21 @@ struct Plot {
     strips: Vec<Strip>,
 }
 
+/// The CSS class of a cell: its verdict, or `failed` when it has no value.
+fn class_of(c: &super::Cell) -> &'static str {
+    if c.summary.is_none() && c.failure.is_some() {
+        return "failed";
+    }
+    match c.decision.as_ref().map(|d| d.verdict) {
+        Some(Verdict::Regressed) => "regressed",
+        Some(Verdict::Improved) => "improved",
+        Some(Verdict::Small) => "small",
+        Some(Verdict::Unsure) => "unsure",
+        Some(Verdict::FailsMore) => "failsmore",
+        _ => "",
+    }
+}
+
 /// Renders the report as a self-contained HTML page.
 pub fn render(r: &Report) -> Result<String> {
     let rows: Vec<HtmlRow> = r
@@ -57,13 +72,7 @@ pub fn render(r: &Report) -> Result<String> {
                     None => HtmlCell { text: String::new(), class: "" },
                     Some(c) => HtmlCell {
                         text: cell_text(c),
-                        class: match (&c.decision, c.summary.is_none() && c.failure.is_some()) {
-                            (_, true) => "failed",
-                            (Some(d), _) if d.verdict == Verdict::Regressed => "regressed",
-                            (Some(d), _) if d.verdict == Verdict::Improved => "improved",
-                            (Some(d), _) if d.verdict == Verdict::Small => "small",
-                            _ => "",
-                        },
+                        class: class_of(c),
                     },
                 })
                 .collect(),
@@ -83,7 +92,7 @@ pub fn render(r: &Report) -> Result<String> {
                 .filter_map(|x| {
                     let c = x.cells.iter().find(|c| &c.variant == v)?;
                     let s = c.summary.as_ref()?;
-                    Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi })
+                    Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi, ci: s.ci_exact })
                 })
                 .collect();
             if !pts.is_empty() {
@@ -98,7 +107,8 @@ pub fn render(r: &Report) -> Result<String> {
                 svg: svg::strip(&x.cells.iter().map(|c| (c.variant.clone(), c.values.clone())).collect::<Vec<_>>(), &label),
             })
             .collect();
-        plots.push(Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling: svg::scaling(&series, &label), strips });
+        let scaling = svg::scaling(&series, &label, row.linear_reference);
+        plots.push(Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling, strips });
     }
 
     let mut env = minijinja::Environment::new();

@@ -1,7 +1,9 @@
 //! Hand-made SVG plots for the HTML report: a scaling curve (median and its
-//! interval against vCPUs, one line per variant, with a linear-scaling
-//! reference) and a strip plot of the samples of one row. Pure functions
-//! from numbers to SVG text; no fonts or external files needed.
+//! interval against vCPUs on a linear axis from 0, one line per variant, each
+//! interval bar on its point; a linear-scaling reference only when asked, for
+//! throughput whose workers follow the vCPU count) and a strip plot of the
+//! samples of one row. Pure functions from numbers to SVG text; no fonts or
+//! external files needed.
 
 use std::fmt::Write;
 
@@ -19,6 +21,8 @@ pub struct Point {
     pub lo: f64,
     /// Interval high.
     pub hi: f64,
+    /// The interval is a 95% CI (false: the range of too few boots).
+    pub ci: bool,
 }
 
 const W: f64 = 560.0;
@@ -59,46 +63,47 @@ fn yrange(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
-/// Scaling curve: one polyline with interval bars per variant, plus a dashed
-/// linear reference through base's first point.
-pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
+/// Scaling curve: one polyline per variant with an interval bar on each point
+/// (dashed when it is only the range of too few boots), x to scale from 0 vCPUs;
+/// with `linear_reference`, a dashed linear-scaling line through base's first
+/// point.
+pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: bool) -> String {
     let xs: Vec<f64> = {
         let mut v: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.sort_by(f64::total_cmp);
         v.dedup();
         v
     };
-    let reference: Vec<Point> = match series.first().and_then(|(_, p)| p.first()) {
-        Some(p0) if xs.len() > 1 && p0.x > 0.0 => xs.iter().map(|&x| Point { x, y: p0.y * x / p0.x, lo: 0.0, hi: 0.0 }).collect(),
+    let xmax = xs.last().copied().unwrap_or(1.0).max(1.0);
+    let reference: Vec<(f64, f64)> = match series.first().and_then(|(_, p)| p.first()) {
+        Some(p0) if linear_reference && xs.len() > 1 && p0.x > 0.0 => xs.iter().map(|&x| (x, p0.y * x / p0.x)).collect(),
         _ => vec![],
     };
     let data_hi = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.hi.max(p.y)));
     let (ylo, yhi) = yrange(data_hi.chain(std::iter::once(0.0)));
     let mut out = String::new();
     frame(&mut out, ylo, yhi, ylabel);
-    // x positions: evenly spaced categories (vCPU counts span 2..448)
-    let px = |x: f64| -> f64 {
-        let i = xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-        let n = (xs.len().max(2) - 1) as f64;
-        L + 20.0 + (W - L - R - 40.0) * if xs.len() == 1 { 0.5 } else { i / n }
-    };
+    let px = |x: f64| -> f64 { L + 10.0 + (W - L - R - 20.0) * x / xmax };
     let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y.min(yhi) - ylo) / (yhi - ylo)) };
-    for &x in &xs {
-        let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px(x), H - B + 16.0, x);
+    for &x in std::iter::once(&0.0).chain(&xs) {
+        let _ = write!(out, r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##, px(x), H - B, H - B + 4.0, H - B + 16.0, x);
     }
     let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#, (L + W - R) / 2.0, H - 6.0);
     if !reference.is_empty() {
-        let pts: Vec<String> = reference.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        let pts: Vec<String> = reference.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
         let _ = write!(out, r##"<polyline class="reference" points="{}" fill="none" stroke="#bbb" stroke-dasharray="4 3"/>"##, pts.join(" "));
     }
     for (i, (name, pts)) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
-        let line: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        // a variant's line, points and bars share one small sideways offset
+        let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
+        let line: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.x) + dx, py(p.y))).collect();
         let _ = write!(out, r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#, line.join(" "));
         for p in pts {
-            let x = px(p.x) + (i as f64 - 1.0) * 3.0;
-            let _ = write!(out, r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"/><circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs [{}, {}]</title></circle>"#,
-                py(p.lo), py(p.hi), px(p.x), py(p.y), esc(name), fmt(p.y), p.x, fmt(p.lo), fmt(p.hi));
+            let x = px(p.x) + dx;
+            let (dash, what) = if p.ci { ("", "95% CI") } else { (r#" stroke-dasharray="2 2""#, "range, too few boots for a CI") };
+            let _ = write!(out, r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"{dash}/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs, {what} [{}, {}]</title></circle>"#,
+                py(p.lo), py(p.hi), py(p.y), esc(name), fmt(p.y), p.x, fmt(p.lo), fmt(p.hi));
         }
         let ly = T + 14.0 + i as f64 * 16.0;
         let _ = write!(out, r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#, W - R + 10.0, ly - 9.0, W - R + 24.0, ly, esc(name));
@@ -139,18 +144,40 @@ pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
 mod tests {
     use super::*;
 
+    fn p(x: f64, y: f64) -> Point {
+        Point { x, y, lo: y * 0.9, hi: y * 1.1, ci: true }
+    }
+
     #[test]
-    fn scaling_has_a_line_per_variant_and_a_reference() {
-        let p = |x: f64, y: f64| Point { x, y, lo: y * 0.9, hi: y * 1.1 };
-        let s = scaling(
-            &[("base".into(), vec![p(2.0, 100.0), p(4.0, 180.0)]), ("v<1>".into(), vec![p(2.0, 90.0), p(4.0, 150.0)])],
-            "execs/s",
-        );
+    fn scaling_has_a_line_per_variant_and_a_reference_only_when_asked() {
+        let series = [("base".into(), vec![p(2.0, 100.0), p(4.0, 180.0)]), ("v<1>".into(), vec![p(2.0, 90.0), p(4.0, 150.0)])];
+        let s = scaling(&series, "execs/s", true);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
         assert_eq!(s.matches(r#"class="variant""#).count(), 2);
         assert_eq!(s.matches(r#"class="reference""#).count(), 1);
         assert!(s.contains("v&lt;1&gt;"), "names are escaped");
         assert_eq!(s.matches("<circle").count(), 4);
+        let without = scaling(&series, "usec", false);
+        assert_eq!(without.matches(r#"class="reference""#).count(), 0);
+        assert!(!without.contains(">linear<"));
+    }
+
+    fn attr(tag: &str, name: &str) -> f64 {
+        let i = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        tag[i..].split('"').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn vcpu_axis_is_to_scale_and_bars_sit_on_their_points() {
+        let s = scaling(&[("base".into(), vec![p(26.0, 10.0), p(256.0, 50.0), p(448.0, 60.0)])], "execs/s", true);
+        let circles: Vec<f64> = s.split("<circle").skip(1).map(|t| attr(t, "cx")).collect();
+        let bars: Vec<f64> = s.split(r#"<line class="interval""#).skip(1).map(|t| attr(t, "x1")).collect();
+        assert_eq!(circles, bars, "each interval bar at its point's x");
+        let (a, b, c) = (circles[0], circles[1], circles[2]);
+        // x is linear in vCPUs: (256-26)/(448-256) of the gaps
+        assert!((((b - a) / (c - b)) - 230.0 / 192.0).abs() < 0.02, "{circles:?}");
+        let short = scaling(&[("base".into(), vec![Point { ci: false, ..p(2.0, 1.0) }])], "x", false);
+        assert!(short.contains("stroke-dasharray=\"2 2\"") && short.contains("range, too few boots"));
     }
 
     #[test]

@@ -1,24 +1,20 @@
-//! The decision rule: from per-cell samples to a verdict.
+//! The decision rule: from per-boot summaries of two cells to a verdict.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 use super::bootstrap::{bootstrap_ratio_of_medians, RatioCi};
-use super::descriptive::{mad, median_in_place, quantile_sorted};
+use super::descriptive::{mad, median_in_place};
 use super::fdr::benjamini_hochberg;
-use super::mwu::mann_whitney_u;
-
-/// The smallest effect floor ever used: changes below 2% are never called regressions.
-pub const MIN_EFFECT_FLOOR: f64 = 0.02;
+use super::fisher::fisher_greater;
+use super::floor::MIN_EFFECT_FLOOR;
+use super::mwu::{mann_whitney_u, smallest_p};
 
 /// Consistency constant turning a MAD into a standard deviation for normal data.
 const MAD_TO_SIGMA: f64 = 1.4826;
 
 /// Power at which [`minimum_detectable_effect`] is computed.
 const MDE_POWER: f64 = 0.8;
-
-/// Quantile of the A/A deviations used by [`noise_floor`].
-const NOISE_QUANTILE: f64 = 0.95;
 
 /// Outcome of comparing one cell (`new` against `base`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,14 +29,21 @@ pub enum Verdict {
     NotSignificant,
     /// Not significant and the whole CI lies inside `[1 - floor, 1 + floor]`.
     Equivalent,
-    /// Significant, but the CI is not wholly beyond the floor: real but small (or unsure).
+    /// Significant and the whole CI lies inside the floor: real but below the floor.
     Small,
-    /// Too few samples (fewer than `min_samples` on a side) or unusable data.
+    /// Significant, and the CI straddles the floor: part inside, part beyond. Needs
+    /// more boots to tell a small change from one beyond the floor.
+    Unsure,
+    /// The new variant failed (a failed or timed-out repetition, a failed or hung
+    /// boot) in a larger share of its boots than base.
+    FailsMore,
+    /// Too few boots (fewer than `min_boots` on a side) or unusable data.
     Insufficient,
 }
 
 impl Verdict {
-    /// Short symbol for tables: `"regressed"`, `"improved"`, `"~"`, `"≈"`, `"small"`, `"?"`.
+    /// Short label for tables: `"regressed"`, `"improved"`, `"~"`, `"≈"`, `"small"`,
+    /// `"unsure"`, `"fails more"`, `"?"`.
     pub fn symbol(self) -> &'static str {
         match self {
             Verdict::Regressed => "regressed",
@@ -48,6 +51,8 @@ impl Verdict {
             Verdict::NotSignificant => "~",
             Verdict::Equivalent => "≈",
             Verdict::Small => "small",
+            Verdict::Unsure => "unsure",
+            Verdict::FailsMore => "fails more",
             Verdict::Insufficient => "?",
         }
     }
@@ -59,30 +64,105 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+/// Boots of one cell that failed for its benchmark, against base's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failures {
+    /// New variant: boots that failed the benchmark.
+    pub failed: usize,
+    /// New variant: boots that ended.
+    pub of: usize,
+    /// Base: boots that failed the benchmark.
+    pub base_failed: usize,
+    /// Base: boots that ended.
+    pub base_of: usize,
+}
+
+/// The failure-rate comparison of a cell whose new variant fails more often.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FailureRate {
+    /// The counts.
+    pub counts: Failures,
+    /// One-sided Fisher exact p that the new variant fails more often.
+    pub p: f64,
+    /// `p <= alpha`.
+    pub significant: bool,
+}
+
+/// One comparison to decide: per-boot summaries of base and of the new variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Base: one value per boot.
+    pub base: Vec<f64>,
+    /// New variant: one value per boot.
+    pub new: Vec<f64>,
+    /// Direction of the metric.
+    pub higher_is_better: bool,
+    /// This cell's floor (e.g. its calibrated A/A floor); the rule's floor is the least.
+    pub floor: f64,
+    /// Failed boots on both sides, if known.
+    pub failures: Option<Failures>,
+}
+
+impl Comparison {
+    /// A comparison with the rule's floor and no failure counts.
+    pub fn new(base: Vec<f64>, new: Vec<f64>, higher_is_better: bool) -> Comparison {
+        Comparison { base, new, higher_is_better, floor: 0.0, failures: None }
+    }
+}
+
 /// The verdict for one cell and the numbers behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// The verdict.
     pub verdict: Verdict,
-    /// `median(new) / median(base)` with its bootstrap 95% CI; `None` when insufficient.
+    /// The verdict of the measurements alone (equal to `verdict` unless that is
+    /// `FailsMore`, when it judges the boots that did finish).
+    pub performance: Verdict,
+    /// `median(new) / median(base)` of the boot summaries with its bootstrap 95% CI;
+    /// `None` when insufficient.
     pub ratio: Option<RatioCi>,
-    /// Two-sided Mann-Whitney U p-value; `None` when insufficient.
+    /// Two-sided Mann-Whitney U p-value over boots; `None` when insufficient.
     pub p: Option<f64>,
     /// Benjamini-Hochberg q-value across all sufficient cells of the call; `None` when
     /// insufficient.
     pub q: Option<f64>,
-    /// Number of base samples.
+    /// Number of base boots.
     pub n_base: usize,
-    /// Number of new samples.
+    /// Number of new boots.
     pub n_new: usize,
-    /// Minimal detectable effect as a fraction of the base median (see
-    /// [`minimum_detectable_effect`]); computed for every sufficient cell, most useful
-    /// next to `~`. `None` when insufficient.
+    /// Minimal detectable effect, `max(floor, power-based mde at alpha_eff)` (see
+    /// [`minimum_detectable_effect`]). `None` when insufficient.
     pub mde: Option<f64>,
+    /// The per-test level this cell had to meet: `alpha * (R + 1) / m` for a cell
+    /// that did not pass (R cells passed BH among m), `alpha * R / m` for one that did.
+    pub alpha_eff: Option<f64>,
+    /// The smallest p Mann-Whitney can give with these boot counts.
+    pub smallest_p: Option<f64>,
     /// Effect floor the verdict used (a fraction, e.g. 0.02).
     pub floor: f64,
     /// Direction of the metric the verdict used.
     pub higher_is_better: bool,
+    /// Set when the new variant fails more often than base.
+    pub failures: Option<FailureRate>,
+}
+
+impl Decision {
+    /// The change as a signed "worse by" fraction with its interval:
+    /// `(worse, lo, hi)`, positive when the new variant is worse whatever the
+    /// metric's direction (`1 - ratio` for throughput, `ratio - 1` for latency).
+    pub fn worse_by(&self) -> Option<(f64, f64, f64)> {
+        let r = self.ratio?;
+        Some(if self.higher_is_better {
+            (1.0 - r.ratio, 1.0 - r.hi, 1.0 - r.lo)
+        } else {
+            (r.ratio - 1.0, r.lo - 1.0, r.hi - 1.0)
+        })
+    }
+
+    /// The change's interval reaches beyond the floor on the worse side.
+    pub fn may_regress(&self) -> bool {
+        self.worse_by().is_some_and(|(_, _, hi)| hi > self.floor)
+    }
 }
 
 /// The decision rule; printed with every report so the verdicts can be recomputed.
@@ -90,11 +170,11 @@ pub struct Decision {
 pub struct Rule {
     /// Significance level for the BH q-value (default 0.05).
     pub alpha: f64,
-    /// Effect floor as a fraction (default 0.02); normally `effect_floor(noise)`.
+    /// Least effect floor as a fraction (default 0.02); a cell's own floor may be larger.
     pub floor: f64,
-    /// Minimum number of samples per side, else `?` (default 4, the least for which
-    /// the two-sided Mann-Whitney test can reach p < 0.05).
-    pub min_samples: usize,
+    /// Minimum number of boots per side, else `?` (default 3, the least for which
+    /// the two-sided Mann-Whitney test can give p = 0.1).
+    pub min_boots: usize,
     /// Bootstrap resamples for the ratio CI (default 10000).
     pub resamples: usize,
     /// Seed for the bootstrap generator; every cell uses this same seed.
@@ -102,116 +182,132 @@ pub struct Rule {
 }
 
 impl Default for Rule {
-    /// `alpha = 0.05`, `floor = 0.02`, `min_samples = 4`, `resamples = 10000`,
+    /// `alpha = 0.05`, `floor = 0.02`, `min_boots = 3`, `resamples = 10000`,
     /// `seed = 0x5EED_5747` (any fixed value works; print it with the report).
     fn default() -> Self {
         Rule {
             alpha: 0.05,
             floor: MIN_EFFECT_FLOOR,
-            min_samples: 4,
+            min_boots: 3,
             resamples: 10_000,
             seed: 0x5EED_5747,
         }
     }
 }
 
+/// Test and interval of one sufficient cell, before the BH pass.
+struct Tested {
+    p: f64,
+    ratio: RatioCi,
+}
+
+fn test_cell(c: &Comparison, rule: &Rule) -> Option<Tested> {
+    let min_n = rule.min_boots.max(1);
+    if c.base.len() < min_n || c.new.len() < min_n {
+        return None;
+    }
+    let mw = mann_whitney_u(&c.base, &c.new)?;
+    let ratio = bootstrap_ratio_of_medians(&c.base, &c.new, rule.resamples, rule.seed)?;
+    Some(Tested { p: mw.p, ratio })
+}
+
 /// Decides every cell of a report.
 ///
-/// Each cell is `(base samples, new samples, higher_is_better)`. A cell is insufficient
-/// (`?`) when either side has fewer than `rule.min_samples` (at least 1) samples, holds a
-/// non-finite value, or has a zero base median. For every other cell this computes the
-/// two-sided Mann-Whitney p ([`mann_whitney_u`]), the bootstrap ratio CI
-/// ([`bootstrap_ratio_of_medians`] with `rule.resamples` and `rule.seed`) and the
-/// [`minimum_detectable_effect`]; then the BH q-values over the p-values of all sufficient
-/// cells of this call (insufficient cells are not part of the family); then the verdict,
-/// with `T = rule.floor` and `significant = q <= rule.alpha`:
+/// Each value of a [`Comparison`] is one boot's summary: the boot is the unit.
+/// A cell is insufficient (`?`) when either side has fewer than `rule.min_boots`
+/// boots, holds a non-finite value, or has a zero base median. For every other cell
+/// this computes the two-sided Mann-Whitney p ([`mann_whitney_u`]) and the bootstrap
+/// ratio CI ([`bootstrap_ratio_of_medians`] with `rule.resamples` and `rule.seed`);
+/// then the BH q-values over the p-values of all sufficient cells of this call; then,
+/// with `T = max(rule.floor, cell floor)`, the verdict of [`classify`] and the
+/// [`minimum_detectable_effect`] at the level the cell had to meet, never below `T`.
+///
+/// A cell whose failure share (`failed / of`) exceeds base's is `FailsMore`
+/// whatever its measurements say (those stay in `performance`); its `p` is the
+/// one-sided Fisher exact test ([`fisher_greater`]) at `rule.alpha`.
+pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
+    let tested: Vec<Option<Tested>> = cells.iter().map(|c| test_cell(c, rule)).collect();
+    let ps: Vec<f64> = tested.iter().map(|t| t.as_ref().map_or(f64::NAN, |t| t.p)).collect();
+    let qs = benjamini_hochberg(&ps);
+    let m = qs.iter().filter(|q| q.is_finite()).count();
+    let passed = qs.iter().filter(|&&q| q <= rule.alpha).count();
+    cells
+        .iter()
+        .zip(tested)
+        .zip(qs)
+        .map(|((c, t), q)| decide_one(c, t, q, rule, (passed, m)))
+        .collect()
+}
+
+fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m): (usize, usize)) -> Decision {
+    let floor = c.floor.max(rule.floor);
+    let mut d = Decision {
+        verdict: Verdict::Insufficient,
+        performance: Verdict::Insufficient,
+        ratio: None,
+        p: None,
+        q: None,
+        n_base: c.base.len(),
+        n_new: c.new.len(),
+        mde: None,
+        alpha_eff: None,
+        smallest_p: None,
+        floor,
+        higher_is_better: c.higher_is_better,
+        failures: c.failures.and_then(|f| fails_more(f, rule.alpha)),
+    };
+    if let Some(t) = t {
+        let significant = q <= rule.alpha;
+        let alpha_eff = rule.alpha * (if significant { passed } else { passed + 1 }).max(1) as f64 / m.max(1) as f64;
+        d.performance = classify(q, &t.ratio, floor, rule.alpha, c.higher_is_better);
+        d.ratio = Some(t.ratio);
+        d.p = Some(t.p);
+        d.q = Some(q);
+        d.alpha_eff = Some(alpha_eff);
+        d.smallest_p = Some(smallest_p(c.base.len(), c.new.len()));
+        d.mde = minimum_detectable_effect(&c.base, &c.new, alpha_eff).map(|x| x.max(floor));
+    }
+    d.verdict = if d.failures.is_some() { Verdict::FailsMore } else { d.performance };
+    d
+}
+
+fn fails_more(f: Failures, alpha: f64) -> Option<FailureRate> {
+    let worse = f.of > 0 && f.base_of > 0 && f.failed * f.base_of > f.base_failed * f.of;
+    worse.then(|| {
+        let p = fisher_greater(f.failed, f.of, f.base_failed, f.base_of);
+        FailureRate { counts: f, p, significant: p <= alpha }
+    })
+}
+
+/// The verdict of one tested cell from its q-value and ratio CI, with
+/// `significant = q <= alpha` and the floor `T`:
 ///
 /// * significant and CI wholly beyond `T` in the bad direction → `Regressed`
 ///   (higher-is-better: `hi < 1 - T`; lower-is-better: `lo > 1 + T`);
 /// * significant and CI wholly beyond `T` in the good direction → `Improved`;
-/// * significant otherwise → `Small`;
-/// * not significant and `1 - T <= lo` and `hi <= 1 + T` → `Equivalent`;
+/// * significant and CI wholly inside `[1 - T, 1 + T]` → `Small`;
+/// * significant otherwise (the CI straddles `1 - T` or `1 + T`) → `Unsure`;
+/// * not significant and CI inside `[1 - T, 1 + T]` → `Equivalent`;
 /// * not significant otherwise → `NotSignificant`.
-///
-/// The result has one [`Decision`] per cell, in order.
-pub fn decide_all(cells: &[(Vec<f64>, Vec<f64>, bool)], rule: &Rule) -> Vec<Decision> {
-    let min_n = rule.min_samples.max(1);
-    let floor = rule.floor;
-    struct Partial {
-        p: f64,
-        ratio: RatioCi,
-        mde: Option<f64>,
-    }
-    let partial: Vec<Option<Partial>> = cells
-        .iter()
-        .map(|(base, new, _)| {
-            if base.len() < min_n || new.len() < min_n {
-                return None;
-            }
-            let mw = mann_whitney_u(base, new)?;
-            let ratio = bootstrap_ratio_of_medians(base, new, rule.resamples, rule.seed)?;
-            let mde = minimum_detectable_effect(base, new, rule.alpha);
-            Some(Partial {
-                p: mw.p,
-                ratio,
-                mde,
-            })
-        })
-        .collect();
-    let ps: Vec<f64> = partial
-        .iter()
-        .map(|c| c.as_ref().map_or(f64::NAN, |c| c.p))
-        .collect();
-    let qs = benjamini_hochberg(&ps);
-
-    cells
-        .iter()
-        .zip(partial)
-        .zip(qs)
-        .map(|(((base, new, higher_is_better), part), q)| {
-            let mut d = Decision {
-                verdict: Verdict::Insufficient,
-                ratio: None,
-                p: None,
-                q: None,
-                n_base: base.len(),
-                n_new: new.len(),
-                mde: None,
-                floor,
-                higher_is_better: *higher_is_better,
-            };
-            if let Some(part) = part {
-                d.verdict = verdict(q, &part.ratio, floor, rule.alpha, *higher_is_better);
-                d.ratio = Some(part.ratio);
-                d.p = Some(part.p);
-                d.q = Some(q);
-                d.mde = part.mde;
-            }
-            d
-        })
-        .collect()
-}
-
-/// The verdict for one sufficient cell (see [`decide_all`]).
-fn verdict(q: f64, ci: &RatioCi, floor: f64, alpha: f64, higher_is_better: bool) -> Verdict {
+pub fn classify(q: f64, ci: &RatioCi, floor: f64, alpha: f64, higher_is_better: bool) -> Verdict {
     let significant = q <= alpha;
     let above = ci.lo > 1.0 + floor; // whole CI beyond the floor, upwards
     let below = ci.hi < 1.0 - floor; // whole CI beyond the floor, downwards
-    if significant {
-        match (above, below, higher_is_better) {
-            (true, _, true) | (_, true, false) => Verdict::Improved,
-            (true, _, false) | (_, true, true) => Verdict::Regressed,
-            _ => Verdict::Small,
-        }
-    } else if ci.lo >= 1.0 - floor && ci.hi <= 1.0 + floor {
-        Verdict::Equivalent
-    } else {
-        Verdict::NotSignificant
+    let inside = ci.lo >= 1.0 - floor && ci.hi <= 1.0 + floor;
+    match (significant, above, below, inside) {
+        (true, true, _, _) if higher_is_better => Verdict::Improved,
+        (true, _, true, _) if !higher_is_better => Verdict::Improved,
+        (true, true, _, _) | (true, _, true, _) => Verdict::Regressed,
+        (true, _, _, true) => Verdict::Small,
+        (true, _, _, _) => Verdict::Unsure,
+        (false, _, _, true) => Verdict::Equivalent,
+        (false, _, _, _) => Verdict::NotSignificant,
     }
 }
 
 /// Smallest relative change of the median that this cell could have detected, as a
-/// fraction of `|median(base)|`, at two-sided level `alpha` with 80% power:
+/// fraction of `|median(base)|`, at two-sided level `alpha` with 80% power, counting
+/// the values given (with the boot as the unit: boots, not repetitions):
 ///
 /// `mde = (t_{1-alpha/2} + t_{0.8}) * sqrt(1/n_base + 1/n_new) * sqrt(pi/3) * sigma / |median(base)|`
 ///
@@ -267,44 +363,3 @@ fn sample_sd(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
 }
 
-/// Noise floor measured from A/A comparisons (the same kernel measured as "base" and as
-/// "new", ideally in separate boots, exactly as real comparisons are run).
-///
-/// For every pair whose two sides both have at least `min_samples` (at least 1) finite
-/// samples and a non-zero base median, take the deviation `|median(new)/median(base) - 1|`
-/// of the point ratio; the floor is the 95th percentile of those deviations (linear
-/// interpolation; with fewer than ~20 pairs this is close to the largest deviation).
-///
-/// Why the point ratio and not the bootstrap CI: the CI already carries the within-cell
-/// sampling uncertainty into every verdict; what the floor must add is the systematic
-/// boot-to-boot and run-to-run shift that no within-cell CI sees, and that is what A/A
-/// point ratios show. It also needs no random numbers.
-///
-/// Returns 0.0 when no pair is usable, so that [`effect_floor`] falls back to 2%.
-pub fn noise_floor(aa_pairs: &[(Vec<f64>, Vec<f64>)], min_samples: usize) -> f64 {
-    let min_n = min_samples.max(1);
-    let mut devs: Vec<f64> = aa_pairs
-        .iter()
-        .filter(|(a, b)| a.len() >= min_n && b.len() >= min_n)
-        .filter(|(a, b)| a.iter().chain(b).all(|x| x.is_finite()))
-        .filter_map(|(a, b)| {
-            let ma = median_in_place(&mut a.clone());
-            let mb = median_in_place(&mut b.clone());
-            (ma != 0.0).then(|| (mb / ma - 1.0).abs())
-        })
-        .collect();
-    if devs.is_empty() {
-        return 0.0;
-    }
-    devs.sort_by(f64::total_cmp);
-    quantile_sorted(&devs, NOISE_QUANTILE)
-}
-
-/// The effect floor `T = max(2%, measured A/A noise)`; `None` (no A/A data) or a
-/// non-finite noise gives 2%.
-pub fn effect_floor(measured_noise: Option<f64>) -> f64 {
-    match measured_noise {
-        Some(n) if n.is_finite() => n.max(MIN_EFFECT_FLOOR),
-        _ => MIN_EFFECT_FLOOR,
-    }
-}

@@ -311,10 +311,10 @@ fn injected_five_percent_change_is_flagged_in_the_right_direction() {
     let down = normals(&mut rng, 20, 950.0, 9.5);
     let up = normals(&mut rng, 20, 1050.0, 10.5);
     let cells = vec![
-        (base.clone(), down.clone(), true),  // throughput drops
-        (base.clone(), up.clone(), true),    // throughput rises
-        (base.clone(), down.clone(), false), // latency drops
-        (base.clone(), up.clone(), false),   // latency rises
+        Comparison::new(base.clone(), down.clone(), true),  // throughput drops
+        Comparison::new(base.clone(), up.clone(), true),    // throughput rises
+        Comparison::new(base.clone(), down.clone(), false), // latency drops
+        Comparison::new(base.clone(), up.clone(), false),   // latency rises
     ];
     let d = decide_all(&cells, &rule());
     let got: Vec<Verdict> = d.iter().map(|d| d.verdict).collect();
@@ -334,6 +334,14 @@ fn injected_five_percent_change_is_flagged_in_the_right_direction() {
     }
     assert!((d[0].ratio.unwrap().ratio - 0.95).abs() < 0.01);
     assert_eq!(d[0].verdict.symbol(), "regressed");
+    // "worse by" is positive for both regressions, whatever the metric's direction
+    let w: Vec<f64> = d.iter().map(|d| d.worse_by().unwrap().0).collect();
+    assert!(w[0] > 0.04 && w[3] > 0.04 && w[1] < -0.04 && w[2] < -0.04, "{w:?}");
+    for d in &d {
+        let (w, lo, hi) = d.worse_by().unwrap();
+        assert!(lo <= w && w <= hi);
+    }
+    assert!(d[0].may_regress() && d[3].may_regress() && !d[1].may_regress());
 }
 
 #[test]
@@ -348,7 +356,7 @@ fn aa_simulations_are_calibrated() {
     for i in 0..sims {
         let a = normals(&mut rng, 20, 500.0, 5.0);
         let b = normals(&mut rng, 20, 500.0, 5.0);
-        let d = &decide_all(&[(a, b, i % 2 == 0)], &r)[0];
+        let d = &decide_all(&[Comparison::new(a, b, i % 2 == 0)], &r)[0];
         if matches!(d.verdict, Verdict::Regressed | Verdict::Improved) {
             flagged += 1;
         }
@@ -386,26 +394,38 @@ fn other_verdicts() {
         normals(&mut rng, 5, 100.0, 15.0),
         false,
     );
-    let short = (vec![1.0, 2.0, 3.0], vec![1.0, 2.0, 3.0, 4.0, 5.0], true);
+    let short = (vec![1.0, 2.0], vec![1.0, 2.0, 3.0, 4.0, 5.0], true);
     let nan = (
         vec![1.0, 2.0, f64::NAN, 3.0],
         vec![1.0, 2.0, 3.0, 4.0],
         true,
     );
     let zero = (vec![0.0; 6], vec![1.0; 6], true);
-    let d = decide_all(&[small, same, noisy, short, nan, zero], &rule());
+    // exactly 2% up with 1% spread, nearly separated: significant, and the
+    // interval straddles the 2% floor
+    let base = vec![99.0, 99.5, 100.0, 100.5, 101.0, 99.8, 100.2, 100.1];
+    let unsure = (base.clone(), base.iter().map(|x| x * 1.02).collect(), true);
+    let cells: Vec<Comparison> = [small, same, noisy, short, nan, zero, unsure]
+        .into_iter()
+        .map(|(a, b, h)| Comparison::new(a, b, h))
+        .collect();
+    let d = decide_all(&cells, &rule());
     let got: Vec<&str> = d.iter().map(|d| d.verdict.symbol()).collect();
-    assert_eq!(got, ["small", "≈", "~", "?", "?", "?"]);
+    assert_eq!(got, ["small", "≈", "~", "?", "?", "?", "unsure"]);
+    let u = d[6].ratio.unwrap();
+    assert!(u.lo < 1.02 && u.hi > 1.02 && d[6].q.unwrap() <= 0.05, "{u:?}");
+    assert!(!d[6].may_regress(), "an unsure rise in throughput is no regression risk");
     let mde = d[2].mde.unwrap();
     assert!(
         mde > 0.15 && mde < 0.6,
         "mde for 5 vs 5 with 15% noise: {mde}"
     );
-    assert!(d[1].mde.unwrap() < 0.01);
-    for d in &d[3..] {
+    assert_eq!(d[1].mde.unwrap(), 0.02, "the power-based mde is below the floor, which bounds it");
+    assert!(minimum_detectable_effect(&cells[1].base, &cells[1].new, 0.05).unwrap() < 0.01);
+    for d in &d[3..6] {
         assert!(d.p.is_none() && d.q.is_none() && d.ratio.is_none() && d.mde.is_none());
     }
-    assert_eq!((d[3].n_base, d[3].n_new), (3, 5));
+    assert_eq!((d[3].n_base, d[3].n_new), (2, 5));
 }
 
 #[test]
@@ -417,12 +437,13 @@ fn bh_is_applied_across_all_cells() {
         normals(&mut rng, 10, 101.2, 1.0),
         true,
     );
+    let marginal = Comparison::new(marginal.0, marginal.1, marginal.2);
     let alone = &decide_all(std::slice::from_ref(&marginal), &rule())[0];
     let (p, q) = (alone.p.unwrap(), alone.q.unwrap());
     assert!(p < 0.05 && p > 0.0025 && q == p, "p = {p}");
     let mut cells = vec![marginal];
     for _ in 0..19 {
-        cells.push((vec![1.0, 2.0, 3.0, 4.0], vec![1.5, 2.5, 3.5, 4.5], true));
+        cells.push(Comparison::new(vec![1.0, 2.0, 3.0, 4.0], vec![1.5, 2.5, 3.5, 4.5], true));
     }
     let d = decide_all(&cells, &rule());
     assert!(d[0].q.unwrap() > d[0].p.unwrap());
@@ -450,33 +471,104 @@ fn mde_matches_design_rule_of_thumb() {
 }
 
 #[test]
-fn noise_floor_and_effect_floor() {
-    let pairs: Vec<(Vec<f64>, Vec<f64>)> = (1..=20)
-        .map(|i| (vec![1.0; 4], vec![1.0 + 0.001 * i as f64; 4]))
-        .collect();
-    // deviations 0.001..=0.020; 95th percentile by linear interpolation = 0.01905
-    assert_close(noise_floor(&pairs, 4), 0.01905, 1e-9, "noise floor");
-    assert_eq!(noise_floor(&pairs, 5), 0.0, "too few samples per pair");
-    assert_eq!(noise_floor(&[], 4), 0.0);
+fn aa_floor_is_an_upper_bound_for_small_n() {
+    use statrs::distribution::{ChiSquared, ContinuousCDF};
+    let a = [100.0, 101.0, 99.0, 100.5, 99.5];
+    let b = [100.2, 100.8, 99.4, 101.0, 99.9];
+    let f = aa_floor(&a, &b).unwrap();
+    // by hand: sd of all ten around their mean, over their median; chi-square bound, 9 df
+    let all: Vec<f64> = a.iter().chain(&b).copied().collect();
+    let mean = all.iter().sum::<f64>() / 10.0;
+    let sd = (all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 9.0).sqrt();
+    let s = sd / median(&all).unwrap();
+    let up = s * (9.0 / ChiSquared::new(9.0).unwrap().inverse_cdf(0.05)).sqrt();
+    assert_close(f.spread, s, 1e-12, "spread");
+    assert_close(f.spread_upper, up, 1e-12, "upper bound");
+    assert_close(f.floor, 1.959964 * up * (std::f64::consts::PI / 5.0).sqrt(), 1e-6, "floor");
+    assert!(f.spread_upper > 1.6 * f.spread, "10 boots: the bound is wide");
+    assert_close(f.observed, (median(&b).unwrap() / 100.0 - 1.0).abs(), 1e-12, "observed");
+    // a shift between the arms larger than the model's bound is the floor
+    let shifted: Vec<f64> = a.iter().map(|x| x * 1.10).collect();
+    let g = aa_floor(&a, &shifted).unwrap();
+    assert!(g.floor >= 0.0999 && g.floor == g.observed.max(g.floor), "{g:?}");
+    // fewer boots, same spread: a higher floor
+    let few = aa_floor(&a[..2], &b[..2]).unwrap();
+    assert!(few.floor > f.floor, "{few:?} vs {f:?}");
+    assert!(aa_floor(&a[..1], &b).is_none());
+    assert!(aa_floor(&[0.0, 0.0], &[1.0, 1.0]).is_none());
     assert_eq!(effect_floor(None), 0.02);
-    assert_eq!(effect_floor(Some(0.01905)), 0.02);
+    assert_eq!(effect_floor(Some(0.019)), 0.02);
     assert_eq!(effect_floor(Some(0.05)), 0.05);
     assert_eq!(effect_floor(Some(f64::NAN)), 0.02);
+}
 
-    // Simulated A/A data with a 3% boot-to-boot shift: the floor picks it up.
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let pairs: Vec<(Vec<f64>, Vec<f64>)> = (0..40)
-        .map(|_| {
-            let shift = 1.0 + normal(&mut rng, 0.0, 0.015);
-            (
-                normals(&mut rng, 10, 100.0, 0.5),
-                normals(&mut rng, 10, 100.0 * shift, 0.5),
-            )
-        })
-        .collect();
-    let nf = noise_floor(&pairs, 4);
-    assert!(nf > 0.02 && nf < 0.045, "noise floor {nf}");
-    assert_eq!(effect_floor(Some(nf)), nf);
+#[test]
+fn smallest_p_is_set_by_the_boots() {
+    for (n, want) in [(2, 1.0 / 3.0), (3, 0.1), (4, 2.0 / 70.0), (5, 2.0 / 252.0), (6, 2.0 / 924.0)] {
+        assert_close(smallest_p(n, n), want, 1e-9, "smallest p");
+        let a: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let b: Vec<f64> = (0..n).map(|i| 100.0 + i as f64).collect();
+        assert_close(mann_whitney_u(&a, &b).unwrap().p, want.min(1.0), 1e-9, "separated samples");
+    }
+    assert_eq!(smallest_p(0, 3), 1.0);
+}
+
+#[test]
+fn fisher_matches_scipy() {
+    // scipy.stats.fisher_exact([[k, n-k], [j, m-j]], alternative='greater')
+    assert_close(fisher_greater(5, 5, 0, 5), 1.0 / 252.0, 1e-9, "5/5 vs 0/5");
+    assert_close(fisher_greater(3, 5, 0, 5), 0.083_333_333, 1e-6, "3/5 vs 0/5");
+    assert_close(fisher_greater(1, 5, 0, 5), 0.5, 1e-9, "1/5 vs 0/5");
+    assert_close(fisher_greater(2, 6, 1, 6), 0.5, 1e-9, "2/6 vs 1/6");
+    assert_eq!(fisher_greater(0, 5, 0, 5), 1.0);
+    assert_eq!(fisher_greater(1, 0, 0, 5), 1.0);
+}
+
+#[test]
+fn failing_more_often_is_its_own_verdict() {
+    let same = Comparison::new(vec![10.0, 11.0, 12.0, 10.5], vec![10.2, 11.1, 11.9, 10.4], true);
+    let counts = |failed, base_failed| Failures { failed, of: 5, base_failed, base_of: 5 };
+    let cells = vec![
+        Comparison { failures: Some(counts(5, 0)), ..Comparison::new(vec![10.0; 5], vec![], true) },
+        Comparison { failures: Some(counts(1, 0)), ..same.clone() },
+        Comparison { failures: Some(counts(1, 1)), ..same.clone() },
+        Comparison { failures: Some(counts(0, 2)), ..same },
+    ];
+    let d = decide_all(&cells, &rule());
+    assert_eq!(d.iter().map(|d| d.verdict).collect::<Vec<_>>(), [Verdict::FailsMore, Verdict::FailsMore, Verdict::NotSignificant, Verdict::NotSignificant]);
+    let all = d[0].failures.unwrap();
+    assert!(all.significant && all.p < 0.005, "{all:?}");
+    assert_eq!(d[0].performance, Verdict::Insufficient, "no boot finished: nothing measured");
+    let one = d[1].failures.unwrap();
+    assert!(!one.significant && (one.p - 0.5).abs() < 1e-9);
+    assert_eq!(d[1].performance, Verdict::NotSignificant, "the finished boots are still judged");
+    assert!(d[2].failures.is_none() && d[3].failures.is_none());
+}
+
+#[test]
+fn mde_counts_boots_includes_the_floor_and_the_bh_level() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    // one clear change and three null cells: R = 1 of m = 4
+    let mut cells = vec![Comparison::new(normals(&mut rng, 6, 100.0, 0.5), normals(&mut rng, 6, 90.0, 0.5), true)];
+    for _ in 0..3 {
+        cells.push(Comparison::new(normals(&mut rng, 6, 100.0, 3.0), normals(&mut rng, 6, 100.0, 3.0), true));
+    }
+    cells[3].floor = 0.5; // a huge calibrated floor for one cell
+    let d = decide_all(&cells, &rule());
+    assert_eq!(d[0].verdict, Verdict::Regressed);
+    assert_close(d[0].alpha_eff.unwrap(), 0.05 / 4.0, 1e-12, "passed cell: alpha R/m");
+    for d in &d[1..] {
+        assert!(d.q.unwrap() > 0.05);
+        assert_close(d.alpha_eff.unwrap(), 0.05 * 2.0 / 4.0, 1e-12, "alpha (R+1)/m");
+        assert_close(d.smallest_p.unwrap(), 2.0 / 924.0, 1e-9, "6 vs 6 boots");
+        let power = minimum_detectable_effect(&cells[1].base, &cells[1].new, 0.025).unwrap();
+        assert!(d.mde.unwrap() >= d.floor);
+        let _ = power;
+    }
+    let power = minimum_detectable_effect(&cells[1].base, &cells[1].new, 0.025).unwrap();
+    assert_close(d[1].mde.unwrap(), power.max(0.02), 1e-12, "mde at the BH level");
+    assert_eq!((d[3].floor, d[3].mde.unwrap()), (0.5, 0.5), "the floor bounds the mde");
+    assert!(power > minimum_detectable_effect(&cells[1].base, &cells[1].new, 0.05).unwrap());
 }
 
 #[test]
@@ -487,6 +579,8 @@ fn verdict_names_and_symbols() {
         (Verdict::NotSignificant, "notsignificant", "~"),
         (Verdict::Equivalent, "equivalent", "≈"),
         (Verdict::Small, "small", "small"),
+        (Verdict::Unsure, "unsure", "unsure"),
+        (Verdict::FailsMore, "failsmore", "fails more"),
         (Verdict::Insufficient, "insufficient", "?"),
     ];
     for (v, name, sym) in all {
@@ -500,8 +594,8 @@ fn verdict_names_and_symbols() {
     }
     let r = Rule::default();
     assert_eq!(
-        (r.alpha, r.floor, r.min_samples, r.resamples),
-        (0.05, 0.02, 4, 10_000)
+        (r.alpha, r.floor, r.min_boots, r.resamples),
+        (0.05, 0.02, 3, 10_000)
     );
 }
 

@@ -1,0 +1,73 @@
+//! The pre-merge gate: which verdicts in key metrics fail it, which only warn.
+//!
+//! Fails: `regressed` (also on the finished boots of a `fails more` cell), and
+//! `fails more` with a one-sided Fisher p ≤ alpha. Warns (fatal with
+//! `--strict`): `unsure` when the change's interval reaches beyond the floor on
+//! the worse side, and `fails more` with a larger p.
+
+use super::{decision_text, Report};
+use crate::stats::{Decision, Verdict};
+
+/// One judged cell, from a report or a comparison of two runs.
+pub struct GateItem<'a> {
+    /// Benchmark.
+    pub benchmark: &'a str,
+    /// Metric.
+    pub metric: &'a str,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Variant.
+    pub variant: &'a str,
+    /// Its decision.
+    pub decision: &'a Decision,
+}
+
+/// What the gate found in key metrics.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Gate {
+    /// Cells that fail the gate.
+    pub failures: Vec<String>,
+    /// Cells that fail it only with `--strict`.
+    pub warnings: Vec<String>,
+}
+
+impl Gate {
+    /// Whether the gate fails: on any failure, or on any warning when `strict`.
+    pub fn fails(&self, strict: bool) -> bool {
+        !self.failures.is_empty() || (strict && !self.warnings.is_empty())
+    }
+}
+
+fn is_key(key_metrics: &[String], benchmark: &str, metric: &str) -> bool {
+    key_metrics.is_empty() || key_metrics.iter().any(|k| k == benchmark || *k == format!("{benchmark}.{metric}"))
+}
+
+/// Judges cells in key metrics (`bench` or `bench.metric`; every metric when
+/// the matrix names none).
+pub fn gate<'a>(items: impl IntoIterator<Item = GateItem<'a>>, key_metrics: &[String]) -> Gate {
+    let mut g = Gate::default();
+    for it in items {
+        if !is_key(key_metrics, it.benchmark, it.metric) {
+            continue;
+        }
+        let d = it.decision;
+        let what = || format!("{} {} at {} vCPUs ({}): {}", it.variant, it.metric, it.vcpus, it.benchmark, decision_text(d).replace('\n', "; "));
+        let fails_hard = d.failures.is_some_and(|f| f.significant);
+        if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
+            g.failures.push(what());
+        } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
+            g.warnings.push(what());
+        }
+    }
+    g
+}
+
+/// The gate over every compared cell of a report.
+pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
+    let items = r.rows.iter().flat_map(|row| {
+        row.cells.iter().filter_map(move |c| {
+            Some(GateItem { benchmark: &row.benchmark, metric: &row.metric, vcpus: row.vcpus, variant: &c.variant, decision: c.decision.as_ref()? })
+        })
+    });
+    gate(items, key_metrics)
+}

@@ -1,0 +1,213 @@
+//! The report as text: cell and verdict strings, the terminal table and CSV.
+//! Changes read "worse by" / "better by" whatever the metric's direction, the
+//! `±` after a change is that change's 95% interval, and a cell's own interval
+//! is written `[lo, hi]` (or called a range when too few boots allow a CI).
+
+use comfy_table::{presets, ContentArrangement, Table};
+
+use super::{Cell, Report};
+use crate::stats::{Decision, Summary, Verdict};
+
+/// Compact number: 3 significant digits or more for big values.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 {
+        "0".to_string()
+    } else if a >= 1000.0 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// The change with its interval, e.g. `worse by 8.1% ±3.1` or
+/// `better by 2.0% +1.2/−0.9` (asymmetric interval).
+pub fn change_text(d: &Decision) -> Option<String> {
+    let (w, lo, hi) = d.worse_by()?;
+    // in the headline's own scale: "better by" flips the signs and the ends
+    let (word, x, lo, hi) = if w >= 0.0 { ("worse", w, lo, hi) } else { ("better", -w, -hi, -lo) };
+    let (x, up, down) = (x * 100.0, (hi - x) * 100.0, (x - lo) * 100.0);
+    let band = if format!("{up:.1}") == format!("{down:.1}") { format!("±{up:.1}") } else { format!("+{up:.1}/−{down:.1}") };
+    Some(format!("{word} by {x:.1}% {band}"))
+}
+
+/// The boots behind a cell: `5 boots×3`, or `5 boots, 14 reps` when boots
+/// measured different numbers of repetitions.
+pub fn boots_text(c: &Cell) -> String {
+    let reps: usize = c.reps_per_boot.iter().sum();
+    match c.reps_per_boot.first() {
+        Some(&r) if c.reps_per_boot.iter().all(|&x| x == r) => format!("{} boots×{r}", c.n),
+        _ => format!("{} boots, {reps} reps", c.n),
+    }
+}
+
+fn summary_text(s: &Summary) -> String {
+    if s.ci_exact {
+        format!("{} [{}, {}]", num(s.median), num(s.ci_lo), num(s.ci_hi))
+    } else {
+        format!("{} range [{}, {}] (<6 boots: no 95% CI)", num(s.median), num(s.min), num(s.max))
+    }
+}
+
+/// The text of a cell as the table shows it.
+pub fn cell_text(c: &Cell) -> String {
+    let mut s = match (&c.summary, &c.failure) {
+        (Some(sm), _) => format!("{} n={}", summary_text(sm), boots_text(c)),
+        (None, Some(f)) => format!("FAILED: {}", shorten(f, 60)),
+        (None, None) => "-".into(),
+    };
+    if let Some(d) = &c.decision {
+        s.push('\n');
+        s.push_str(&decision_text(d));
+    }
+    if c.summary.is_some() && c.boots_failed > 0 {
+        let why = c.failure.as_deref().map(|f| format!(": {}", shorten(f, 40))).unwrap_or_default();
+        s.push_str(&format!("\n(failed in {}/{} boots{why})", c.boots_failed, c.boots_ended));
+    }
+    s
+}
+
+/// Verdict with its numbers, e.g.
+/// `worse by 7.9% ±1.3 regressed (p=0.002 q=0.004, floor 2.0%)`.
+pub fn decision_text(d: &Decision) -> String {
+    match &d.failures {
+        Some(f) => {
+            let c = f.counts;
+            let head = format!("fails more: {}/{} boots failed vs base {}/{} (Fisher p={})", c.failed, c.of, c.base_failed, c.base_of, p_text(f.p));
+            match d.performance {
+                Verdict::Insufficient => head,
+                _ => format!("{head}\nfinished boots: {}", performance_text(d)),
+            }
+        }
+        None => performance_text(d),
+    }
+}
+
+fn performance_text(d: &Decision) -> String {
+    let (Some(p), Some(q)) = (d.p, d.q) else {
+        return format!("? (n={}/{} boots)", d.n_base, d.n_new);
+    };
+    let change = change_text(d).map(|c| format!("{c} ")).unwrap_or_default();
+    let pq = format!("p={} q={}", p_text(p), p_text(q));
+    match d.performance {
+        Verdict::NotSignificant => {
+            let reach = match (d.smallest_p, d.alpha_eff, d.mde) {
+                (Some(sp), Some(a), _) if sp > a => format!("; {}/{} boots cannot pass: smallest p {:.3} > {:.3}", d.n_base, d.n_new, sp, a),
+                (_, _, Some(m)) => format!(", mde {:.1}%", m * 100.0),
+                _ => String::new(),
+            };
+            format!("{change}~ ({pq}{reach})")
+        }
+        Verdict::Unsure => format!("{change}unsure: needs more boots ({pq}, floor {:.1}%)", d.floor * 100.0),
+        v => format!("{change}{} ({pq}, floor {:.1}%)", v.symbol(), d.floor * 100.0),
+    }
+}
+
+fn shorten(s: &str, n: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() > n {
+        format!("{}…", first.chars().take(n).collect::<String>())
+    } else {
+        first.to_string()
+    }
+}
+
+/// The terminal table.
+pub fn table(r: &Report) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    if std::env::var_os("COLUMNS").is_none() {
+        t.set_width(160);
+    }
+    let mut header = vec!["benchmark / metric".to_string(), "vCPUs".to_string()];
+    header.extend(r.variants.iter().cloned());
+    t.set_header(header);
+    for row in &r.rows {
+        let dir = if row.higher_is_better { "↑" } else { "↓" };
+        let mut line = vec![format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit), row.vcpus.to_string()];
+        for v in &r.variants {
+            line.push(row.cells.iter().find(|c| &c.variant == v).map(cell_text).unwrap_or_default());
+        }
+        t.add_row(line);
+    }
+    let mut out = format!("run {} (started {}){}\n", r.run_id, r.started, if r.complete { "" } else { " — INCOMPLETE" });
+    out.push_str(&format!("clock: {}\n", r.clock_text));
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&format!("floors: {}\n", r.floor_source));
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// One CSV field as RFC 4180 wants it: quoted, with quotes doubled, when it
+/// holds a comma, a quote or a line break (text from a guest can).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// CSV header: one line per cell follows.
+pub const CSV_HEADER: &str = "benchmark,metric,unit,higher_is_better,vcpus,variant,boots,reps,median,ci_lo,ci_hi,ci_exact,\
+ratio,ratio_lo,ratio_hi,worse_by,worse_lo,worse_hi,p,q,floor,mde,verdict,boots_failed,boots_ended,failure\n";
+
+/// CSV: one line per cell.
+pub fn csv(r: &Report) -> String {
+    let mut s = String::from(CSV_HEADER);
+    let f = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+    for row in &r.rows {
+        for c in &row.cells {
+            let sm = c.summary.as_ref();
+            let d = c.decision.as_ref();
+            let rr = d.and_then(|d| d.ratio.as_ref());
+            let w = d.and_then(|d| d.worse_by());
+            let fields = [
+                csv_field(&row.benchmark),
+                csv_field(&row.metric),
+                csv_field(&row.unit),
+                row.higher_is_better.to_string(),
+                row.vcpus.to_string(),
+                csv_field(&c.variant),
+                c.n.to_string(),
+                c.reps_per_boot.iter().sum::<usize>().to_string(),
+                f(sm.map(|s| s.median)),
+                f(sm.map(|s| s.ci_lo)),
+                f(sm.map(|s| s.ci_hi)),
+                sm.map(|s| s.ci_exact.to_string()).unwrap_or_default(),
+                f(rr.map(|r| r.ratio)),
+                f(rr.map(|r| r.lo)),
+                f(rr.map(|r| r.hi)),
+                f(w.map(|w| w.0)),
+                f(w.map(|w| w.1)),
+                f(w.map(|w| w.2)),
+                f(d.and_then(|d| d.p)),
+                f(d.and_then(|d| d.q)),
+                row.floor.to_string(),
+                f(d.and_then(|d| d.mde)),
+                csv_field(d.map(|d| d.verdict.symbol()).unwrap_or_default()),
+                c.boots_failed.to_string(),
+                c.boots_ended.to_string(),
+                csv_field(c.failure.as_deref().unwrap_or_default()),
+            ];
+            s.push_str(&fields.join(","));
+            s.push('\n');
+        }
+    }
+    s
+}

@@ -165,6 +165,53 @@ struct RawProfile {
     memory_mib: Option<u64>,
     clock: Option<String>,
     cmdline: Option<Vec<String>>,
+    statistics: Option<RawStatistics>,
+    #[serde(default)]
+    overrides: BTreeMap<String, RawOverride>,
+}
+
+/// A profile's new values for some parameters of one benchmark (for
+/// example shorter durations under the instruction-counting clock).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    workers: Option<Count>,
+    duration_s: Option<u32>,
+    warmup_s: Option<u32>,
+    timeout_s: Option<u64>,
+    fanout: Option<u32>,
+    iterations: Option<u32>,
+    usleep_us: Option<u32>,
+    nr_threads: Option<Count>,
+    run_test_mask: Option<u32>,
+    test_repeat_count: Option<u32>,
+    test_loop_count: Option<u32>,
+    sequential_test_order: Option<bool>,
+    nr_pages: Option<u32>,
+}
+
+impl RawOverride {
+    /// Puts every value this override gives into `b`.
+    fn apply(&self, b: &mut RawBenchmark) {
+        fn set<T: Clone>(to: &mut Option<T>, from: &Option<T>) {
+            if from.is_some() {
+                *to = from.clone();
+            }
+        }
+        set(&mut b.workers, &self.workers);
+        set(&mut b.duration_s, &self.duration_s);
+        set(&mut b.warmup_s, &self.warmup_s);
+        set(&mut b.timeout_s, &self.timeout_s);
+        set(&mut b.fanout, &self.fanout);
+        set(&mut b.iterations, &self.iterations);
+        set(&mut b.usleep_us, &self.usleep_us);
+        set(&mut b.nr_threads, &self.nr_threads);
+        set(&mut b.run_test_mask, &self.run_test_mask);
+        set(&mut b.test_repeat_count, &self.test_repeat_count);
+        set(&mut b.test_loop_count, &self.test_loop_count);
+        set(&mut b.sequential_test_order, &self.sequential_test_order);
+        set(&mut b.nr_pages, &self.nr_pages);
+    }
 }
 
 // ---------------------------------------------------------- validated -----
@@ -527,6 +574,20 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
                 }
                 if let Some(c) = prof.cmdline {
                     raw.guest.cmdline = c;
+                }
+                if let Some(s) = prof.statistics {
+                    raw.statistics = RawStatistics {
+                        alpha: s.alpha.or(raw.statistics.alpha),
+                        floor: s.floor.or(raw.statistics.floor),
+                        resamples: s.resamples.or(raw.statistics.resamples),
+                        seed: s.seed.or(raw.statistics.seed),
+                    };
+                }
+                for (bname, o) in &prof.overrides {
+                    match raw.benchmarks.iter_mut().find(|b| &b.name == bname) {
+                        Some(b) => o.apply(b),
+                        None => p.push(format!("profiles.{name}.overrides.{bname}: no benchmark `{bname}` in this profile")),
+                    }
                 }
             }
         }
@@ -986,6 +1047,22 @@ profiles:
         assert_eq!(m.sampling.repetitions, 5);
         let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly")).unwrap_err().to_string();
         assert!(e.contains("no profile `nightly` (defined: quick)"), "{e}");
+    }
+
+    #[test]
+    fn profiles_override_benchmark_parameters() {
+        let text = format!("{GOOD}  short:\n    overrides:\n      s: {{duration_s: 1, warmup_s: 0}}\n");
+        let m = parse(&text, Path::new("/m/matrix.yaml"), Some("short")).unwrap();
+        match &m.benchmarks[0].kind {
+            BenchKind::Doexec { duration_s, warmup_s, workers, .. } => assert_eq!((*duration_s, *warmup_s, *workers), (1, 0, Count::Fixed(3))),
+            k => panic!("{k:?}"),
+        }
+        let bad = format!("{GOOD}  short:\n    overrides:\n      nope: {{duration_s: 1}}\n      s: {{fanout: 2}}\n");
+        let e = parse(&bad, Path::new("/m/matrix.yaml"), Some("short")).unwrap_err().to_string();
+        assert!(e.contains("profiles.short.overrides.nope: no benchmark `nope` in this profile"), "{e}");
+        assert!(e.contains("benchmarks[0].fanout: not a parameter of doexec"), "{e}");
+        let unknown = format!("{GOOD}  short:\n    overrides:\n      s: {{speed: 1}}\n");
+        assert!(matches!(parse(&unknown, Path::new("/m/matrix.yaml"), Some("short")), Err(ConfigError::Yaml { .. })));
     }
 
     #[test]

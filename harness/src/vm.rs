@@ -228,6 +228,14 @@ pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
     if !c.aslr {
         w.push("norandmaps".into());
     }
+    if c.accel == Accel::Tcg {
+        // QEMU's TCG CPU reports an old AMD family, for which Linux waits
+        // 10 ms of busy delay per CPU it starts; and the PM timer check is a
+        // polling loop. Both are busy waits that cost guest time (minutes of
+        // wall time under icount, where every PAUSE leaves the TB loop).
+        w.push("cpu_init_udelay=0".into());
+        w.push("acpi_pm_good".into());
+    }
     if c.accel == Accel::Tcg && c.overcommit > 1.0 {
         for x in ["nowatchdog", "nosoftlockup", "rcupdate.rcu_cpu_stall_suppress=1", "hung_task_timeout_secs=0"] {
             w.push(x.into());
@@ -507,14 +515,14 @@ mod tests {
     fn cmdline_table() {
         let base = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 lpj=4000000 tsc=reliable rdinit=/init";
         let cases = [
-            (true, 0.5, Accel::Tcg, vec![], base.to_string()),
+            (true, 0.5, Accel::Tcg, vec![], format!("{base} cpu_init_udelay=0 acpi_pm_good")),
             (false, 0.5, Accel::Kvm, vec!["foo=1".to_string()], format!("{base} norandmaps foo=1")),
             (
                 true,
                 13.0,
                 Accel::Tcg,
                 vec![],
-                format!("{base} nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 hung_task_timeout_secs=0"),
+                format!("{base} cpu_init_udelay=0 acpi_pm_good nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 hung_task_timeout_secs=0"),
             ),
             (true, 13.0, Accel::Kvm, vec![], base.to_string()),
         ];

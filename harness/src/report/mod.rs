@@ -385,7 +385,9 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
     let m = &meta.matrix;
     let rule = Rule {
         alpha: m.statistics.alpha,
-        floor: stats::effect_floor(None).max(m.statistics.floor),
+        // the matrix's floor (2% unless it says otherwise: an instruction-
+        // counting profile can afford less), raised per row by calibration
+        floor: m.statistics.floor,
         min_boots: Rule::default().min_boots,
         resamples: m.statistics.resamples,
         seed: m.statistics.seed,

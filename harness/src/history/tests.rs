@@ -124,7 +124,8 @@ fn a_version_1_database_is_migrated() {
 fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
     let root = scratch("mix");
     let mut db = open(&root.join("h.sqlite")).unwrap();
-    let kinds: [(&str, Box<dyn Fn(&mut RunMeta)>); 5] = [
+    type Tweak = Box<dyn Fn(&mut RunMeta)>;
+    let kinds: [(&str, Tweak); 5] = [
         ("plain", Box::new(|_| {})),
         ("wall", Box::new(|m| m.clock = Some(MeasureClock::TcgWall))),
         ("host", Box::new(|m| m.host.hostname = "other".into())),

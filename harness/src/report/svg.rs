@@ -145,8 +145,11 @@ pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
 /// link to `link`, a dashed vertical line before each change's first night.
 pub fn trend(t: &super::trend::Trend) -> String {
     let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.lo), b.max(p.hi)));
-    if !ylo.is_finite() || yhi <= ylo {
-        (ylo, yhi) = (ylo.min(0.0).max(f64::MIN), ylo.max(0.0) + 1.0);
+    if !ylo.is_finite() {
+        (ylo, yhi) = (0.0, 1.0);
+    } else if yhi <= ylo {
+        let d = ylo.abs().max(1.0) * 0.05;
+        (ylo, yhi) = (ylo - d, yhi + d);
     }
     let pad = (yhi - ylo) * 0.08;
     let (ylo, yhi) = (ylo - pad, yhi + pad);

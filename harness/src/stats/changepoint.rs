@@ -152,7 +152,7 @@ pub fn e_divisive(x: &[f64], p: &Params) -> Vec<ChangePoint> {
         let changes = changes_at(x, &cuts);
         let weakest = changes.iter().enumerate().min_by(|a, b| a.1.change.abs().total_cmp(&b.1.change.abs()));
         match weakest {
-            Some((i, c)) if !(c.change.abs() >= p.min_magnitude) => {
+            Some((i, c)) if c.change.is_nan() || c.change.abs() < p.min_magnitude => {
                 cuts.remove(i);
             }
             _ => return changes,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::{check, config, gc, pipeline, report, store};
+use crate::{check, config, gc, history, pipeline, report, store};
 
 /// Exit code: the run finished and no gate failed.
 pub const EXIT_OK: u8 = 0;
@@ -41,9 +41,19 @@ struct Global {
     /// Benchmark sources (default: `images/` beside the matrix file).
     #[arg(long, global = true, env = "HARNESS_IMAGES_DIR")]
     images_dir: Option<PathBuf>,
+    /// The nightly history database (default: `<work-dir>/history.sqlite`).
+    #[arg(long, global = true, env = "HARNESS_HISTORY_DB")]
+    history_db: Option<PathBuf>,
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+}
+
+impl Global {
+    /// The history database's path.
+    fn history_path(&self) -> PathBuf {
+        history::path(self.history_db.as_deref(), &self.work_dir)
+    }
 }
 
 /// Which matrix, and which of its profiles.
@@ -125,6 +135,27 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Nightly trends per cell with change points, from the history database
+    /// every finished run is added to; `history import` backfills.
+    History {
+        #[command(subcommand)]
+        action: Option<HistoryAction>,
+        /// Only this benchmark.
+        #[arg(long)]
+        bench: Option<String>,
+        /// Only this vCPU count.
+        #[arg(long)]
+        vcpus: Option<u32>,
+        /// Only this variant.
+        #[arg(long)]
+        variant: Option<String>,
+        /// Only the last N nights of each series.
+        #[arg(long)]
+        last: Option<usize>,
+        /// Also write the trends as an HTML page.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -135,6 +166,16 @@ enum Command {
         /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
         #[arg(long, requires = "gate")]
         strict: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum HistoryAction {
+    /// Add run directories to the history (runs already there with the same records are left alone).
+    Import {
+        /// Run directories.
+        #[arg(required = true)]
+        run_dirs: Vec<PathBuf>,
     },
 }
 
@@ -198,7 +239,8 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                     pipeline::start(m, &opts)?
                 }
             };
-            finish_report(&run_dir, &cli.global.work_dir, cli.global.json, Gating { gate, strict })
+            add_to_history(&cli.global, &run_dir);
+            finish_report(&run_dir, &cli.global, Gating { gate, strict })
         }
         Command::Check { m } => {
             let (matrix, profile) = m.resolve()?;
@@ -222,7 +264,11 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
         Command::Gc { keep, days, yes } => run_gc(&cli.global, gc::Policy { keep, days }, yes),
-        Command::Report { run_dir, gate, strict } => finish_report(&run_dir, &cli.global.work_dir, cli.global.json, Gating { gate, strict }),
+        Command::Report { run_dir, gate, strict } => finish_report(&run_dir, &cli.global, Gating { gate, strict }),
+        Command::History { action: Some(HistoryAction::Import { run_dirs }), .. } => history_import(&cli.global, &run_dirs),
+        Command::History { action: None, bench, vcpus, variant, last, html } => {
+            show_history(&cli.global, &history::Filter { bench, vcpus, variant, last }, html.as_deref())
+        }
         Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
         Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
     }
@@ -336,12 +382,72 @@ fn compare(run_a: &Path, run_b: &Path, g: &Global, gating: Gating) -> Result<u8>
     Ok(gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))
 }
 
+/// Adds a finished run to the history; a failure is a notice, never a failed run.
+fn add_to_history(g: &Global, run_dir: &Path) {
+    let path = g.history_path();
+    let added = history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
+    match added {
+        Ok(a) => eprintln!("history: {} {} ({a:?})", path.display(), run_dir.display()),
+        Err(e) => crate::ui::notice(&format!("the run is not in the history: failed to {e:#}")),
+    }
+}
+
+/// `harness history import`: adds each run directory.
+fn history_import(g: &Global, run_dirs: &[PathBuf]) -> Result<u8> {
+    let path = g.history_path();
+    let mut db = history::open(&path)?;
+    for dir in run_dirs {
+        let a = history::add(&mut db, dir, &g.work_dir, history::Sources::Records).with_context(|| format!("add {} to the history", dir.display()))?;
+        println!("{}: {}", dir.display(), format!("{a:?}").to_lowercase());
+    }
+    println!("history: {}", path.display());
+    Ok(EXIT_OK)
+}
+
+/// `harness history`: every matching series with its change points, as a
+/// table (or JSON) and, with `--html`, a page.
+fn show_history(g: &Global, f: &history::Filter, html: Option<&Path>) -> Result<u8> {
+    let path = g.history_path();
+    let Some(db) = history::open_existing(&path)? else {
+        anyhow::bail!("read the history {}: it does not exist yet (a finished `harness run` or `harness history import RUN_DIR...` makes it)", path.display());
+    };
+    let p = crate::stats::changepoint::Params::default();
+    let series = history::series(&db, f, &p)?;
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&series)?);
+    } else {
+        print!("{}", report::trend::table(&history::trends(&series, None)));
+        println!("{} series; {}", series.len(), history::method_text(&p));
+    }
+    if let Some(file) = html {
+        let file = std::path::absolute(file).context("resolve --html")?;
+        let page = report::trend::render(&history::trends(&series, file.parent()), &history::method_text(&p))?;
+        std::fs::write(&file, page).with_context(|| format!("write {}", file.display()))?;
+        eprintln!("trends: {}", file.display());
+    }
+    Ok(EXIT_OK)
+}
+
+/// Writes each key cell's standing against the history (when one exists)
+/// into the report; a failure is a note, never a failed report.
+fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
+    let done = history::open_existing(&g.history_path()).and_then(|db| match db {
+        Some(db) => history::annotate(r, &db, &run.meta()?, &run.events()?),
+        None => Ok(()),
+    });
+    if let Err(e) = done {
+        r.notes.push(format!("history not consulted: failed to {e:#}"));
+    }
+}
+
 /// Builds the report of a run, writes report.json/report.csv/report.html
 /// into it, prints it, and applies the gate.
-fn finish_report(run_dir: &Path, work_dir: &Path, json: bool, gating: Gating) -> Result<u8> {
+fn finish_report(run_dir: &Path, g: &Global, gating: Gating) -> Result<u8> {
+    let (work_dir, json) = (&g.work_dir, g.json);
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
-    let r = build_report(&run, work_dir)?;
+    let mut r = build_report(&run, work_dir)?;
+    annotate_history(&mut r, g, &run);
     for (name, data) in [
         ("report.json", serde_json::to_vec_pretty(&r)?),
         ("report.csv", report::csv(&r).into_bytes()),

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod gc;
 pub mod guest;
+pub mod history;
 pub mod image;
 pub mod kernel;
 pub mod pipeline;

@@ -38,7 +38,7 @@ impl Gate {
     }
 }
 
-fn is_key(key_metrics: &[String], benchmark: &str, metric: &str) -> bool {
+pub(crate) fn is_key(key_metrics: &[String], benchmark: &str, metric: &str) -> bool {
     key_metrics.is_empty() || key_metrics.iter().any(|k| k == benchmark || *k == format!("{benchmark}.{metric}"))
 }
 

@@ -3,13 +3,15 @@
 //! its repetitions), each variant compared with `base` under the decision rule
 //! of [`crate::stats`], failure rates and failed steps shown as cells. Reads
 //! the run's records only; never spawns. Text, CSV and the gate live in
-//! [`text`] and [`gate`], the HTML page in [`html`].
+//! [`text`] and [`gate`], the HTML page in [`html`], nightly trends in
+//! [`trend`].
 
 pub mod compare;
 pub mod gate;
 pub mod html;
 pub mod svg;
 pub mod text;
+pub mod trend;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,6 +52,10 @@ pub struct Cell {
     pub boots_failed: usize,
     /// Every measured repetition (for plots).
     pub values: Vec<f64>,
+    /// Against the nightly history, for key cells when a history database
+    /// has been consulted: "same as history", "changed on …", "new cell".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 /// One row: a metric at a vCPU count.
@@ -356,6 +362,7 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
         boots_ended,
         boots_failed,
         values: groups.concat(),
+        history: None,
     }
 }
 

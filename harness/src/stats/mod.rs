@@ -17,6 +17,8 @@
 //! * **Floor** — [`aa_floor`] (from the boots of an A/A run) and [`effect_floor`]
 //!   (`max(2%, measured)`).
 //! * **Failures** — [`fisher_greater`]: does the new variant fail more often than base.
+//! * **Change points** — [`changepoint::e_divisive`]: E-divisive means with a
+//!   permutation test over a nightly series, for the history.
 //! * **Verdict** — [`decide_all`] applies the [`Rule`] to every [`Comparison`] and
 //!   returns a [`Decision`] with a [`Verdict`]: regressed / improved / `~` / `≈` /
 //!   small / unsure / fails more / `?`.
@@ -26,6 +28,7 @@
 //! recomputed bit-for-bit from its raw samples and the printed rule.
 
 mod bootstrap;
+pub mod changepoint;
 mod decide;
 mod descriptive;
 mod fdr;

@@ -1,0 +1,101 @@
+//! The history database's layout and its migrations. The schema version is
+//! SQLite's `PRAGMA user_version`; opening a database applies every
+//! migration after its version, in one transaction, so a database written by
+//! an older harness is brought up to date and never rewritten otherwise.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use rusqlite::Connection;
+
+/// Migration `i` takes a database from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // v1: runs, their cells and one value per boot
+    "CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        content_hash TEXT NOT NULL,
+        started TEXT NOT NULL,
+        run_dir TEXT NOT NULL,
+        matrix_id TEXT NOT NULL,
+        matrix_name TEXT NOT NULL,
+        profile TEXT NOT NULL,
+        host TEXT NOT NULL,
+        accel TEXT NOT NULL,
+        clock TEXT NOT NULL,
+        qemu TEXT NOT NULL,
+        harness_version TEXT NOT NULL,
+        harness_revision TEXT,
+        kernel_source TEXT NOT NULL,
+        complete INTEGER NOT NULL
+    );
+    CREATE INDEX runs_series ON runs (matrix_id, profile, host, clock, accel, started);
+    CREATE TABLE cells (
+        run_id TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        vcpus INTEGER NOT NULL,
+        variant TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        higher_is_better INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        median REAL,
+        lo REAL,
+        hi REAL,
+        ci_exact INTEGER,
+        boots_ended INTEGER NOT NULL,
+        boots_failed INTEGER NOT NULL,
+        PRIMARY KEY (run_id, benchmark, metric, vcpus, variant)
+    );
+    CREATE TABLE boots (
+        run_id TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        vcpus INTEGER NOT NULL,
+        variant TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        value REAL NOT NULL,
+        PRIMARY KEY (run_id, benchmark, metric, vcpus, variant, idx)
+    );",
+    // v2: the tree a run measured, and per variant what was built from it
+    "ALTER TABLE runs ADD COLUMN tree_id TEXT;
+    ALTER TABLE runs ADD COLUMN git_commit TEXT;
+    ALTER TABLE runs ADD COLUMN git_describe TEXT;
+    CREATE TABLE variants (
+        run_id TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        build_key TEXT,
+        kernel_release TEXT,
+        config_hash TEXT,
+        series_hashes TEXT,
+        PRIMARY KEY (run_id, variant)
+    );",
+];
+
+/// The schema version this harness writes.
+pub const VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Opens (creating it if missing) the database at `path` and migrates it.
+pub fn open(path: &Path) -> Result<Connection> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let mut db = Connection::open(path).with_context(|| format!("open the history database {}", path.display()))?;
+    db.busy_timeout(std::time::Duration::from_secs(30))?;
+    migrate(&mut db).with_context(|| format!("migrate the history database {}", path.display()))?;
+    Ok(db)
+}
+
+/// Applies every migration after the database's version.
+pub fn migrate(db: &mut Connection) -> Result<()> {
+    let tx = db.transaction()?;
+    let have: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if have > VERSION {
+        bail!("read schema version {have}: this harness knows up to {VERSION}; use a newer harness");
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(have as usize) {
+        tx.execute_batch(sql).with_context(|| format!("apply migration to version {}", i + 1))?;
+    }
+    tx.execute_batch(&format!("PRAGMA user_version = {VERSION}"))?;
+    tx.commit()?;
+    Ok(())
+}

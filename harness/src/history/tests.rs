@@ -1,0 +1,213 @@
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::report::tests::{boots, meta_with};
+use crate::report::{build_from, Floors};
+use crate::stats::changepoint::Params;
+use crate::store::{Event, RunMeta, Sample};
+use crate::vm::MeasureClock;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harness-history-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A run of base and v on `day` (days after 2026-01-01), 5 boots each at `level`.
+fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (RunMeta, Vec<Sample>, Vec<Event>) {
+    let mut meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+    meta.id = id.into();
+    meta.started = crate::store::rfc3339(1_767_225_600 + day * 86_400 + 7_200);
+    meta.clock = Some(MeasureClock::TcgIcount);
+    meta.matrix.key_metrics = vec!["d".into()];
+    tweak(&mut meta);
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, level, &mut rec);
+    boots("v", 5, level * 0.99, &mut rec);
+    (meta, rec.0, rec.1)
+}
+
+fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<Event>)) -> PathBuf {
+    let dir = root.join(&meta.id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(meta).unwrap()).unwrap();
+    let lines = |v: Vec<String>| v.into_iter().map(|l| l + "\n").collect::<String>();
+    std::fs::write(dir.join("samples.jsonl"), lines(samples.iter().map(|s| serde_json::to_string(s).unwrap()).collect())).unwrap();
+    std::fs::write(dir.join("events.jsonl"), lines(events.iter().map(|e| serde_json::to_string(e).unwrap()).collect())).unwrap();
+    dir
+}
+
+/// Every row of every table, in order: what "changes nothing" compares.
+fn dump(db: &Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in ["runs", "cells", "boots", "variants"] {
+        let mut stmt = db.prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3, 4, 5")).unwrap();
+        let n = stmt.column_count();
+        let rows = stmt.query_map([], |r| Ok((0..n).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect::<Vec<_>>().join("|"))).unwrap();
+        out.extend(rows.map(|r| format!("{t}: {}", r.unwrap())));
+    }
+    out
+}
+
+/// Level of night `i` of a history with `step` from night `at` on, ±0.5% wiggle.
+fn level(i: u64, at: u64, step: f64) -> f64 {
+    let wiggle = [0.0, 0.004, -0.003, 0.002, -0.005, 0.003, -0.001][(i % 7) as usize];
+    100.0 * (1.0 + wiggle) * if i >= at { 1.0 + step } else { 1.0 }
+}
+
+#[test]
+fn adding_a_run_again_changes_nothing() {
+    let root = scratch("reimport");
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let dir = write_run(&root, &records("n1", 0, 100.0, |_| {}));
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
+    let before = dump(&db);
+    assert_eq!(before.iter().filter(|l| l.starts_with("boots:")).count(), 10, "one value per boot and cell");
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Unchanged);
+    assert_eq!(add(&mut db, &dir, &root, Sources::Live).unwrap(), Added::Unchanged, "same records: nothing is rewritten");
+    assert_eq!(dump(&db), before, "re-import changes nothing");
+    // the run was resumed since: its records changed, its rows are replaced, not doubled
+    std::fs::write(dir.join("events.jsonl"), std::fs::read_to_string(dir.join("events.jsonl")).unwrap() + "{\"event\":\"notice\",\"message\":\"x\"}\n").unwrap();
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Replaced);
+    assert_eq!(dump(&db).len(), before.len());
+}
+
+/// The schema of version 1, written by hand as that harness wrote it.
+const V1: &str = "CREATE TABLE runs (run_id TEXT PRIMARY KEY, content_hash TEXT NOT NULL, started TEXT NOT NULL, run_dir TEXT NOT NULL,
+        matrix_id TEXT NOT NULL, matrix_name TEXT NOT NULL, profile TEXT NOT NULL, host TEXT NOT NULL, accel TEXT NOT NULL,
+        clock TEXT NOT NULL, qemu TEXT NOT NULL, harness_version TEXT NOT NULL, harness_revision TEXT, kernel_source TEXT NOT NULL,
+        complete INTEGER NOT NULL);
+    CREATE INDEX runs_series ON runs (matrix_id, profile, host, clock, accel, started);
+    CREATE TABLE cells (run_id TEXT NOT NULL, benchmark TEXT NOT NULL, metric TEXT NOT NULL, vcpus INTEGER NOT NULL,
+        variant TEXT NOT NULL, unit TEXT NOT NULL, higher_is_better INTEGER NOT NULL, n INTEGER NOT NULL, median REAL, lo REAL,
+        hi REAL, ci_exact INTEGER, boots_ended INTEGER NOT NULL, boots_failed INTEGER NOT NULL,
+        PRIMARY KEY (run_id, benchmark, metric, vcpus, variant));
+    CREATE TABLE boots (run_id TEXT NOT NULL, benchmark TEXT NOT NULL, metric TEXT NOT NULL, vcpus INTEGER NOT NULL,
+        variant TEXT NOT NULL, idx INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY (run_id, benchmark, metric, vcpus, variant, idx));
+    PRAGMA user_version = 1;";
+
+#[test]
+fn a_version_1_database_is_migrated() {
+    let root = scratch("migrate");
+    let path = root.join("h.sqlite");
+    let (meta, _, events) = records("old", 0, 100.0, |_| {});
+    let k = run_key(&meta, &events);
+    {
+        let db = Connection::open(&path).unwrap();
+        db.execute_batch(V1).unwrap();
+        db.execute(
+            "INSERT INTO runs VALUES ('old', 'h0', ?1, '/gone/old', ?2, 'm', '', 'h', 'tcg', 'tcg-icount', 'qemu 10', '0.1.0', NULL, '/src.tar', 1)",
+            rusqlite::params![meta.started, k.matrix_id],
+        )
+        .unwrap();
+        db.execute("INSERT INTO cells VALUES ('old', 'd', 'execs_per_s', 2, 'base', 'execs/s', 1, 5, 100.0, 99.0, 101.0, 0, 5, 0)", []).unwrap();
+        db.execute("INSERT INTO boots VALUES ('old', 'd', 'execs_per_s', 2, 'base', 0, 100.0)", []).unwrap();
+    }
+    let mut db = open(&path).unwrap();
+    let version: u32 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, schema::VERSION);
+    let (tree, variants): (Option<String>, i64) =
+        db.query_row("SELECT tree_id, (SELECT count(*) FROM variants) FROM runs WHERE run_id = 'old'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!((tree, variants), (None, 0), "new columns and tables, old rows kept");
+    let new = write_run(&root, &records("new", 1, 100.0, |_| {}));
+    assert_eq!(add(&mut db, &new, &root, Sources::Records).unwrap(), Added::New);
+    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].nights.iter().map(|n| n.run_id.as_str()).collect::<Vec<_>>(), ["old", "new"], "the migrated run is the first night");
+    assert_eq!(open(&path).map(|_| ()).ok(), Some(()), "opening an up-to-date database again is a no-op");
+}
+
+#[test]
+fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
+    let root = scratch("mix");
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    type Tweak = Box<dyn Fn(&mut RunMeta)>;
+    let kinds: [(&str, Tweak); 5] = [
+        ("plain", Box::new(|_| {})),
+        ("wall", Box::new(|m| m.clock = Some(MeasureClock::TcgWall))),
+        ("host", Box::new(|m| m.host.hostname = "other".into())),
+        ("matrix", Box::new(|m| m.matrix.sampling.repetitions = 3)),
+        ("profile", Box::new(|m| m.matrix.profile = Some("quick".into()))),
+    ];
+    for (day, (name, tweak)) in kinds.iter().enumerate() {
+        for night in 0..2 {
+            let dir = write_run(&root, &records(&format!("{name}-{night}"), (day * 2 + night) as u64, 100.0, tweak));
+            add(&mut db, &dir, &root, Sources::Records).unwrap();
+        }
+    }
+    // accelerator: same clock name, boots under another accelerator
+    let mut kvm = records("kvm-0", 20, 100.0, |_| {});
+    for e in &mut kvm.2 {
+        if let Event::Boot { accel, .. } = e {
+            *accel = crate::vm::Accel::Kvm;
+        }
+    }
+    add(&mut db, &write_run(&root, &kvm), &root, Sources::Records).unwrap();
+    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    assert_eq!(s.len(), 6, "{:?}", s.iter().map(|s| &s.key).collect::<Vec<_>>());
+    for x in &s {
+        let prefix = x.nights[0].run_id.split('-').next().unwrap();
+        assert!(x.nights.iter().all(|n| n.run_id.starts_with(prefix)), "one kind per series: {:?}", x.nights);
+    }
+    let only = series(&db, &Filter { bench: Some("d".into()), vcpus: Some(2), variant: Some("v".into()), last: Some(1) }, &Params::default()).unwrap();
+    assert!(only.iter().all(|x| x.nights.len() == 1 && x.key.variant == "v"));
+}
+
+#[test]
+fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
+    let root = scratch("step");
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    for i in 0..24u64 {
+        let dir = write_run(&root, &records(&format!("night{i:02}"), i, level(i, 14, 0.05), |_| {}));
+        add(&mut db, &dir, &root, Sources::Records).unwrap();
+    }
+    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    let c = &s[0].changes;
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!((c[0].index, c[0].run_before.as_str(), c[0].run_after.as_str(), c[0].date.as_str()), (14, "night13", "night14", "2026-01-15"));
+    assert!((c[0].change - 0.05).abs() < 0.01 && c[0].p <= 0.001, "{c:?}");
+    assert!(change_text(&c[0], true).starts_with("changed on 2026-01-15 by +5.0% (better; p=0.001)"));
+
+    // the report of a later run says so per key cell; a flat series says "same"; a cell it never saw is new
+    let (meta, samples, events) = records("night24", 24, level(24, 14, 0.05), |_| {});
+    let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
+    annotate(&mut r, &db, &meta, &events).unwrap();
+    assert_eq!(r.rows[0].cells[0].history.as_deref(), Some("changed on 2026-01-15 by +5.0% (better)"));
+    assert!(crate::report::table(&r).contains("history: changed on 2026-01-15"));
+    let flat_root = scratch("flat");
+    let mut flat = open(&flat_root.join("h.sqlite")).unwrap();
+    for i in 0..10u64 {
+        add(&mut flat, &write_run(&flat_root, &records(&format!("f{i}"), i, level(i, 99, 0.0), |_| {})), &flat_root, Sources::Records).unwrap();
+    }
+    let (meta, samples, events) = records("f10", 10, level(10, 99, 0.0), |_| {});
+    let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
+    annotate(&mut r, &flat, &meta, &events).unwrap();
+    assert_eq!(r.rows[0].cells[0].history.as_deref(), Some("same as history (11 nights)"));
+    let (meta, samples, events) = records("x", 10, 100.0, |m| m.host.hostname = "elsewhere".into());
+    let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
+    annotate(&mut r, &flat, &meta, &events).unwrap();
+    assert_eq!(r.rows[0].cells[1].history.as_deref(), Some("new cell"));
+    // without a history, the report says nothing
+    let r = build_from(&meta, &samples, &events, &Floors::none("none"));
+    assert!(r.rows[0].cells.iter().all(|c| c.history.is_none()) && !crate::report::table(&r).contains("history:"));
+}
+
+#[test]
+fn trends_link_to_run_reports_relative_to_the_page() {
+    assert_eq!(relative(Path::new("/a/b/pages"), Path::new("/a/b/runs/r1/report.html")), PathBuf::from("../runs/r1/report.html"));
+    let root = scratch("links");
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let dir = write_run(&root.join("runs"), &records("r1", 0, 100.0, |_| {}));
+    std::fs::write(dir.join("report.html"), "<html></html>").unwrap();
+    add(&mut db, &dir, &root, Sources::Records).unwrap();
+    let s = series(&db, &Filter::default(), &Params::default()).unwrap();
+    let t = trends(&s, Some(&root));
+    assert_eq!(t[0].points[0].link, "runs/r1/report.html");
+    assert!(trends(&s, None)[0].points[0].link.starts_with("file:///"));
+    let page = crate::report::trend::render(&t, &method_text(&Params::default())).unwrap();
+    assert!(page.contains("runs/r1/report.html") && page.contains("p ≤ 0.001"));
+    assert!(crate::report::trend::table(&t).contains("no change point over 1 night(s)"));
+}

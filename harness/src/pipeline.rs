@@ -352,6 +352,7 @@ fn make_variant(
             }
             let series = patch::load_series(&m.series_dir, s)?;
             if let Err(f) = tree.apply_series(&series, reverse, &plog)? {
+                proc::check_interrupted()?;
                 let msg = f.to_string();
                 run.event(&Event::Patch { variant: v.name.clone(), failure: Some(f), error: Some(msg.clone()) })?;
                 return Ok(Err(msg));
@@ -369,6 +370,8 @@ fn make_variant(
     let cfg = match build::configure(tree, &m.kernel.base_config, &frags, work, &vlog("config.log")) {
         Ok(c) => c,
         Err(e) => {
+            // a make killed by Ctrl-C is an interruption, not a failed config
+            proc::check_interrupted()?;
             let msg = format!("{e:#}");
             run.event(&Event::Config { variant: v.name.clone(), lost: vec![], error: Some(msg.clone()) })?;
             return Ok(Err(msg));
@@ -406,6 +409,7 @@ fn make_variant(
             Ok(Ok(art))
         }
         Err(f) => {
+            proc::check_interrupted()?;
             let msg = if f.timed_out {
                 format!("build timed out after {} min", m.kernel.build_timeout_min)
             } else {

@@ -87,7 +87,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
         m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into())
     });
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
-    let _lock = store::WorkLock::acquire(&opts.work_dir)?;
+    let _lock = work_lock(opts)?;
     let run = Run::create(&opts.runs_dir, &label)?;
     let qemu = qemu_binary()?;
     let meta = RunMeta {
@@ -106,11 +106,17 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
 
 /// Finishes an interrupted run.
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
-    let _lock = store::WorkLock::acquire(&opts.work_dir)?;
-    let run = Run::open(dir)?;
+    let _lock = work_lock(opts)?;
+    let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
     execute(&run, &meta.matrix, opts)?;
     Ok(run.dir)
+}
+
+/// The work-directory lock for a run: waits out a `check` or `gc --yes`
+/// (a nightly should not fail on one), refuses another run.
+fn work_lock(opts: &Options) -> Result<store::WorkLock> {
+    store::WorkLock::acquire_waiting(&opts.work_dir, "run", store::BRIEF_HOLDER_WAIT, crate::ui::notice)
 }
 
 /// Each variant's kernel and initramfs, or why it could not be made.
@@ -428,3 +434,4 @@ fn make_variant(
         }
     }
 }
+

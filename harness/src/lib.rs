@@ -11,6 +11,7 @@ pub mod config;
 pub mod gc;
 pub mod guest;
 pub mod image;
+pub mod inputs;
 pub mod kernel;
 pub mod pipeline;
 pub mod plan;

@@ -88,6 +88,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
     });
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
     let _lock = work_lock(opts)?;
+    let inputs = crate::inputs::pin(&m)?;
     let run = Run::create(&opts.runs_dir, &label)?;
     let qemu = qemu_binary()?;
     let meta = RunMeta {
@@ -98,6 +99,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
         host: host_facts(&qemu),
         harness_revision: harness_revision(),
         clock: None,
+        inputs: Some(inputs),
     };
     run.write_meta(&meta)?;
     execute(&run, &meta.matrix, opts)?;
@@ -109,6 +111,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
     let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
+    crate::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
     execute(&run, &meta.matrix, opts)?;
     Ok(run.dir)
 }
@@ -435,3 +438,49 @@ fn make_variant(
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is
+    /// writing (naming its pid) and a run whose inputs changed (naming them).
+    #[test]
+    fn resume_refuses_a_locked_run_and_changed_inputs() {
+        let root = std::env::temp_dir().join(format!("harness-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        write(&root.join("src/Makefile"), "VERSION = 6\n");
+        write(&root.join("frag.config"), "CONFIG_A=y\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: [frag.config]\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("src").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let writer = Run::create(&root.join("runs"), "t").unwrap();
+        let meta = RunMeta {
+            format_version: store::FORMAT_VERSION,
+            id: writer.id.clone(),
+            started: store::now_rfc3339(),
+            inputs: Some(crate::inputs::pin(&m).unwrap()),
+            matrix: m,
+            host: Host::default(),
+            harness_revision: None,
+            clock: None,
+        };
+        writer.write_meta(&meta).unwrap();
+        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true };
+        // another work directory resumes the run while its writer lives
+        let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
+        assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");
+        let dir = writer.dir.clone();
+        drop(writer);
+        write(&root.join("frag.config"), "CONFIG_A=n\n");
+        let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
+        assert!(e.contains(&format!("inputs changed since it started (fragment {} changed)", root.join("frag.config").display())), "{e}");
+        std::fs::remove_dir_all(root).ok();
+    }
+}

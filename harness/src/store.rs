@@ -40,6 +40,10 @@ pub struct RunMeta {
     /// The clock the run's numbers are in, once the accelerator is known.
     #[serde(default)]
     pub clock: Option<MeasureClock>,
+    /// Hashes of the source, series, fragments and base config at the
+    /// start; `--resume` refuses when they changed (absent in older runs).
+    #[serde(default)]
+    pub inputs: Option<crate::inputs::Inputs>,
 }
 
 /// Facts about the host.

@@ -527,6 +527,7 @@ pub(crate) mod tests {
             host: Host { hostname: "h".into(), cpus: 2, ..Host::default() },
             harness_revision: None,
             clock: None,
+            inputs: None,
         }
     }
 

@@ -122,6 +122,13 @@ fn work_lock(opts: &Options) -> Result<store::WorkLock> {
     store::WorkLock::acquire_waiting(&opts.work_dir, "run", store::BRIEF_HOLDER_WAIT, crate::ui::notice)
 }
 
+/// `work/keys/<run-id>/`: a run's private keys and the initramfs images
+/// that carry its host key. Never under `runs/`, which travels with
+/// archived runs.
+pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
+    work.join("keys").join(run_id)
+}
+
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 
@@ -193,11 +200,12 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
     }
 
     // guest image parts shared by every kernel
-    ui.stage("image", "compiling benchmarks, making the SSH key");
-    let img_dir = run.dir.join("image");
-    let benches = image::compile_benchmarks(&opts.images_dir, &img_dir.join("bin"), &run.log("image.log"))?;
-    let (key, pubkey) = image::make_ssh_key(&run.dir.join("ssh"), &run.log("image.log"))?;
-    let common = image::common_archive(&image::HostBins::find()?, &benches, &pubkey)?.to_cpio();
+    ui.stage("image", "compiling benchmarks, making the SSH keys");
+    let benches = image::compile_benchmarks(&opts.images_dir, &run.dir.join("image/bin"), &run.log("image.log"))?;
+    // private keys, and the images that hold the host key, stay in the work directory
+    let img_dir = private_dir(&opts.work_dir, &run.id);
+    let keys = image::make_keys(&img_dir, &run.log("image.log"))?;
+    let common = image::common_archive(&image::HostBins::find()?, &benches, &keys)?.to_cpio();
 
     // kernels
     let mut kernels: Kernels = BTreeMap::new();
@@ -229,7 +237,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         ui.inc();
     }
 
-    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key, host_cpus: host_cpus(), accel, pace: Pace::default() };
+    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host_cpus(), accel, pace: Pace::default() };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
         ctx.accel = probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
     }

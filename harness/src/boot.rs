@@ -122,6 +122,8 @@ pub struct BootCtx<'a> {
     pub qemu: PathBuf,
     /// The run's SSH private key.
     pub key: PathBuf,
+    /// The guest's host key (public line), pinned in the run's image.
+    pub host_key: String,
     /// Host CPUs.
     pub host_cpus: u32,
     /// The accelerator boots use.
@@ -221,14 +223,14 @@ pub fn start_and_wait(
         initrd: initrd.to_path_buf(),
         cmdline: cmdline.clone(),
         console: dir.join("console.log"),
-        ssh_port: vm::free_port()?,
+        ssh_port: 0,
     };
     let qemu_log = dir.join("qemu.log");
     let started = Instant::now();
     let mut vm = Vm::start(spec, &qemu_log)?;
     let icount = ctx.clock() == MeasureClock::TcgIcount;
     let guest_limit = ctx.m.guest.boot_timeout_s as f64;
-    let res = Guest::wait_ready(vm.spec.ssh_port, &ctx.key, started + deadline, || {
+    let res = Guest::wait_ready(vm.spec.ssh_port, &ctx.key, &ctx.host_key, started + deadline, || {
         let console = vm.console();
         let findings = vm::scan_console(&console);
         let panic = findings.iter().find(|f| f.kind == vm::Trouble::Panic).map(|_| findings[0].signature.clone());
@@ -238,6 +240,9 @@ pub fn start_and_wait(
         if let Ok(Some(code)) = vm.exited() {
             let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
             return Some(qemu_exit_reason(code, findings.first(), &qlog));
+        }
+        if vm.spec.ssh_port == 0 {
+            return Some("QEMU bound no SSH forward on 127.0.0.1".into());
         }
         if let Some(why) = stuck_under_kvm(ctx.accel, &std::fs::read_to_string(&qemu_log).unwrap_or_default()) {
             return Some(why);
@@ -308,6 +313,7 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
         ui: ctx.ui,
         qemu: ctx.qemu.clone(),
         key: ctx.key.clone(),
+        host_key: ctx.host_key.clone(),
         host_cpus: ctx.host_cpus,
         accel: Accel::Kvm,
         pace: ctx.pace,

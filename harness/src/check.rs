@@ -235,7 +235,7 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
         extra.sort();
         names.extend(extra);
     }
-    let lock = match WorkLock::try_acquire(work) {
+    let lock = match WorkLock::try_acquire(work, "check") {
         Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
         Ok(l) => l,
     };
@@ -383,7 +383,7 @@ mod tests {
         let work = root.join("work");
 
         // the run: lock, tree, series applied, scratch in use
-        let run_lock = WorkLock::acquire(&work).unwrap();
+        let run_lock = WorkLock::acquire(&work, "run").unwrap();
         let log = root.join("run.log");
         let tree = Tree::prepare(&src, &work, &log).unwrap();
         let series = patch::load_series(&m.series_dir, "s").unwrap();
@@ -403,7 +403,7 @@ mod tests {
         let items = run(&m, &work);
         assert!(items.iter().any(|i| i.what == "kernel tree" && i.message.contains(&tree.dir.display().to_string())), "{items:?}");
         assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\ntwo\nthree\n");
-        WorkLock::acquire(&work).expect("check released the lock");
+        WorkLock::acquire(&work, "run").expect("check released the lock");
         std::fs::remove_dir_all(root).ok();
     }
 

@@ -1,6 +1,6 @@
 //! `harness gc` and the disk-use figures of `harness check`: what the work
-//! directory (`kernels/<key>`, `tree/<key>` copies) and the runs directory
-//! (`runs/<id>/image/*.cpio`) hold, when each kernel and tree was last used,
+//! directory (`kernels/<key>`, `tree/<key>` copies, the run images
+//! `keys/<run-id>/*.cpio`) and the runs directory hold, when each kernel and tree was last used,
 //! and which of them a policy lets go. Deciding is separate from deleting,
 //! so a dry run prints exactly what `--yes` removes.
 
@@ -117,13 +117,14 @@ fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
     units
 }
 
-/// Run images: the `image/*.cpio` files of each run (remade by `--resume`).
-fn run_images(runs: &Path) -> Vec<Unit> {
+/// Run images: the `work/keys/<run-id>/*.cpio` files of each run (they
+/// carry its host key; remade by `--resume`). The keys themselves stay.
+fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (name, p) in entries(runs) {
-        let cpios: Vec<PathBuf> = entries(&p.join("image")).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q).collect();
+    for (name, p) in entries(&work.join("keys")) {
+        let cpios: Vec<PathBuf> = entries(&p).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q).collect();
         // a run that wrote an event within the hour may still be booting from its image
-        let busy = mtime(&p.join("events.jsonl")).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
+        let busy = mtime(&runs.join(&name).join("events.jsonl")).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
         if cpios.is_empty() || busy {
             continue;
         }
@@ -156,7 +157,7 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Vi
     select(k, "kernel", policy, now, &mut out);
     let t = trees(work, &mut out);
     select(t, "tree", policy, now, &mut out);
-    select(run_images(runs), "image of run", policy, now, &mut out);
+    select(run_images(work, runs), "image of run", policy, now, &mut out);
     out
 }
 
@@ -222,11 +223,12 @@ mod tests {
             age(&work.join("tree").join(format!("{key}.{LAST_USED}")), days);
         }
         for (id, days) in [("r1", 0), ("r2", 5)] {
-            put(&runs.join(id).join("image/base.cpio"), 3000);
+            put(&work.join("keys").join(id).join("base.cpio"), 3000);
+            put(&work.join("keys").join(id).join("id_ed25519"), 400);
             put(&runs.join(id).join("samples.jsonl"), 10);
             put(&runs.join(id).join("events.jsonl"), 10);
             age(&runs.join(id).join("events.jsonl"), 1);
-            age(&runs.join(id).join("image/base.cpio"), days);
+            age(&work.join("keys").join(id).join("base.cpio"), days);
         }
 
         let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
@@ -241,13 +243,13 @@ mod tests {
                 "work/tree/t2.applied.json",
                 "work/tree/t2.last-used",
                 "work/tree/t2.tinyconfig",
-                "runs/r2/image/base.cpio",
+                "work/keys/r2/base.cpio",
             ]
         );
         assert!(v[1].why.contains("kernel k2 last used 10 day(s) ago") && v[1].bytes >= 5000, "{:?}", v[1]);
         // younger than 15 days is kept too
         let v = plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now());
-        assert!(!v.iter().any(|v| v.path.ends_with("k2") || v.path.ends_with("r2/image/base.cpio")), "{v:?}");
+        assert!(!v.iter().any(|v| v.path.ends_with("k2") || v.path.ends_with("r2/base.cpio")), "{v:?}");
         assert!(v.iter().any(|v| v.path.ends_with("k3")));
 
         // a dry run deletes nothing; delete removes exactly the plan
@@ -255,11 +257,11 @@ mod tests {
         delete(&v).unwrap();
         assert!(!work.join("kernels/k3").exists() && !work.join("tree/t2").exists() && !work.join("tree/t2.tinyconfig").exists());
         assert!(work.join("kernels/k1/bzImage").exists() && work.join("kernels/k2").exists() && work.join("tree/t1.applied.json").exists());
-        assert!(runs.join("r2/samples.jsonl").exists(), "only images go");
+        assert!(runs.join("r2/samples.jsonl").exists() && work.join("keys/r2/id_ed25519").exists(), "only images go");
         assert!(plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now()).is_empty());
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
-        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now()).iter().all(|v| !v.path.starts_with(runs.join("r1"))));
+        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now()).iter().all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");

@@ -1,6 +1,7 @@
 //! Guest control over SSH (libssh2 through the `ssh2` crate): wait for the
-//! guest's sshd within a deadline with backoff, run one command with its own
-//! timeout and collect stdout, stderr and the exit status, and power off.
+//! guest's sshd within a deadline with backoff, refuse any server whose host
+//! key is not the one pinned in the run's image, run one command with its
+//! own timeout and collect stdout, stderr and the exit status, and power off.
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -32,15 +33,39 @@ pub struct Output {
 #[error("wait for a guest command: no result after {0:?}")]
 pub struct Timeout(pub Duration);
 
+/// The server on the guest's port showed a host key that is not the run's:
+/// something other than the guest answered. Never retried.
+#[derive(Debug, thiserror::Error)]
+#[error("check the guest's SSH host key: the server on 127.0.0.1:{port} showed {got}, not the run's pinned key; refusing it (another process may be on the port)")]
+pub struct ForeignHostKey {
+    /// The port.
+    pub port: u16,
+    /// What it showed: key type and SHA-256 of the key.
+    pub got: String,
+}
+
 impl Guest {
-    /// One attempt to connect and authenticate as root with `key`.
-    pub fn connect(port: u16, key: &Path, timeout: Duration) -> Result<Guest> {
+    /// One attempt to connect, check that the server's host key is
+    /// `host_key` (a public key line, `ssh-ed25519 AAAA… [comment]`), and
+    /// authenticate as root with `key`.
+    pub fn connect(port: u16, key: &Path, host_key: &str, timeout: Duration) -> Result<Guest> {
+        let want = key_blob(host_key).context("read the run's pinned host key")?;
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let tcp = TcpStream::connect_timeout(&addr, timeout).context("connect to the guest's sshd")?;
         let mut sess = ssh2::Session::new().context("create an SSH session")?;
         sess.set_timeout(timeout.as_millis() as u32);
         sess.set_tcp_stream(tcp);
         sess.handshake().context("SSH handshake")?;
+        match sess.host_key() {
+            Some((blob, _)) if blob == want.as_slice() => {}
+            got => {
+                let got = got.map_or("no host key".to_string(), |(b, t)| {
+                    use sha2::Digest;
+                    format!("a host key of type {t:?} with SHA-256 {}", crate::kernel::tree::hex(&sha2::Sha256::digest(b)))
+                });
+                return Err(ForeignHostKey { port, got }.into());
+            }
+        }
         sess.userauth_pubkey_file("root", None, key, None).context("log in as root with the run's key")?;
         if !sess.authenticated() {
             bail!("log in as root: not authenticated");
@@ -53,6 +78,7 @@ impl Guest {
     pub fn wait_ready(
         port: u16,
         key: &Path,
+        host_key: &str,
         deadline: Instant,
         mut abort: impl FnMut() -> Option<String>,
     ) -> Result<Guest> {
@@ -63,8 +89,9 @@ impl Guest {
             if let Some(why) = abort() {
                 bail!("{why}");
             }
-            match Guest::connect(port, key, Duration::from_secs(10)) {
+            match Guest::connect(port, key, host_key, Duration::from_secs(10)) {
                 Ok(g) => return Ok(g),
+                Err(e) if e.downcast_ref::<ForeignHostKey>().is_some() => return Err(e),
                 Err(e) => last = e,
             }
             if Instant::now() + delay > deadline {
@@ -140,6 +167,92 @@ impl Guest {
     }
 }
 
+/// The key blob of a public key line: its base64 field, decoded.
+fn key_blob(line: &str) -> Result<Vec<u8>> {
+    let b64 = line.split_whitespace().nth(1).context("no key field in the public key line")?;
+    let mut out = Vec::with_capacity(b64.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in b64.bytes().take_while(|&c| c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => bail!("`{}` is not base64", c as char),
+        };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Ok(out)
+}
+
 fn is_timeout(e: &ssh2::Error) -> bool {
     matches!(e.code(), ssh2::ErrorCode::Session(-9) | ssh2::ErrorCode::Session(-37))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::Cmd;
+
+    fn key(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+        let p = dir.join(name);
+        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(&p).capture().run_ok().unwrap();
+        let out = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(&p).capture().run_ok().unwrap().output;
+        (p, out.lines().find(|l| l.starts_with("ssh-")).unwrap().to_string())
+    }
+
+    #[test]
+    fn key_blob_decodes_base64() {
+        assert_eq!(key_blob("ssh-ed25519 AAAAC3Nz x").unwrap(), [0, 0, 0, 11, 115, 115]);
+        assert_eq!(key_blob("t aGk=").unwrap(), b"hi");
+        assert!(key_blob("ssh-ed25519").is_err() && key_blob("t a*b").is_err());
+    }
+
+    /// Issue 11 item 7: a real sshd (dropbear) with another host key on the
+    /// port is refused at once, before any login; with the pinned key the
+    /// same server gets as far as the login.
+    #[test]
+    fn a_forged_sshd_is_refused() {
+        let dir = std::env::temp_dir().join(format!("harness-forged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (forged, forged_pub) = key(&dir, "forged_host_key");
+        let (_, pinned_pub) = key(&dir, "pinned_host_key");
+        let (client_db, _) = key(&dir, "client");
+        let client = dir.join("client_openssh");
+        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&client_db).arg(&client).capture().run_ok().unwrap();
+        let sshd = Cmd::new("/usr/sbin/dropbear")
+            .args(["-F", "-E", "-s", "-p", "127.0.0.1:0", "-r"])
+            .arg(&forged)
+            .arg("-P")
+            .arg(dir.join("pid"))
+            .log(dir.join("sshd.log"))
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            if let Some(p) = crate::vm::listening_port(sshd.pgid()) {
+                break p;
+            }
+            assert!(Instant::now() < until, "dropbear did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let t = Instant::now();
+        let e = Guest::wait_ready(port, &client, &pinned_pub, Instant::now() + Duration::from_secs(30), || None).err().expect("a forged sshd must be refused");
+        assert!(e.downcast_ref::<ForeignHostKey>().is_some(), "{e:#}");
+        assert!(format!("{e:#}").contains(&format!("the server on 127.0.0.1:{port} showed a host key of type Ed25519 with SHA-256 ")), "{e:#}");
+        assert!(t.elapsed() < Duration::from_secs(10), "a foreign host key is not retried until the deadline");
+        // the same server with its own key pinned: past the host key, refused at login
+        let e = Guest::connect(port, &client, &forged_pub, Duration::from_secs(10)).err().expect("the client key is not authorized");
+        assert!(e.downcast_ref::<ForeignHostKey>().is_none() && format!("{e:#}").contains("log in as root"), "{e:#}");
+        drop(sshd);
+        std::fs::remove_dir_all(dir).ok();
+    }
 }

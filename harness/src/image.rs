@@ -138,7 +138,7 @@ ip route add default via 10.0.2.2
 mkdir -p /etc/dropbear
 chmod 700 /root /root/.ssh
 chmod 600 /root/.ssh/authorized_keys
-dropbear -R -s -p 22 -P /tmp/dropbear.pid
+dropbear -r /etc/dropbear/dropbear_ed25519_host_key -s -p 22 -P /tmp/dropbear.pid
 echo "{UPTIME_MARK}$(cat /proc/uptime)" > /dev/ttyS0
 echo "{READY_MARK}" > /dev/ttyS0
 while true; do sleep 3600; done
@@ -258,8 +258,8 @@ pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(
 }
 
 /// Makes the common archive: busybox, dropbear, libraries, benchmarks,
-/// `/init`, and the run's authorized key.
-pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], authorized_key: &str) -> Result<Archive> {
+/// `/init`, the run's authorized key and the guest's pinned host key.
+pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], keys: &Keys) -> Result<Archive> {
     let mut a = Archive::default();
     for d in ["/bin", "/sbin", "/usr/bin", "/usr/sbin", "/proc", "/sys", "/dev", "/tmp", "/root/.ssh", "/etc", "/lib/modules", "/bench", "/var/log"] {
         a.dir(d);
@@ -295,7 +295,9 @@ pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], authorized
     a.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n".to_vec());
     a.file("/etc/group", 0o644, b"root:x:0:\n".to_vec());
     a.file("/etc/shells", 0o644, b"/bin/sh\n".to_vec());
-    a.file("/root/.ssh/authorized_keys", 0o600, format!("{}\n", authorized_key.trim()).into_bytes());
+    a.file("/root/.ssh/authorized_keys", 0o600, format!("{}\n", keys.authorized.trim()).into_bytes());
+    let host_key = std::fs::read(&keys.host).with_context(|| format!("read {}", keys.host.display()))?;
+    a.file("/etc/dropbear/dropbear_ed25519_host_key", 0o600, host_key);
     Ok(a)
 }
 
@@ -323,25 +325,44 @@ pub fn modules_archive(mods_root: &Path, release: &str) -> Result<Archive> {
     Ok(a)
 }
 
-/// A per-run SSH key pair made with dropbearkey and converted to OpenSSH
-/// format for libssh2: `(private key path, public key line)`.
-pub fn make_ssh_key(dir: &Path, log: &Path) -> Result<(PathBuf, String)> {
+/// A run's SSH keys. The private ones live in the work directory
+/// (`work/keys/<run-id>/`), never in the run directory, which travels with
+/// archived runs.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    /// The client's private key, in OpenSSH format for libssh2.
+    pub client: PathBuf,
+    /// The client's public key line, the guest's `authorized_keys`.
+    pub authorized: String,
+    /// The guest's private host key (dropbear format), baked into the image:
+    /// no key is generated in the guest (`dropbear -R` costs guest time).
+    pub host: PathBuf,
+    /// The host key's public line: the only key the harness accepts.
+    pub host_public: String,
+}
+
+/// Makes (or, on `--resume`, reuses) a run's keys in `dir` with dropbearkey.
+pub fn make_keys(dir: &Path, log: &Path) -> Result<Keys> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).with_context(|| format!("protect {}", dir.display()))?;
     let db = dir.join("id_dropbear");
-    let key = dir.join("id_ed25519");
-    if !key.is_file() {
+    let client = dir.join("id_ed25519");
+    if !client.is_file() {
         let _ = std::fs::remove_file(&db);
-        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(&db).log(log).run_ok().context("make the run's SSH key")?;
-        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&db).arg(&key).log(log).run_ok()?;
+        dropbear_key(&db, log)?;
+        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&db).arg(&client).log(log).run_ok()?;
     }
-    let f = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(&db).capture().run_ok()?;
-    let pubkey = f
-        .output
-        .lines()
-        .find(|l| l.starts_with("ssh-"))
-        .map(str::to_string)
-        .context("read the public key from dropbearkey")?;
-    Ok((key, pubkey))
+    let host = dir.join("dropbear_ed25519_host_key");
+    Ok(Keys { client, authorized: dropbear_key(&db, log)?, host_public: dropbear_key(&host, log)?, host })
+}
+
+/// The public line of the ed25519 key at `path`, made first if missing.
+fn dropbear_key(path: &Path, log: &Path) -> Result<String> {
+    if !path.is_file() {
+        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(path).log(log).run_ok().with_context(|| format!("make the SSH key {}", path.display()))?;
+    }
+    let f = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(path).capture().run_ok()?;
+    f.output.lines().find(|l| l.starts_with("ssh-")).map(str::to_string).with_context(|| format!("read the public key of {}", path.display()))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod gc;
 pub mod guest;
 pub mod history;
 pub mod image;
+pub mod inputs;
 pub mod kernel;
 pub mod pipeline;
 pub mod plan;

@@ -87,7 +87,8 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
         m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into())
     });
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
-    let _lock = store::WorkLock::acquire(&opts.work_dir)?;
+    let _lock = work_lock(opts)?;
+    let inputs = crate::inputs::pin(&m)?;
     let run = Run::create(&opts.runs_dir, &label)?;
     let qemu = qemu_binary()?;
     let meta = RunMeta {
@@ -98,6 +99,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
         host: host_facts(&qemu),
         harness_revision: harness_revision(),
         clock: None,
+        inputs: Some(inputs),
     };
     run.write_meta(&meta)?;
     execute(&run, &meta.matrix, opts)?;
@@ -106,11 +108,25 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
 
 /// Finishes an interrupted run.
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
-    let _lock = store::WorkLock::acquire(&opts.work_dir)?;
-    let run = Run::open(dir)?;
+    let _lock = work_lock(opts)?;
+    let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
+    crate::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
     execute(&run, &meta.matrix, opts)?;
     Ok(run.dir)
+}
+
+/// The work-directory lock for a run: waits out a `check` or `gc --yes`
+/// (a nightly should not fail on one), refuses another run.
+fn work_lock(opts: &Options) -> Result<store::WorkLock> {
+    store::WorkLock::acquire_waiting(&opts.work_dir, "run", store::BRIEF_HOLDER_WAIT, crate::ui::notice)
+}
+
+/// `work/keys/<run-id>/`: a run's private keys and the initramfs images
+/// that carry its host key. Never under `runs/`, which travels with
+/// archived runs.
+pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
+    work.join("keys").join(run_id)
 }
 
 /// Each variant's kernel and initramfs, or why it could not be made.
@@ -184,11 +200,12 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
     }
 
     // guest image parts shared by every kernel
-    ui.stage("image", "compiling benchmarks, making the SSH key");
-    let img_dir = run.dir.join("image");
-    let benches = image::compile_benchmarks(&opts.images_dir, &img_dir.join("bin"), &run.log("image.log"))?;
-    let (key, pubkey) = image::make_ssh_key(&run.dir.join("ssh"), &run.log("image.log"))?;
-    let common = image::common_archive(&image::HostBins::find()?, &benches, &pubkey)?.to_cpio();
+    ui.stage("image", "compiling benchmarks, making the SSH keys");
+    let benches = image::compile_benchmarks(&opts.images_dir, &run.dir.join("image/bin"), &run.log("image.log"))?;
+    // private keys, and the images that hold the host key, stay in the work directory
+    let img_dir = private_dir(&opts.work_dir, &run.id);
+    let keys = image::make_keys(&img_dir, &run.log("image.log"))?;
+    let common = image::common_archive(&image::HostBins::find()?, &benches, &keys)?.to_cpio();
 
     // kernels
     let mut kernels: Kernels = BTreeMap::new();
@@ -220,7 +237,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         ui.inc();
     }
 
-    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key, host_cpus: host_cpus(), accel, pace: Pace::default() };
+    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host_cpus(), accel, pace: Pace::default() };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
         ctx.accel = probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
     }
@@ -352,6 +369,7 @@ fn make_variant(
             }
             let series = patch::load_series(&m.series_dir, s)?;
             if let Err(f) = tree.apply_series(&series, reverse, &plog)? {
+                proc::check_interrupted()?;
                 let msg = f.to_string();
                 run.event(&Event::Patch { variant: v.name.clone(), failure: Some(f), error: Some(msg.clone()) })?;
                 return Ok(Err(msg));
@@ -369,6 +387,8 @@ fn make_variant(
     let cfg = match build::configure(tree, &m.kernel.base_config, &frags, work, &vlog("config.log")) {
         Ok(c) => c,
         Err(e) => {
+            // a make killed by Ctrl-C is an interruption, not a failed config
+            proc::check_interrupted()?;
             let msg = format!("{e:#}");
             run.event(&Event::Config { variant: v.name.clone(), lost: vec![], error: Some(msg.clone()) })?;
             return Ok(Err(msg));
@@ -406,6 +426,7 @@ fn make_variant(
             Ok(Ok(art))
         }
         Err(f) => {
+            proc::check_interrupted()?;
             let msg = if f.timed_out {
                 format!("build timed out after {} min", m.kernel.build_timeout_min)
             } else {
@@ -422,5 +443,52 @@ fn make_variant(
             })?;
             Ok(Err(msg))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is
+    /// writing (naming its pid) and a run whose inputs changed (naming them).
+    #[test]
+    fn resume_refuses_a_locked_run_and_changed_inputs() {
+        let root = std::env::temp_dir().join(format!("harness-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        write(&root.join("src/Makefile"), "VERSION = 6\n");
+        write(&root.join("frag.config"), "CONFIG_A=y\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: [frag.config]\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("src").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let writer = Run::create(&root.join("runs"), "t").unwrap();
+        let meta = RunMeta {
+            format_version: store::FORMAT_VERSION,
+            id: writer.id.clone(),
+            started: store::now_rfc3339(),
+            inputs: Some(crate::inputs::pin(&m).unwrap()),
+            matrix: m,
+            host: Host::default(),
+            harness_revision: None,
+            clock: None,
+        };
+        writer.write_meta(&meta).unwrap();
+        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true };
+        // another work directory resumes the run while its writer lives
+        let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
+        assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");
+        let dir = writer.dir.clone();
+        drop(writer);
+        write(&root.join("frag.config"), "CONFIG_A=n\n");
+        let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
+        assert!(e.contains(&format!("inputs changed since it started (fragment {} changed)", root.join("frag.config").display())), "{e}");
+        std::fs::remove_dir_all(root).ok();
     }
 }

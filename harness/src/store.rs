@@ -40,6 +40,10 @@ pub struct RunMeta {
     /// The clock the run's numbers are in, once the accelerator is known.
     #[serde(default)]
     pub clock: Option<MeasureClock>,
+    /// Hashes of the source, series, fragments and base config at the
+    /// start; `--resume` refuses when they changed (absent in older runs).
+    #[serde(default)]
+    pub inputs: Option<crate::inputs::Inputs>,
 }
 
 /// Facts about the host.
@@ -248,12 +252,15 @@ pub enum Event {
     },
 }
 
-/// An open run directory.
+/// An open run directory: read-only when opened with [`Run::open`], the
+/// writer's when made by [`Run::create`] or [`Run::open_to_write`] (then
+/// it holds the run's lock for its whole life).
 pub struct Run {
     /// The directory.
     pub dir: PathBuf,
     /// Its id.
     pub id: String,
+    _lock: Option<Flock>,
 }
 
 /// UTC now as RFC 3339 (seconds).
@@ -288,23 +295,33 @@ impl Run {
             let dir = runs_dir.join(&id);
             if !dir.exists() {
                 std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
-                return Ok(Run { dir, id });
+                let lock = lock_run(&dir)?;
+                return Ok(Run { dir, id, _lock: Some(lock) });
             }
         }
         bail!("find a free run id under {}", runs_dir.display())
     }
 
-    /// Opens an existing run directory, cutting a torn last line off its
-    /// JSON-lines files.
+    /// Opens an existing run directory to read it. A run that may still be
+    /// writing is left as it is: readers skip a torn last line.
     pub fn open(dir: &Path) -> Result<Run> {
         if !dir.join("run.json").is_file() {
             bail!("{} is not a run directory (no run.json)", dir.display());
         }
+        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Run { dir: dir.to_path_buf(), id, _lock: None })
+    }
+
+    /// Opens an existing run directory to append to it (`--resume`): takes
+    /// the run's lock (refused while another harness holds it), then cuts a
+    /// torn last line off its JSON-lines files.
+    pub fn open_to_write(dir: &Path) -> Result<Run> {
+        let mut run = Run::open(dir)?;
+        run._lock = Some(lock_run(dir)?);
         for f in ["samples.jsonl", "events.jsonl"] {
             truncate_torn(&dir.join(f))?;
         }
-        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Run { dir: dir.to_path_buf(), id })
+        Ok(run)
     }
 
     /// Reads `run.json`.
@@ -416,15 +433,54 @@ fn truncate_torn(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// An exclusive lock on the work directory, held for the process lifetime.
-pub struct WorkLock {
+/// An exclusive `flock` on a lock file that names its holder (`pid N,
+/// harness <command>`); released when dropped or when the process dies.
+struct Flock {
     _file: std::fs::File,
 }
 
+impl Flock {
+    /// Takes the lock on `p` if it is free; `Ok(Err(holder))` names who
+    /// holds it.
+    fn try_take(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
+        use std::os::fd::AsRawFd;
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
+        // SAFETY: flock on a descriptor we own.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let holder = std::fs::read_to_string(p).unwrap_or_default();
+            return Ok(Err(holder.trim().to_string()));
+        }
+        f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
+        write!(f, "pid {}, harness {what}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
+        Ok(Ok(Flock { _file: f }))
+    }
+}
+
+/// Takes `runs/<id>/lock`, held by `run` and `--resume` while they write.
+fn lock_run(dir: &Path) -> Result<Flock> {
+    match Flock::try_take(&dir.join("lock"), "run")? {
+        Ok(l) => Ok(l),
+        Err(holder) => bail!(
+            "lock the run {}: another harness ({holder}) is writing it; wait for it to end (one writer per run, even from another work directory)",
+            dir.display()
+        ),
+    }
+}
+
+/// An exclusive lock on the work directory, held for the process lifetime.
+pub struct WorkLock {
+    _lock: Flock,
+}
+
+/// How long `run` waits for a `check` or `gc --yes` to release the work
+/// directory.
+pub const BRIEF_HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl WorkLock {
-    /// Takes the lock or explains who holds it.
-    pub fn acquire(work: &Path) -> Result<WorkLock> {
-        match WorkLock::try_acquire(work)? {
+    /// Takes the lock for the command `what` or explains who holds it.
+    pub fn acquire(work: &Path, what: &str) -> Result<WorkLock> {
+        match WorkLock::try_acquire(work, what)? {
             Ok(l) => Ok(l),
             Err(holder) => bail!(
                 "lock the work directory {}: another harness ({holder}) is using it; wait for it or pass a different --work-dir",
@@ -433,21 +489,34 @@ impl WorkLock {
         }
     }
 
-    /// Takes the lock if it is free; `Ok(Err(holder))` names who holds it.
-    pub fn try_acquire(work: &Path) -> Result<std::result::Result<WorkLock, String>> {
-        use std::os::fd::AsRawFd;
-        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        let p = work.join("lock");
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&p).with_context(|| format!("open {}", p.display()))?;
-        // SAFETY: flock on a descriptor we own.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            let holder = std::fs::read_to_string(&p).unwrap_or_default();
-            return Ok(Err(holder.trim().to_string()));
+    /// Like [`WorkLock::acquire`], but while a `check` or `gc` (which hold
+    /// the lock for seconds to minutes) has it, waits up to `limit`, saying
+    /// so once through `notice`. Another run is refused at once.
+    pub fn acquire_waiting(work: &Path, what: &str, limit: std::time::Duration, notice: impl Fn(&str)) -> Result<WorkLock> {
+        let until = std::time::Instant::now() + limit;
+        let mut told = false;
+        loop {
+            let holder = match WorkLock::try_acquire(work, what)? {
+                Ok(l) => return Ok(l),
+                Err(h) => h,
+            };
+            let brief = holder.ends_with("harness check") || holder.ends_with("harness gc");
+            if !brief || std::time::Instant::now() > until {
+                return WorkLock::acquire(work, what);
+            }
+            if !told {
+                notice(&format!("waiting for the work directory {} ({holder} holds it; up to {} min)", work.display(), limit.as_secs() / 60));
+                told = true;
+            }
+            crate::proc::check_interrupted()?;
+            std::thread::sleep(std::time::Duration::from_millis(500));
         }
-        f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
-        write!(f, "pid {}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
-        Ok(Ok(WorkLock { _file: f }))
+    }
+
+    /// Takes the lock if it is free; `Ok(Err(holder))` names who holds it.
+    pub fn try_acquire(work: &Path, what: &str) -> Result<std::result::Result<WorkLock, String>> {
+        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
+        Ok(Flock::try_take(&work.join("lock"), what)?.map(|l| WorkLock { _lock: l }))
     }
 }
 
@@ -513,7 +582,7 @@ mod tests {
         assert!(skipped[1].contains("samples.jsonl:3:") && skipped[2].contains("samples.jsonl:4:"), "{skipped:?}");
         // the run's readers (report, resume) get the good lines
         std::fs::write(dir.join("run.json"), "{}").unwrap();
-        let run = Run { dir: dir.clone(), id: "r".into() };
+        let run = Run { dir: dir.clone(), id: "r".into(), _lock: None };
         assert_eq!(run.samples().unwrap().len(), 2);
         std::fs::remove_dir_all(dir).ok();
     }
@@ -523,7 +592,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("harness-store-inf-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let run = Run { dir: dir.clone(), id: "r".into() };
+        let run = Run { dir: dir.clone(), id: "r".into(), _lock: None };
         for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
             let e = format!("{:#}", run.sample(&sample(bad)).unwrap_err());
             assert!(e.contains("write a sample of base m at 2 vCPUs") && e.contains("not finite"), "{e}");
@@ -540,10 +609,59 @@ mod tests {
     #[test]
     fn second_lock_is_refused() {
         let dir = std::env::temp_dir().join(format!("harness-lock-{}", std::process::id()));
-        let _a = WorkLock::acquire(&dir).unwrap();
+        let _a = WorkLock::acquire(&dir, "run").unwrap();
         // flock locks belong to the open file description: a second open conflicts
-        let e = WorkLock::acquire(&dir).err().expect("second lock must fail").to_string();
+        let e = WorkLock::acquire(&dir, "run").err().expect("second lock must fail").to_string();
         assert!(e.contains("another harness (pid"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Issue 11 item 9: readers never cut a torn line of a run being
+    /// written; a second writer is refused naming the holder's pid; only the
+    /// lock holder cuts.
+    #[test]
+    fn a_run_being_written_is_locked_and_read_without_cutting() {
+        let runs = std::env::temp_dir().join(format!("harness-runlock-{}", std::process::id()));
+        let writer = Run::create(&runs, "t").unwrap();
+        std::fs::write(writer.dir.join("run.json"), "{}").unwrap();
+        let events = writer.dir.join("events.jsonl");
+        std::fs::write(&events, "{\"event\":\"notice\",\"message\":\"a\"}\n{\"event\":\"no").unwrap();
+        let before = std::fs::read(&events).unwrap();
+        let reader = Run::open(&writer.dir).unwrap();
+        assert_eq!(reader.events().unwrap().len(), 1, "the torn line is skipped");
+        assert_eq!(std::fs::read(&events).unwrap(), before, "a reader cut the writer's line");
+        let e = Run::open_to_write(&writer.dir).err().expect("a second writer must be refused");
+        let e = format!("{e:#}");
+        assert!(e.contains(&format!("another harness (pid {}, harness run)", std::process::id())), "{e}");
+        assert_eq!(std::fs::read(&events).unwrap(), before);
+        drop(writer);
+        let resumed = Run::open_to_write(&reader.dir).unwrap();
+        assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
+        drop(resumed);
+        std::fs::remove_dir_all(runs).ok();
+    }
+
+    /// `run` waits for a `check` or `gc` holding the work directory, and is
+    /// refused at once by another run.
+    #[test]
+    fn run_waits_for_check_but_not_for_another_run() {
+        let dir = std::env::temp_dir().join(format!("harness-lockwait-{}", std::process::id()));
+        let check = WorkLock::acquire(&dir, "check").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            drop(check);
+        });
+        let told = std::cell::RefCell::new(Vec::new());
+        let t = std::time::Instant::now();
+        let run = WorkLock::acquire_waiting(&dir, "run", std::time::Duration::from_secs(30), |m| told.borrow_mut().push(m.to_string())).unwrap();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(500), "did not wait");
+        assert_eq!(told.borrow().len(), 1, "{told:?}");
+        assert!(told.borrow()[0].contains("harness check holds it"), "{told:?}");
+        release.join().unwrap();
+        let t = std::time::Instant::now();
+        let e = WorkLock::acquire_waiting(&dir, "run", std::time::Duration::from_secs(30), |_| {}).err().expect("another run refuses");
+        assert!(t.elapsed() < std::time::Duration::from_secs(2) && e.to_string().contains("harness run) is using it"), "{e}");
+        drop(run);
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -4,7 +4,6 @@
 //! lockdep splats, soft lockups and stalls, and a guard that kills QEMU's
 //! process group when dropped.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -130,7 +129,8 @@ pub struct VmSpec {
     pub cmdline: String,
     /// Console log file.
     pub console: PathBuf,
-    /// Host port forwarded to the guest's port 22, bound to 127.0.0.1.
+    /// Host port forwarded to the guest's port 22, bound to 127.0.0.1:
+    /// 0 (QEMU picks) until [`Vm::start`] reads back the port QEMU bound.
     pub ssh_port: u16,
 }
 
@@ -359,11 +359,28 @@ pub fn scan_console(text: &str) -> Vec<Finding> {
     out
 }
 
-/// A free TCP port on 127.0.0.1 (released before QEMU binds it).
-pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("find a free local port")?;
-    Ok(l.local_addr()?.port())
+/// The port a process listens on at 127.0.0.1: its own sockets (the
+/// `socket:[inode]` links under `/proc/<pid>/fd`) matched against the
+/// listening TCP sockets of its network namespace.
+pub fn listening_port(pid: i32) -> Option<u16> {
+    let mut inodes = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let t = std::fs::read_link(e.path()).ok()?;
+        if let Some(n) = t.to_str().and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse::<u64>().ok()) {
+            inodes.insert(n);
+        }
+    }
+    let tcp = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    tcp.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (addr, port) = f.get(1)?.split_once(':')?;
+        let inode: u64 = f.get(9)?.parse().ok()?;
+        (addr == "0100007F" && f.get(3) == Some(&"0A") && inodes.contains(&inode)).then(|| u16::from_str_radix(port, 16).ok())?
+    })
 }
+
+/// How long QEMU may take to bind its SSH forward after it starts.
+const FORWARD_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A running guest; dropping it kills QEMU.
 pub struct Vm {
@@ -373,11 +390,25 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// Starts QEMU; its stdout/stderr go to `log`.
-    pub fn start(spec: VmSpec, log: &Path) -> Result<Vm> {
+    /// Starts QEMU (its stdout/stderr go to `log`) with the SSH forward on
+    /// port 0, so QEMU binds a port the kernel picks and owns it from the
+    /// first moment, and reads that port back into `spec.ssh_port`. It stays
+    /// 0 if QEMU exited or bound nothing within a minute.
+    pub fn start(mut spec: VmSpec, log: &Path) -> Result<Vm> {
         let _ = std::fs::remove_file(&spec.console);
+        spec.ssh_port = 0;
         let child = Cmd::new(&spec.qemu).args(qemu_args(&spec)).log(log).spawn().context("start QEMU")?;
-        Ok(Vm { spec, child })
+        let mut vm = Vm { spec, child };
+        let until = std::time::Instant::now() + FORWARD_DEADLINE;
+        while std::time::Instant::now() < until && matches!(vm.child.try_status(), Ok(None)) {
+            crate::proc::check_interrupted()?;
+            if let Some(p) = listening_port(vm.child.pgid()) {
+                vm.spec.ssh_port = p;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(vm)
     }
 
     /// QEMU's exit code once it has exited.

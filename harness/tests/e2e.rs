@@ -546,3 +546,51 @@ fn killed_mid_build_leaves_no_make() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ok    kernel tree: 6.12"), "{text}{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 11 item 8: Ctrl-C while `make -j` builds is an interruption, not
+/// a failed build: no failure is recorded, and after `--resume` builds the
+/// variant its cells show no failure.
+#[test]
+fn interrupted_build_is_not_a_failure() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("interrupted-build");
+    let frag = dir.join("force-build.config");
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-int{nonce}\"\n")).unwrap();
+    let matrix = small_matrix(&dir, Some(&frag), 2);
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix).stdout(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let tree = work_dir().join("tree");
+    let tree = tree.to_string_lossy();
+    let mut make = 0;
+    let building = within(Duration::from_secs(1800), || {
+        assert!(child.try_wait().unwrap().is_none(), "harness ended before the build");
+        let groups = process_groups();
+        if make == 0 {
+            make = groups.iter().map(|g| g.0).find(|&p| {
+                let c = cmdline(p);
+                c.starts_with("make ") && c.contains(tree.as_ref()) && c.contains(" bzImage")
+            }).unwrap_or(0);
+        }
+        make != 0 && groups.iter().filter(|g| g.1 == make).count() >= 3
+    });
+    assert!(building, "no make -j with jobs within 30 minutes");
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let run = only_run_dir(&runs);
+    let failed: Vec<Value> = jsonl(&run.join("events.jsonl")).into_iter().filter(|e| !e["error"].is_null()).collect();
+    assert!(failed.is_empty(), "an interrupt was recorded as a failure: {failed:?}");
+    let mut c = harness(&runs);
+    c.args(["run", "--resume"]).arg(&run);
+    let table = run_ok(c);
+    assert!(!table.contains("FAILED") && !table.contains("(failed in"), "{table}");
+    let builds = events(&run, "build");
+    assert!(builds.iter().all(|b| b["error"].is_null()) && !builds.is_empty(), "{builds:?}");
+    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let cell = &report["rows"][0]["cells"][0];
+    assert!(cell["failure"].is_null() && cell["boots_failed"] == 0, "{cell}");
+}

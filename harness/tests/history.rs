@@ -86,6 +86,7 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
         host: Host { hostname: "testhost".into(), cpus: 2, ..Host::default() },
         harness_revision: None,
         clock: Some(MeasureClock::TcgIcount),
+        inputs: None,
     };
     let wiggle = [0.0, 0.004, -0.003, 0.002, -0.005, 0.003, -0.001][(i % 7) as usize];
     let (mut samples, mut events) = (Vec::new(), Vec::new());

@@ -45,6 +45,7 @@ fn html_report_renders_its_plots_in_a_browser() {
         host: Host::default(),
         harness_revision: None,
         clock: None,
+        inputs: None,
     };
     let mut samples = Vec::new();
     let mut events = Vec::new();

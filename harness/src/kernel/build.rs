@@ -156,6 +156,8 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     let start = std::time::Instant::now();
     let f = make(tree).arg(format!("-j{jobs}")).args(targets).log(log).deadline(timeout).run()?;
     if !f.success() {
+        // make killed by Ctrl-C is an interruption, not a failed build
+        crate::proc::check_interrupted()?;
         let text = std::fs::read_to_string(log).unwrap_or_default();
         return Ok(Err(BuildFailure { timed_out: f.timed_out, errors: error_lines(&text) }));
     }

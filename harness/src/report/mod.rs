@@ -218,20 +218,21 @@ fn scan(events: &[Event]) -> Scan {
     let mut s = Scan::default();
     for e in events {
         match e {
-            Event::Patch { variant, error: Some(err), .. } | Event::Config { variant, error: Some(err), .. } => {
-                s.variant_fail.insert(variant.clone(), err.clone());
+            // a step's outcome replaces the variant's earlier failure: a
+            // `--resume` that patched, configured and built it repaired it
+            Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error),
+            Event::Config { variant, lost, error } => {
+                variant_step(&mut s, variant, error);
+                if !lost.is_empty() {
+                    let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
+                    s.notes.push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
+                }
             }
             Event::Build { variant, build_s, cached, error, .. } => {
-                if let Some(err) = error {
-                    s.variant_fail.insert(variant.clone(), err.clone());
-                }
+                variant_step(&mut s, variant, error);
                 s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
             }
             Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
-            Event::Config { variant, lost, .. } if !lost.is_empty() => {
-                let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
-                s.notes.push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
-            }
             Event::Boot { variant, vcpus, error, .. } => {
                 if let Some(err) = error {
                     s.boot_fail.insert((variant.clone(), *vcpus), err.clone());
@@ -245,10 +246,18 @@ fn scan(events: &[Event]) -> Scan {
             }
             Event::BootEnd { .. } => scan_boot_end(&mut s, e),
             Event::Notice { message } => s.notes.push(message.clone()),
-            _ => {}
         }
     }
     s
+}
+
+/// Records a patch, config or build outcome of `variant`: a failure, or a
+/// success that clears the failure of an earlier attempt.
+fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>) {
+    match error {
+        Some(err) => s.variant_fail.insert(variant.to_string(), err.clone()),
+        None => s.variant_fail.remove(variant),
+    };
 }
 
 fn scan_boot_end(s: &mut Scan, e: &Event) {
@@ -527,6 +536,7 @@ pub(crate) mod tests {
             host: Host { hostname: "h".into(), cpus: 2, ..Host::default() },
             harness_revision: None,
             clock: None,
+            inputs: None,
         }
     }
 
@@ -664,6 +674,46 @@ pub(crate) mod tests {
         assert_eq!((v.boots_ended, v.boots_failed), (5, 0), "the cut-off boot is neither a unit nor a failure");
         assert_eq!(verdict_of(&r, 1).failures, None);
         assert!(r.notes.iter().any(|n| n.contains("not counted") && n.contains("v-2cpu-b0")), "{:?}", r.notes);
+    }
+
+    /// Issue 11 item 8: a build that failed (an interrupted `make` recorded
+    /// as a failure by an older harness) and was built by `--resume` leaves
+    /// no failure on the variant's cells.
+    #[test]
+    fn a_failure_repaired_by_resume_is_not_shown() {
+        let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        let build = |error: Option<&str>| Event::Build {
+            variant: "v".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: error.map(String::from),
+        };
+        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None });
+        rec.1.push(build(Some("build failed: make: *** [Makefile:224: __sub-make] Interrupt")));
+        // --resume: configured and built again
+        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None });
+        rec.1.push(build(None));
+        boots("base", 5, 100.0, &mut rec);
+        boots("v", 5, 100.0, &mut rec);
+        // one boot of v lost a repetition: its failure text is its own
+        rec.0.retain(|x| !(x.boot_id == "v-2cpu-b3" && x.repetition == 2));
+        rec.1.push(Event::BenchFailed { variant: "v".into(), vcpus: 2, benchmark: "d".into(), boot_id: "v-2cpu-b3".into(), repetition: 2, error: "killed at its 60 s timeout".into() });
+        let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+        let v = &r.rows[0].cells[1];
+        assert_eq!(v.failure.as_deref(), Some("killed at its 60 s timeout"));
+        let text = cell_text(v);
+        assert!(!text.contains("build failed") && text.contains("(failed in 1/5 boots: killed at"), "{text}");
+        // the same run without the failed boot shows no failure at all
+        rec.1.retain(|e| !matches!(e, Event::BenchFailed { .. }));
+        rec.0.push(sample("v", "v-2cpu-b3", 2, 100.0, false));
+        let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+        let v = &r.rows[0].cells[1];
+        assert_eq!((v.failure.clone(), v.boots_failed), (None, 0), "{}", cell_text(v));
+        assert!(!cell_text(v).contains("fail"), "{}", cell_text(v));
     }
 
     #[test]

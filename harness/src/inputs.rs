@@ -1,0 +1,155 @@
+//! The inputs a run is made from, pinned in `run.json` when it starts: the
+//! kernel source's identity, every file of every series the matrix names,
+//! every config fragment and the base config file. `--resume` pins them
+//! again and refuses to go on when any changed: the cells it finishes would
+//! otherwise mix kernels of two different inputs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{BaseConfig, Matrix};
+use crate::kernel::{patch, tree};
+
+/// Hashes of a run's inputs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Inputs {
+    /// Identity of the kernel source ([`tree::source_key`]).
+    pub source: String,
+    /// Per series: file name (`series` and each patch) → SHA-256.
+    pub series: BTreeMap<String, BTreeMap<String, String>>,
+    /// Fragment path → SHA-256 (the matrix's and every variant's).
+    pub fragments: BTreeMap<String, String>,
+    /// The base config file and its SHA-256, when it is a file.
+    pub base_config: Option<(String, String)>,
+}
+
+fn file_hash(p: &Path) -> Result<String> {
+    let data = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
+    Ok(tree::hex(&Sha256::digest(&data)))
+}
+
+/// Hashes the inputs of `m` as they are now.
+pub fn pin(m: &Matrix) -> Result<Inputs> {
+    let mut series = BTreeMap::new();
+    for name in crate::pipeline::series_names(m) {
+        let s = patch::load_series(&m.series_dir, &name)?;
+        let mut files = BTreeMap::new();
+        files.insert("series".to_string(), file_hash(&m.series_dir.join(&name).join("series"))?);
+        for p in &s.patches {
+            let f = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            files.insert(f, file_hash(p)?);
+        }
+        series.insert(name, files);
+    }
+    let mut fragments = BTreeMap::new();
+    for f in m.kernel.fragments.iter().chain(m.variants.iter().flat_map(|v| &v.fragments)) {
+        fragments.insert(f.display().to_string(), file_hash(f)?);
+    }
+    let base_config = match &m.kernel.base_config {
+        BaseConfig::File(f) => Some((f.display().to_string(), file_hash(f)?)),
+        BaseConfig::Target(_) => None,
+    };
+    Ok(Inputs { source: tree::source_key(&m.kernel.source)?, series, fragments, base_config })
+}
+
+/// What differs between the inputs pinned at the start and now, one phrase
+/// per change.
+pub fn changes(pinned: &Inputs, now: &Inputs, source: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if pinned.source != now.source {
+        out.push(format!("the kernel source {} changed", source.display()));
+    }
+    for (name, files) in &pinned.series {
+        let cur = now.series.get(name).cloned().unwrap_or_default();
+        for (f, h) in files {
+            match cur.get(f) {
+                Some(c) if c == h => {}
+                Some(_) => out.push(format!("series {name}: {f} changed")),
+                None => out.push(format!("series {name}: {f} is no longer listed")),
+            }
+        }
+        for f in cur.keys().filter(|f| !files.contains_key(*f)) {
+            out.push(format!("series {name}: {f} was added"));
+        }
+    }
+    for (f, h) in &pinned.fragments {
+        if now.fragments.get(f) != Some(h) {
+            out.push(format!("fragment {f} changed"));
+        }
+    }
+    if pinned.base_config != now.base_config {
+        let f = pinned.base_config.as_ref().map(|b| b.0.clone()).unwrap_or_default();
+        out.push(format!("base config {f} changed"));
+    }
+    out
+}
+
+/// Refuses to resume a run whose inputs changed since it started. Runs
+/// written before inputs were pinned are resumed as they are.
+pub fn check_unchanged(pinned: Option<&Inputs>, m: &Matrix, run_dir: &Path) -> Result<()> {
+    let Some(pinned) = pinned else { return Ok(()) };
+    let now = pin(m).with_context(|| format!("resume {}: read its inputs again", run_dir.display()))?;
+    let c = changes(pinned, &now, &m.kernel.source);
+    if !c.is_empty() {
+        bail!(
+            "resume {}: its inputs changed since it started ({}); its cells would mix kernels of old and new inputs — \
+             restore them, or start a new run",
+            run_dir.display(),
+            c.join("; ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    /// Issue 11 item 11: every pinned input that changes is named.
+    #[test]
+    fn changed_inputs_are_named() {
+        let root = std::env::temp_dir().join(format!("harness-inputs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        write(&root.join("src/Makefile"), "VERSION = 6\n");
+        write(&root.join("patches/s/0001-t.patch"), "--- a/x\n+++ b/x\n");
+        write(&root.join("patches/s/series"), "0001-t.patch\n");
+        write(&root.join("frag.config"), "CONFIG_A=y\n");
+        write(&root.join("base.config"), "CONFIG_B=y\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  base_config: base.config\n  fragments: [frag.config]\nseries_dir: patches\n\
+             variants:\n  - name: base\n  - name: v\n    apply: [s]\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("src").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let pinned = pin(&m).unwrap();
+        assert!(changes(&pinned, &pin(&m).unwrap(), &m.kernel.source).is_empty());
+        check_unchanged(Some(&pinned), &m, &root).unwrap();
+
+        write(&root.join("patches/s/0001-t.patch"), "--- a/x\n+++ b/x\n@@ edited\n");
+        write(&root.join("frag.config"), "CONFIG_A=n\n");
+        write(&root.join("base.config"), "CONFIG_B=n\n");
+        write(&root.join("src/mm/vmalloc.c"), "edited\n");
+        let c = changes(&pinned, &pin(&m).unwrap(), &m.kernel.source);
+        let frag = root.join("frag.config");
+        let want = [
+            format!("the kernel source {} changed", root.join("src").display()),
+            "series s: 0001-t.patch changed".to_string(),
+            format!("fragment {} changed", frag.display()),
+            format!("base config {} changed", root.join("base.config").display()),
+        ];
+        assert_eq!(c, want);
+        let e = format!("{:#}", check_unchanged(Some(&pinned), &m, &root).unwrap_err());
+        assert!(e.contains("inputs changed since it started (the kernel source") && e.contains("series s: 0001-t.patch changed"), "{e}");
+        check_unchanged(None, &m, &root).expect("a run from before pinning resumes");
+        std::fs::remove_dir_all(root).ok();
+    }
+}

@@ -117,6 +117,61 @@ fn quick_matrix_runs_end_to_end() {
     assert!(report["complete"].as_bool().unwrap());
 }
 
+/// The instruction-counting clock at 2 vCPUs: boots of one kernel agree to
+/// within 0.5%, a kernel with ~1% more instructions per exec (the
+/// `slow-exec` fixture) is called regressed, base against itself is not,
+/// and every record says which clock its numbers are in.
+#[test]
+fn icount_calls_a_one_percent_exec_regression() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("icount");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n\
+             guest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
+             benchmarks:\n\
+             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+             sampling: {{boots: 5, repetitions: 1, warmup_repetitions: 0}}\nstatistics: {{floor: 0.005}}\n",
+            kernel_yaml(&fixtures)
+        ),
+    )
+    .unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    let table = run_ok(c);
+    let run = only_run_dir(&runs);
+
+    let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["clock"], "tcg-icount");
+    assert!(table.contains("clock: tcg-icount"), "{table}");
+    assert!(table.contains("execs/Ginsn"), "{table}");
+    for b in events(&run, "boot") {
+        assert_eq!(b["clock"], "tcg-icount", "{b}");
+        assert!(b["error"].is_null(), "{b}");
+        assert!(b["wall_per_guest_s"].as_f64().unwrap() > 1.0, "icount runs slower than real time: {b}");
+    }
+    let samples = jsonl(&run.join("samples.jsonl"));
+    assert!(samples.iter().all(|s| s["clock"] == "tcg-icount"));
+    for arm in ["base", "base-again"] {
+        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm).map(|s| s["value"].as_f64().unwrap()).collect();
+        assert_eq!(v.len(), 5, "{arm}: one sample per boot");
+        let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        assert!(hi / lo - 1.0 < 0.005, "{arm}: boots differ by more than 0.5%: {v:?}");
+    }
+    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let verdict = |variant: &str| -> String {
+        let cell = report["rows"][0]["cells"].as_array().unwrap().iter().find(|c| c["variant"] == variant).unwrap().clone();
+        cell["decision"]["verdict"].as_str().unwrap().to_string()
+    };
+    assert_eq!(verdict("slow-exec"), "regressed", "{table}");
+    let aa = verdict("base-again");
+    assert!(!["regressed", "improved", "unsure"].contains(&aa.as_str()), "base against itself was called {aa}: {table}");
+}
+
 /// Every seed benchmark runs in a 6.12 guest and gives plausible samples.
 #[test]
 fn every_benchmark_runs_in_a_guest() {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::{AccelChoice, BaseConfig, Matrix};
+use crate::config::{AccelChoice, BaseConfig, Clock, Matrix};
 use crate::kernel::kconfig;
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{pristine_files, Tree};
@@ -164,6 +164,11 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let kvm = vm::kvm_precheck();
     let kvm_max = vm::kvm_max_vcpus();
     match (&kvm, m.guest.accel) {
+        _ if m.guest.clock == Clock::Icount => out.push(item(
+            Level::Ok,
+            "accel",
+            "TCG with the instruction-counting clock (guest.clock: icount): one host thread, 1 guest second = 10^9 instructions",
+        )),
         (Some(why), AccelChoice::Kvm) => out.push(item(Level::Error, "accel", format!("guest.accel is kvm but {why}"))),
         (Some(why), _) => out.push(item(Level::Ok, "accel", format!("{why}: guests will run under TCG"))),
         (None, AccelChoice::Tcg) => out.push(item(Level::Ok, "accel", "TCG (guest.accel: tcg)")),
@@ -184,7 +189,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
         if n > nr {
             out.push(item(Level::Error, &what, format!("the kernel's CONFIG_NR_CPUS is {nr} (from {nr_from}); raise it to at least {n} in a fragment")));
         }
-        if m.guest.accel != AccelChoice::Tcg && kvm.is_none() {
+        if m.guest.accel != AccelChoice::Tcg && m.guest.clock == Clock::Wall && kvm.is_none() {
             if let Some(k) = kvm_max {
                 if n > k {
                     out.push(item(Level::Warn, &what, format!("the host KVM allows {k} vCPUs per VM; this count would only run under TCG")));

@@ -102,3 +102,32 @@ pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
     }
     format!("{}\n", t)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{boot, boot_end, meta_with, sample};
+    use crate::report::{build_from, Floors};
+    use crate::vm::MeasureClock;
+
+    fn report(id: &str, clock: Option<MeasureClock>) -> Report {
+        let mut meta = meta_with(&["base"], "{boots: 1, repetitions: 1}");
+        meta.id = id.into();
+        meta.clock = clock;
+        let events = vec![boot("base", "b0", None), boot_end("base", "b0", None)];
+        build_from(&meta, &[sample("base", "b0", 0, 1.0, false)], &events, &Floors::none("none"))
+    }
+
+    #[test]
+    fn runs_of_different_clocks_are_not_compared() {
+        let icount = report("a", Some(MeasureClock::TcgIcount));
+        let wall = report("b", Some(MeasureClock::TcgWall));
+        let e = same_clock(&icount, &wall).unwrap_err().to_string();
+        assert!(e.contains("a was measured in tcg-icount and b in tcg-wall"), "{e}");
+        assert!(same_clock(&icount, &report("c", Some(MeasureClock::TcgIcount))).is_ok());
+        let old = report("d", None);
+        assert!(same_clock(&old, &wall).unwrap_err().to_string().contains("an unrecorded clock"));
+        assert_eq!(wall.clock_text.split(':').next(), Some("tcg-wall"));
+        assert!(icount.rows[0].unit.ends_with("/Ginsn"), "{}", icount.rows[0].unit);
+    }
+}

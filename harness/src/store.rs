@@ -196,7 +196,9 @@ pub enum Event {
         #[serde(default)]
         clock: Option<MeasureClock>,
         /// Wall seconds per guest second from QEMU start to SSH login, as
-        /// measured from the guest's uptime (about 1 under a wall clock).
+        /// measured from the guest's uptime (about 1 under a wall clock;
+        /// under icount an idle guest's clock jumps ahead, so this is lower
+        /// than a busy guest's pace).
         #[serde(default)]
         wall_per_guest_s: Option<f64>,
         /// Kernel command line.

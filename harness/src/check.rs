@@ -360,19 +360,14 @@ fn host_available_mib() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write(p: &Path, s: &str) {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, s).unwrap();
-    }
+    use crate::testutil::{scratch, write};
 
     /// A run holds the lock and has a series applied mid-build: check must
     /// leave its tree and scratch alone and still classify the series
     /// against the pristine source.
     #[test]
     fn check_during_a_run_leaves_the_work_tree_alone() {
-        let root = std::env::temp_dir().join(format!("harness-check-lock-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = scratch("check-lock");
         let src = root.join("linux");
         write(&src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n");
         write(&src.join("mm/vmalloc.c"), "one\ntwo\nthree\n");

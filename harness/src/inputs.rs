@@ -108,17 +108,12 @@ pub fn check_unchanged(pinned: Option<&Inputs>, m: &Matrix, run_dir: &Path) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write(p: &Path, s: &str) {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, s).unwrap();
-    }
+    use crate::testutil::{scratch, write};
 
     /// Issue 11 item 11: every pinned input that changes is named.
     #[test]
     fn changed_inputs_are_named() {
-        let root = std::env::temp_dir().join(format!("harness-inputs-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = scratch("inputs");
         write(&root.join("src/Makefile"), "VERSION = 6\n");
         write(&root.join("patches/s/0001-t.patch"), "--- a/x\n+++ b/x\n");
         write(&root.join("patches/s/series"), "0001-t.patch\n");

@@ -22,3 +22,5 @@ pub mod stats;
 pub mod store;
 pub mod ui;
 pub mod vm;
+#[cfg(test)]
+mod testutil;

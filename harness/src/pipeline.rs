@@ -449,18 +449,13 @@ fn make_variant(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write(p: &Path, s: &str) {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, s).unwrap();
-    }
+    use crate::testutil::{scratch, write};
 
     /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is
     /// writing (naming its pid) and a run whose inputs changed (naming them).
     #[test]
     fn resume_refuses_a_locked_run_and_changed_inputs() {
-        let root = std::env::temp_dir().join(format!("harness-resume-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = scratch("resume");
         write(&root.join("src/Makefile"), "VERSION = 6\n");
         write(&root.join("frag.config"), "CONFIG_A=y\n");
         let yaml = format!(

@@ -14,7 +14,7 @@ codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 
 need_pkgs=(qemu-system-x86 linux-source-6.12 busybox-static dropbear-bin
     build-essential flex bison bc cpio xz-utils libelf-dev libssl-dev pkg-config
-    kmod python3)
+    kmod python3 ccache)
 missing=()
 for p in "${need_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -51,7 +51,7 @@ apt-get update -q
 # is newer than the backports build, so it is installed without -t.
 apt-get install -y -q --no-install-recommends "${backports[@]}" qemu-system-x86
 apt-get install -y -q --no-install-recommends linux-source-6.12 busybox-static dropbear-bin \
-    build-essential flex bison bc cpio xz-utils libelf-dev libssl-dev pkg-config kmod python3
+    build-essential flex bison bc cpio xz-utils libelf-dev libssl-dev pkg-config kmod python3 ccache
 qemu-system-x86_64 --version | head -1
 ls -l /usr/src/linux-source-6.12.tar.xz
 echo "setup: done"

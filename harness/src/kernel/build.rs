@@ -46,12 +46,28 @@ pub struct Configured {
 }
 
 fn make(tree: &Tree) -> Cmd {
-    Cmd::new("make")
+    let c = Cmd::new("make")
         .arg("-C")
         .arg(&tree.dir)
         .env("KBUILD_BUILD_TIMESTAMP", "harness")
         .env("KBUILD_BUILD_USER", "harness")
-        .env("KBUILD_BUILD_HOST", "harness")
+        .env("KBUILD_BUILD_HOST", "harness");
+    with_ccache(c, tree)
+}
+
+/// Compiles through ccache when it is installed, with its cache beside the
+/// tree copies (`work/ccache`): variants share one tree, and a series that
+/// touches a widely included header makes the next variant rebuild most of
+/// the kernel; ccache turns those rebuilds into cache hits. The compiler's
+/// version text, and so `.config` and the cache key, do not change.
+fn with_ccache(c: Cmd, tree: &Tree) -> Cmd {
+    let (Some(ccache), Some(work)) = (crate::proc::which("ccache"), tree.dir.parent().and_then(Path::parent)) else {
+        return c;
+    };
+    c.arg(format!("CC={} gcc", ccache.display()))
+        .env("CCACHE_DIR", work.join("ccache"))
+        .env("CCACHE_MAXSIZE", "8G")
+        .env("CCACHE_BASEDIR", &tree.dir)
 }
 
 /// Writes the base config merged with `fragments`, runs `olddefconfig`, and

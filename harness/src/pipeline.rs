@@ -139,7 +139,7 @@ fn open_again(dir: &Path) -> Result<(Run, RunMeta)> {
 /// `harness build`: makes the run directory (or opens `at` again, its
 /// inputs unchanged) and builds every variant into the kernel cache, with
 /// no boot. Gives the run directory and each variant's outcome.
-pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, Vec<(String, Result<String, String>)>)> {
+pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, Built<String>)> {
     let _lock = work_lock(opts)?;
     let (run, meta) = match at {
         Some(dir) if dir.join("run.json").exists() => open_again(dir)?,
@@ -183,6 +183,9 @@ fn work_lock(opts: &Options) -> Result<store::WorkLock> {
 pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
     work.join("keys").join(run_id)
 }
+
+/// Per variant, what was made (a kernel, its cache key) or why it was not.
+pub type Built<T> = BTreeMap<String, Result<T, String>>;
 
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
@@ -311,7 +314,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
 /// The work tree, the series' states, then every variant in `needed`
 /// patched, configured and built (or found in the cache), each outcome
 /// recorded. `Err` stops the run; a variant that failed is an `Err` entry.
-fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<BTreeMap<String, Result<Artifact, String>>> {
+fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
     let tree = Tree::prepare(&m.kernel.source, &opts.work_dir, &run.log("tree.log"))?;
     // series states against the base
@@ -340,7 +343,7 @@ fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>
 
 /// What the cache holds for each variant in `needed`, by the key of the
 /// variant's last build event; never builds.
-pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> BTreeMap<String, Result<Artifact, String>> {
+pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
     let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
     let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
     for e in builds {
@@ -561,6 +564,44 @@ mod tests {
     fn write(p: &Path, s: &str) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, s).unwrap();
+    }
+
+    /// Issue 14: a shard takes kernels from the cache by the build's keys
+    /// and never builds: a kernel the cache lacks, or a variant that failed
+    /// to build, fails that variant's jobs with the reason.
+    #[test]
+    fn shards_find_kernels_only_in_the_cache() {
+        let work = std::env::temp_dir().join(format!("harness-fromcache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        let kept = work.join("kernels/k1");
+        write(&kept.join("bzImage"), "");
+        let art = Artifact { key: "k1".into(), dir: kept.clone(), bzimage: kept.join("bzImage"), vmlinux: kept.join("vmlinux"), modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
+        write(&kept.join("artifact.json"), &serde_json::to_string(&art).unwrap());
+        let build = |v: &str, key: Option<&str>, error: Option<&str>| Event::Build {
+            variant: v.into(),
+            key: key.map(String::from),
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: error.map(String::from),
+        };
+        let events = vec![
+            build("base", Some("k1"), None),
+            build("gone", Some("k2"), None),
+            build("broken", Some("k3"), Some("build failed: x.c:1: error: y")),
+            Event::Patch { variant: "conflicts".into(), failure: None, error: Some("apply series s: conflicts".into()) },
+        ];
+        let needed: BTreeSet<&str> = ["base", "gone", "broken", "conflicts", "never"].into();
+        let got = from_cache(&events, &work, &needed);
+        assert_eq!(got["base"].as_ref().unwrap().key, "k1");
+        let missing = "kernel not in the cache: run `harness build` first";
+        assert_eq!(got["gone"].as_ref().unwrap_err(), missing);
+        assert_eq!(got["never"].as_ref().unwrap_err(), missing);
+        assert_eq!(got["broken"].as_ref().unwrap_err(), "build failed: x.c:1: error: y");
+        assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
+        assert!(!work.join("tree").exists(), "a shard made a work tree");
+        std::fs::remove_dir_all(work).ok();
     }
 
     /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is

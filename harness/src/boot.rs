@@ -378,11 +378,11 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
 
 /// A fresh log directory for a job (`<id>`, or `<id>.2`… for a re-run).
 fn new_boot_dir(run: &Run, job: &BootJob) -> Result<PathBuf> {
-    let mut dir = run.dir.join("logs/boots").join(job.id());
+    let mut dir = run.log("boots").join(job.id());
     let mut attempt = 1;
     while dir.exists() {
         attempt += 1;
-        dir = run.dir.join("logs/boots").join(format!("{}.{attempt}", job.id()));
+        dir = run.log("boots").join(format!("{}.{attempt}", job.id()));
     }
     std::fs::create_dir_all(&dir)?;
     Ok(dir)

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::{check, config, gc, history, pipeline, report, store};
+use crate::{check, config, gc, history, pipeline, plan, report, slurm, store};
 
 /// Exit code: the run finished and no gate failed.
 pub const EXIT_OK: u8 = 0;
@@ -85,8 +85,15 @@ enum Command {
         #[command(flatten)]
         m: MatrixArgs,
         /// Finish an interrupted run instead of starting one.
-        #[arg(long, value_name = "RUN_DIR")]
+        #[arg(long, value_name = "RUN_DIR", conflicts_with = "shard")]
         resume: Option<PathBuf>,
+        /// Run only shard K of N of the boot jobs of the run in --run-dir (made
+        /// by `harness build`), kernels from the cache; K counts from 0.
+        #[arg(long, value_name = "K/N", requires = "run_dir")]
+        shard: Option<plan::Shard>,
+        /// The shared run directory a shard writes into.
+        #[arg(long, value_name = "DIR", requires = "shard")]
+        run_dir: Option<PathBuf>,
         /// Exit 1 when a key metric regressed (pre-merge gate).
         #[arg(long)]
         gate: bool,
@@ -96,6 +103,39 @@ enum Command {
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Build every variant into the kernel cache and write the run directory,
+    /// without booting (shards then run with `run --shard`).
+    Build {
+        #[command(flatten)]
+        m: MatrixArgs,
+        /// The run directory to write (made if missing; opened again if `harness build` made it).
+        #[arg(long, value_name = "DIR")]
+        run_dir: Option<PathBuf>,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Write (and with --submit, submit) the matrix as a Slurm job chain:
+    /// a build job, a job array of shards, a report job.
+    Slurm {
+        #[command(flatten)]
+        m: MatrixArgs,
+        /// Shards: tasks of the job array.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        shards: u32,
+        /// Slurm partition.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Time limit of each job (`--time`).
+        #[arg(long)]
+        time: Option<String>,
+        /// The run directory (default: a new one under --runs-dir).
+        #[arg(long, value_name = "DIR")]
+        run_dir: Option<PathBuf>,
+        /// Submit the chain with sbatch and print the job ids.
+        #[arg(long)]
+        submit: bool,
     },
     /// Check a matrix, the host, QEMU and every series without building.
     Check {
@@ -223,7 +263,8 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
     cli.global.work_dir = std::path::absolute(&cli.global.work_dir).context("resolve --work-dir")?;
     cli.global.runs_dir = std::path::absolute(&cli.global.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
-        Command::Run { m, resume, gate, strict, quiet } => {
+        Command::Run { shard: Some(shard), run_dir: Some(dir), quiet, .. } => run_shard(&cli.global, &dir, shard, quiet),
+        Command::Run { m, resume, gate, strict, quiet, .. } => {
             let (matrix, profile) = m.resolve()?;
             crate::proc::install_signal_handler()?;
             let run_dir = match resume {
@@ -241,6 +282,10 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             };
             add_to_history(&cli.global, &run_dir);
             finish_report(&run_dir, &cli.global, Gating { gate, strict })
+        }
+        Command::Build { m, run_dir, quiet } => build(&cli.global, m, run_dir, quiet),
+        Command::Slurm { m, shards, partition, time, run_dir, submit } => {
+            write_slurm(&cli.global, m, SlurmArgs { shards, partition, time, run_dir, submit })
         }
         Command::Check { m } => {
             let (matrix, profile) = m.resolve()?;
@@ -272,6 +317,80 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
         Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
         Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
     }
+}
+
+/// `harness run --shard K/N --run-dir DIR`: the shard's boot jobs; the
+/// report is the report job's (`harness report DIR`).
+fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, quiet: bool) -> Result<u8> {
+    crate::proc::install_signal_handler()?;
+    let dir = std::path::absolute(dir).context("resolve --run-dir")?;
+    let meta = store::Run::open(&dir)?.meta()?;
+    pipeline::shard(&dir, shard, &run_options(g, &meta.matrix.path, quiet))?;
+    println!("shard {shard} of {} done; the merged report: harness report {}", dir.display(), dir.display());
+    Ok(EXIT_OK)
+}
+
+/// `harness build`: every variant into the kernel cache, the run directory written.
+fn build(g: &Global, m: MatrixArgs, run_dir: Option<PathBuf>, quiet: bool) -> Result<u8> {
+    crate::proc::install_signal_handler()?;
+    let (matrix, profile) = m.resolve()?;
+    let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+    let at = run_dir.map(std::path::absolute).transpose().context("resolve --run-dir")?;
+    let (dir, built) = pipeline::build(m, &run_options(g, &matrix, quiet), at.as_deref())?;
+    for (variant, r) in &built {
+        match r {
+            Ok(key) => println!("{variant}: kernel {key}"),
+            Err(e) => println!("{variant}: FAILED: {e}"),
+        }
+    }
+    println!("run directory: {}", dir.display());
+    Ok(EXIT_OK)
+}
+
+/// The Slurm options of `harness slurm`.
+struct SlurmArgs {
+    shards: u32,
+    partition: Option<String>,
+    time: Option<String>,
+    run_dir: Option<PathBuf>,
+    submit: bool,
+}
+
+/// `harness slurm`: writes the job chain's scripts, and with `--submit` submits them.
+fn write_slurm(g: &Global, m: MatrixArgs, a: SlurmArgs) -> Result<u8> {
+    let (matrix, profile) = m.resolve()?;
+    let mx = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+    let run_dir = match a.run_dir {
+        Some(d) => std::path::absolute(d).context("resolve --run-dir")?,
+        None => store::fresh_run_dir(&g.runs_dir, &pipeline::run_label(&mx))?,
+    };
+    let blocks = plan::block_count(&mx);
+    if a.shards as usize > blocks {
+        crate::ui::notice(&format!("{} shards for {blocks} blocks of boot jobs (one boot of every variant at one vCPU count): {} shard(s) will have nothing to do", a.shards, a.shards as usize - blocks));
+    }
+    let (cpus, mem_mib) = slurm::resources(&mx);
+    let job = slurm::Job {
+        harness: std::env::current_exe().context("find the harness binary")?,
+        matrix,
+        profile,
+        work_dir: g.work_dir.clone(),
+        runs_dir: g.runs_dir.clone(),
+        images_dir: g.images_dir.as_ref().map(std::path::absolute).transpose().context("resolve --images-dir")?,
+        run_dir,
+        shards: a.shards,
+        partition: a.partition,
+        time: a.time,
+        cpus,
+        mem_mib,
+    };
+    let dir = slurm::write(&job)?;
+    println!("slurm scripts: {} (submit with {}/submit.sh)", dir.display(), dir.display());
+    if a.submit {
+        let ids = slurm::submit(&dir)?;
+        println!("submitted: build {}, shards {} (array 0-{}), report {}", ids.build, ids.shards, a.shards - 1, ids.report);
+        println!("run directory: {}", job.run_dir.display());
+    }
+    Ok(EXIT_OK)
 }
 
 /// `--gate` and `--strict`.
@@ -326,10 +445,8 @@ fn run_gc(g: &Global, policy: gc::Policy, yes: bool) -> Result<u8> {
 
 /// A run's report with the floors of the stored calibration that fits it.
 fn build_report(run: &store::Run, work_dir: &Path) -> Result<report::Report> {
-    let meta = run.meta()?;
-    let events = run.events()?;
-    let floors = crate::calibrate::floors_for_run(work_dir, &meta, &events);
-    Ok(report::build_from(&meta, &run.samples()?, &events, &floors))
+    let floors = crate::calibrate::floors_for_run(work_dir, &run.meta()?, &run.events()?);
+    report::build(run, &floors)
 }
 
 fn calibrate(m: MatrixArgs, g: &Global, quiet: bool) -> Result<u8> {

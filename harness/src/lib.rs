@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod proc;
 pub mod report;
+pub mod slurm;
 pub mod stats;
 pub mod store;
 pub mod ui;

@@ -3,6 +3,8 @@
 //! records each outcome in the run directory as it happens. A failed patch,
 //! build, boot or benchmark becomes an event and the matrix goes on; an
 //! interruption stops at once, and `--resume` finishes the remaining boots.
+//! Split over hosts, `harness build` makes every kernel once and each
+//! `run --shard K/N` boots its share of the jobs from the kernel cache.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use crate::image::{self, Archive};
 use crate::kernel::build::{self, Artifact};
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::Tree;
-use crate::plan;
+use crate::plan::{self, BootJob, Shard};
 use crate::proc::{self, Cmd};
 use crate::store::{self, Event, Host, Run, RunMeta};
 use crate::ui::Ui;
@@ -81,15 +83,20 @@ pub fn series_names(m: &Matrix) -> Vec<String> {
     s
 }
 
-/// Starts a new run of `m`.
-pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
-    let label = m.profile.clone().unwrap_or_else(|| {
-        m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into())
-    });
+/// The label of a run's id: the profile, or the matrix file's name.
+pub fn run_label(m: &Matrix) -> String {
+    m.profile.clone().unwrap_or_else(|| m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into()))
+}
+
+/// Makes a run directory (a fresh id under the runs directory, or `at`)
+/// and writes its `run.json`.
+fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta)> {
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
-    let _lock = work_lock(opts)?;
     let inputs = crate::inputs::pin(&m)?;
-    let run = Run::create(&opts.runs_dir, &label)?;
+    let run = match at {
+        Some(dir) => Run::create_at(dir)?,
+        None => Run::create(&opts.runs_dir, &run_label(&m))?,
+    };
     let qemu = qemu_binary()?;
     let meta = RunMeta {
         format_version: store::FORMAT_VERSION,
@@ -102,17 +109,65 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
         inputs: Some(inputs),
     };
     run.write_meta(&meta)?;
-    execute(&run, &meta.matrix, opts)?;
+    Ok((run, meta))
+}
+
+/// Starts a new run of `m`.
+pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
+    let _lock = work_lock(opts)?;
+    let (run, meta) = new_run(m, opts, None)?;
+    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     Ok(run.dir)
 }
 
 /// Finishes an interrupted run.
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
+    let (run, meta) = open_again(dir)?;
+    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    Ok(run.dir)
+}
+
+/// Opens a run to write it again, refusing one whose inputs changed.
+fn open_again(dir: &Path) -> Result<(Run, RunMeta)> {
     let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
     crate::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
-    execute(&run, &meta.matrix, opts)?;
+    Ok((run, meta))
+}
+
+/// `harness build`: makes the run directory (or opens `at` again, its
+/// inputs unchanged) and builds every variant into the kernel cache, with
+/// no boot. Gives the run directory and each variant's outcome.
+pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, Built<String>)> {
+    let _lock = work_lock(opts)?;
+    let (run, meta) = match at {
+        Some(dir) if dir.join("run.json").exists() => open_again(dir)?,
+        _ => new_run(m, opts, at)?,
+    };
+    let m = &meta.matrix;
+    let ui = Ui::new(m.variants.len() as u64, opts.quiet);
+    let all: BTreeSet<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
+    let built = build_variants(&run, m, opts, &all, &ui)?;
+    ui.finish();
+    let outcome = built.into_iter().map(|(v, r)| (v, r.map(|a| a.key))).collect();
+    Ok((run.dir, outcome))
+}
+
+/// `harness run --shard K/N --run-dir DIR`: boots the shard's share of the
+/// jobs of the run `harness build` made in `dir`, with kernels from the
+/// cache only; run again, it goes on where it stopped. It takes no
+/// work-directory lock (shards on one host share the cache), and its keys
+/// and images go to `keys/<run-id>/shard-K-of-N/`.
+pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
+    let run = Run::open_shard(dir, shard)?;
+    let meta = run.meta()?;
+    let builds = Run::open(dir)?.own_events()?;
+    let jobs = plan::shard_jobs(&meta.matrix, &plan::boot_jobs(&meta.matrix), shard);
+    let h = host_facts(&qemu_binary()?);
+    let msg = format!("shard {shard}: {} boot job(s) on {} ({} CPUs, {} MiB, {})", jobs.len(), h.hostname, h.cpus, h.memory_mib, h.qemu);
+    run.event(&Event::Notice { message: msg })?;
+    execute(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
     Ok(run.dir)
 }
 
@@ -128,6 +183,9 @@ fn work_lock(opts: &Options) -> Result<store::WorkLock> {
 pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
     work.join("keys").join(run_id)
 }
+
+/// Per variant, what was made (a kernel, its cache key) or why it was not.
+pub type Built<T> = BTreeMap<String, Result<T, String>>;
 
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
@@ -155,8 +213,9 @@ fn load_probe(work: &Path, key: &str) -> Option<FailedProbe> {
     (p.key == key).then_some(p)
 }
 
-fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
-    let jobs = plan::boot_jobs(m);
+/// Runs `jobs` of the run. Kernels are built, or with `cached` (the
+/// build's events) only looked up in the kernel cache.
+fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
     let done: BTreeSet<(String, u32, u32)> = run
         .events()?
         .into_iter()
@@ -187,41 +246,28 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         }
     }
 
-    ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
-    let tree = Tree::prepare(&m.kernel.source, &opts.work_dir, &run.log("tree.log"))?;
-
-    // series states against the base
-    let mut states: BTreeMap<String, State> = BTreeMap::new();
-    for s in series_names(m) {
-        let series = patch::load_series(&m.series_dir, &s)?;
-        let st = patch::classify(&tree.dir, &series, &opts.work_dir.join("scratch"))?;
-        run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
-        states.insert(s, st);
-    }
-
     // guest image parts shared by every kernel
     ui.stage("image", "compiling benchmarks, making the SSH keys");
-    let benches = image::compile_benchmarks(&opts.images_dir, &run.dir.join("image/bin"), &run.log("image.log"))?;
+    let benches = image::compile_benchmarks(&opts.images_dir, &run.records().join("image/bin"), &run.log("image.log"))?;
     // private keys, and the images that hold the host key, stay in the work directory
-    let img_dir = private_dir(&opts.work_dir, &run.id);
+    let img_dir = match run.shard {
+        Some(s) => private_dir(&opts.work_dir, &run.id).join(format!("shard-{}-of-{}", s.k, s.n)),
+        None => private_dir(&opts.work_dir, &run.id),
+    };
     let keys = image::make_keys(&img_dir, &run.log("image.log"))?;
     let common = image::common_archive(&image::HostBins::find()?, &benches, &keys)?.to_cpio();
 
     // kernels
-    let mut kernels: Kernels = BTreeMap::new();
     let needed: BTreeSet<&str> = jobs.iter().filter(|j| !done.contains(&(j.variant.clone(), j.vcpus, j.boot))).map(|j| j.variant.as_str()).collect();
-    for v in &m.variants {
-        proc::check_interrupted()?;
-        if !needed.contains(v.name.as_str()) {
-            ui.inc();
-            continue;
-        }
-        ui.stage("build", &v.name);
-        let r = make_variant(run, m, &tree, v, &states, &opts.work_dir, &ui);
-        tree.rollback(&run.log("tree.log"))?;
-        let r = match r? {
+    let arts = match cached {
+        None => build_variants(run, m, opts, &needed, &ui)?,
+        Some(events) => from_cache(events, &opts.work_dir, &needed),
+    };
+    let mut kernels: Kernels = BTreeMap::new();
+    for (name, art) in arts {
+        let r = match art {
             Ok(art) => {
-                let initrd = img_dir.join(format!("{}.cpio", v.name));
+                let initrd = img_dir.join(format!("{name}.cpio"));
                 let mut data = common.clone();
                 if let Some(mods) = &art.modules {
                     data.extend(image::modules_archive(mods, &art.release)?.to_cpio());
@@ -233,8 +279,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
             }
             Err(e) => Err(e),
         };
-        kernels.insert(v.name.clone(), r);
-        ui.inc();
+        kernels.insert(name, r);
     }
 
     let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host_cpus(), accel, pace: Pace::default() };
@@ -242,7 +287,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
         ctx.accel = probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
     }
     record_clock(run, ctx.clock())?;
-    for job in &jobs {
+    for job in jobs {
         if done.contains(&(job.variant.clone(), job.vcpus, job.boot)) {
             ui.inc();
             continue;
@@ -258,12 +303,73 @@ fn execute(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
                 findings: vec![],
                 error: Some(format!("variant not built: {e}")),
             })?,
-            None => bail!("no kernel for variant {}", job.variant),
+            None => bail!("find a kernel for variant {}", job.variant),
         }
         ui.inc();
     }
     ui.finish();
     Ok(())
+}
+
+/// The work tree, the series' states, then every variant in `needed`
+/// patched, configured and built (or found in the cache), each outcome
+/// recorded. `Err` stops the run; a variant that failed is an `Err` entry.
+fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
+    ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
+    let tree = Tree::prepare(&m.kernel.source, &opts.work_dir, &run.log("tree.log"))?;
+    // series states against the base
+    let mut states: BTreeMap<String, State> = BTreeMap::new();
+    for s in series_names(m) {
+        let series = patch::load_series(&m.series_dir, &s)?;
+        let st = patch::classify(&tree.dir, &series, &opts.work_dir.join("scratch"))?;
+        run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
+        states.insert(s, st);
+    }
+    let mut out = BTreeMap::new();
+    for v in &m.variants {
+        proc::check_interrupted()?;
+        if !needed.contains(v.name.as_str()) {
+            ui.inc();
+            continue;
+        }
+        ui.stage("build", &v.name);
+        let r = make_variant(run, m, &tree, v, &states, &opts.work_dir, ui);
+        tree.rollback(&run.log("tree.log"))?;
+        out.insert(v.name.clone(), r?);
+        ui.inc();
+    }
+    Ok(out)
+}
+
+/// What the cache holds for each variant in `needed`, by the key of the
+/// variant's last build event; never builds.
+pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
+    let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
+    let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
+    for e in builds {
+        match e {
+            Event::Build { variant, key, error, .. } => {
+                last.insert(variant, (key, error));
+            }
+            Event::Patch { variant, error: Some(err), .. } | Event::Config { variant, error: Some(err), .. } => {
+                failed.insert(variant, err);
+            }
+            _ => {}
+        }
+    }
+    let missing = || "kernel not in the cache: run `harness build` first".to_string();
+    needed
+        .iter()
+        .map(|&v| {
+            let r = match (last.get(v), failed.get(v)) {
+                (Some((_, Some(err))), _) => Err(err.clone()),
+                (Some((Some(key), None)), _) => build::cached(work, key).ok_or_else(missing),
+                (_, Some(err)) => Err(err.to_string()),
+                _ => Err(missing()),
+            };
+            (v.to_string(), r)
+        })
+        .collect()
 }
 
 /// Boots `vmlinux` through PVH when the matrix asks and the kernel has it.
@@ -303,7 +409,7 @@ fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -
     let Some((art, initrd)) = kernels.values().find_map(|k| k.as_ref().ok()) else { return Ok(Accel::Kvm) };
     ctx.ui.stage("probe", "booting once under KVM to see whether it works here");
     let kernel = if boots_pvh(ctx.m, art) { &art.vmlinux } else { &art.bzimage };
-    let dir = ctx.run.dir.join("logs/kvm-probe");
+    let dir = ctx.run.log("kvm-probe");
     let Some((why, kvm_fault)) = boot::probe_kvm(ctx, kernel, initrd, &dir)? else { return Ok(Accel::Kvm) };
     if kvm_fault {
         let probe = FailedProbe { key: probe_key.to_string(), when: store::now_rfc3339(), reason: why.clone() };
@@ -318,6 +424,11 @@ fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -
 
 /// Writes the clock the run's numbers are in to `run.json`.
 fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
+    if run.shard.is_some() {
+        // run.json is the build's; each boot record carries its clock, and
+        // the report says when shards measured in different ones
+        return Ok(());
+    }
     let mut meta = run.meta()?;
     if let Some(had) = meta.clock.filter(|&c| c != clock) {
         bail!(
@@ -450,6 +561,44 @@ fn make_variant(
 mod tests {
     use super::*;
     use crate::testutil::{scratch, write};
+
+    /// Issue 14: a shard takes kernels from the cache by the build's keys
+    /// and never builds: a kernel the cache lacks, or a variant that failed
+    /// to build, fails that variant's jobs with the reason.
+    #[test]
+    fn shards_find_kernels_only_in_the_cache() {
+        let work = std::env::temp_dir().join(format!("harness-fromcache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        let kept = work.join("kernels/k1");
+        write(&kept.join("bzImage"), "");
+        let art = Artifact { key: "k1".into(), dir: kept.clone(), bzimage: kept.join("bzImage"), vmlinux: kept.join("vmlinux"), modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
+        write(&kept.join("artifact.json"), &serde_json::to_string(&art).unwrap());
+        let build = |v: &str, key: Option<&str>, error: Option<&str>| Event::Build {
+            variant: v.into(),
+            key: key.map(String::from),
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: error.map(String::from),
+        };
+        let events = vec![
+            build("base", Some("k1"), None),
+            build("gone", Some("k2"), None),
+            build("broken", Some("k3"), Some("build failed: x.c:1: error: y")),
+            Event::Patch { variant: "conflicts".into(), failure: None, error: Some("apply series s: conflicts".into()) },
+        ];
+        let needed: BTreeSet<&str> = ["base", "gone", "broken", "conflicts", "never"].into();
+        let got = from_cache(&events, &work, &needed);
+        assert_eq!(got["base"].as_ref().unwrap().key, "k1");
+        let missing = "kernel not in the cache: run `harness build` first";
+        assert_eq!(got["gone"].as_ref().unwrap_err(), missing);
+        assert_eq!(got["never"].as_ref().unwrap_err(), missing);
+        assert_eq!(got["broken"].as_ref().unwrap_err(), "build failed: x.c:1: error: y");
+        assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
+        assert!(!work.join("tree").exists(), "a shard made a work tree");
+        std::fs::remove_dir_all(work).ok();
+    }
 
     /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is
     /// writing (naming its pid) and a run whose inputs changed (naming them).

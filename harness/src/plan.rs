@@ -1,7 +1,8 @@
 //! From a matrix to work: the cells (variant × vCPUs × benchmark) and the
 //! boot jobs that fill them, in an interleaved, randomised order drawn from
 //! the matrix seed (never all of one variant, then all of another), with
-//! stable ids so a resumed run skips what is done.
+//! stable ids so a resumed run skips what is done; and which of those jobs
+//! a shard (`--shard K/N`) runs.
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -48,6 +49,53 @@ pub fn boot_jobs(m: &Matrix) -> Vec<BootJob> {
     out
 }
 
+/// One share of a run's boot jobs: shard `k` of `n` (`k` counts from 0, as
+/// Slurm's `SLURM_ARRAY_TASK_ID` and CI matrix indices do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard, `0..n`.
+    pub k: u32,
+    /// How many shards share the run.
+    pub n: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    /// Parses `K/N`.
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("`{s}` is not a shard: write K/N with 0 <= K < N (e.g. 0/4)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n): (u32, u32) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if n == 0 || k >= n {
+            return Err(bad());
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+/// The jobs of `shard`, in run order. The plan is cut into blocks — one
+/// boot of every variant at one vCPU count, as [`boot_jobs`] lays them
+/// out — and block `b` goes to shard `b mod n`. Every variant of a block
+/// is booted by the same shard (the same host), so a difference between
+/// hosts never passes for a difference between variants; the shards
+/// together hold every job once, each in the seeded order.
+pub fn shard_jobs(m: &Matrix, jobs: &[BootJob], shard: Shard) -> Vec<BootJob> {
+    let block = m.variants.len().max(1);
+    jobs.iter().enumerate().filter(|(i, _)| (i / block) as u32 % shard.n == shard.k).map(|(_, j)| j.clone()).collect()
+}
+
+/// How many blocks a run has: more shards than this leaves some idle.
+pub fn block_count(m: &Matrix) -> usize {
+    m.sampling.boots as usize * m.vcpus.len()
+}
+
 /// Number of (variant, vCPUs, benchmark) cells.
 pub fn cell_count(m: &Matrix) -> usize {
     m.variants.iter().map(|v| v.benchmarks.len()).sum::<usize>() * m.vcpus.len()
@@ -74,6 +122,48 @@ mod tests {
             names.sort();
             assert_eq!(names, vec!["a", "b", "base"]);
             assert!(round.iter().all(|j| j.vcpus == round[0].vcpus && j.boot == round[0].boot));
+        }
+    }
+
+    /// Issue 14: for N = 1..8 the shards together hold every job exactly
+    /// once, each shard keeps the plan's seeded order, and each shard holds
+    /// whole blocks (every variant once per vCPU count and round).
+    #[test]
+    fn shards_cover_the_plan_once_in_order() {
+        for (boots, seed) in [(1, 3), (3, 7), (5, 11), (8, 20261130)] {
+            let m = matrix(boots, seed);
+            let jobs = boot_jobs(&m);
+            for n in 1..=8 {
+                let shards: Vec<Vec<BootJob>> = (0..n).map(|k| shard_jobs(&m, &jobs, Shard { k, n })).collect();
+                let mut seen: Vec<String> = shards.iter().flatten().map(BootJob::id).collect();
+                assert_eq!(seen.len(), jobs.len(), "n={n} boots={boots}");
+                seen.sort();
+                seen.dedup();
+                assert_eq!(seen.len(), jobs.len(), "a job in two shards (n={n} boots={boots})");
+                for (k, s) in shards.iter().enumerate() {
+                    let at: Vec<usize> = s.iter().map(|j| jobs.iter().position(|x| x == j).unwrap()).collect();
+                    assert!(at.windows(2).all(|w| w[0] < w[1]), "shard {k}/{n} is out of the seeded order: {at:?}");
+                    for b in s.chunks(3) {
+                        let mut names: Vec<&str> = b.iter().map(|j| j.variant.as_str()).collect();
+                        names.sort();
+                        assert_eq!(names, vec!["a", "b", "base"], "shard {k}/{n} splits a block");
+                    }
+                }
+                let sizes: Vec<usize> = shards.iter().map(Vec::len).collect();
+                let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                assert!(hi - lo <= 3, "unbalanced shards {sizes:?}");
+                assert_eq!(shards.iter().filter(|s| !s.is_empty()).count(), (n as usize).min(block_count(&m)));
+            }
+        }
+    }
+
+    #[test]
+    fn shard_parses_k_of_n() {
+        assert_eq!("1/4".parse::<Shard>(), Ok(Shard { k: 1, n: 4 }));
+        assert_eq!("0/1".parse::<Shard>().unwrap().to_string(), "0/1");
+        for bad in ["4/4", "1/0", "1", "a/2", "-1/2"] {
+            let e = bad.parse::<Shard>().unwrap_err();
+            assert!(e.contains("is not a shard: write K/N"), "{e}");
         }
     }
 

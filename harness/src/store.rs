@@ -4,7 +4,9 @@
 //! states, patches, configs, builds, boots, benchmark failures), plus `logs/`.
 //! A line is written with one `write` on an `O_APPEND` file and synced, so it
 //! is whole or absent; a torn last line (power loss) is ignored on reading
-//! and cut off before a resume appends.
+//! and cut off before a resume appends. A shard (`run --shard K/N`) writes
+//! the same files under `shards/<K>-of-<N>/` with its own lock, so shards on
+//! several hosts never write one file; the run's readers merge them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use crate::bench::CpuWindow;
 use crate::config::Matrix;
 use crate::kernel::kconfig::Lost;
 use crate::kernel::patch::{Failure, State};
+use crate::plan::Shard;
 use crate::vm::{Accel, Finding, MeasureClock};
 
 /// Version of the files' format.
@@ -262,7 +265,26 @@ pub struct Run {
     pub dir: PathBuf,
     /// Its id.
     pub id: String,
+    /// The shard this handle writes, if it is a shard's.
+    pub shard: Option<Shard>,
+    /// Where this handle's records and logs are: `dir`, or the shard's directory.
+    records: PathBuf,
     _lock: Option<Flock>,
+}
+
+/// A shard's directory in a run, as a reader finds it.
+pub struct ShardDir {
+    /// Which shard.
+    pub shard: Shard,
+    /// Who writes it now (`pid N, harness run --shard K/N`), if anyone.
+    pub writer: Option<String>,
+    /// Its records, read-only.
+    pub run: Run,
+}
+
+/// `<run>/shards/<k>-of-<n>`.
+pub fn shard_dir(run_dir: &Path, shard: Shard) -> PathBuf {
+    run_dir.join("shards").join(format!("{}-of-{}", shard.k, shard.n))
 }
 
 /// UTC now as RFC 3339 (seconds).
@@ -288,20 +310,28 @@ pub fn rfc3339(secs: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// A run directory under `runs_dir` that does not exist yet:
+/// `<UTC stamp>-<label>`, with `.N` added when that is taken.
+pub fn fresh_run_dir(runs_dir: &Path, label: &str) -> Result<PathBuf> {
+    let stamp = now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
+    for n in 0..100 {
+        let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
+        let dir = runs_dir.join(&id);
+        if !dir.exists() {
+            return Ok(dir);
+        }
+    }
+    bail!("find a free run id under {}", runs_dir.display())
+}
+
 impl Run {
     /// Creates `runs_dir/<id>` with a fresh id.
     pub fn create(runs_dir: &Path, label: &str) -> Result<Run> {
-        let stamp = now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
-        for n in 0..100 {
-            let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
-            let dir = runs_dir.join(&id);
-            if !dir.exists() {
-                std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
-                let lock = lock_run(&dir)?;
-                return Ok(Run { dir, id, _lock: Some(lock) });
-            }
-        }
-        bail!("find a free run id under {}", runs_dir.display())
+        let dir = fresh_run_dir(runs_dir, label)?;
+        std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
+        let lock = lock_run(&dir)?;
+        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Run { records: dir.clone(), dir, id, shard: None, _lock: Some(lock) })
     }
 
     /// Opens an existing run directory to read it. A run that may still be
@@ -311,7 +341,61 @@ impl Run {
             bail!("{} is not a run directory (no run.json)", dir.display());
         }
         let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Run { dir: dir.to_path_buf(), id, _lock: None })
+        Ok(Run { dir: dir.to_path_buf(), id, shard: None, records: dir.to_path_buf(), _lock: None })
+    }
+
+    /// Creates a run directory at a path chosen beforehand (`harness build
+    /// --run-dir`, a Slurm script): it may exist, but not as a run yet.
+    pub fn create_at(dir: &Path) -> Result<Run> {
+        if dir.join("run.json").exists() {
+            bail!("create the run {}: it exists already (pass it to `harness run --resume`, or name a new directory)", dir.display());
+        }
+        std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
+        let lock = lock_run(dir)?;
+        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Run { dir: dir.to_path_buf(), id, shard: None, records: dir.to_path_buf(), _lock: Some(lock) })
+    }
+
+    /// Opens shard `shard` of the run in `dir` to write it: its own
+    /// directory, lock and records; a shard run again goes on where it stopped.
+    pub fn open_shard(dir: &Path, shard: Shard) -> Result<Run> {
+        if !dir.join("run.json").is_file() {
+            bail!("open {} for shard {shard}: it has no run.json yet (run `harness build --run-dir {}` first)", dir.display(), dir.display());
+        }
+        let records = shard_dir(dir, shard);
+        std::fs::create_dir_all(records.join("logs")).with_context(|| format!("create {}", records.display()))?;
+        let lock = match Flock::try_take(&records.join("lock"), &format!("run --shard {shard}"))? {
+            Ok(l) => l,
+            Err(holder) => bail!("lock shard {shard} of {}: another harness ({holder}) is running it", dir.display()),
+        };
+        for f in ["samples.jsonl", "events.jsonl"] {
+            truncate_torn(&records.join(f))?;
+        }
+        let mut run = Run::open(dir)?;
+        (run.records, run.shard, run._lock) = (records, Some(shard), Some(lock));
+        Ok(run)
+    }
+
+    /// The shards that have written into this run, by shard.
+    pub fn shard_dirs(&self) -> Result<Vec<ShardDir>> {
+        let root = self.dir.join("shards");
+        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for e in entries {
+            let e = e.with_context(|| format!("read {}", root.display()))?;
+            let name = e.file_name().to_string_lossy().replace("-of-", "/");
+            let Ok(shard) = name.parse::<Shard>() else { continue };
+            let records = e.path();
+            let writer = Flock::holder(&records.join("lock"));
+            out.push(ShardDir { shard, writer, run: Run { dir: self.dir.clone(), id: self.id.clone(), shard: Some(shard), records, _lock: None } });
+        }
+        out.sort_by_key(|s| (s.shard.n, s.shard.k));
+        Ok(out)
+    }
+
+    /// This handle's own directory: the run's, or its shard's.
+    pub fn records(&self) -> &Path {
+        &self.records
     }
 
     /// Opens an existing run directory to append to it (`--resume`): takes
@@ -345,31 +429,46 @@ impl Run {
         std::fs::rename(&tmp, &p).with_context(|| format!("write {}", p.display()))
     }
 
-    /// A log path under `logs/`.
+    /// A log path under `logs/` (of the shard, for a shard's handle).
     pub fn log(&self, rel: &str) -> PathBuf {
-        self.dir.join("logs").join(rel)
+        self.records.join("logs").join(rel)
     }
 
     /// Appends a sample; a non-finite number is refused (JSON would store
     /// it as `null`, which no reader can use).
     pub fn sample(&self, s: &Sample) -> Result<()> {
         s.check_finite().with_context(|| format!("write a sample of {} {} at {} vCPUs", s.variant, s.metric, s.vcpus))?;
-        append_line(&self.dir.join("samples.jsonl"), s)
+        append_line(&self.records.join("samples.jsonl"), s)
     }
 
     /// Appends an event.
     pub fn event(&self, e: &Event) -> Result<()> {
-        append_line(&self.dir.join("events.jsonl"), e)
+        append_line(&self.records.join("events.jsonl"), e)
     }
 
-    /// All samples.
+    /// All samples: a run's own, then every shard's; a shard's handle reads its own.
     pub fn samples(&self) -> Result<Vec<Sample>> {
-        read_lines(&self.dir.join("samples.jsonl"))
+        self.merged("samples.jsonl")
     }
 
-    /// All events.
+    /// All events: a run's own, then every shard's; a shard's handle reads its own.
     pub fn events(&self) -> Result<Vec<Event>> {
-        read_lines(&self.dir.join("events.jsonl"))
+        self.merged("events.jsonl")
+    }
+
+    /// The events in this handle's own directory only (the build's, for a run).
+    pub fn own_events(&self) -> Result<Vec<Event>> {
+        read_lines(&self.records.join("events.jsonl"))
+    }
+
+    fn merged<T: DeserializeOwned>(&self, file: &str) -> Result<Vec<T>> {
+        let mut all = read_lines(&self.records.join(file))?;
+        if self.shard.is_none() {
+            for s in self.shard_dirs()? {
+                all.extend(read_lines(&s.run.records.join(file))?);
+            }
+        }
+        Ok(all)
     }
 }
 
@@ -456,6 +555,16 @@ impl Flock {
         f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
         write!(f, "pid {}, harness {what}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
         Ok(Ok(Flock { _file: f }))
+    }
+
+    /// Who holds the lock on `p`, without taking it for longer than a
+    /// moment and without writing.
+    fn holder(p: &Path) -> Option<String> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(p).ok()?;
+        // SAFETY: flock on a descriptor we own; released when `f` closes.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        (r != 0).then(|| std::fs::read_to_string(p).unwrap_or_default().trim().to_string())
     }
 }
 
@@ -584,7 +693,7 @@ mod tests {
         assert!(skipped[1].contains("samples.jsonl:3:") && skipped[2].contains("samples.jsonl:4:"), "{skipped:?}");
         // the run's readers (report, resume) get the good lines
         std::fs::write(dir.join("run.json"), "{}").unwrap();
-        let run = Run { dir: dir.clone(), id: "r".into(), _lock: None };
+        let run = Run { records: dir.clone(), dir: dir.clone(), id: "r".into(), shard: None, _lock: None };
         assert_eq!(run.samples().unwrap().len(), 2);
         std::fs::remove_dir_all(dir).ok();
     }
@@ -594,7 +703,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("harness-store-inf-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let run = Run { dir: dir.clone(), id: "r".into(), _lock: None };
+        let run = Run { records: dir.clone(), dir: dir.clone(), id: "r".into(), shard: None, _lock: None };
         for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
             let e = format!("{:#}", run.sample(&sample(bad)).unwrap_err());
             assert!(e.contains("write a sample of base m at 2 vCPUs") && e.contains("not finite"), "{e}");
@@ -665,6 +774,41 @@ mod tests {
         assert!(t.elapsed() < std::time::Duration::from_secs(2) && e.to_string().contains("harness run) is using it"), "{e}");
         drop(run);
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Issue 14: shards write their own files under their own lock; the
+    /// run's readers merge them, a shard's handle reads only its own.
+    #[test]
+    fn shards_write_apart_and_are_read_merged() {
+        let runs = std::env::temp_dir().join(format!("harness-shards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&runs);
+        let dir = runs.join("r");
+        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 0, n: 2 }).err().expect("no run.json yet"));
+        assert!(e.contains("run `harness build --run-dir"), "{e}");
+        let build = Run::create_at(&dir).unwrap();
+        std::fs::write(dir.join("run.json"), "{}").unwrap();
+        build.event(&Event::Notice { message: "built".into() }).unwrap();
+        drop(build);
+        assert!(Run::create_at(&dir).is_err(), "a run is made once");
+        let s0 = Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap();
+        let s1 = Run::open_shard(&dir, Shard { k: 1, n: 2 }).unwrap();
+        s0.event(&Event::Notice { message: "s0".into() }).unwrap();
+        s1.event(&Event::Notice { message: "s1".into() }).unwrap();
+        assert!(s1.log("boots").starts_with(dir.join("shards/1-of-2/logs")));
+        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 1, n: 2 }).err().expect("one writer per shard"));
+        assert!(e.contains(&format!("another harness (pid {}, harness run --shard 1/2) is running it", std::process::id())), "{e}");
+        let msgs = |r: &Run| r.events().unwrap().into_iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(" ");
+        let reader = Run::open(&dir).unwrap();
+        let all = msgs(&reader);
+        assert!(all.contains("built") && all.contains("s0") && all.contains("s1"), "{all}");
+        assert!(!msgs(&s1).contains("s0") && reader.own_events().unwrap().len() == 1);
+        let writers: Vec<bool> = reader.shard_dirs().unwrap().iter().map(|d| d.writer.is_some()).collect();
+        assert_eq!(writers, vec![true, true]);
+        drop(s0);
+        let writers: Vec<bool> = reader.shard_dirs().unwrap().iter().map(|d| d.writer.is_some()).collect();
+        assert_eq!(writers, vec![false, true], "a finished shard holds no lock");
+        drop(s1);
+        std::fs::remove_dir_all(runs).ok();
     }
 
     #[test]

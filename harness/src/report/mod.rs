@@ -4,11 +4,12 @@
 //! of [`crate::stats`], failure rates and failed steps shown as cells. Reads
 //! the run's records only; never spawns. Text, CSV and the gate live in
 //! [`text`] and [`gate`], the HTML page in [`html`], nightly trends in
-//! [`trend`].
+//! [`trend`]; a sharded run's shards are accounted in [`shards`].
 
 pub mod compare;
 pub mod gate;
 pub mod html;
+pub mod shards;
 pub mod svg;
 pub mod text;
 pub mod trend;
@@ -147,6 +148,8 @@ pub struct Report {
     pub clock: Option<MeasureClock>,
     /// What that clock means, in words.
     pub clock_text: String,
+    /// The shards of a run split with `run --shard` (empty otherwise).
+    pub shards: Vec<shards::ShardState>,
 }
 
 /// Calibrated floors for a run: `(benchmark, metric, vCPUs)` → floor, and
@@ -166,12 +169,21 @@ impl Floors {
     }
 }
 
-/// Builds the report of a run with the given calibrated floors.
+/// Builds the report of a run with the given calibrated floors: the run's
+/// records merged with its shards', the jobs of a failed or missing shard
+/// counted as failed boots.
 pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     let meta = run.meta()?;
     let samples = run.samples()?;
-    let events = run.events()?;
-    Ok(build_from(&meta, &samples, &events, floors))
+    let mut events = run.events()?;
+    let dirs: Vec<_> = run.shard_dirs()?.into_iter().map(|d| (d.shard, d.writer)).collect();
+    let acc = shards::account(&meta.matrix, &dirs, &events);
+    events.extend(acc.failures);
+    let mut r = build_from(&meta, &samples, &events, floors);
+    r.notes.splice(0..0, acc.notes);
+    r.complete &= acc.all_done;
+    r.shards = acc.shards;
+    Ok(r)
 }
 
 /// What the events say about boots and failures.
@@ -465,6 +477,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         clock_text: clock.map(|c| format!("{}: {}", c.name(), c.describe())).unwrap_or_else(|| {
             "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
         }),
+        shards: Vec::new(),
     }
 }
 

@@ -38,7 +38,7 @@ struct Global {
     /// Where run directories are created.
     #[arg(long, global = true, env = "HARNESS_RUNS_DIR", default_value = "runs")]
     runs_dir: PathBuf,
-    /// Benchmark sources (default: `images/` beside the matrix file).
+    /// Benchmark sources (default: `images/` beside the matrix file, else the ones built into the binary).
     #[arg(long, global = true, env = "HARNESS_IMAGES_DIR")]
     images_dir: Option<PathBuf>,
     /// The nightly history database (default: `<work-dir>/history.sqlite`).
@@ -201,21 +201,15 @@ pub fn main() -> ExitCode {
 }
 
 /// Where a run of the matrix at `matrix` works, stores and finds its benchmarks.
-fn run_options(g: &Global, matrix: &Path, quiet: bool) -> pipeline::Options {
-    pipeline::Options {
+/// The benchmark sources are `--images-dir`, `images/` beside the matrix,
+/// or the copy embedded in the binary ([`crate::builtin`]).
+fn run_options(g: &Global, matrix: &Path, quiet: bool) -> Result<pipeline::Options> {
+    Ok(pipeline::Options {
         work_dir: g.work_dir.clone(),
         runs_dir: g.runs_dir.clone(),
-        images_dir: images_dir(&g.images_dir, matrix),
+        images_dir: crate::builtin::images_dir(g.images_dir.as_deref(), matrix, &g.work_dir)?,
         quiet,
-    }
-}
-
-fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
-    if let Some(d) = flag {
-        return d.clone();
-    }
-    let dir = matrix.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    dir.join("images")
+    })
 }
 
 fn dispatch(mut cli: Cli) -> Result<u8> {
@@ -229,13 +223,13 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             let run_dir = match resume {
                 Some(dir) => {
                     let meta = store::Run::open(&dir)?.meta()?;
-                    let opts = run_options(&cli.global, &meta.matrix.path, quiet);
+                    let opts = run_options(&cli.global, &meta.matrix.path, quiet)?;
                     eprintln!("resuming {}", dir.display());
                     pipeline::resume(&dir, &opts)?
                 }
                 None => {
                     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-                    let opts = run_options(&cli.global, &matrix, quiet);
+                    let opts = run_options(&cli.global, &matrix, quiet)?;
                     pipeline::start(m, &opts)?
                 }
             };
@@ -336,7 +330,7 @@ fn calibrate(m: MatrixArgs, g: &Global, quiet: bool) -> Result<u8> {
     crate::proc::install_signal_handler()?;
     let (matrix, profile) = m.resolve()?;
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-    let opts = run_options(g, &matrix, quiet);
+    let opts = run_options(g, &matrix, quiet)?;
     let mut aa = crate::calibrate::aa_matrix(&m);
     aa.profile = Some(format!("calibrate{}", m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()));
     let dir = pipeline::start(aa, &opts)?;

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod boot;
+pub mod builtin;
 pub mod calibrate;
 pub mod check;
 pub mod cli;

@@ -156,6 +156,47 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
+    /// Does a series regress anything? Base against base + the series.
+    Try {
+        /// Mbox files (`b4 am`, `git format-patch --stdout`), format-patch directories or quilt directories.
+        series: Vec<PathBuf>,
+        /// A git tree: the kernel source, and with --range where the patches come from.
+        #[arg(long, value_name = "TREE")]
+        git: Option<PathBuf>,
+        /// `BASE..TOPIC` in --git: base is BASE, the series is `git format-patch BASE..TOPIC`.
+        #[arg(long, requires = "git")]
+        range: Option<String>,
+        /// The matrix whose kernel, guest and benchmarks are used (default: the one built into harness).
+        #[arg(long)]
+        matrix: Option<PathBuf>,
+        /// The matrix profile (`none` for none).
+        #[arg(long, default_value = "premerge")]
+        profile: String,
+        /// vCPU counts, instead of the profile's.
+        #[arg(long, value_delimiter = ',')]
+        vcpus: Vec<u32>,
+        /// Only these benchmarks.
+        #[arg(long, value_delimiter = ',')]
+        bench: Vec<String>,
+        /// The guest clock: wall or icount.
+        #[arg(long, value_parser = crate::trial::parse_clock)]
+        clock: Option<config::Clock>,
+        /// Boots per variant and vCPU count.
+        #[arg(long)]
+        boots: Option<u32>,
+        /// The effect floor (a fraction: 0.005 is 0.5%).
+        #[arg(long)]
+        floor: Option<f64>,
+        /// Exit 1 when a key metric regressed.
+        #[arg(long)]
+        gate: bool,
+        /// With --gate, also exit 1 on its warnings.
+        #[arg(long, requires = "gate")]
+        strict: bool,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -264,8 +305,33 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             show_history(&cli.global, &history::Filter { bench, vcpus, variant, last }, html.as_deref())
         }
         Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
+        Command::Try { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gate, strict, quiet } => {
+            let req = crate::trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor };
+            try_series(&req, &cli.global, quiet, Gating { gate, strict })
+        }
         Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
     }
+}
+
+/// `harness try`: refuses a series that does not apply before building
+/// anything, runs base against base + series, says plainly what failed, and
+/// prints the verdict table.
+fn try_series(req: &crate::trial::Request, g: &Global, quiet: bool, gating: Gating) -> Result<u8> {
+    crate::proc::install_signal_handler()?;
+    let m = crate::trial::matrix(req, &g.work_dir)?;
+    let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
+    if let Some(why) = crate::trial::preflight(&m, &scratch)? {
+        eprintln!("try: {why}");
+        return Ok(EXIT_ERROR);
+    }
+    let opts = run_options(g, &m.path, quiet)?;
+    let dir = pipeline::start(m, &opts)?;
+    let failures = crate::trial::failures(&store::Run::open(&dir)?)?;
+    for f in &failures {
+        eprintln!("try: {f}");
+    }
+    let code = finish_report(&dir, g, gating)?;
+    Ok(if failures.iter().any(|f| f.contains(": patch: ") || f.contains("build failed")) { EXIT_ERROR } else { code })
 }
 
 /// `--gate` and `--strict`.

@@ -21,5 +21,6 @@ pub mod proc;
 pub mod report;
 pub mod stats;
 pub mod store;
+pub mod trial;
 pub mod ui;
 pub mod vm;

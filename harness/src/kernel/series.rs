@@ -129,26 +129,30 @@ pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
     msgs.into_iter().filter(has_diff).collect()
 }
 
-/// Writes `sources`' patches, in order, as the quilt series `dir/<name>/`
-/// (replacing what was there). Returns the number of patches.
-pub fn write_quilt(sources: &[Source], dir: &Path, name: &str, log: &Path) -> Result<usize> {
+/// Every source's patches, in order.
+pub fn collect(sources: &[Source], log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut all = Vec::new();
+    for src in sources {
+        all.extend(src.patches(log)?);
+    }
+    Ok(all)
+}
+
+/// Writes `patches`, in order, as the quilt series `dir/<name>/` (replacing
+/// what was there).
+pub fn write_quilt(patches: &[(String, Vec<u8>)], dir: &Path, name: &str) -> Result<()> {
     let sdir = dir.join(name);
     let _ = std::fs::remove_dir_all(&sdir);
     std::fs::create_dir_all(&sdir).with_context(|| format!("create {}", sdir.display()))?;
     let mut listed = String::new();
-    let mut n = 0;
-    for src in sources {
-        for (file, data) in src.patches(log)? {
-            n += 1;
-            // two sources may both have a 0001-…: keep the names apart
-            let file = if sdir.join(&file).exists() { format!("{n:04}-{file}") } else { file };
-            std::fs::write(sdir.join(&file), data).with_context(|| format!("write {}", sdir.join(&file).display()))?;
-            listed.push_str(&file);
-            listed.push('\n');
-        }
+    for (n, (file, data)) in patches.iter().enumerate() {
+        // two sources may both have a 0001-…: keep the names apart
+        let file = if sdir.join(file).exists() { format!("{:04}-{file}", n + 1) } else { file.clone() };
+        std::fs::write(sdir.join(&file), data).with_context(|| format!("write {}", sdir.join(&file).display()))?;
+        listed.push_str(&file);
+        listed.push('\n');
     }
-    std::fs::write(sdir.join("series"), listed).with_context(|| format!("write {}", sdir.join("series").display()))?;
-    Ok(n)
+    std::fs::write(sdir.join("series"), listed).with_context(|| format!("write {}", sdir.join("series").display()))
 }
 
 #[cfg(test)]
@@ -192,7 +196,7 @@ mod tests {
             ("quilt", vec![P2, P1]),
         ] {
             let s = Source::detect(&root.join(src)).unwrap();
-            assert_eq!(write_quilt(&[s], &root.join("out"), "t", &log).unwrap(), 2, "{src}");
+            write_quilt(&collect(&[s], &log).unwrap(), &root.join("out"), "t").unwrap();
             let series = super::super::patch::load_series(&root.join("out"), "t").unwrap();
             let got: Vec<String> = series.patches.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
             assert_eq!(got, want, "{src}");
@@ -200,7 +204,7 @@ mod tests {
         let e = format!("{:#}", Source::detect(&root.join("missing")).unwrap_err());
         assert!(e.starts_with("read the series "), "{e}");
         w("empty/x.txt", "");
-        let e = format!("{:#}", write_quilt(&[Source::detect(&root.join("empty")).unwrap()], &root.join("out"), "t", &log).unwrap_err());
+        let e = format!("{:#}", collect(&[Source::detect(&root.join("empty")).unwrap()], &log).unwrap_err());
         assert!(e.contains("no *.patch file"), "{e}");
         std::fs::remove_dir_all(root).ok();
     }
@@ -227,11 +231,11 @@ mod tests {
         }
         let out = root.join("out");
         let src = Source::GitRange { tree: root.clone(), range: "base..HEAD".into() };
-        assert_eq!(write_quilt(&[src], &out, "r", &root.join("log")).unwrap(), 2);
+        write_quilt(&collect(&[src], &root.join("log")).unwrap(), &out, "r").unwrap();
         let s = super::super::patch::load_series(&out, "r").unwrap();
         assert!(s.patches[0].ends_with("0001-step-0.patch"), "{:?}", s.patches);
         assert!(std::fs::read_to_string(&s.patches[1]).unwrap().contains("-b\n+c\n"));
-        let e = format!("{:#}", write_quilt(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &out, "r", &root.join("log")).unwrap_err());
+        let e = format!("{:#}", collect(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &root.join("log")).unwrap_err());
         assert!(e.contains("holds no commit"), "{e}");
         std::fs::remove_dir_all(root).ok();
     }

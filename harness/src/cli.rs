@@ -197,6 +197,54 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Which commit did it? A performance bisection between a good and a bad commit.
+    Bisect {
+        /// The git tree.
+        #[arg(long, value_name = "TREE", required_unless_present = "resume")]
+        git: Option<PathBuf>,
+        /// A commit-ish that performs well.
+        #[arg(long, required_unless_present = "resume")]
+        good: Option<String>,
+        /// A later commit-ish that performs worse.
+        #[arg(long, required_unless_present = "resume")]
+        bad: Option<String>,
+        /// The benchmark.
+        #[arg(long, required_unless_present = "resume")]
+        bench: Option<String>,
+        /// The vCPU count.
+        #[arg(long, required_unless_present = "resume")]
+        vcpus: Option<u32>,
+        /// The metric (default: the benchmark's first).
+        #[arg(long)]
+        metric: Option<String>,
+        /// The guest clock: wall or icount.
+        #[arg(long, value_parser = crate::trial::parse_clock)]
+        clock: Option<config::Clock>,
+        /// The matrix whose kernel config, guest and benchmarks are used (default: the built-in one).
+        #[arg(long)]
+        matrix: Option<PathBuf>,
+        /// The matrix profile (`none` for none).
+        #[arg(long, default_value = "none")]
+        profile: String,
+        /// Boots of each end.
+        #[arg(long, default_value_t = 5)]
+        end_boots: u32,
+        /// Boots per batch at a midpoint.
+        #[arg(long, default_value_t = 5)]
+        batch: u32,
+        /// Most boots at a midpoint.
+        #[arg(long, default_value_t = 15)]
+        max_boots: u32,
+        /// Overall level of each step's tests (split over its looks).
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Finish an interrupted bisection.
+        #[arg(long, value_name = "BISECT_DIR")]
+        resume: Option<PathBuf>,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -305,6 +353,19 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             show_history(&cli.global, &history::Filter { bench, vcpus, variant, last }, html.as_deref())
         }
         Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
+        Command::Bisect { git, good, bad, bench, vcpus, metric, clock, matrix, profile, end_boots, batch, max_boots, alpha, resume, quiet } => {
+            crate::proc::install_signal_handler()?;
+            let dir = match resume {
+                Some(d) => d,
+                None => {
+                    let trial = crate::trial::Request { matrix, profile, vcpus: vcpus.into_iter().collect(), bench: bench.into_iter().collect(), clock, ..Default::default() };
+                    let rule = crate::bisect::Rule { end_boots, batch, max_boots, alpha };
+                    let req = crate::bisect::Request { git: git.unwrap_or_default(), good: good.unwrap_or_default(), bad: bad.unwrap_or_default(), trial, metric, rule };
+                    crate::bisect::start(&req, &cli.global.runs_dir, &cli.global.work_dir)?
+                }
+            };
+            run_bisect(&dir, &cli.global, quiet)
+        }
         Command::Try { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gate, strict, quiet } => {
             let req = crate::trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor };
             try_series(&req, &cli.global, quiet, Gating { gate, strict })
@@ -332,6 +393,25 @@ fn try_series(req: &crate::trial::Request, g: &Global, quiet: bool, gating: Gati
     }
     let code = finish_report(&dir, g, gating)?;
     Ok(if failures.iter().any(|f| f.contains(": patch: ") || f.contains("build failed")) { EXIT_ERROR } else { code })
+}
+
+/// `harness bisect`: runs or resumes the bisection in `dir`; prints each
+/// step and the first bad commit (exit 0), or why it stopped (exit 1).
+fn run_bisect(dir: &Path, g: &Global, quiet: bool) -> Result<u8> {
+    eprintln!("bisect: {} (resume with `harness bisect --resume {}`)", dir.display(), dir.display());
+    let (m, matrix) = crate::bisect::tree_of(dir)?;
+    let opts = run_options(g, &matrix, quiet)?;
+    let say = |s: &str| println!("{s}");
+    match crate::bisect::run(dir, &opts, &say)? {
+        crate::bisect::Outcome::FirstBad(c) => {
+            println!("first bad commit: {}", crate::bisect::describe(&m, &c));
+            Ok(EXIT_OK)
+        }
+        crate::bisect::Outcome::Undecided(why) => {
+            println!("undecided: {why}");
+            Ok(EXIT_REGRESSED)
+        }
+    }
 }
 
 /// `--gate` and `--strict`.

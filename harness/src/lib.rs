@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bisect;
 pub mod boot;
 pub mod builtin;
 pub mod calibrate;

@@ -58,12 +58,8 @@ pub fn parse_clock(s: &str) -> Result<Clock, String> {
 /// The two-variant matrix of a request; the series is written under
 /// `<work>/try/<hash of its patches>/series/`.
 pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
-    let path = match &req.matrix {
-        Some(p) => std::path::absolute(p).context("resolve --matrix")?,
-        None => crate::builtin::materialise(work)?.join("matrix.yaml"),
-    };
+    let mut m = base_matrix(req, work)?;
     let profile = (req.profile != "none").then_some(req.profile.as_str());
-    let mut m = crate::config::load(&path, profile).context("load the matrix")?;
     let mut sources: Vec<Source> = req.series.iter().map(|p| Source::detect(p)).collect::<Result<_>>()?;
     let mut base_ref = None;
     match (&req.git, &req.range) {
@@ -90,13 +86,25 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     }
     m.series_dir = work.join("try").join(tree::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
-    narrow(&mut m, req)?;
     let base = Variant { name: "base".into(), apply: vec![], revert: vec![], fragments: vec![], benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(), git_ref: base_ref };
     m.variants = vec![base.clone(), Variant { name: SERIES.into(), apply: vec![SERIES.into()], ..base }];
     m.profile = Some(match profile {
         Some(p) => format!("try-{p}"),
         None => "try".into(),
     });
+    Ok(m)
+}
+
+/// The matrix (`--matrix` or the built-in one) with its profile, narrowed
+/// by the command line; its variants are the caller's to replace.
+pub fn base_matrix(req: &Request, work: &Path) -> Result<Matrix> {
+    let path = match &req.matrix {
+        Some(p) => std::path::absolute(p).context("resolve --matrix")?,
+        None => crate::builtin::materialise(work)?.join("matrix.yaml"),
+    };
+    let profile = (req.profile != "none").then_some(req.profile.as_str());
+    let mut m = crate::config::load(&path, profile).context("load the matrix")?;
+    narrow(&mut m, req)?;
     Ok(m)
 }
 

@@ -84,3 +84,74 @@ fn try_names_the_patch_and_hunk_that_do_not_apply() {
     assert!(!dir.join("runs").exists(), "nothing was run");
     eprintln!("refused in {:.1} s", t.elapsed().as_secs_f64());
 }
+
+/// A small git history made from the 6.12 tree: the tree as shipped, two
+/// harmless commits, the slow-exec patch, one more harmless commit. Made once
+/// under the test's temporary directory and reused.
+fn history() -> (PathBuf, Vec<String>) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-history");
+    let git = |args: &[&str]| -> String {
+        let out = Command::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    if !dir.join(".git/refs/tags/c4").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = std::time::Instant::now();
+        let tar = Command::new("tar").args(["-xf", "/usr/src/linux-source-6.12.tar.xz", "--strip-components=1", "-C"]).arg(&dir).status().unwrap();
+        assert!(tar.success());
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "linux 6.12 as shipped"]);
+        git(&["tag", "good"]);
+        eprintln!("history: the 6.12 tree committed in {:.0} s", t.elapsed().as_secs_f64());
+        let note = |tag: &str, text: &str| {
+            std::fs::write(dir.join("Documentation/harness-note.txt"), text).unwrap();
+            git(&["add", "Documentation/harness-note.txt"]);
+            git(&["commit", "-qm", &format!("docs: harness note {tag}")]);
+            git(&["tag", tag]);
+        };
+        note("c1", "one\n");
+        note("c2", "two\n");
+        let p = repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch");
+        let ok = Command::new("patch").args(["-p1", "-s", "-d"]).arg(&dir).arg("-i").arg(&p).status().unwrap();
+        assert!(ok.success());
+        git(&["commit", "-qam", "exec: a fixed cost of ~4500 instructions per exec (test fixture)"]);
+        git(&["tag", "c3"]);
+        note("c4", "four\n");
+    }
+    let ids = ["good", "c1", "c2", "c3", "c4"].iter().map(|t| git(&["rev-parse", t])).collect();
+    (dir, ids)
+}
+
+/// `harness bisect` between the shipped tree and a commit two after the
+/// slow-exec patch, under the instruction-counting clock at 2 vCPUs, names
+/// the slow-exec commit. About 20 icount boots and one full kernel build
+/// plus three incremental ones: ~35 minutes on 2 cores, so by hand:
+/// `cargo test --test reproduce bisect_names -- --ignored --nocapture`.
+#[test]
+#[ignore = "~35 minutes: a full kernel build and ~20 icount boots"]
+fn bisect_names_the_slow_exec_commit() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (tree, ids) = history();
+    let dir = scratch("bisect");
+    let t = std::time::Instant::now();
+    let out = harness(&dir)
+        .args(["bisect", "--git"])
+        .arg(&tree)
+        .args(["--good", "good", "--bad", "c4", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-boots", "10"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = show(&out);
+    assert!(out.status.success(), "{stderr}");
+    let named = stdout.lines().find(|l| l.starts_with("first bad commit: ")).unwrap_or_default();
+    assert!(named.contains(&ids[3][..7]) && named.contains("exec: a fixed cost"), "{stdout}");
+    assert!(stdout.contains("like good") && stdout.contains("like bad") && stdout.contains("rule: "), "{stdout}");
+    eprintln!("bisected in {:.0} s", t.elapsed().as_secs_f64());
+    // a second look resumes from the state: nothing is measured again
+    let bisect_dir = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("state.json").is_file()).unwrap();
+    let again = harness(&dir).args(["bisect", "--resume"]).arg(&bisect_dir).output().unwrap();
+    let (stdout2, _) = show(&again);
+    assert!(stdout2.contains(&format!("first bad commit: {}", &ids[3][..7])), "{stdout2}");
+}

@@ -109,7 +109,7 @@ fn history() -> (PathBuf, Vec<String>) {
         eprintln!("history: the 6.12 tree committed in {:.0} s", t.elapsed().as_secs_f64());
         let note = |tag: &str, text: &str| {
             std::fs::write(dir.join("Documentation/harness-note.txt"), text).unwrap();
-            git(&["add", "Documentation/harness-note.txt"]);
+            git(&["add", "-f", "Documentation/harness-note.txt"]);
             git(&["commit", "-qm", &format!("docs: harness note {tag}")]);
             git(&["tag", tag]);
         };

@@ -38,7 +38,7 @@ struct Global {
     /// Where run directories are created.
     #[arg(long, global = true, env = "HARNESS_RUNS_DIR", default_value = "runs")]
     runs_dir: PathBuf,
-    /// Benchmark sources (default: `images/` beside the matrix file).
+    /// Benchmark sources (default: `images/` beside the matrix file, else the ones built into the binary).
     #[arg(long, global = true, env = "HARNESS_IMAGES_DIR")]
     images_dir: Option<PathBuf>,
     /// The nightly history database (default: `<work-dir>/history.sqlite`).
@@ -196,6 +196,95 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
+    /// Does a series regress anything? Base against base + the series.
+    Try {
+        /// Mbox files (`b4 am`, `git format-patch --stdout`), format-patch directories or quilt directories.
+        series: Vec<PathBuf>,
+        /// A git tree: the kernel source, and with --range where the patches come from.
+        #[arg(long, value_name = "TREE")]
+        git: Option<PathBuf>,
+        /// `BASE..TOPIC` in --git: base is BASE, the series is `git format-patch BASE..TOPIC`.
+        #[arg(long, requires = "git")]
+        range: Option<String>,
+        /// The matrix whose kernel, guest and benchmarks are used (default: the one built into harness).
+        #[arg(long)]
+        matrix: Option<PathBuf>,
+        /// The matrix profile (`none` for none).
+        #[arg(long, default_value = "premerge")]
+        profile: String,
+        /// vCPU counts, instead of the profile's.
+        #[arg(long, value_delimiter = ',')]
+        vcpus: Vec<u32>,
+        /// Only these benchmarks.
+        #[arg(long, value_delimiter = ',')]
+        bench: Vec<String>,
+        /// The guest clock: wall or icount.
+        #[arg(long, value_parser = crate::trial::parse_clock)]
+        clock: Option<config::Clock>,
+        /// Boots per variant and vCPU count.
+        #[arg(long)]
+        boots: Option<u32>,
+        /// The effect floor (a fraction: 0.005 is 0.5%).
+        #[arg(long)]
+        floor: Option<f64>,
+        /// Exit 1 when a key metric regressed.
+        #[arg(long)]
+        gate: bool,
+        /// With --gate, also exit 1 on its warnings.
+        #[arg(long, requires = "gate")]
+        strict: bool,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Which commit did it? A performance bisection between a good and a bad commit.
+    Bisect {
+        /// The git tree.
+        #[arg(long, value_name = "TREE", required_unless_present = "resume")]
+        git: Option<PathBuf>,
+        /// A commit-ish that performs well.
+        #[arg(long, required_unless_present = "resume")]
+        good: Option<String>,
+        /// A later commit-ish that performs worse.
+        #[arg(long, required_unless_present = "resume")]
+        bad: Option<String>,
+        /// The benchmark.
+        #[arg(long, required_unless_present = "resume")]
+        bench: Option<String>,
+        /// The vCPU count.
+        #[arg(long, required_unless_present = "resume")]
+        vcpus: Option<u32>,
+        /// The metric (default: the benchmark's first).
+        #[arg(long)]
+        metric: Option<String>,
+        /// The guest clock: wall or icount.
+        #[arg(long, value_parser = crate::trial::parse_clock)]
+        clock: Option<config::Clock>,
+        /// The matrix whose kernel config, guest and benchmarks are used (default: the built-in one).
+        #[arg(long)]
+        matrix: Option<PathBuf>,
+        /// The matrix profile (`none` for none).
+        #[arg(long, default_value = "none")]
+        profile: String,
+        /// Boots of each end.
+        #[arg(long, default_value_t = 5)]
+        end_boots: u32,
+        /// Boots per batch at a midpoint.
+        #[arg(long, default_value_t = 5)]
+        batch: u32,
+        /// Most boots at a midpoint.
+        #[arg(long, default_value_t = 15)]
+        max_boots: u32,
+        /// Overall level of each step's tests (split over its looks).
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Finish an interrupted bisection.
+        #[arg(long, value_name = "BISECT_DIR")]
+        resume: Option<PathBuf>,
+        /// No progress output.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Tabulate a finished or interrupted run again and write report files.
     Report {
         /// The run directory.
@@ -241,21 +330,15 @@ pub fn main() -> ExitCode {
 }
 
 /// Where a run of the matrix at `matrix` works, stores and finds its benchmarks.
-fn run_options(g: &Global, matrix: &Path, quiet: bool) -> pipeline::Options {
-    pipeline::Options {
+/// The benchmark sources are `--images-dir`, `images/` beside the matrix,
+/// or the copy embedded in the binary ([`crate::builtin`]).
+fn run_options(g: &Global, matrix: &Path, quiet: bool) -> Result<pipeline::Options> {
+    Ok(pipeline::Options {
         work_dir: g.work_dir.clone(),
         runs_dir: g.runs_dir.clone(),
-        images_dir: images_dir(&g.images_dir, matrix),
+        images_dir: crate::builtin::images_dir(g.images_dir.as_deref(), matrix, &g.work_dir)?,
         quiet,
-    }
-}
-
-fn images_dir(flag: &Option<PathBuf>, matrix: &Path) -> PathBuf {
-    if let Some(d) = flag {
-        return d.clone();
-    }
-    let dir = matrix.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    dir.join("images")
+    })
 }
 
 fn dispatch(mut cli: Cli) -> Result<u8> {
@@ -270,13 +353,13 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             let run_dir = match resume {
                 Some(dir) => {
                     let meta = store::Run::open(&dir)?.meta()?;
-                    let opts = run_options(&cli.global, &meta.matrix.path, quiet);
+                    let opts = run_options(&cli.global, &meta.matrix.path, quiet)?;
                     eprintln!("resuming {}", dir.display());
                     pipeline::resume(&dir, &opts)?
                 }
                 None => {
                     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-                    let opts = run_options(&cli.global, &matrix, quiet);
+                    let opts = run_options(&cli.global, &matrix, quiet)?;
                     pipeline::start(m, &opts)?
                 }
             };
@@ -315,6 +398,23 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             show_history(&cli.global, &history::Filter { bench, vcpus, variant, last }, html.as_deref())
         }
         Command::Calibrate { m, quiet } => calibrate(m, &cli.global, quiet),
+        Command::Bisect { git, good, bad, bench, vcpus, metric, clock, matrix, profile, end_boots, batch, max_boots, alpha, resume, quiet } => {
+            crate::proc::install_signal_handler()?;
+            let dir = match resume {
+                Some(d) => d,
+                None => {
+                    let trial = crate::trial::Request { matrix, profile, vcpus: vcpus.into_iter().collect(), bench: bench.into_iter().collect(), clock, ..Default::default() };
+                    let rule = crate::bisect::Rule { end_boots, batch, max_boots, alpha };
+                    let req = crate::bisect::Request { git: git.unwrap_or_default(), good: good.unwrap_or_default(), bad: bad.unwrap_or_default(), trial, metric, rule };
+                    crate::bisect::start(&req, &cli.global.runs_dir, &cli.global.work_dir)?
+                }
+            };
+            run_bisect(&dir, &cli.global, quiet)
+        }
+        Command::Try { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gate, strict, quiet } => {
+            let req = crate::trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor };
+            try_series(&req, &cli.global, quiet, Gating { gate, strict })
+        }
         Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
     }
 }
@@ -325,7 +425,7 @@ fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, quiet: bool) -> Result<
     crate::proc::install_signal_handler()?;
     let dir = std::path::absolute(dir).context("resolve --run-dir")?;
     let meta = store::Run::open(&dir)?.meta()?;
-    pipeline::shard(&dir, shard, &run_options(g, &meta.matrix.path, quiet))?;
+    pipeline::shard(&dir, shard, &run_options(g, &meta.matrix.path, quiet)?)?;
     println!("shard {shard} of {} done; the merged report: harness report {}", dir.display(), dir.display());
     Ok(EXIT_OK)
 }
@@ -336,7 +436,7 @@ fn build(g: &Global, m: MatrixArgs, run_dir: Option<PathBuf>, quiet: bool) -> Re
     let (matrix, profile) = m.resolve()?;
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
     let at = run_dir.map(std::path::absolute).transpose().context("resolve --run-dir")?;
-    let (dir, built) = pipeline::build(m, &run_options(g, &matrix, quiet), at.as_deref())?;
+    let (dir, built) = pipeline::build(m, &run_options(g, &matrix, quiet)?, at.as_deref())?;
     for (variant, r) in &built {
         match r {
             Ok(key) => println!("{variant}: kernel {key}"),
@@ -391,6 +491,46 @@ fn write_slurm(g: &Global, m: MatrixArgs, a: SlurmArgs) -> Result<u8> {
         println!("run directory: {}", job.run_dir.display());
     }
     Ok(EXIT_OK)
+}
+
+/// `harness try`: refuses a series that does not apply before building
+/// anything, runs base against base + series, says plainly what failed, and
+/// prints the verdict table.
+fn try_series(req: &crate::trial::Request, g: &Global, quiet: bool, gating: Gating) -> Result<u8> {
+    crate::proc::install_signal_handler()?;
+    let m = crate::trial::matrix(req, &g.work_dir)?;
+    let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
+    if let Some(why) = crate::trial::preflight(&m, &scratch)? {
+        eprintln!("try: {why}");
+        return Ok(EXIT_ERROR);
+    }
+    let opts = run_options(g, &m.path, quiet)?;
+    let dir = pipeline::start(m, &opts)?;
+    let failures = crate::trial::failures(&store::Run::open(&dir)?)?;
+    for f in &failures {
+        eprintln!("try: {f}");
+    }
+    let code = finish_report(&dir, g, gating)?;
+    Ok(if failures.iter().any(|f| f.contains(": patch: ") || f.contains("build failed")) { EXIT_ERROR } else { code })
+}
+
+/// `harness bisect`: runs or resumes the bisection in `dir`; prints each
+/// step and the first bad commit (exit 0), or why it stopped (exit 1).
+fn run_bisect(dir: &Path, g: &Global, quiet: bool) -> Result<u8> {
+    eprintln!("bisect: {} (resume with `harness bisect --resume {}`)", dir.display(), dir.display());
+    let (m, matrix) = crate::bisect::tree_of(dir)?;
+    let opts = run_options(g, &matrix, quiet)?;
+    let say = |s: &str| println!("{s}");
+    match crate::bisect::run(dir, &opts, &say)? {
+        crate::bisect::Outcome::FirstBad(c) => {
+            println!("first bad commit: {}", crate::bisect::describe(&m, &c));
+            Ok(EXIT_OK)
+        }
+        crate::bisect::Outcome::Undecided(why) => {
+            println!("undecided: {why}");
+            Ok(EXIT_REGRESSED)
+        }
+    }
 }
 
 /// `--gate` and `--strict`.
@@ -453,7 +593,7 @@ fn calibrate(m: MatrixArgs, g: &Global, quiet: bool) -> Result<u8> {
     crate::proc::install_signal_handler()?;
     let (matrix, profile) = m.resolve()?;
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-    let opts = run_options(g, &matrix, quiet);
+    let opts = run_options(g, &matrix, quiet)?;
     let mut aa = crate::calibrate::aa_matrix(&m);
     aa.profile = Some(format!("calibrate{}", m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()));
     let dir = pipeline::start(aa, &opts)?;

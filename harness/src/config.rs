@@ -61,6 +61,8 @@ struct RawVariant {
     #[serde(default)]
     fragments: Vec<String>,
     benchmarks: Option<Vec<String>>,
+    #[serde(rename = "ref")]
+    git_ref: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -278,6 +280,10 @@ pub struct Variant {
     pub fragments: Vec<PathBuf>,
     /// Benchmarks this variant is measured with.
     pub benchmarks: Vec<String>,
+    /// A commit-ish of the git source (`ref:`) this variant is built from
+    /// instead of the source's HEAD.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
 }
 
 impl Variant {
@@ -690,7 +696,13 @@ fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Ma
                 list.clone()
             }
         };
-        variants.push(Variant { name: v.name.clone(), apply: v.apply.clone(), revert: v.revert.clone(), fragments: vf, benchmarks: vb });
+        if let Some(r) = &v.git_ref {
+            if r.is_empty() || r.starts_with('-') || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                p.push(format!("{at}.ref: `{r}` is not a git commit-ish (a commit id, tag or branch)"));
+            }
+        }
+        let git_ref = v.git_ref.clone();
+        variants.push(Variant { name: v.name.clone(), apply: v.apply.clone(), revert: v.revert.clone(), fragments: vf, benchmarks: vb, git_ref });
     }
     match variants.iter().position(|v| v.name == "base") {
         None => p.push("variants: a variant named `base` (the reference) is required".into()),
@@ -1095,6 +1107,7 @@ profiles:
         let cases: &[(&str, &str, &str)] = &[
             ("  - name: v1\n", "  - name: v1\n    apply: [nope]\n", "variants[1].apply[0]: no series `nope`"),
             ("  - name: v1\n", "  - name: V 1\n", "variants[1].name: `V 1` must be lowercase"),
+            ("  - name: v1\n", "  - name: v1\n    ref: --upload-pack=x\n", "variants[1].ref: `--upload-pack=x` is not a git commit-ish"),
             ("    benchmarks: [s]\n", "    benchmarks: [zz]\n", "variants[1].benchmarks[0]: no benchmark `zz`"),
             ("    kind: doexec\n", "    kind: dexec\n", "benchmarks[0].kind: `dexec` is not a benchmark kind"),
             ("    workers: 3\n", "    workers: 3\n    nr_threads: 4\n", "benchmarks[0].nr_threads: not a parameter of doexec"),

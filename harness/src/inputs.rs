@@ -53,7 +53,14 @@ pub fn pin(m: &Matrix) -> Result<Inputs> {
         BaseConfig::File(f) => Some((f.display().to_string(), file_hash(f)?)),
         BaseConfig::Target(_) => None,
     };
-    Ok(Inputs { source: tree::source_key(&m.kernel.source)?, series, fragments, base_config })
+    // a matrix whose variants all name commits does not build HEAD: its state does not matter
+    let mut source = if m.variants.iter().all(|v| v.git_ref.is_some()) { String::new() } else { tree::source_key(&m.kernel.source)? };
+    for v in &m.variants {
+        if let Some(r) = &v.git_ref {
+            source.push_str(&format!(" {}={}", v.name, tree::resolve_ref(&m.kernel.source, r)?));
+        }
+    }
+    Ok(Inputs { source, series, fragments, base_config })
 }
 
 /// What differs between the inputs pinned at the start and now, one phrase

@@ -3,7 +3,9 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bisect;
 pub mod boot;
+pub mod builtin;
 pub mod calibrate;
 pub mod check;
 pub mod cli;
@@ -21,6 +23,7 @@ pub mod report;
 pub mod slurm;
 pub mod stats;
 pub mod store;
+pub mod trial;
 pub mod ui;
 pub mod vm;
 #[cfg(test)]

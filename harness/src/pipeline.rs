@@ -313,17 +313,17 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
 
 /// The work tree, the series' states, then every variant in `needed`
 /// patched, configured and built (or found in the cache), each outcome
-/// recorded. `Err` stops the run; a variant that failed is an `Err` entry.
+/// recorded. A variant with `ref:` is built in the work clone checked out at
+/// that commit, its series judged against it. `Err` stops the run; a variant
+/// that failed is an `Err` entry.
 fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
-    let tree = Tree::prepare(&m.kernel.source, &opts.work_dir, &run.log("tree.log"))?;
+    let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
+    let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
     // series states against the base
-    let mut states: BTreeMap<String, State> = BTreeMap::new();
-    for s in series_names(m) {
-        let series = patch::load_series(&m.series_dir, &s)?;
-        let st = patch::classify(&tree.dir, &series, &opts.work_dir.join("scratch"))?;
+    let states = classify(m, &series_names(m), &tree, &opts.work_dir)?;
+    for (s, st) in &states {
         run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
-        states.insert(s, st);
     }
     let mut out = BTreeMap::new();
     for v in &m.variants {
@@ -333,7 +333,17 @@ fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>
             continue;
         }
         ui.stage("build", &v.name);
-        let r = make_variant(run, m, &tree, v, &states, &opts.work_dir, ui);
+        let tree = variant_tree(m, v.git_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
+        let own_states;
+        let states = if v.git_ref == base_ref {
+            &states
+        } else {
+            // series of a variant on another commit are judged against that commit
+            let names: Vec<String> = v.revert.iter().chain(&v.apply).cloned().collect();
+            own_states = classify(m, &names, &tree, &opts.work_dir)?;
+            &own_states
+        };
+        let r = make_variant(run, m, &tree, v, states, &opts.work_dir, ui);
         tree.rollback(&run.log("tree.log"))?;
         out.insert(v.name.clone(), r?);
         ui.inc();
@@ -370,6 +380,25 @@ pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Bui
             (v.to_string(), r)
         })
         .collect()
+}
+
+/// The work tree of a variant: the source's own copy, or with `ref:` the
+/// work clone checked out at that commit.
+fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &Path, log: &Path) -> Result<Tree> {
+    match git_ref {
+        Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
+        None => Tree::prepare(&m.kernel.source, work, log),
+    }
+}
+
+/// The state of each named series against `tree`.
+fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BTreeMap<String, State>> {
+    let mut states = BTreeMap::new();
+    for s in names {
+        let series = patch::load_series(&m.series_dir, s)?;
+        states.insert(s.clone(), patch::classify(&tree.dir, &series, &work.join("scratch"))?);
+    }
+    Ok(states)
 }
 
 /// Boots `vmlinux` through PVH when the matrix asks and the kernel has it.

@@ -5,4 +5,5 @@
 pub mod build;
 pub mod kconfig;
 pub mod patch;
+pub mod series;
 pub mod tree;

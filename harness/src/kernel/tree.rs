@@ -141,6 +141,25 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
     Ok(())
 }
 
+/// The commit id a commit-ish (`v6.12`, a branch, an abbreviated id) of the
+/// git tree `source` names. Reads the tree only.
+pub fn resolve_ref(source: &Path, r: &str) -> Result<String> {
+    if !source.join(".git").exists() {
+        bail!("use `ref: {r}`: the kernel source {} is not a git tree", source.display());
+    }
+    let f = Cmd::new("git")
+        .arg("-C")
+        .arg(source)
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(format!("{r}^{{commit}}"))
+        .capture()
+        .run()?;
+    if !f.success() {
+        bail!("find `{r}` in {}: it names no commit there", source.display());
+    }
+    Ok(f.output.trim().to_string())
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -159,6 +178,42 @@ impl Tree {
         }
         crate::gc::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::gc::LAST_USED)));
         tree.rollback(log)?;
+        Ok(tree)
+    }
+
+    /// The work copy of commit `r` of the git tree `source`: one clone per
+    /// source (`git clone --shared`, which reads the user's objects and
+    /// writes nothing into the user's repository) under `work/tree/git-<id>`,
+    /// checked out at the commit. Switching commits rewrites only the files
+    /// that differ, so the next build is incremental. The tree's key, and so
+    /// every kernel's cache key, takes the commit id.
+    pub fn prepare_ref(source: &Path, r: &str, work: &Path, log: &Path) -> Result<Tree> {
+        let commit = resolve_ref(source, r)?;
+        let id = hex(&Sha256::digest(source.as_os_str().as_encoded_bytes())[..8]);
+        let mut h = Sha256::new();
+        h.update(source.as_os_str().as_encoded_bytes());
+        h.update(commit.as_bytes());
+        let name = format!("git-{id}");
+        let tree = Tree {
+            dir: work.join("tree").join(&name),
+            key: hex(&h.finalize()[..8]),
+            stack_file: work.join("tree").join(format!("{name}.applied.json")),
+        };
+        if !tree.dir.join(".git").exists() {
+            let tmp = tree.dir.with_extension("partial");
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(work.join("tree")).with_context(|| format!("create {}", work.join("tree").display()))?;
+            Cmd::new("git").args(["clone", "--quiet", "--shared", "--no-checkout"]).arg(source).arg(&tmp).log(log).run_ok().context("clone the git tree")?;
+            std::fs::rename(&tmp, &tree.dir).with_context(|| format!("move the clone into {}", tree.dir.display()))?;
+        }
+        crate::gc::touch(&work.join("tree").join(format!("{name}.{}", crate::gc::LAST_USED)));
+        tree.rollback(log)?;
+        let git = || Cmd::new("git").arg("-C").arg(&tree.dir).log(log);
+        if !git().args(["cat-file", "-e", &format!("{commit}^{{commit}}")]).run()?.success() {
+            // a commit made after the clone and not in the shared objects (a fetch into a new pack)
+            git().args(["fetch", "--quiet", "origin", "+refs/*:refs/remotes/source/*"]).run_ok().context("fetch new commits into the work clone")?;
+        }
+        git().args(["checkout", "--quiet", "--force", "--detach", &commit]).run_ok().with_context(|| format!("check out {r} ({commit})"))?;
         Ok(tree)
     }
 
@@ -338,6 +393,46 @@ mod tests {
         let t = Tree { dir: PathBuf::from("/nonexistent/harness-tree"), key: "k".into(), stack_file: PathBuf::from("/nonexistent/s") };
         let e = format!("{:#}", t.version().unwrap_err());
         assert!(e.starts_with("read /nonexistent/harness-tree/Makefile: "), "{e}");
+    }
+
+    #[test]
+    fn a_ref_gets_its_commit_checked_out_and_its_own_key() {
+        if crate::proc::which("git").is_none() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("harness-tree-ref-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let src = dir.join("linux");
+        fake_tree(&src);
+        let git = |args: &[&str]| {
+            Cmd::new("git").arg("-C").arg(&src).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-qm", "one"]);
+        git(&["tag", "good"]);
+        std::fs::write(src.join("mm/vmalloc.c"), "int vmap_lazy_nr = 2;\n").unwrap();
+        git(&["commit", "-qam", "two"]);
+        // the user's working tree may be dirty: only commits are read
+        std::fs::write(src.join("mm/vmalloc.c"), "uncommitted\n").unwrap();
+        let (work, log) = (dir.join("work"), dir.join("log"));
+        let good = Tree::prepare_ref(&src, "good", &work, &log).unwrap();
+        assert_eq!(std::fs::read_to_string(good.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr;\n");
+        let built = good.dir.join("mm/vmalloc.o");
+        std::fs::write(&built, "object").unwrap();
+        let bad = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
+        assert_eq!(bad.dir, good.dir, "one clone per source");
+        assert_ne!(bad.key, good.key, "the key takes the commit");
+        assert_eq!(std::fs::read_to_string(bad.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr = 2;\n");
+        assert!(built.is_file(), "build products survive a switch (incremental builds)");
+        assert_eq!(Tree::prepare_ref(&src, "good", &work, &log).unwrap().key, good.key);
+        assert_eq!(resolve_ref(&src, "HEAD~1").unwrap(), resolve_ref(&src, "good").unwrap());
+        let e = resolve_ref(&src, "nope").unwrap_err().to_string();
+        assert!(e.contains("find `nope` in ") && e.ends_with("it names no commit there"), "{e}");
+        let e = resolve_ref(&dir.join("work"), "x").unwrap_err().to_string();
+        assert!(e.contains("is not a git tree"), "{e}");
+        assert!(!src.join(".git/worktrees").exists(), "nothing written into the user's repository");
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]

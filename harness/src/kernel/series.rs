@@ -1,0 +1,242 @@
+//! A series from somewhere: an mbox (`b4 am`, `git format-patch --stdout`),
+//! a directory of `git format-patch` files, a quilt directory with a
+//! `series` file, or a git range (`git format-patch --stdout BASE..TOPIC`).
+//! Each is written out as a quilt directory (`<dir>/<name>/series` and one
+//! file per patch, byte for byte as it came) that [`super::patch`] and the
+//! tree apply like any series of a matrix.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::proc::Cmd;
+
+/// Where a series comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// An mbox file: one patch per message.
+    Mbox(PathBuf),
+    /// A directory of `*.patch` files, in name order.
+    PatchDir(PathBuf),
+    /// A quilt directory: its `series` file gives the order.
+    Quilt(PathBuf),
+    /// `git format-patch --stdout <range>` in a git tree.
+    GitRange {
+        /// The git tree.
+        tree: PathBuf,
+        /// `BASE..TOPIC`.
+        range: String,
+    },
+}
+
+impl Source {
+    /// What a path on the command line is: a quilt directory when it holds a
+    /// `series` file, a patch directory otherwise, an mbox when a file.
+    pub fn detect(p: &Path) -> Result<Source> {
+        let meta = std::fs::metadata(p).with_context(|| format!("read the series {}", p.display()))?;
+        Ok(if meta.is_dir() && p.join("series").is_file() {
+            Source::Quilt(p.to_path_buf())
+        } else if meta.is_dir() {
+            Source::PatchDir(p.to_path_buf())
+        } else {
+            Source::Mbox(p.to_path_buf())
+        })
+    }
+
+    /// The patches, as (file name, bytes), in order.
+    pub fn patches(&self, log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+        match self {
+            Source::Mbox(f) => {
+                let text = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
+                let msgs = split_mbox(&text);
+                if msgs.is_empty() {
+                    bail!("read {}: no patch in it (an mbox has `From ` lines, a patch a `---`/`+++` diff)", f.display());
+                }
+                Ok(named(msgs))
+            }
+            Source::PatchDir(d) => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(d)
+                    .with_context(|| format!("read {}", d.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "patch") && p.is_file())
+                    .collect();
+                files.sort();
+                if files.is_empty() {
+                    bail!("read {}: no *.patch file and no `series` file in it", d.display());
+                }
+                files.iter().map(|p| Ok((file_name(p), std::fs::read(p).with_context(|| format!("read {}", p.display()))?))).collect()
+            }
+            Source::Quilt(d) => {
+                let s = super::patch::load_series(d.parent().unwrap_or(Path::new("/")), &file_name(d))?;
+                s.patches.iter().map(|p| Ok((file_name(p), std::fs::read(p).with_context(|| format!("read {}", p.display()))?))).collect()
+            }
+            Source::GitRange { tree, range } => {
+                if !range.contains("..") {
+                    bail!("use the range `{range}`: write it as BASE..TOPIC");
+                }
+                let f = Cmd::new("git").arg("-C").arg(tree).args(["format-patch", "--stdout", "--no-signature", range.as_str()]).capture().run()?;
+                if !f.success() {
+                    bail!("run git format-patch {range} in {}: {}", tree.display(), f.output.trim());
+                }
+                std::fs::write(log, f.output.as_bytes()).with_context(|| format!("write {}", log.display()))?;
+                let msgs = split_mbox(f.output.as_bytes());
+                if msgs.is_empty() {
+                    bail!("take the patches of {range} in {}: the range holds no commit", tree.display());
+                }
+                Ok(named(msgs))
+            }
+        }
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// `0001-<subject words>.patch` names for split messages.
+fn named(msgs: Vec<Vec<u8>>) -> Vec<(String, Vec<u8>)> {
+    msgs.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let text = String::from_utf8_lossy(&m);
+            let subject = text.lines().find_map(|l| l.strip_prefix("Subject:")).unwrap_or("patch");
+            let subject = subject.trim();
+            let subject = if subject.starts_with('[') { subject.split_once(']').map_or(subject, |(_, r)| r) } else { subject };
+            let slug: String = subject.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+            let slug: Vec<&str> = slug.split('-').filter(|w| !w.is_empty()).collect();
+            let slug = slug.join("-").chars().take(52).collect::<String>();
+            (format!("{:04}-{}.patch", i + 1, if slug.is_empty() { "patch".into() } else { slug }), m)
+        })
+        .collect()
+}
+
+/// Splits an mbox into messages at each `From ` line (the line itself is
+/// dropped); a file without one is a single message. Messages without a
+/// diff (a cover letter) are left out.
+pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
+    let mut msgs: Vec<Vec<u8>> = Vec::new();
+    let mut cur: Option<Vec<u8>> = None;
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        if line.starts_with(b"From ") {
+            msgs.extend(cur.take());
+            cur = Some(Vec::new());
+            continue;
+        }
+        cur.get_or_insert_with(Vec::new).extend_from_slice(line);
+    }
+    msgs.extend(cur);
+    let has_diff = |m: &Vec<u8>| m.split(|&b| b == b'\n').any(|l| l.starts_with(b"+++ ") || l.starts_with(b"diff --git "));
+    msgs.into_iter().filter(has_diff).collect()
+}
+
+/// Every source's patches, in order.
+pub fn collect(sources: &[Source], log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut all = Vec::new();
+    for src in sources {
+        all.extend(src.patches(log)?);
+    }
+    Ok(all)
+}
+
+/// Writes `patches`, in order, as the quilt series `dir/<name>/` (replacing
+/// what was there).
+pub fn write_quilt(patches: &[(String, Vec<u8>)], dir: &Path, name: &str) -> Result<()> {
+    let sdir = dir.join(name);
+    let _ = std::fs::remove_dir_all(&sdir);
+    std::fs::create_dir_all(&sdir).with_context(|| format!("create {}", sdir.display()))?;
+    let mut listed = String::new();
+    for (n, (file, data)) in patches.iter().enumerate() {
+        // two sources may both have a 0001-…: keep the names apart
+        let file = if sdir.join(file).exists() { format!("{:04}-{file}", n + 1) } else { file.clone() };
+        std::fs::write(sdir.join(&file), data).with_context(|| format!("write {}", sdir.join(&file).display()))?;
+        listed.push_str(&file);
+        listed.push('\n');
+    }
+    std::fs::write(sdir.join("series"), listed).with_context(|| format!("write {}", sdir.join("series").display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P1: &str = "From: A <a@x>\nSubject: [PATCH 1/2] mm: one thing\n\nbody\n---\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n";
+    const P2: &str = "From: A <a@x>\nSubject: [PATCH 2/2] fs: other\n\n---\n--- a/g.c\n+++ b/g.c\n@@ -1 +1 @@\n-c\n+d\n";
+
+    #[test]
+    fn an_mbox_splits_into_its_patches_byte_for_byte() {
+        let cover = "From 0000 Mon Sep 17 00:00:00 2001\nFrom: A <a@x>\nSubject: [PATCH 0/2] cover\n\nwords\n";
+        let mbox = format!("{cover}From 1111 Mon Sep 17 00:00:00 2001\n{P1}From 2222 Mon Sep 17 00:00:00 2001\n{P2}");
+        let msgs = split_mbox(mbox.as_bytes());
+        assert_eq!(msgs, vec![P1.as_bytes().to_vec(), P2.as_bytes().to_vec()], "the cover letter has no diff");
+        let names: Vec<String> = named(msgs).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["0001-mm-one-thing.patch", "0002-fs-other.patch"]);
+        assert_eq!(split_mbox(P1.as_bytes()), vec![P1.as_bytes().to_vec()], "a lone patch is one message");
+    }
+
+    #[test]
+    fn every_kind_of_source_becomes_a_quilt_series() {
+        let root = std::env::temp_dir().join(format!("harness-series-src-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let w = |p: &str, s: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w("mbox", &format!("From x\n{P1}From y\n{P2}"));
+        w("dir/0002-b.patch", P2);
+        w("dir/0001-a.patch", P1);
+        w("dir/notes.txt", "ignored");
+        w("quilt/series", "# order\nsecond.patch\nfirst.patch\n");
+        w("quilt/first.patch", P1);
+        w("quilt/second.patch", P2);
+        let log = root.join("log");
+        for (src, want) in [
+            ("mbox", vec![P1, P2]),
+            ("dir", vec![P1, P2]),
+            ("quilt", vec![P2, P1]),
+        ] {
+            let s = Source::detect(&root.join(src)).unwrap();
+            write_quilt(&collect(&[s], &log).unwrap(), &root.join("out"), "t").unwrap();
+            let series = super::super::patch::load_series(&root.join("out"), "t").unwrap();
+            let got: Vec<String> = series.patches.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+            assert_eq!(got, want, "{src}");
+        }
+        let e = format!("{:#}", Source::detect(&root.join("missing")).unwrap_err());
+        assert!(e.starts_with("read the series "), "{e}");
+        w("empty/x.txt", "");
+        let e = format!("{:#}", collect(&[Source::detect(&root.join("empty")).unwrap()], &log).unwrap_err());
+        assert!(e.contains("no *.patch file"), "{e}");
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn a_git_range_gives_its_commits_as_patches() {
+        if crate::proc::which("git").is_none() {
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("harness-series-git-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let git = |args: &[&str]| {
+            Cmd::new("git").arg("-C").arg(&root).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+        };
+        git(&["init", "-q"]);
+        std::fs::write(root.join("f.c"), "a\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-qm", "base"]);
+        git(&["tag", "base"]);
+        for (i, c) in ["b", "c"].iter().enumerate() {
+            std::fs::write(root.join("f.c"), format!("{c}\n")).unwrap();
+            git(&["commit", "-qam", &format!("step {i}")]);
+        }
+        let out = root.join("out");
+        let src = Source::GitRange { tree: root.clone(), range: "base..HEAD".into() };
+        write_quilt(&collect(&[src], &root.join("log")).unwrap(), &out, "r").unwrap();
+        let s = super::super::patch::load_series(&out, "r").unwrap();
+        assert!(s.patches[0].ends_with("0001-step-0.patch"), "{:?}", s.patches);
+        assert!(std::fs::read_to_string(&s.patches[1]).unwrap().contains("-b\n+c\n"));
+        let e = format!("{:#}", collect(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &root.join("log")).unwrap_err());
+        assert!(e.contains("holds no commit"), "{e}");
+        std::fs::remove_dir_all(root).ok();
+    }
+}

@@ -1,0 +1,267 @@
+//! `harness try`: "does my series regress anything?" in one command. Writes
+//! the series (an mbox, a format-patch directory, a quilt directory or a git
+//! range) as a quilt series in the work directory, makes a two-variant matrix
+//! in memory — `base` and `series` (base + the series) — from the given
+//! matrix or the one built into the binary, narrowed by the command line,
+//! checks that the series applies before anything is built, and hands the
+//! matrix to the pipeline. Afterwards it says plainly what failed: the patch
+//! and hunk, the compiler line, the boot and its panic.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Clock, Matrix, Variant};
+use crate::kernel::patch::{self, State};
+use crate::kernel::series::{self, Source};
+use crate::kernel::tree;
+use crate::store::{Event, Run};
+
+/// The name of the series, and of the variant that applies it.
+pub const SERIES: &str = "series";
+
+/// What `harness try` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Mbox files, format-patch directories or quilt directories, in order.
+    pub series: Vec<PathBuf>,
+    /// `--git TREE`: the source, and with `--range` where the patches come from.
+    pub git: Option<PathBuf>,
+    /// `--range BASE..TOPIC`.
+    pub range: Option<String>,
+    /// `--matrix` (default: the built-in matrix).
+    pub matrix: Option<PathBuf>,
+    /// `--profile` (`none` for none).
+    pub profile: String,
+    /// `--vcpus`: replaces the profile's vCPU counts.
+    pub vcpus: Vec<u32>,
+    /// `--bench`: keeps only these benchmarks.
+    pub bench: Vec<String>,
+    /// `--clock`.
+    pub clock: Option<Clock>,
+    /// `--boots` per variant and vCPU count.
+    pub boots: Option<u32>,
+    /// `--floor`.
+    pub floor: Option<f64>,
+}
+
+/// The `--clock` word.
+pub fn parse_clock(s: &str) -> Result<Clock, String> {
+    match s {
+        "wall" => Ok(Clock::Wall),
+        "icount" => Ok(Clock::Icount),
+        _ => Err(format!("`{s}` is not wall or icount")),
+    }
+}
+
+/// The two-variant matrix of a request; the series is written under
+/// `<work>/try/<hash of its patches>/series/`.
+pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
+    let mut m = base_matrix(req, work)?;
+    let profile = (req.profile != "none").then_some(req.profile.as_str());
+    let mut sources: Vec<Source> = req.series.iter().map(|p| Source::detect(p)).collect::<Result<_>>()?;
+    let mut base_ref = None;
+    match (&req.git, &req.range) {
+        (Some(git), range) => {
+            m.kernel.source = std::path::absolute(git).context("resolve --git")?;
+            if let Some(r) = range {
+                let (base, _) = r.split_once("..").with_context(|| format!("use the range `{r}`: write it as BASE..TOPIC"))?;
+                base_ref = Some(base.to_string());
+                sources.push(Source::GitRange { tree: m.kernel.source.clone(), range: r.clone() });
+            }
+        }
+        (None, Some(_)) => bail!("use --range: it needs --git TREE"),
+        (None, None) => {}
+    }
+    if sources.is_empty() {
+        bail!("find a series: name an mbox, a patch directory or a quilt directory, or --git TREE --range BASE..TOPIC");
+    }
+    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
+    let patches = series::collect(&sources, &work.join("try-format-patch.log"))?;
+    let mut h = Sha256::new();
+    for (name, data) in &patches {
+        h.update(name.as_bytes());
+        h.update(data);
+    }
+    m.series_dir = work.join("try").join(tree::hex(&h.finalize()[..8]));
+    series::write_quilt(&patches, &m.series_dir, SERIES)?;
+    let base = Variant { name: "base".into(), apply: vec![], revert: vec![], fragments: vec![], benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(), git_ref: base_ref };
+    m.variants = vec![base.clone(), Variant { name: SERIES.into(), apply: vec![SERIES.into()], ..base }];
+    m.profile = Some(match profile {
+        Some(p) => format!("try-{p}"),
+        None => "try".into(),
+    });
+    Ok(m)
+}
+
+/// The matrix (`--matrix` or the built-in one) with its profile, narrowed
+/// by the command line; its variants are the caller's to replace.
+pub fn base_matrix(req: &Request, work: &Path) -> Result<Matrix> {
+    let path = match &req.matrix {
+        Some(p) => std::path::absolute(p).context("resolve --matrix")?,
+        None => crate::builtin::materialise(work)?.join("matrix.yaml"),
+    };
+    let profile = (req.profile != "none").then_some(req.profile.as_str());
+    let mut m = crate::config::load(&path, profile).context("load the matrix")?;
+    narrow(&mut m, req)?;
+    Ok(m)
+}
+
+/// Applies `--vcpus`, `--bench`, `--clock`, `--boots`, `--floor`.
+fn narrow(m: &mut Matrix, req: &Request) -> Result<()> {
+    if !req.vcpus.is_empty() {
+        m.vcpus = req.vcpus.clone();
+        m.vcpus.sort_unstable();
+        m.vcpus.dedup();
+        if m.vcpus.contains(&0) {
+            bail!("use --vcpus 0: a guest needs at least one vCPU");
+        }
+    }
+    if !req.bench.is_empty() {
+        let known: Vec<String> = m.benchmarks.iter().map(|b| b.name.clone()).collect();
+        if let Some(b) = req.bench.iter().find(|b| !known.contains(b)) {
+            bail!("use --bench {b}: the matrix has no such benchmark (it has {})", known.join(", "));
+        }
+        m.benchmarks.retain(|b| req.bench.contains(&b.name));
+        m.key_metrics.retain(|k| req.bench.iter().any(|b| k == b || k.starts_with(&format!("{b}."))));
+    }
+    if let Some(c) = req.clock {
+        m.guest.clock = c;
+    }
+    if let Some(b) = req.boots {
+        if b == 0 {
+            bail!("use --boots 0: at least one boot per variant is needed");
+        }
+        m.sampling.boots = b;
+    }
+    if let Some(f) = req.floor {
+        if !(0.0..1.0).contains(&f) {
+            bail!("use --floor {f}: it is a fraction such as 0.02");
+        }
+        m.statistics.floor = f;
+    }
+    Ok(())
+}
+
+/// Tries the series on the files it touches, taken from the source (the
+/// work tree is not needed, nor its lock): `Some(why)` when it does not
+/// apply to the base. A base at a git ref is left to the pipeline.
+pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
+    if m.variants.iter().any(|v| v.git_ref.is_some()) {
+        return Ok(None);
+    }
+    let s = patch::load_series(&m.series_dir, SERIES)?;
+    let mut files: Vec<String> = Vec::new();
+    for p in &s.patches {
+        let text = std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
+        for f in patch::touched_files(&text).with_context(|| format!("check {}", p.display()))? {
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(scratch);
+    tree::pristine_files(&m.kernel.source, &files, &scratch.join("tree"), &scratch.join("preflight.log"))?;
+    let st = patch::classify(&scratch.join("tree"), &s, &scratch.join("scratch"))?;
+    let _ = std::fs::remove_dir_all(scratch);
+    Ok(match st {
+        State::Applies => None,
+        State::Contained => Some(format!("the series is already in {} (every patch reverse-applies)", m.kernel.source.display())),
+        State::Conflicts { forward, .. } => Some(format!("the series does not apply to {}: {forward}", m.kernel.source.display())),
+    })
+}
+
+/// What went wrong in a run, one plain line each: patches with their hunks,
+/// configs, builds with the compiler's lines, boots with their console
+/// findings (a panic, an oops) or error.
+pub fn failures(run: &Run) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in run.events()? {
+        match e {
+            Event::Patch { variant, error: Some(err), .. } => out.push(format!("{variant}: patch: {err}")),
+            Event::Config { variant, error: Some(err), .. } => out.push(format!("{variant}: config: {err}")),
+            Event::Build { variant, errors, error: Some(err), .. } => {
+                out.push(format!("{variant}: {err}"));
+                out.extend(errors.iter().skip(1).take(9).map(|l| format!("{variant}:   {l}")));
+            }
+            Event::BootEnd { variant, vcpus, boot, findings, error, .. } => {
+                for f in &findings {
+                    out.push(format!("{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string());
+                }
+                if let Some(err) = error.filter(|e| !e.starts_with("variant not built")) {
+                    out.push(format!("{variant} at {vcpus} vCPUs, boot {boot}: {err}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_becomes_base_against_base_plus_series() {
+        let root = std::env::temp_dir().join(format!("harness-trial-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let patch = "From: A <a@x>\nSubject: [PATCH] exec: slower\n\n---\n--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1 +1 @@\n-a\n+b\n";
+        std::fs::write(root.join("one.mbox"), format!("From 1234 Mon Sep 17 00:00:00 2001\n{patch}")).unwrap();
+        let req = Request {
+            series: vec![root.join("one.mbox")],
+            profile: "exact".into(),
+            vcpus: vec![4, 2, 4],
+            bench: vec!["static-doexec".into()],
+            boots: Some(3),
+            floor: Some(0.01),
+            ..Request::default()
+        };
+        let work = root.join("work");
+        let m = matrix(&req, &work).unwrap();
+        let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["base", "series"]);
+        assert_eq!(m.variants[1].apply, vec!["series".to_string()]);
+        assert_eq!((m.vcpus.clone(), m.sampling.boots, m.statistics.floor, m.guest.clock), (vec![2, 4], 3, 0.01, Clock::Icount));
+        assert_eq!(m.key_metrics, vec!["static-doexec".to_string()]);
+        assert_eq!(m.profile.as_deref(), Some("try-exact"));
+        let s = patch::load_series(&m.series_dir, SERIES).unwrap();
+        assert_eq!(std::fs::read_to_string(&s.patches[0]).unwrap(), patch, "the message, byte for byte");
+        assert!(s.patches[0].ends_with("0001-exec-slower.patch"));
+        let e = format!("{:#}", matrix(&Request { bench: vec!["nope".into()], ..req.clone() }, &work).unwrap_err());
+        assert!(e.starts_with("use --bench nope: the matrix has no such benchmark"), "{e}");
+        let e = format!("{:#}", matrix(&Request { series: vec![], ..req.clone() }, &work).unwrap_err());
+        assert!(e.starts_with("find a series"), "{e}");
+        assert_eq!(parse_clock("cycles").unwrap_err(), "`cycles` is not wall or icount");
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn preflight_names_the_patch_and_hunk_that_do_not_apply() {
+        let root = std::env::temp_dir().join(format!("harness-trial-pre-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("src/fs")).unwrap();
+        std::fs::write(root.join("src/Makefile"), "VERSION = 6\n").unwrap();
+        std::fs::write(root.join("src/fs/exec.c"), "one\ntwo\nthree\n").unwrap();
+        let mut m = crate::config::parse(
+            "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\n",
+            &root.join("matrix.yaml"),
+            None,
+        )
+        .unwrap();
+        m.kernel.source = root.join("src");
+        m.series_dir = root.join("patches");
+        let mk = |old: &str| {
+            let p = vec![("0001-x.patch".to_string(), format!("--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1,3 +1,3 @@\n one\n-{old}\n+TWO\n three\n").into_bytes())];
+            series::write_quilt(&p, &m.series_dir, SERIES).unwrap();
+        };
+        mk("two");
+        assert_eq!(preflight(&m, &root.join("scratch")).unwrap(), None);
+        mk("zwei");
+        let why = preflight(&m, &root.join("scratch")).unwrap().unwrap();
+        assert!(why.contains("does not apply") && why.contains("0001-x.patch") && why.ends_with("fs/exec.c: hunk #1 failed"), "{why}");
+        std::fs::remove_dir_all(root).ok();
+    }
+}

@@ -147,7 +147,6 @@ fn real_runs() -> Vec<PathBuf> {
 }
 
 #[test]
-#[ignore = "needs at least five real run directories in tests/fixtures/history-runs/ or $HARNESS_HISTORY_RUNS"]
 fn real_runs_history_page_renders_in_a_browser() {
     let runs = real_runs();
     assert!(runs.len() >= 5, "found {} real run directories; copy at least five runs' run.json, samples.jsonl and events.jsonl into tests/fixtures/history-runs/<run id>/", runs.len());

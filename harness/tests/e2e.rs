@@ -118,9 +118,10 @@ fn quick_matrix_runs_end_to_end() {
 }
 
 /// The instruction-counting clock at 2 vCPUs: boots of one kernel agree to
-/// within 0.5%, a kernel with ~1% more instructions per exec (the
-/// `slow-exec` fixture) is called regressed, base against itself is not,
-/// and every record says which clock its numbers are in.
+/// within 0.5%, a kernel with ~3000 more instructions per exec (the
+/// `slow-exec` fixture: 0.75% fewer execs per 10^9 instructions when this
+/// test was written, base 2565) is called regressed at a 0.3% floor, base
+/// against itself is not, and every record says which clock its numbers are in.
 #[test]
 fn icount_calls_a_one_percent_exec_regression() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -134,7 +135,7 @@ fn icount_calls_a_one_percent_exec_regression() {
              guest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
              benchmarks:\n\
              \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-             sampling: {{boots: 5, repetitions: 1, warmup_repetitions: 0}}\nstatistics: {{floor: 0.005}}\n",
+             sampling: {{boots: 5, repetitions: 1, warmup_repetitions: 0}}\nstatistics: {{floor: 0.003}}\n",
             kernel_yaml(&fixtures)
         ),
     )

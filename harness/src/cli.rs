@@ -94,12 +94,8 @@ enum Command {
         /// The shared run directory a shard writes into.
         #[arg(long, value_name = "DIR", requires = "shard")]
         run_dir: Option<PathBuf>,
-        /// Exit 1 when a key metric regressed (pre-merge gate).
-        #[arg(long)]
-        gate: bool,
-        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
-        #[arg(long, requires = "gate")]
-        strict: bool,
+        #[command(flatten)]
+        gating: Gating,
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
@@ -156,12 +152,8 @@ enum Command {
         run_a: PathBuf,
         /// The later run.
         run_b: PathBuf,
-        /// Exit 1 when a key metric regressed from A to B.
-        #[arg(long)]
-        gate: bool,
-        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
-        #[arg(long, requires = "gate")]
-        strict: bool,
+        #[command(flatten)]
+        gating: Gating,
     },
     /// List (or with --yes delete) old kernels, tree copies and run images.
     Gc {
@@ -227,12 +219,8 @@ enum Command {
         /// The effect floor (a fraction: 0.005 is 0.5%).
         #[arg(long)]
         floor: Option<f64>,
-        /// Exit 1 when a key metric regressed.
-        #[arg(long)]
-        gate: bool,
-        /// With --gate, also exit 1 on its warnings.
-        #[arg(long, requires = "gate")]
-        strict: bool,
+        #[command(flatten)]
+        gating: Gating,
         /// No progress output.
         #[arg(long, short)]
         quiet: bool,
@@ -289,12 +277,8 @@ enum Command {
     Report {
         /// The run directory.
         run_dir: PathBuf,
-        /// Exit 1 when a key metric regressed.
-        #[arg(long)]
-        gate: bool,
-        /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
-        #[arg(long, requires = "gate")]
-        strict: bool,
+        #[command(flatten)]
+        gating: Gating,
     },
 }
 
@@ -347,7 +331,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
     cli.global.runs_dir = std::path::absolute(&cli.global.runs_dir).context("resolve --runs-dir")?;
     match cli.cmd {
         Command::Run { shard: Some(shard), run_dir: Some(dir), quiet, .. } => run_shard(&cli.global, &dir, shard, quiet),
-        Command::Run { m, resume, gate, strict, quiet, .. } => {
+        Command::Run { m, resume, gating, quiet, .. } => {
             let (matrix, profile) = m.resolve()?;
             crate::proc::install_signal_handler()?;
             let run_dir = match resume {
@@ -364,7 +348,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
                 }
             };
             add_to_history(&cli.global, &run_dir);
-            finish_report(&run_dir, &cli.global, Gating { gate, strict })
+            finish_report(&run_dir, &cli.global, gating)
         }
         Command::Build { m, run_dir, quiet } => build(&cli.global, m, run_dir, quiet),
         Command::Slurm { m, shards, partition, time, run_dir, submit } => {
@@ -392,7 +376,7 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             Ok(if errors > 0 { EXIT_ERROR } else { EXIT_OK })
         }
         Command::Gc { keep, days, yes } => run_gc(&cli.global, gc::Policy { keep, days }, yes),
-        Command::Report { run_dir, gate, strict } => finish_report(&run_dir, &cli.global, Gating { gate, strict }),
+        Command::Report { run_dir, gating } => finish_report(&run_dir, &cli.global, gating),
         Command::History { action: Some(HistoryAction::Import { run_dirs }), .. } => history_import(&cli.global, &run_dirs),
         Command::History { action: None, bench, vcpus, variant, last, html } => {
             show_history(&cli.global, &history::Filter { bench, vcpus, variant, last }, html.as_deref())
@@ -411,11 +395,11 @@ fn dispatch(mut cli: Cli) -> Result<u8> {
             };
             run_bisect(&dir, &cli.global, quiet)
         }
-        Command::Try { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gate, strict, quiet } => {
+        Command::Try { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gating, quiet } => {
             let req = crate::trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor };
-            try_series(&req, &cli.global, quiet, Gating { gate, strict })
+            try_series(&req, &cli.global, quiet, gating)
         }
-        Command::Compare { run_a, run_b, gate, strict } => compare(&run_a, &run_b, &cli.global, Gating { gate, strict }),
+        Command::Compare { run_a, run_b, gating } => compare(&run_a, &run_b, &cli.global, gating),
     }
 }
 
@@ -533,10 +517,14 @@ fn run_bisect(dir: &Path, g: &Global, quiet: bool) -> Result<u8> {
     }
 }
 
-/// `--gate` and `--strict`.
-#[derive(Clone, Copy)]
+/// `--gate` and `--strict`, shared by every command that reports.
+#[derive(clap::Args, Clone, Copy, Debug)]
 struct Gating {
+    /// Exit 1 when a key metric regressed (pre-merge gate).
+    #[arg(long)]
     gate: bool,
+    /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
+    #[arg(long, requires = "gate")]
     strict: bool,
 }
 

@@ -3,6 +3,8 @@
 //! They share one work directory (`target/e2e-work`) so the base kernel is
 //! built once and reused from the kernel cache, and they run one at a time.
 
+mod common;
+use common::{repo, scratch, run_ok};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -12,20 +14,8 @@ use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 fn work_dir() -> PathBuf {
     repo().join("target/e2e-work")
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn harness(runs: &Path) -> Command {
@@ -62,15 +52,6 @@ fn jsonl(p: &Path) -> Vec<Value> {
 
 fn events(run: &Path, kind: &str) -> Vec<Value> {
     jsonl(&run.join("events.jsonl")).into_iter().filter(|e| e["event"] == kind).collect()
-}
-
-fn run_ok(mut c: Command) -> String {
-    let out = c.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("{stderr}\n{stdout}");
-    assert!(out.status.success(), "harness failed: {:?}\n{stderr}", out.status);
-    stdout
 }
 
 /// The README's quick job: base plus a patched variant (pcpcntr grouping

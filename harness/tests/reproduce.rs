@@ -5,22 +5,13 @@
 //! binary). They share `target/e2e-work` with `e2e.rs`, so kernels built
 //! there are cache hits here.
 
+mod common;
+use common::{repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The harness binary, run in `cwd` (outside the checkout) with no images directory.
 fn harness(cwd: &Path) -> Command {

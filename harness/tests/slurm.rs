@@ -4,22 +4,13 @@
 //! e2e kernel cache (`target/e2e-work`), so run it after the e2e tests or
 //! with their kernels copied in.
 
+mod common;
+use common::{repo, scratch, run_ok};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 const SLURM_DIR: &str = "/tmp/harness-slurm-test";
 
@@ -52,15 +43,6 @@ fn harness(runs: &Path) -> Command {
         .env("SLURM_CONF", slurm_conf())
         .stdin(Stdio::null());
     c
-}
-
-fn run_ok(mut c: Command) -> String {
-    let out = c.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("{stderr}\n{stdout}");
-    assert!(out.status.success(), "harness failed: {:?}\n{stderr}", out.status);
-    stdout
 }
 
 /// Two variants, 2 vCPUs, 2 boots each (two blocks: one per shard).

@@ -204,16 +204,18 @@ pub fn start_and_wait(
     dir: &Path,
     deadline: Duration,
 ) -> Result<std::result::Result<Booted, BootFailure>> {
+    let clock = if ctx.accel == Accel::Tcg { ctx.m.guest.clock } else { Clock::Wall };
     let cmdline = vm::kernel_cmdline(&CmdlineSpec {
         aslr: ctx.m.guest.aslr,
         overcommit: ctx.overcommit(vcpus),
         accel: ctx.accel,
+        clock,
         extra: ctx.m.guest.cmdline.clone(),
     });
     let spec = VmSpec {
         qemu: ctx.qemu.clone(),
         accel: ctx.accel,
-        clock: if ctx.accel == Accel::Tcg { ctx.m.guest.clock } else { Clock::Wall },
+        clock,
         vcpus,
         sockets: ctx.m.guest.sockets,
         threads: ctx.m.guest.threads,

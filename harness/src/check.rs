@@ -218,7 +218,31 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
         }
     }
 
+    out.extend(ref_checks(m));
     out.extend(series_checks(m, work));
+    out
+}
+
+/// Every `ref:` variant names a commit of the git source. Series such a
+/// variant applies are classified against the base source below, not
+/// against its commit (that tree is only checked out by a run).
+fn ref_checks(m: &Matrix) -> Vec<Item> {
+    let mut out = Vec::new();
+    for (i, v) in m.variants.iter().enumerate() {
+        let Some(r) = &v.git_ref else { continue };
+        let what = format!("variants[{i}].ref");
+        match crate::kernel::tree::resolve_ref(&m.kernel.source, r) {
+            Err(e) => out.push(item(Level::Error, what, format!("{e:#}"))),
+            Ok(id) => {
+                let also = if v.apply.is_empty() && v.revert.is_empty() {
+                    String::new()
+                } else {
+                    "; its series are checked against the base source here, against this commit only by a run".to_string()
+                };
+                out.push(item(Level::Ok, what, format!("variant {} is built from {r} = {}{also}", v.name, &id[..12.min(id.len())])));
+            }
+        }
+    }
     out
 }
 
@@ -404,6 +428,39 @@ mod tests {
         assert!(items.iter().any(|i| i.what == "kernel tree" && i.message.contains(&tree.dir.display().to_string())), "{items:?}");
         assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\ntwo\nthree\n");
         WorkLock::acquire(&work, "run").expect("check released the lock");
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    /// `ref:` variants are resolved in the git source: a commit that
+    /// exists is named with its id, one that does not is an error at the
+    /// variant's YAML path.
+    #[test]
+    fn check_resolves_every_ref_variant_in_the_git_source() {
+        let root = scratch("check-ref");
+        let src = root.join("linux");
+        write(&src.join("Makefile"), "VERSION = 6\n");
+        let git = |a: &[&str]| {
+            let ok = std::process::Command::new("git").arg("-C").arg(&src).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(a).output().unwrap();
+            assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+            String::from_utf8_lossy(&ok.stdout).trim().to_string()
+        };
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "one"]);
+        git(&["tag", "good"]);
+        let id = git(&["rev-parse", "good"]);
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\n  - name: old\n    ref: good\n  - name: gone\n    ref: no-such-tag\n\
+             vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            src.display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let items = ref_checks(&m);
+        assert_eq!(items.len(), 2, "{items:?}");
+        assert!(matches!(items[0].level, Level::Ok) && items[0].what == "variants[1].ref", "{items:?}");
+        assert!(items[0].message.contains(&id[..12]), "{items:?}");
+        assert!(matches!(items[1].level, Level::Error) && items[1].what == "variants[2].ref", "{items:?}");
+        assert!(items[1].message.contains("no-such-tag") && items[1].message.contains("names no commit"), "{items:?}");
         std::fs::remove_dir_all(root).ok();
     }
 

@@ -212,6 +212,8 @@ pub struct CmdlineSpec {
     pub overcommit: f64,
     /// Accelerator.
     pub accel: Accel,
+    /// Guest clock (icount only under TCG).
+    pub clock: Clock,
     /// Extra words from the matrix.
     pub extra: Vec<String>,
 }
@@ -235,6 +237,14 @@ pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
         // wall time under icount, where every PAUSE leaves the TB loop).
         w.push("cpu_init_udelay=0".into());
         w.push("acpi_pm_good".into());
+    }
+    if c.accel == Accel::Tcg && c.clock == Clock::Icount {
+        // The local APIC timer's calibration is a 100 ms rdtsc+PAUSE loop on
+        // the boot CPU: every PAUSE ends a TB and goes round all vCPUs, 10 s
+        // of wall time at 2 vCPUs and over 100 s at 26. TCG's APIC has no
+        // TSC-deadline mode and QEMU reports no crystal clock (CPUID 0x15),
+        // so Linux cannot skip it: ticks come from the HPET broadcast instead.
+        w.push("nolapic_timer".into());
     }
     if c.accel == Accel::Tcg && c.overcommit > 1.0 {
         for x in ["nowatchdog", "nosoftlockup", "rcupdate.rcu_cpu_stall_suppress=1", "hung_task_timeout_secs=0"] {
@@ -545,20 +555,23 @@ mod tests {
     #[test]
     fn cmdline_table() {
         let base = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 lpj=4000000 tsc=reliable rdinit=/init";
+        let (wall, icount) = (Clock::Wall, Clock::Icount);
         let cases = [
-            (true, 0.5, Accel::Tcg, vec![], format!("{base} cpu_init_udelay=0 acpi_pm_good")),
-            (false, 0.5, Accel::Kvm, vec!["foo=1".to_string()], format!("{base} norandmaps foo=1")),
+            (true, 0.5, Accel::Tcg, wall, vec![], format!("{base} cpu_init_udelay=0 acpi_pm_good")),
+            (true, 0.5, Accel::Tcg, icount, vec![], format!("{base} cpu_init_udelay=0 acpi_pm_good nolapic_timer")),
+            (false, 0.5, Accel::Kvm, wall, vec!["foo=1".to_string()], format!("{base} norandmaps foo=1")),
             (
                 true,
                 13.0,
                 Accel::Tcg,
+                wall,
                 vec![],
                 format!("{base} cpu_init_udelay=0 acpi_pm_good nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 hung_task_timeout_secs=0"),
             ),
-            (true, 13.0, Accel::Kvm, vec![], base.to_string()),
+            (true, 13.0, Accel::Kvm, wall, vec![], base.to_string()),
         ];
-        for (aslr, overcommit, accel, extra, want) in cases {
-            assert_eq!(kernel_cmdline(&CmdlineSpec { aslr, overcommit, accel, extra }), want);
+        for (aslr, overcommit, accel, clock, extra, want) in cases {
+            assert_eq!(kernel_cmdline(&CmdlineSpec { aslr, overcommit, accel, clock, extra }), want);
         }
     }
 

@@ -540,18 +540,15 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
     assert!(!jsonl(&run.join("samples.jsonl")).is_empty());
 }
 
-/// Issue 11 item 2: a harness killed with SIGKILL while `make -j` builds
-/// leaves no make (nor any of its jobs) within 5 s, and the work directory
-/// is usable at once (check takes the lock and rolls the tree back).
-#[test]
-fn killed_mid_build_leaves_no_make() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("killed-build");
-    // a LOCALVERSION no cached kernel has: the build must run
+/// Starts `harness run` on a small matrix whose kernel no cache holds (a
+/// LOCALVERSION with `tag` and a nonce) and waits until its `make -j` has
+/// jobs of its own. Returns the harness, make's process group, the matrix
+/// and the runs directory.
+fn run_until_make_has_jobs(dir: &Path, tag: &str) -> (std::process::Child, i32, PathBuf, PathBuf) {
     let frag = dir.join("force-build.config");
     let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-killed{nonce}\"\n")).unwrap();
-    let matrix = small_matrix(&dir, Some(&frag), 2);
+    std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-{tag}{nonce}\"\n")).unwrap();
+    let matrix = small_matrix(dir, Some(&frag), 2);
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix).stdout(Stdio::null());
@@ -572,6 +569,17 @@ fn killed_mid_build_leaves_no_make() {
         make != 0 && groups.iter().filter(|g| g.1 == make).count() >= 3
     });
     assert!(building, "no make -j with jobs within 30 minutes");
+    (child, make, matrix, runs)
+}
+
+/// Issue 11 item 2: a harness killed with SIGKILL while `make -j` builds
+/// leaves no make (nor any of its jobs) within 5 s, and the work directory
+/// is usable at once (check takes the lock and rolls the tree back).
+#[test]
+fn killed_mid_build_leaves_no_make() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("killed-build");
+    let (mut child, make, matrix, _) = run_until_make_has_jobs(&dir, "killed");
     unsafe {
         libc::kill(child.id() as i32, libc::SIGKILL);
     }
@@ -591,29 +599,7 @@ fn killed_mid_build_leaves_no_make() {
 fn interrupted_build_is_not_a_failure() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("interrupted-build");
-    let frag = dir.join("force-build.config");
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-int{nonce}\"\n")).unwrap();
-    let matrix = small_matrix(&dir, Some(&frag), 2);
-    let runs = dir.join("runs");
-    let mut c = harness(&runs);
-    c.arg("run").arg(&matrix).stdout(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let tree = work_dir().join("tree");
-    let tree = tree.to_string_lossy();
-    let mut make = 0;
-    let building = within(Duration::from_secs(1800), || {
-        assert!(child.try_wait().unwrap().is_none(), "harness ended before the build");
-        let groups = process_groups();
-        if make == 0 {
-            make = groups.iter().map(|g| g.0).find(|&p| {
-                let c = cmdline(p);
-                c.starts_with("make ") && c.contains(tree.as_ref()) && c.contains(" bzImage")
-            }).unwrap_or(0);
-        }
-        make != 0 && groups.iter().filter(|g| g.1 == make).count() >= 3
-    });
-    assert!(building, "no make -j with jobs within 30 minutes");
+    let (mut child, _, _, runs) = run_until_make_has_jobs(&dir, "int");
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }

@@ -345,7 +345,7 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
     ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
     let kernel = if pvh { &art.vmlinux } else { &art.bzimage };
     let image = kernel.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let rec = BootRecord { job, boot_id: boot_id.clone(), image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus) };
+    let rec = BootRecord { job, boot_id: boot_id.clone(), image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus), pace: Default::default() };
     let deadline = match ctx.clock() {
         MeasureClock::TcgIcount => ctx.wait(ctx.m.guest.boot_timeout_s as f64),
         _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
@@ -397,6 +397,8 @@ struct BootRecord<'a> {
     image: String,
     clock: MeasureClock,
     overcommit: f64,
+    /// This boot's pace over its repetitions.
+    pace: std::cell::Cell<Pace>,
 }
 
 impl BootRecord<'_> {
@@ -435,6 +437,7 @@ impl BootRecord<'_> {
             boot_id: Some(self.boot_id.clone()),
             findings,
             error,
+            busy_wall_per_guest_s: self.pace.get().measured(),
         }
     }
 
@@ -500,6 +503,9 @@ fn repetition(
     std::fs::write(&log, format!("$ {cmd}\n# status {:?}\n{}\n# stderr\n{}", out.status, out.stdout, out.stderr))?;
     if let Some(g) = bench::guest_span(&out.stdout) {
         ctx.pace.observe(out.elapsed.as_secs_f64(), g);
+        let mut p = rec.pace.get();
+        p.observe(out.elapsed.as_secs_f64(), g);
+        rec.pace.set(p);
     }
     let vmalloc = matches!(b.kind, crate::config::BenchKind::TestVmalloc { .. });
     match bench::parse(b, &out.stdout) {

@@ -302,6 +302,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
                 boot_id: None,
                 findings: vec![],
                 error: Some(format!("variant not built: {e}")),
+                busy_wall_per_guest_s: None,
             })?,
             None => bail!("find a kernel for variant {}", job.variant),
         }

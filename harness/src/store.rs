@@ -249,6 +249,12 @@ pub enum Event {
         findings: Vec<Finding>,
         /// Why the job could not run or was cut short.
         error: Option<String>,
+        /// Wall seconds per guest second while the guest ran its
+        /// benchmarks (the slowest repetition of this boot, from the
+        /// guest's uptime around it): about 1 under a wall clock, the cost
+        /// of a guest second under icount.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        busy_wall_per_guest_s: Option<f64>,
     },
     /// A notice shown to the user (accelerator fallback, …).
     Notice {

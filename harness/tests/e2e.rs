@@ -134,7 +134,12 @@ fn icount_calls_a_one_percent_exec_regression() {
     for b in events(&run, "boot") {
         assert_eq!(b["clock"], "tcg-icount", "{b}");
         assert!(b["error"].is_null(), "{b}");
-        assert!(b["wall_per_guest_s"].as_f64().unwrap() > 1.0, "icount runs slower than real time: {b}");
+        // the pace at login is recorded (an idle icount guest's clock jumps
+        // ahead, so it may be below 1); a busy one costs more than real time
+        assert!(b["wall_per_guest_s"].as_f64().unwrap() > 0.0, "{b}");
+    }
+    for b in events(&run, "boot_end") {
+        assert!(b["busy_wall_per_guest_s"].as_f64().unwrap() > 1.0, "a busy icount guest runs slower than real time: {b}");
     }
     let samples = jsonl(&run.join("samples.jsonl"));
     assert!(samples.iter().all(|s| s["clock"] == "tcg-icount"));

@@ -79,6 +79,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     boot_id: Some(format!("{variant}-{vcpus}cpu-b{boot}")),
                     findings: vec![],
                     error: None,
+                    busy_wall_per_guest_s: None,
                 });
             }
         }

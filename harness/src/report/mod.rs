@@ -594,7 +594,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn boot_end(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
-        Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string) }
+        Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string), busy_wall_per_guest_s: None }
     }
 
     /// `boots` ended boots of `variant`, 1 warm-up and 2 measured repetitions
@@ -632,7 +632,7 @@ pub(crate) mod tests {
         });
         for boot in 0..5 {
             // what the pipeline records for the boots of a variant that never built
-            rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()) });
+            rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()), busy_wall_per_guest_s: None });
         }
         let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
         let base = &r.rows[0].cells[0];

@@ -101,6 +101,7 @@ fn owed_job(j: &plan::BootJob, shard: Shard, why: &str) -> Event {
         boot_id: Some(format!("{} (shard {shard})", j.id())),
         findings: vec![],
         error: Some(format!("shard {shard} {why}")),
+        busy_wall_per_guest_s: None,
     }
 }
 
@@ -145,7 +146,7 @@ mod tests {
         for (rep, warm) in [(0, true), (1, false), (2, false)] {
             out.0.push(Sample { vcpus: j.vcpus, boot: j.boot, ..sample(&j.variant, &id, rep, 100.0 + f64::from(j.boot), warm) });
         }
-        out.1.push(Event::BootEnd { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot, boot_id: Some(id), findings: vec![], error: None });
+        out.1.push(Event::BootEnd { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot, boot_id: Some(id), findings: vec![], error: None, busy_wall_per_guest_s: None });
     }
 
     /// The report of the shards' records as `report::build` makes it.

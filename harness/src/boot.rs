@@ -345,7 +345,7 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
     ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
     let kernel = if pvh { &art.vmlinux } else { &art.bzimage };
     let image = kernel.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let rec = BootRecord { job, boot_id: boot_id.clone(), image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus), pace: Default::default() };
+    let mut rec = BootRecord { job, boot_id: boot_id.clone(), image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus), pace: Default::default() };
     let deadline = match ctx.clock() {
         MeasureClock::TcgIcount => ctx.wait(ctx.m.guest.boot_timeout_s as f64),
         _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
@@ -370,7 +370,7 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
         *wall_per_guest_s = (e.uptime_s > 0.0).then(|| booted.ready_s / e.uptime_s);
     }
     run.event(&ev)?;
-    let end_error = measure(ctx, job, &rec, &booted.guest, nproc, &dir)?;
+    let end_error = measure(ctx, job, &mut rec, &booted.guest, nproc, &dir)?;
     let findings = power_off(ctx, booted, end_error.is_none(), &dir)?;
     for f in &findings {
         ctx.ui.notice(&format!("{}: console: {} ({})", boot_id, f.signature, f.line));
@@ -398,7 +398,7 @@ struct BootRecord<'a> {
     clock: MeasureClock,
     overcommit: f64,
     /// This boot's pace over its repetitions.
-    pace: std::cell::Cell<Pace>,
+    pace: Pace,
 }
 
 impl BootRecord<'_> {
@@ -437,7 +437,7 @@ impl BootRecord<'_> {
             boot_id: Some(self.boot_id.clone()),
             findings,
             error,
-            busy_wall_per_guest_s: self.pace.get().measured(),
+            busy_wall_per_guest_s: self.pace.measured(),
         }
     }
 
@@ -456,7 +456,7 @@ impl BootRecord<'_> {
 /// Stage [`Stage::Measure`]: every repetition of every benchmark of the job.
 /// Returns why the boot was cut short (the guest stopped answering), if it
 /// was.
-fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &BootRecord, guest: &Guest, nproc: u32, dir: &Path) -> Result<Option<String>> {
+fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &mut BootRecord, guest: &Guest, nproc: u32, dir: &Path) -> Result<Option<String>> {
     for bname in &job.benchmarks {
         let Some(b) = ctx.m.benchmark(bname) else { continue };
         let reps = ctx.m.sampling.warmup_repetitions + ctx.m.sampling.repetitions;
@@ -475,7 +475,7 @@ fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &BootRecord, guest: &Guest, np
 /// `Ok(Err(why))` means the guest stopped answering.
 fn repetition(
     ctx: &mut BootCtx,
-    rec: &BootRecord,
+    rec: &mut BootRecord,
     guest: &Guest,
     b: &Benchmark,
     nproc: u32,
@@ -502,10 +502,9 @@ fn repetition(
     let log = dir.join(format!("bench-{}-r{rep}.log", b.name));
     std::fs::write(&log, format!("$ {cmd}\n# status {:?}\n{}\n# stderr\n{}", out.status, out.stdout, out.stderr))?;
     if let Some(g) = bench::guest_span(&out.stdout) {
-        ctx.pace.observe(out.elapsed.as_secs_f64(), g);
-        let mut p = rec.pace.get();
-        p.observe(out.elapsed.as_secs_f64(), g);
-        rec.pace.set(p);
+        let wall = out.elapsed.as_secs_f64();
+        ctx.pace.observe(wall, g);
+        rec.pace.observe(wall, g);
     }
     let vmalloc = matches!(b.kind, crate::config::BenchKind::TestVmalloc { .. });
     match bench::parse(b, &out.stdout) {

@@ -137,13 +137,15 @@ pub fn cpu_window(before: &str, after: &str) -> Option<CpuWindow> {
     Some(CpuWindow { idle: (d[3] + d[4]) / total, steal: d[7] / total })
 }
 
+/// One metric's lines: (unit, higher is better, [(t, value, warm-up)]).
+type MetricLines = (String, bool, Vec<(Option<u32>, f64, bool)>);
+
 /// Parses the `sample`/`info` protocol and the runner's stat lines.
 pub fn parse_samples(out: &str) -> Result<Parsed> {
     let mut p = Parsed::default();
     let mut stat0 = None;
     let mut stat1 = None;
-    // metric -> (unit, hib, [(t, value, warmup)])
-    let mut by: BTreeMap<String, (String, bool, Vec<(Option<u32>, f64, bool)>)> = BTreeMap::new();
+    let mut by: BTreeMap<String, MetricLines> = BTreeMap::new();
     for (i, line) in out.lines().enumerate() {
         let line = line.trim();
         if let Some(r) = line.strip_prefix("stat0 ") {

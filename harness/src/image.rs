@@ -72,8 +72,7 @@ impl Archive {
     /// Serialises as a newc cpio archive with a trailer.
     pub fn to_cpio(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut ino = 1u32;
-        for (path, e) in &self.entries {
+        for (ino, (path, e)) in (1u32..).zip(&self.entries) {
             let name = path.trim_start_matches('/');
             let (mode, data): (u32, &[u8]) = match e {
                 Entry::Dir => (0o040755, &[]),
@@ -83,7 +82,6 @@ impl Archive {
             header(&mut out, ino, mode, if matches!(e, Entry::Dir) { 2 } else { 1 }, data.len(), name);
             out.extend_from_slice(data);
             pad4(&mut out);
-            ino += 1;
         }
         header(&mut out, 0, 0, 1, 0, "TRAILER!!!");
         out
@@ -102,7 +100,7 @@ fn header(out: &mut Vec<u8>, ino: u32, mode: u32, nlink: u32, size: usize, name:
 }
 
 fn pad4(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }
@@ -199,7 +197,7 @@ pub fn parse_ldd(out: &str) -> Vec<PathBuf> {
         .filter_map(|l| {
             let l = l.trim();
             let path = match l.split_once("=>") {
-                Some((_, r)) => r.trim().split_whitespace().next()?,
+                Some((_, r)) => r.split_whitespace().next()?,
                 None => l.split_whitespace().next()?,
             };
             path.starts_with('/').then(|| PathBuf::from(path))

@@ -169,7 +169,18 @@ pub struct BootFailure {
     pub findings: Vec<vm::Finding>,
     /// QEMU's log, for the KVM probe's diagnosis.
     pub qemu_log: String,
+    /// The signal QEMU died from by itself (an assertion, a segfault, the
+    /// host's OOM killer), if it did: QEMU's failure, not the kernel's.
+    pub qemu_signal: Option<i32>,
 }
+
+/// How many times one boot job starts QEMU when QEMU itself dies from a
+/// signal before SSH comes up. Multi-threaded TCG in QEMU 10 has a rare race
+/// that aborts QEMU (`iotlb_to_section: Assertion ... failed`) while the
+/// guest is booting. Such an attempt is recorded and shown, but it does not
+/// count against the kernel. A kernel that kills QEMU every time still
+/// fails once the attempts are used up.
+pub const QEMU_CRASH_ATTEMPTS: u32 = 3;
 
 /// Deadline for a guest to reach SSH under a wall clock: the matrix value,
 /// stretched under TCG where boot time grows with the vCPU count (~2.5 s
@@ -241,7 +252,7 @@ pub fn start_and_wait(
         }
         if let Ok(Some(code)) = vm.exited() {
             let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-            return Some(qemu_exit_reason(code, findings.first(), &qlog));
+            return Some(qemu_exit_reason(code.ok_or(vm.signal()), findings.first(), &qlog));
         }
         if vm.spec.ssh_port == 0 {
             return Some("QEMU bound no SSH forward on 127.0.0.1".into());
@@ -261,24 +272,61 @@ pub fn start_and_wait(
         Err(e) => {
             proc::check_interrupted()?;
             let findings = vm::scan_console(&vm.console());
+            // still running means the harness gave up on it (deadline,
+            // panic): only a QEMU that died on its own has a signal here
+            let qemu_signal = match vm.exited() {
+                Ok(Some(None)) => vm.signal(),
+                _ => None,
+            };
             drop(vm);
             let qemu_log = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-            Ok(Err(BootFailure { error: format!("{e:#}"), findings, qemu_log }))
+            Ok(Err(BootFailure { error: format!("{e:#}"), findings, qemu_log, qemu_signal }))
         }
     }
 }
 
 /// Why QEMU exited before SSH came up: the console's first finding, else
 /// QEMU's last line.
-fn qemu_exit_reason(code: Option<i32>, first: Option<&vm::Finding>, qlog: &str) -> String {
-    let why = first.map(|f| f.signature.clone()).or_else(|| {
-        qlog.lines().rev().find(|l| !l.trim().is_empty() && !l.starts_with('$')).map(|l| l.trim().to_string())
-    });
-    let how = match code {
-        Some(c) => format!("QEMU exited with status {c}"),
-        None => "QEMU died from a signal".to_string(),
+/// `exit` is QEMU's status, or the signal it died from.
+fn qemu_exit_reason(exit: std::result::Result<i32, Option<i32>>, first: Option<&vm::Finding>, qlog: &str) -> String {
+    let why = first.map(|f| f.signature.clone()).or_else(|| last_line(qlog).map(str::to_string));
+    let how = match exit {
+        Ok(c) => format!("QEMU exited with status {c}"),
+        Err(Some(sig)) => format!("QEMU died from signal {sig} ({})", signal_name(sig)),
+        Err(None) => "QEMU died from a signal".to_string(),
     };
     format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into()))
+}
+
+/// The signal QEMU died from by itself, waiting up to a second for it to
+/// be reaped (the guest's SSH connection drops as QEMU exits).
+fn died_from_signal(vm: &mut Vm) -> Option<i32> {
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        match vm.exited() {
+            Ok(Some(None)) => return vm.signal(),
+            Ok(Some(Some(_))) | Err(_) => return None,
+            Ok(None) if Instant::now() > until => return None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// QEMU's last line of output.
+fn last_line(qlog: &str) -> Option<&str> {
+    qlog.lines().rev().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('$'))
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGILL => "SIGILL",
+        _ => "signal",
+    }
 }
 
 /// A KVM guest that hit an internal error: some QEMU builds pause the
@@ -337,26 +385,41 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
 /// seconds on any host where KVM works.
 pub const PROBE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Runs one boot job through every stage and records its outcome.
+/// What became of one attempt at a boot job.
+enum Attempt {
+    /// The job's outcome is recorded (`boot_end`).
+    Ended,
+    /// QEMU died from a signal and attempts are left: boot again.
+    QemuCrashed,
+}
+
+/// Runs one boot job through every stage and records its outcome. While
+/// QEMU dies from a signal (its failure, not the kernel's) the job boots
+/// again in a fresh log directory (`<id>.2`…), up to [`QEMU_CRASH_ATTEMPTS`].
 pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
+    ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
+    let kernel = if pvh { &art.vmlinux } else { &art.bzimage };
+    let mut attempt = 1;
+    while let Attempt::QemuCrashed = attempt_job(ctx, job, kernel, initrd, attempt)? {
+        attempt += 1;
+    }
+    Ok(())
+}
+
+/// One attempt at a job: every stage, or up to QEMU's crash.
+fn attempt_job(ctx: &mut BootCtx, job: &BootJob, kernel: &Path, initrd: &Path, attempt: u32) -> Result<Attempt> {
     let run = ctx.run;
     let dir = new_boot_dir(run, job)?;
     let boot_id = dir.file_name().unwrap().to_string_lossy().into_owned();
-    ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
-    let kernel = if pvh { &art.vmlinux } else { &art.bzimage };
     let image = kernel.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut rec = BootRecord { job, boot_id: boot_id.clone(), image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus), pace: Default::default() };
+    let mut rec = BootRecord { job, boot_id, image, clock: ctx.clock(), overcommit: ctx.overcommit(job.vcpus), pace: Default::default() };
     let deadline = match ctx.clock() {
         MeasureClock::TcgIcount => ctx.wait(ctx.m.guest.boot_timeout_s as f64),
         _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
     };
-    let booted = match start_and_wait(ctx, job.vcpus, kernel, initrd, &dir, deadline)? {
+    let mut booted = match start_and_wait(ctx, job.vcpus, kernel, initrd, &dir, deadline)? {
         Ok(b) => b,
-        Err(f) => {
-            ctx.ui.notice(&format!("{}: boot failed: {}", job.id(), f.error));
-            run.event(&rec.boot(ctx.accel, String::new(), None, None, Some(f.error.clone()), f.findings.clone()))?;
-            return run.event(&rec.end(f.findings, Some(format!("boot failed: {}", f.error))));
-        }
+        Err(f) => return failed_boot(ctx, &rec, f, attempt),
     };
     // stage: environment (and the pace of guest time at login)
     // the pace at login is recorded but not used for waits: under icount an
@@ -370,12 +433,48 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
         *wall_per_guest_s = (e.uptime_s > 0.0).then(|| booted.ready_s / e.uptime_s);
     }
     run.event(&ev)?;
-    let end_error = measure(ctx, job, &mut rec, &booted.guest, nproc, &dir)?;
+    let cut = measure(ctx, job, &mut rec, &mut booted, nproc, &dir)?;
+    if let Some(c) = cut.as_ref().filter(|c| c.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS) {
+        // no boot_end: the boot is cut off, its samples are not counted
+        let msg = format!("{}: {}; QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again", rec.boot_id, c.why);
+        ctx.ui.notice(&msg);
+        run.event(&Event::Notice { message: msg })?;
+        return Ok(Attempt::QemuCrashed);
+    }
+    let end_error = cut.map(|c| match c.qemu_signal {
+        Some(_) => format!("{} (QEMU died in all {attempt} attempts)", c.why),
+        None => c.why,
+    });
     let findings = power_off(ctx, booted, end_error.is_none(), &dir)?;
     for f in &findings {
-        ctx.ui.notice(&format!("{}: console: {} ({})", boot_id, f.signature, f.line));
+        ctx.ui.notice(&format!("{}: console: {} ({})", rec.boot_id, f.signature, f.line));
     }
-    run.event(&rec.end(findings, end_error))
+    run.event(&rec.end(findings, end_error))?;
+    Ok(Attempt::Ended)
+}
+
+/// Records a boot that did not reach SSH: a QEMU crash with attempts left
+/// is a `boot` record with `retried: true`; anything else ends the job.
+fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32) -> Result<Attempt> {
+    let mut ev = rec.boot(ctx.accel, String::new(), None, None, Some(f.error.clone()), f.findings.clone());
+    if f.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS {
+        ctx.ui.notice(&format!("{}: {}; not the kernel's failure, booting again", rec.boot_id, f.error));
+        if let Event::Boot { retried, .. } = &mut ev {
+            *retried = true;
+        }
+        ctx.run.event(&ev)?;
+        return Ok(Attempt::QemuCrashed);
+    }
+    if f.qemu_signal.is_some() {
+        f.error = format!("{} (QEMU died like this in all {attempt} attempts)", f.error);
+        if let Event::Boot { error, .. } = &mut ev {
+            *error = Some(f.error.clone());
+        }
+    }
+    ctx.ui.notice(&format!("{}: boot failed: {}", rec.boot_id, f.error));
+    ctx.run.event(&ev)?;
+    ctx.run.event(&rec.end(f.findings, Some(format!("boot failed: {}", f.error))))?;
+    Ok(Attempt::Ended)
 }
 
 /// A fresh log directory for a job (`<id>`, or `<id>.2`… for a re-run).
@@ -426,6 +525,7 @@ impl BootRecord<'_> {
             env,
             error,
             findings,
+            retried: false,
         }
     }
 
@@ -456,47 +556,60 @@ impl BootRecord<'_> {
 /// Stage [`Stage::Measure`]: every repetition of every benchmark of the job.
 /// Returns why the boot was cut short (the guest stopped answering), if it
 /// was.
-fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &mut BootRecord, guest: &Guest, nproc: u32, dir: &Path) -> Result<Option<String>> {
+fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &mut BootRecord, booted: &mut Booted, nproc: u32, dir: &Path) -> Result<Option<Cut>> {
     for bname in &job.benchmarks {
         let Some(b) = ctx.m.benchmark(bname) else { continue };
         let reps = ctx.m.sampling.warmup_repetitions + ctx.m.sampling.repetitions;
         for rep in 0..reps {
             proc::check_interrupted()?;
             ctx.ui.stage("bench", &format!("{} {}cpu b{} {bname} rep {}/{reps}", job.variant, job.vcpus, job.boot, rep + 1));
-            if let Err(why) = repetition(ctx, rec, guest, b, nproc, rep, dir)? {
-                return Ok(Some(format!("{} during {}: {why}", Stage::Measure.name(), bname)));
+            if let Err(cut) = repetition(ctx, rec, booted, b, nproc, rep, dir)? {
+                return Ok(Some(Cut { why: format!("{} during {}: {}", Stage::Measure.name(), bname, cut.why), ..cut }));
             }
         }
     }
     Ok(None)
 }
 
+/// Why a boot's measurement was cut short.
+struct Cut {
+    why: String,
+    /// QEMU died from this signal (by itself).
+    qemu_signal: Option<i32>,
+}
+
 /// One repetition: run, parse, record a sample per metric or a failure.
-/// `Ok(Err(why))` means the guest stopped answering.
+/// `Ok(Err(cut))` means the guest stopped answering or QEMU died (then no
+/// failure is recorded here: the boot is QEMU's failure, not the kernel's).
 fn repetition(
     ctx: &mut BootCtx,
     rec: &mut BootRecord,
-    guest: &Guest,
+    booted: &mut Booted,
     b: &Benchmark,
     nproc: u32,
     rep: u32,
     dir: &Path,
-) -> Result<std::result::Result<(), String>> {
+) -> Result<std::result::Result<(), Cut>> {
     let run = ctx.run;
     let cmd = bench::command(b, nproc);
     let grace = answer_grace(ctx.accel, ctx.overcommit(rec.job.vcpus));
     let wait = ctx.wait(b.timeout_s as f64) + grace;
-    let out = match guest.run(&cmd, wait) {
+    let out = match booted.guest.run(&cmd, wait) {
         Ok(out) => out,
         Err(e) => {
             proc::check_interrupted()?;
+            if let Some(sig) = died_from_signal(&mut booted.vm) {
+                let qlog = std::fs::read_to_string(dir.join("qemu.log")).unwrap_or_default();
+                let why = format!("QEMU died from signal {sig} ({}) in repetition {rep}: {}", signal_name(sig), last_line(&qlog).unwrap_or("no QEMU output"));
+                return Ok(Err(Cut { why, qemu_signal: Some(sig) }));
+            }
             let why = if e.downcast_ref::<Timeout>().is_some() {
                 format!("guest stopped answering: no result {} s after the benchmark's timeout", (wait.as_secs()).saturating_sub(b.timeout_s))
             } else {
                 format!("{e:#}")
             };
             run.event(&rec.failed(&b.name, rep, why.clone()))?;
-            return Ok(Err(why));
+            return Ok(Err(Cut { why, qemu_signal: None }));
         }
     };
     let log = dir.join(format!("bench-{}-r{rep}.log", b.name));

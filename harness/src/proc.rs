@@ -332,6 +332,12 @@ impl Child {
         self.pgid
     }
 
+    /// The signal that ended it, once it has died from one.
+    pub fn signal(&self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        self.handle.as_ref()?.try_wait().ok()??.status.signal()
+    }
+
     /// Has it exited? Returns its exit code (None = signal) once it has.
     pub fn try_status(&mut self) -> Result<Option<Option<i32>>> {
         let Some(h) = &self.handle else { return Ok(Some(None)) };

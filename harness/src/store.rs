@@ -219,6 +219,10 @@ pub enum Event {
         error: Option<String>,
         /// Console findings during boot.
         findings: Vec<Finding>,
+        /// QEMU died from a signal before SSH (its failure, not the
+        /// kernel's) and the job was started again in a new boot.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retried: bool,
     },
     /// A benchmark repetition that produced no sample.
     BenchFailed {

@@ -426,6 +426,11 @@ impl Vm {
         self.child.try_status()
     }
 
+    /// The signal QEMU died from, if it has died from one.
+    pub fn signal(&self) -> Option<i32> {
+        self.child.signal()
+    }
+
     /// The console so far.
     pub fn console(&self) -> String {
         std::fs::read(&self.spec.console).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()

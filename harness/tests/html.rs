@@ -67,6 +67,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     env: Some(BootEnv { kernel_release: "6.12.117".into(), nproc: vcpus, memory_mib: 990, aslr: 0, uptime_s: 0.0 }),
                     error: None,
                     findings: vec![],
+                    retried: false,
                 });
                 for rep in 0..4 {
                     let v = scale * 100.0 * vcpus as f64 * (1.0 + 0.01 * ((boot * 4 + rep) % 5) as f64);

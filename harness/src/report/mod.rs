@@ -204,7 +204,7 @@ struct Scan {
 }
 
 fn boot_row(e: &Event) -> Option<BootRow> {
-    let Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, image, .. } = e else {
+    let Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, image, retried, .. } = e else {
         return None;
     };
     Some(BootRow {
@@ -222,7 +222,7 @@ fn boot_row(e: &Event) -> Option<BootRow> {
         steal: None,
         idle: None,
         findings: findings.iter().map(|f| f.signature.clone()).collect(),
-        error: error.clone(),
+        error: error.as_ref().map(|e| if *retried { format!("{e} (started again)") } else { e.clone() }),
     })
 }
 
@@ -245,9 +245,12 @@ fn scan(events: &[Event]) -> Scan {
                 s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
             }
             Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
-            Event::Boot { variant, vcpus, error, .. } => {
-                if let Some(err) = error {
-                    s.boot_fail.insert((variant.clone(), *vcpus), err.clone());
+            Event::Boot { variant, vcpus, error, retried, boot_id, .. } => {
+                match error {
+                    // QEMU's crash, started again: shown, never the kernel's failure
+                    Some(err) if *retried => s.notes.push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
+                    Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
+                    None => {}
                 }
                 s.boots.extend(boot_row(e));
             }
@@ -590,6 +593,7 @@ pub(crate) mod tests {
             env: None,
             error: error.map(str::to_string),
             findings: vec![],
+            retried: false,
         }
     }
 
@@ -687,6 +691,38 @@ pub(crate) mod tests {
         assert_eq!((v.boots_ended, v.boots_failed), (5, 0), "the cut-off boot is neither a unit nor a failure");
         assert_eq!(verdict_of(&r, 1).failures, None);
         assert!(r.notes.iter().any(|n| n.contains("not counted") && n.contains("v-2cpu-b0")), "{:?}", r.notes);
+    }
+
+    /// A boot whose QEMU crashed before SSH and was started again is shown
+    /// (note, boots table) but is no failure of the kernel's cell; a boot
+    /// that failed for good still is.
+    #[test]
+    fn a_qemu_crash_that_was_retried_is_not_the_kernels_failure() {
+        let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        boots("base", 5, 100.0, &mut rec);
+        let crash = "QEMU died from signal 6 (SIGABRT) before SSH came up: qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion failed.";
+        let mut crashed = boot("v", "v-2cpu-b0", Some(crash));
+        if let Event::Boot { retried, .. } = &mut crashed {
+            *retried = true;
+        }
+        rec.1.push(crashed.clone());
+        boots("v", 5, 100.0, &mut rec);
+        let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+        let v = &r.rows[0].cells[1];
+        assert_eq!((v.n, v.boots_ended, v.boots_failed, v.failure.clone()), (5, 5, 0, None));
+        assert!(!cell_text(v).contains("failed"), "{}", cell_text(v));
+        assert!(r.notes.iter().any(|n| n.contains("v-2cpu-b0: QEMU died from signal 6") && n.contains("started again")), "{:?}", r.notes);
+        let shown: Vec<_> = r.boots.iter().filter_map(|b| b.error.as_deref()).collect();
+        assert!(shown.len() == 1 && shown[0].ends_with("(started again)"), "the crashed attempt stays in the boots table: {shown:?}");
+        // the same crash, not retried (attempts used up), is the cell's failure
+        if let Event::Boot { retried, .. } = &mut crashed {
+            *retried = false;
+        }
+        rec.1.retain(|e| !matches!(e, Event::Boot { error: Some(_), .. }));
+        rec.1.push(crashed);
+        let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+        assert_eq!(r.rows[0].cells[1].failure.as_deref(), Some(crash));
     }
 
     /// Issue 11 item 8: a build that failed (an interrupted `make` recorded

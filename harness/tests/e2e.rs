@@ -54,6 +54,12 @@ fn events(run: &Path, kind: &str) -> Vec<Value> {
     jsonl(&run.join("events.jsonl")).into_iter().filter(|e| e["event"] == kind).collect()
 }
 
+/// The run's boot records but those of attempts QEMU crashed (which were
+/// booted again): the boots that count.
+fn boots_kept(run: &Path) -> Vec<Value> {
+    events(run, "boot").into_iter().filter(|b| b["retried"] != true).collect()
+}
+
 /// The README's quick job: base plus a patched variant (pcpcntr grouping
 /// reverted), 2 and 4 vCPUs, static doexec, several boots; a table results.
 #[test]
@@ -87,7 +93,7 @@ fn quick_matrix_runs_end_to_end() {
         }
     }
     // every boot recorded its environment and time to SSH
-    for b in events(&run, "boot") {
+    for b in boots_kept(&run) {
         assert!(b["error"].is_null(), "{b}");
         assert!(b["ready_s"].as_f64().unwrap() > 0.0);
         assert_eq!(b["env"]["nproc"], b["vcpus"]);
@@ -131,7 +137,7 @@ fn icount_calls_a_one_percent_exec_regression() {
     assert_eq!(meta["clock"], "tcg-icount");
     assert!(table.contains("clock: tcg-icount"), "{table}");
     assert!(table.contains("execs/Ginsn"), "{table}");
-    for b in events(&run, "boot") {
+    for b in boots_kept(&run) {
         assert_eq!(b["clock"], "tcg-icount", "{b}");
         assert!(b["error"].is_null(), "{b}");
         // the pace at login is recorded (an idle icount guest's clock jumps
@@ -220,7 +226,7 @@ fn every_benchmark_runs_in_a_guest() {
     let rate = measured("fork-prlimit", "iterations_per_s")[0];
     assert!((wall * rate - 400.0).abs() < 400.0 * 0.05, "wall {wall} rate {rate}");
     // ASLR off was applied in the guest
-    let boot = &events(&run, "boot")[0];
+    let boot = &boots_kept(&run)[0];
     assert_eq!(boot["env"]["aslr"], 0, "{boot}");
     assert!(boot["cmdline"].as_str().unwrap().contains("norandmaps"));
     let end = &events(&run, "boot_end")[0];
@@ -266,7 +272,7 @@ fn failures_are_outcomes_and_the_rest_runs() {
     let errs: Vec<&str> = broken["errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
     assert!(errs.iter().any(|e| e.contains("init/harness_broken.c") && e.contains("error:")), "{broken}");
     // the panic at boot: detected from the console with its signature
-    let boom = events(&run, "boot").into_iter().find(|e| e["variant"] == "boom").unwrap();
+    let boom = boots_kept(&run).into_iter().find(|e| e["variant"] == "boom").unwrap();
     assert!(boom["error"].as_str().unwrap().contains("panic"), "{boom}");
     let sigs: Vec<&str> = boom["findings"].as_array().unwrap().iter().map(|f| f["signature"].as_str().unwrap()).collect();
     assert!(sigs.contains(&"bug: harness_boom"), "{sigs:?}");
@@ -432,7 +438,7 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
     c.args(["run", "--profile", "scale"]).arg(repo().join("matrix.yaml"));
     run_ok(c);
     let run = only_run_dir(&runs);
-    let boots = events(&run, "boot");
+    let boots = boots_kept(&run);
     for n in [26, 256, 448] {
         let b = boots.iter().find(|b| b["vcpus"] == n).unwrap_or_else(|| panic!("no boot at {n}"));
         assert!(b["error"].is_null(), "{b}");

@@ -175,11 +175,11 @@ pub struct BootFailure {
 }
 
 /// How many times one boot job starts QEMU when QEMU itself dies from a
-/// signal before SSH comes up. Multi-threaded TCG in QEMU 10 has a rare race
-/// that aborts QEMU (`iotlb_to_section: Assertion ... failed`) while the
-/// guest is booting. Such an attempt is recorded and shown, but it does not
-/// count against the kernel. A kernel that kills QEMU every time still
-/// fails once the attempts are used up.
+/// signal (before SSH or while the guest measures). Multi-threaded TCG in
+/// QEMU 10 has a rare race that aborts QEMU (`iotlb_to_section: Assertion
+/// ... failed`) while the guest is booting. Such an attempt is recorded and
+/// shown, but it does not count against the kernel. A kernel that kills
+/// QEMU every time still fails once the attempts are used up.
 pub const QEMU_CRASH_ATTEMPTS: u32 = 3;
 
 /// Deadline for a guest to reach SSH under a wall clock: the matrix value,
@@ -274,10 +274,7 @@ pub fn start_and_wait(
             let findings = vm::scan_console(&vm.console());
             // still running means the harness gave up on it (deadline,
             // panic): only a QEMU that died on its own has a signal here
-            let qemu_signal = match vm.exited() {
-                Ok(Some(None)) => vm.signal(),
-                _ => None,
-            };
+            let qemu_signal = died_from_signal(&mut vm);
             drop(vm);
             let qemu_log = std::fs::read_to_string(&qemu_log).unwrap_or_default();
             Ok(Err(BootFailure { error: format!("{e:#}"), findings, qemu_log, qemu_signal }))
@@ -442,7 +439,7 @@ fn attempt_job(ctx: &mut BootCtx, job: &BootJob, kernel: &Path, initrd: &Path, a
         return Ok(Attempt::QemuCrashed);
     }
     let end_error = cut.map(|c| match c.qemu_signal {
-        Some(_) => format!("{} (QEMU died in all {attempt} attempts)", c.why),
+        Some(_) => format!("{}{}", c.why, all_attempts(attempt)),
         None => c.why,
     });
     let findings = power_off(ctx, booted, end_error.is_none(), &dir)?;
@@ -466,7 +463,7 @@ fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32
         return Ok(Attempt::QemuCrashed);
     }
     if f.qemu_signal.is_some() {
-        f.error = format!("{} (QEMU died like this in all {attempt} attempts)", f.error);
+        f.error = format!("{}{}", f.error, all_attempts(attempt));
         if let Event::Boot { error, .. } = &mut ev {
             *error = Some(f.error.clone());
         }
@@ -475,6 +472,11 @@ fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32
     ctx.run.event(&ev)?;
     ctx.run.event(&rec.end(f.findings, Some(format!("boot failed: {}", f.error))))?;
     Ok(Attempt::Ended)
+}
+
+/// What a job's last QEMU crash adds to its failure.
+fn all_attempts(attempt: u32) -> String {
+    format!(" (QEMU died in all {attempt} attempts)")
 }
 
 /// A fresh log directory for a job (`<id>`, or `<id>.2`… for a re-run).
@@ -554,8 +556,8 @@ impl BootRecord<'_> {
 }
 
 /// Stage [`Stage::Measure`]: every repetition of every benchmark of the job.
-/// Returns why the boot was cut short (the guest stopped answering), if it
-/// was.
+/// Returns why the boot was cut short (the guest stopped answering or QEMU
+/// died), if it was.
 fn measure(ctx: &mut BootCtx, job: &BootJob, rec: &mut BootRecord, booted: &mut Booted, nproc: u32, dir: &Path) -> Result<Option<Cut>> {
     for bname in &job.benchmarks {
         let Some(b) = ctx.m.benchmark(bname) else { continue };

@@ -453,20 +453,18 @@ fn attempt_job(ctx: &mut BootCtx, job: &BootJob, kernel: &Path, initrd: &Path, a
 /// Records a boot that did not reach SSH: a QEMU crash with attempts left
 /// is a `boot` record with `retried: true`; anything else ends the job.
 fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32) -> Result<Attempt> {
+    let retry = f.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS;
+    if f.qemu_signal.is_some() && !retry {
+        f.error.push_str(&all_attempts(attempt));
+    }
     let mut ev = rec.boot(ctx.accel, String::new(), None, None, Some(f.error.clone()), f.findings.clone());
-    if f.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS {
+    if retry {
         ctx.ui.notice(&format!("{}: {}; not the kernel's failure, booting again", rec.boot_id, f.error));
         if let Event::Boot { retried, .. } = &mut ev {
             *retried = true;
         }
         ctx.run.event(&ev)?;
         return Ok(Attempt::QemuCrashed);
-    }
-    if f.qemu_signal.is_some() {
-        f.error = format!("{}{}", f.error, all_attempts(attempt));
-        if let Event::Boot { error, .. } = &mut ev {
-            *error = Some(f.error.clone());
-        }
     }
     ctx.ui.notice(&format!("{}: boot failed: {}", rec.boot_id, f.error));
     ctx.run.event(&ev)?;

@@ -274,7 +274,7 @@ pub fn start_and_wait(
             let findings = vm::scan_console(&vm.console());
             // still running means the harness gave up on it (deadline,
             // panic): only a QEMU that died on its own has a signal here
-            let qemu_signal = died_from_signal(&mut vm);
+            let qemu_signal = died_from_signal(&mut vm, Duration::ZERO);
             drop(vm);
             let qemu_log = std::fs::read_to_string(&qemu_log).unwrap_or_default();
             Ok(Err(BootFailure { error: format!("{e:#}"), findings, qemu_log, qemu_signal }))
@@ -295,10 +295,10 @@ fn qemu_exit_reason(exit: std::result::Result<i32, Option<i32>>, first: Option<&
     format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into()))
 }
 
-/// The signal QEMU died from by itself, waiting up to a second for it to
-/// be reaped (the guest's SSH connection drops as QEMU exits).
-fn died_from_signal(vm: &mut Vm) -> Option<i32> {
-    let until = Instant::now() + Duration::from_secs(1);
+/// The signal QEMU died from by itself, waiting up to `grace` for it to be
+/// reaped (a guest's SSH connection drops as QEMU exits, a moment before).
+fn died_from_signal(vm: &mut Vm, grace: Duration) -> Option<i32> {
+    let until = Instant::now() + grace;
     loop {
         match vm.exited() {
             Ok(Some(None)) => return vm.signal(),
@@ -431,7 +431,7 @@ fn attempt_job(ctx: &mut BootCtx, job: &BootJob, kernel: &Path, initrd: &Path, a
     }
     run.event(&ev)?;
     let cut = measure(ctx, job, &mut rec, &mut booted, nproc, &dir)?;
-    if let Some(c) = cut.as_ref().filter(|c| c.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS) {
+    if let Some(c) = cut.as_ref().filter(|c| boots_again(c.qemu_signal, attempt)) {
         // no boot_end: the boot is cut off, its samples are not counted
         let msg = format!("{}: {}; QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again", rec.boot_id, c.why);
         ctx.ui.notice(&msg);
@@ -453,7 +453,7 @@ fn attempt_job(ctx: &mut BootCtx, job: &BootJob, kernel: &Path, initrd: &Path, a
 /// Records a boot that did not reach SSH: a QEMU crash with attempts left
 /// is a `boot` record with `retried: true`; anything else ends the job.
 fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32) -> Result<Attempt> {
-    let retry = f.qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS;
+    let retry = boots_again(f.qemu_signal, attempt);
     if f.qemu_signal.is_some() && !retry {
         f.error.push_str(&all_attempts(attempt));
     }
@@ -470,6 +470,12 @@ fn failed_boot(ctx: &BootCtx, rec: &BootRecord, mut f: BootFailure, attempt: u32
     ctx.run.event(&ev)?;
     ctx.run.event(&rec.end(f.findings, Some(format!("boot failed: {}", f.error))))?;
     Ok(Attempt::Ended)
+}
+
+/// Whether a job boots again after `attempt` ended with QEMU dead from
+/// `qemu_signal` (or alive, `None`).
+fn boots_again(qemu_signal: Option<i32>, attempt: u32) -> bool {
+    qemu_signal.is_some() && attempt < QEMU_CRASH_ATTEMPTS
 }
 
 /// What a job's last QEMU crash adds to its failure.
@@ -598,7 +604,7 @@ fn repetition(
         Ok(out) => out,
         Err(e) => {
             proc::check_interrupted()?;
-            if let Some(sig) = died_from_signal(&mut booted.vm) {
+            if let Some(sig) = died_from_signal(&mut booted.vm, Duration::from_secs(1)) {
                 let qlog = std::fs::read_to_string(dir.join("qemu.log")).unwrap_or_default();
                 let why = format!("QEMU died from signal {sig} ({}) in repetition {rep}: {}", signal_name(sig), last_line(&qlog).unwrap_or("no QEMU output"));
                 return Ok(Err(Cut { why, qemu_signal: Some(sig) }));

@@ -512,11 +512,13 @@ mod tests {
         assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
         let (r, mut w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
         let watchdog = std::thread::spawn(move || watch(r));
+        // the shell creates the file before `echo` writes it: wait for a whole line
         let until = Instant::now() + Duration::from_secs(5);
-        while !pidfile.is_file() && Instant::now() < until {
+        let read = || std::fs::read_to_string(&pidfile).ok().filter(|t| t.ends_with('\n'));
+        while read().is_none() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
-        let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let grandchild: i32 = read().expect("the shell wrote the grandchild's pid").trim().parse().unwrap();
         w.write_all(&12345678i32.to_ne_bytes()).unwrap();
         w.write_all(&(-12345678i32).to_ne_bytes()).unwrap();
         w.write_all(&child.pgid().to_ne_bytes()).unwrap();

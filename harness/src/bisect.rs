@@ -199,7 +199,7 @@ pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
 }
 
 fn chrono_like_now() -> String {
-    crate::store::now_rfc3339().replace([':', '-'], "").chars().take(15).collect()
+    crate::util::now_rfc3339().replace([':', '-'], "").chars().take(15).collect()
 }
 
 fn save(dir: &Path, s: &State) -> Result<()> {

@@ -16,7 +16,7 @@ use crate::guest::{Guest, Timeout};
 use crate::kernel::build::Artifact;
 use crate::plan::BootJob;
 use crate::proc;
-use crate::store::{self, BootEnv, Event, Run, Sample};
+use crate::store::{BootEnv, Event, Run, Sample};
 use crate::ui::Ui;
 use crate::vm::{self, Accel, CmdlineSpec, MeasureClock, Vm, VmSpec};
 
@@ -646,7 +646,7 @@ fn repetition(
                     series: mt.series,
                     cpu: p.cpu,
                     clock: Some(rec.clock),
-                    timestamp: store::now_rfc3339(),
+                    timestamp: crate::util::now_rfc3339(),
                 })?;
             }
         }

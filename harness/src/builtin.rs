@@ -55,7 +55,7 @@ pub fn materialise(work: &Path) -> Result<PathBuf> {
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    let dir = work.join("builtin").join(crate::kernel::tree::hex(&h.finalize()[..8]));
+    let dir = work.join("builtin").join(crate::util::hex(&h.finalize()[..8]));
     if dir.join("matrix.yaml").is_file() {
         return Ok(dir);
     }

@@ -184,7 +184,7 @@ pub fn compute(r: &Report, meta: &RunMeta, events: &[Event], profile: Option<Str
     Calibration {
         fingerprint: Fingerprint { profile, ..fingerprint(meta, events) },
         run_id: r.run_id.clone(),
-        created: crate::store::now_rfc3339(),
+        created: crate::util::now_rfc3339(),
         floors,
         false_positive_rate: if cells == 0 { 0.0 } else { flagged as f64 / cells as f64 },
         cells,

@@ -15,7 +15,7 @@ use crate::kernel::kconfig;
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{pristine_files, Tree};
 use crate::proc::{self, Cmd};
-use crate::store::WorkLock;
+use crate::workdir::WorkLock;
 use crate::vm;
 
 /// Severity of a finding.
@@ -252,7 +252,7 @@ fn ref_checks(m: &Matrix) -> Vec<Item> {
 /// on a private copy of the files they touch, taken from the source itself.
 fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
     let mut out = Vec::new();
-    let mut names: Vec<String> = crate::pipeline::series_names(m);
+    let mut names: Vec<String> = m.series_names();
     // every series directory, so a maintainer sees all of them
     if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
         let mut extra: Vec<String> = rd

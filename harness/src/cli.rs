@@ -552,7 +552,7 @@ impl Gating {
 /// `harness gc`: prints what the policy lets go; with `yes`, deletes it
 /// under the work-directory lock.
 fn run_gc(g: &Global, policy: gc::Policy, yes: bool) -> Result<u8> {
-    let _lock = if yes { Some(store::WorkLock::acquire(&g.work_dir, "gc")?) } else { None };
+    let _lock = if yes { Some(crate::workdir::WorkLock::acquire(&g.work_dir, "gc")?) } else { None };
     let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now());
     let total: u64 = victims.iter().map(|v| v.bytes).sum();
     if g.json {

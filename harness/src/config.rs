@@ -968,6 +968,19 @@ fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
 }
 
 impl Matrix {
+    /// Every series the matrix names, in first-named order.
+    pub fn series_names(&self) -> Vec<String> {
+        let mut s: Vec<String> = Vec::new();
+        for v in &self.variants {
+            for n in v.apply.iter().chain(&v.revert) {
+                if !s.contains(n) {
+                    s.push(n.clone());
+                }
+            }
+        }
+        s
+    }
+
     /// The benchmark called `name`.
     pub fn benchmark(&self, name: &str) -> Option<&Benchmark> {
         self.benchmarks.iter().find(|b| b.name == name)

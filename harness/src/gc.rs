@@ -10,14 +10,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-/// File beside (trees) or inside (kernels) an entry whose mtime is its last use.
-pub const LAST_USED: &str = "last-used";
-
-/// Records that a kernel directory or tree was used now.
-pub fn touch(marker: &Path) {
-    // best effort: a read-only cache is still a cache
-    let _ = std::fs::write(marker, crate::store::now_rfc3339());
-}
+use crate::workdir::LAST_USED;
 
 /// What to keep: the `keep` most recently used of each kind, and everything
 /// used within `days`.

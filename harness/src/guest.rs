@@ -61,7 +61,7 @@ impl Guest {
             got => {
                 let got = got.map_or("no host key".to_string(), |(b, t)| {
                     use sha2::Digest;
-                    format!("a host key of type {t:?} with SHA-256 {}", crate::kernel::tree::hex(&sha2::Sha256::digest(b)))
+                    format!("a host key of type {t:?} with SHA-256 {}", crate::util::hex(&sha2::Sha256::digest(b)))
                 });
                 return Err(ForeignHostKey { port, got }.into());
             }

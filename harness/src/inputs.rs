@@ -29,13 +29,13 @@ pub struct Inputs {
 
 fn file_hash(p: &Path) -> Result<String> {
     let data = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
-    Ok(tree::hex(&Sha256::digest(&data)))
+    Ok(crate::util::hex(&Sha256::digest(&data)))
 }
 
 /// Hashes the inputs of `m` as they are now.
 pub fn pin(m: &Matrix) -> Result<Inputs> {
     let mut series = BTreeMap::new();
-    for name in crate::pipeline::series_names(m) {
+    for name in m.series_names() {
         let s = patch::load_series(&m.series_dir, &name)?;
         let mut files = BTreeMap::new();
         files.insert("series".to_string(), file_hash(&m.series_dir.join(&name).join("series"))?);

@@ -25,6 +25,8 @@ pub mod stats;
 pub mod store;
 pub mod trial;
 pub mod ui;
+pub mod util;
 pub mod vm;
+pub mod workdir;
 #[cfg(test)]
 mod testutil;

@@ -70,19 +70,6 @@ fn harness_revision() -> Option<String> {
     Cmd::new("git").arg("-C").arg(here).args(["rev-parse", "--short", "HEAD"]).capture().run().ok().filter(|f| f.success()).map(|f| f.output.trim().to_string())
 }
 
-/// Every series the matrix names.
-pub fn series_names(m: &Matrix) -> Vec<String> {
-    let mut s: Vec<String> = Vec::new();
-    for v in &m.variants {
-        for n in v.apply.iter().chain(&v.revert) {
-            if !s.contains(n) {
-                s.push(n.clone());
-            }
-        }
-    }
-    s
-}
-
 /// The label of a run's id: the profile, or the matrix file's name.
 pub fn run_label(m: &Matrix) -> String {
     m.profile.clone().unwrap_or_else(|| m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into()))
@@ -101,7 +88,7 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
     let meta = RunMeta {
         format_version: store::FORMAT_VERSION,
         id: run.id.clone(),
-        started: store::now_rfc3339(),
+        started: crate::util::now_rfc3339(),
         matrix: m,
         host: host_facts(&qemu),
         harness_revision: harness_revision(),
@@ -173,8 +160,8 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
 
 /// The work-directory lock for a run: waits out a `check` or `gc --yes`
 /// (a nightly should not fail on one), refuses another run.
-fn work_lock(opts: &Options) -> Result<store::WorkLock> {
-    store::WorkLock::acquire_waiting(&opts.work_dir, "run", store::BRIEF_HOLDER_WAIT, crate::ui::notice)
+fn work_lock(opts: &Options) -> Result<crate::workdir::WorkLock> {
+    crate::workdir::WorkLock::acquire_waiting(&opts.work_dir, "run", crate::workdir::BRIEF_HOLDER_WAIT, crate::ui::notice)
 }
 
 /// `work/keys/<run-id>/`: a run's private keys and the initramfs images
@@ -322,7 +309,7 @@ fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>
     let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
     let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
     // series states against the base
-    let states = classify(m, &series_names(m), &tree, &opts.work_dir)?;
+    let states = classify(m, &m.series_names(), &tree, &opts.work_dir)?;
     for (s, st) in &states {
         run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
     }
@@ -442,7 +429,7 @@ fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -
     let dir = ctx.run.log("kvm-probe");
     let Some((why, kvm_fault)) = boot::probe_kvm(ctx, kernel, initrd, &dir)? else { return Ok(Accel::Kvm) };
     if kvm_fault {
-        let probe = FailedProbe { key: probe_key.to_string(), when: store::now_rfc3339(), reason: why.clone() };
+        let probe = FailedProbe { key: probe_key.to_string(), when: crate::util::now_rfc3339(), reason: why.clone() };
         std::fs::write(probe_path(work), serde_json::to_vec_pretty(&probe)?)
             .with_context(|| format!("write {}", probe_path(work).display()))?;
     }
@@ -646,7 +633,7 @@ mod tests {
         let meta = RunMeta {
             format_version: store::FORMAT_VERSION,
             id: writer.id.clone(),
-            started: store::now_rfc3339(),
+            started: crate::util::now_rfc3339(),
             inputs: Some(crate::inputs::pin(&m).unwrap()),
             matrix: m,
             host: Host::default(),

@@ -20,6 +20,7 @@ use crate::config::Matrix;
 use crate::kernel::kconfig::Lost;
 use crate::kernel::patch::{Failure, State};
 use crate::plan::Shard;
+use crate::util::Flock;
 use crate::vm::{Accel, Finding, MeasureClock};
 
 /// Version of the files' format.
@@ -297,33 +298,10 @@ pub fn shard_dir(run_dir: &Path, shard: Shard) -> PathBuf {
     run_dir.join("shards").join(format!("{}-of-{}", shard.k, shard.n))
 }
 
-/// UTC now as RFC 3339 (seconds).
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    rfc3339(secs)
-}
-
-/// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // civil-from-days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 /// A run directory under `runs_dir` that does not exist yet:
 /// `<UTC stamp>-<label>`, with `.N` added when that is taken.
 pub fn fresh_run_dir(runs_dir: &Path, label: &str) -> Result<PathBuf> {
-    let stamp = now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
+    let stamp = crate::util::now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
     for n in 0..100 {
         let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
         let dir = runs_dir.join(&id);
@@ -544,40 +522,6 @@ fn truncate_torn(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// An exclusive `flock` on a lock file that names its holder (`pid N,
-/// harness <command>`); released when dropped or when the process dies.
-struct Flock {
-    _file: std::fs::File,
-}
-
-impl Flock {
-    /// Takes the lock on `p` if it is free; `Ok(Err(holder))` names who
-    /// holds it.
-    fn try_take(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
-        use std::os::fd::AsRawFd;
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
-        // SAFETY: flock on a descriptor we own.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            let holder = std::fs::read_to_string(p).unwrap_or_default();
-            return Ok(Err(holder.trim().to_string()));
-        }
-        f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
-        write!(f, "pid {}, harness {what}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
-        Ok(Ok(Flock { _file: f }))
-    }
-
-    /// Who holds the lock on `p`, without taking it for longer than a
-    /// moment and without writing.
-    fn holder(p: &Path) -> Option<String> {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(p).ok()?;
-        // SAFETY: flock on a descriptor we own; released when `f` closes.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        (r != 0).then(|| std::fs::read_to_string(p).unwrap_or_default().trim().to_string())
-    }
-}
-
 /// Takes `runs/<id>/lock`, held by `run` and `--resume` while they write.
 fn lock_run(dir: &Path) -> Result<Flock> {
     match Flock::try_take(&dir.join("lock"), "run")? {
@@ -586,58 +530,6 @@ fn lock_run(dir: &Path) -> Result<Flock> {
             "lock the run {}: another harness ({holder}) is writing it; wait for it to end (one writer per run, even from another work directory)",
             dir.display()
         ),
-    }
-}
-
-/// An exclusive lock on the work directory, held for the process lifetime.
-pub struct WorkLock {
-    _lock: Flock,
-}
-
-/// How long `run` waits for a `check` or `gc --yes` to release the work
-/// directory.
-pub const BRIEF_HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
-
-impl WorkLock {
-    /// Takes the lock for the command `what` or explains who holds it.
-    pub fn acquire(work: &Path, what: &str) -> Result<WorkLock> {
-        match WorkLock::try_acquire(work, what)? {
-            Ok(l) => Ok(l),
-            Err(holder) => bail!(
-                "lock the work directory {}: another harness ({holder}) is using it; wait for it or pass a different --work-dir",
-                work.display()
-            ),
-        }
-    }
-
-    /// Like [`WorkLock::acquire`], but while a `check` or `gc` (which hold
-    /// the lock for seconds to minutes) has it, waits up to `limit`, saying
-    /// so once through `notice`. Another run is refused at once.
-    pub fn acquire_waiting(work: &Path, what: &str, limit: std::time::Duration, notice: impl Fn(&str)) -> Result<WorkLock> {
-        let until = std::time::Instant::now() + limit;
-        let mut told = false;
-        loop {
-            let holder = match WorkLock::try_acquire(work, what)? {
-                Ok(l) => return Ok(l),
-                Err(h) => h,
-            };
-            let brief = holder.ends_with("harness check") || holder.ends_with("harness gc");
-            if !brief || std::time::Instant::now() > until {
-                return WorkLock::acquire(work, what);
-            }
-            if !told {
-                notice(&format!("waiting for the work directory {} ({holder} holds it; up to {} min)", work.display(), limit.as_secs() / 60));
-                told = true;
-            }
-            crate::proc::check_interrupted()?;
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-    }
-
-    /// Takes the lock if it is free; `Ok(Err(holder))` names who holds it.
-    pub fn try_acquire(work: &Path, what: &str) -> Result<std::result::Result<WorkLock, String>> {
-        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        Ok(Flock::try_take(&work.join("lock"), what)?.map(|l| WorkLock { _lock: l }))
     }
 }
 
@@ -727,16 +619,6 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
-    #[test]
-    fn second_lock_is_refused() {
-        let dir = std::env::temp_dir().join(format!("harness-lock-{}", std::process::id()));
-        let _a = WorkLock::acquire(&dir, "run").unwrap();
-        // flock locks belong to the open file description: a second open conflicts
-        let e = WorkLock::acquire(&dir, "run").err().expect("second lock must fail").to_string();
-        assert!(e.contains("another harness (pid"), "{e}");
-        std::fs::remove_dir_all(dir).ok();
-    }
-
     /// Issue 11 item 9: readers never cut a torn line of a run being
     /// written; a second writer is refused naming the holder's pid; only the
     /// lock holder cuts.
@@ -760,30 +642,6 @@ mod tests {
         assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
         drop(resumed);
         std::fs::remove_dir_all(runs).ok();
-    }
-
-    /// `run` waits for a `check` or `gc` holding the work directory, and is
-    /// refused at once by another run.
-    #[test]
-    fn run_waits_for_check_but_not_for_another_run() {
-        let dir = std::env::temp_dir().join(format!("harness-lockwait-{}", std::process::id()));
-        let check = WorkLock::acquire(&dir, "check").unwrap();
-        let release = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(700));
-            drop(check);
-        });
-        let told = std::cell::RefCell::new(Vec::new());
-        let t = std::time::Instant::now();
-        let run = WorkLock::acquire_waiting(&dir, "run", std::time::Duration::from_secs(30), |m| told.borrow_mut().push(m.to_string())).unwrap();
-        assert!(t.elapsed() >= std::time::Duration::from_millis(500), "did not wait");
-        assert_eq!(told.borrow().len(), 1, "{told:?}");
-        assert!(told.borrow()[0].contains("harness check holds it"), "{told:?}");
-        release.join().unwrap();
-        let t = std::time::Instant::now();
-        let e = WorkLock::acquire_waiting(&dir, "run", std::time::Duration::from_secs(30), |_| {}).err().expect("another run refuses");
-        assert!(t.elapsed() < std::time::Duration::from_secs(2) && e.to_string().contains("harness run) is using it"), "{e}");
-        drop(run);
-        std::fs::remove_dir_all(dir).ok();
     }
 
     /// Issue 14: shards write their own files under their own lock; the
@@ -819,12 +677,5 @@ mod tests {
         assert_eq!(writers, vec![false, true], "a finished shard holds no lock");
         drop(s1);
         std::fs::remove_dir_all(runs).ok();
-    }
-
-    #[test]
-    fn rfc3339_known_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 }

@@ -84,7 +84,7 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
         h.update(name.as_bytes());
         h.update(data);
     }
-    m.series_dir = work.join("try").join(tree::hex(&h.finalize()[..8]));
+    m.series_dir = work.join("try").join(crate::util::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
     let base = Variant { name: "base".into(), apply: vec![], revert: vec![], fragments: vec![], benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(), git_ref: base_ref };
     m.variants = vec![base.clone(), Variant { name: SERIES.into(), apply: vec![SERIES.into()], ..base }];

@@ -81,7 +81,7 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
     let meta = RunMeta {
         format_version: harness::store::FORMAT_VERSION,
         id: id.clone(),
-        started: harness::store::rfc3339(1_767_225_600 + i * 86_400),
+        started: harness::util::rfc3339(1_767_225_600 + i * 86_400),
         matrix: harness::config::parse(yaml, Path::new("/nonexistent/nightly.yaml"), None).unwrap(),
         host: Host { hostname: "testhost".into(), cpus: 2, ..Host::default() },
         harness_revision: None,

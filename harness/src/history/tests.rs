@@ -20,7 +20,7 @@ fn scratch(name: &str) -> PathBuf {
 fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (RunMeta, Vec<Sample>, Vec<Event>) {
     let mut meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
     meta.id = id.into();
-    meta.started = crate::store::rfc3339(1_767_225_600 + day * 86_400 + 7_200);
+    meta.started = crate::util::rfc3339(1_767_225_600 + day * 86_400 + 7_200);
     meta.clock = Some(MeasureClock::TcgIcount);
     meta.matrix.key_metrics = vec!["d".into()];
     tweak(&mut meta);

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::kconfig::{self, Config, Lost};
-use super::tree::{hex, Applied, Tree};
+use super::tree::{Applied, Tree};
+use crate::util::hex;
 use crate::config::BaseConfig;
 use crate::proc::Cmd;
 
@@ -139,7 +140,7 @@ pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     if !a.bzimage.is_file() {
         return None;
     }
-    crate::gc::touch(&a.dir.join(crate::gc::LAST_USED));
+    crate::workdir::touch(&a.dir.join(crate::workdir::LAST_USED));
     Some(a)
 }
 
@@ -214,7 +215,7 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?).with_context(|| format!("write {}/artifact.json", tmp.display()))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
-    crate::gc::touch(&dir.join(crate::gc::LAST_USED));
+    crate::workdir::touch(&dir.join(crate::workdir::LAST_USED));
     Ok(Ok(art))
 }
 

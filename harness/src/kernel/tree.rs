@@ -63,7 +63,7 @@ pub fn source_key(source: &Path) -> Result<String> {
             h.update(format!("{m:?}").as_bytes());
         }
     }
-    Ok(hex(&h.finalize()[..8]))
+    Ok(crate::util::hex(&h.finalize()[..8]))
 }
 
 /// Feeds every entry under `root/rel` into `h`, in name order, without
@@ -160,11 +160,6 @@ pub fn resolve_ref(source: &Path, r: &str) -> Result<String> {
     Ok(f.output.trim().to_string())
 }
 
-/// Lowercase hex of bytes.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl Tree {
     /// Makes (or reuses) the work copy of `source` under `work`, and rolls
     /// back whatever an interrupted run left applied.
@@ -176,7 +171,7 @@ impl Tree {
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
-        crate::gc::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::gc::LAST_USED)));
+        crate::workdir::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::workdir::LAST_USED)));
         tree.rollback(log)?;
         Ok(tree)
     }
@@ -189,14 +184,14 @@ impl Tree {
     /// every kernel's cache key, takes the commit id.
     pub fn prepare_ref(source: &Path, r: &str, work: &Path, log: &Path) -> Result<Tree> {
         let commit = resolve_ref(source, r)?;
-        let id = hex(&Sha256::digest(source.as_os_str().as_encoded_bytes())[..8]);
+        let id = crate::util::hex(&Sha256::digest(source.as_os_str().as_encoded_bytes())[..8]);
         let mut h = Sha256::new();
         h.update(source.as_os_str().as_encoded_bytes());
         h.update(commit.as_bytes());
         let name = format!("git-{id}");
         let tree = Tree {
             dir: work.join("tree").join(&name),
-            key: hex(&h.finalize()[..8]),
+            key: crate::util::hex(&h.finalize()[..8]),
             stack_file: work.join("tree").join(format!("{name}.applied.json")),
         };
         if !tree.dir.join(".git").exists() {
@@ -206,7 +201,7 @@ impl Tree {
             Cmd::new("git").args(["clone", "--quiet", "--shared", "--no-checkout"]).arg(source).arg(&tmp).log(log).run_ok().context("clone the git tree")?;
             std::fs::rename(&tmp, &tree.dir).with_context(|| format!("move the clone into {}", tree.dir.display()))?;
         }
-        crate::gc::touch(&work.join("tree").join(format!("{name}.{}", crate::gc::LAST_USED)));
+        crate::workdir::touch(&work.join("tree").join(format!("{name}.{}", crate::workdir::LAST_USED)));
         tree.rollback(log)?;
         let git = || Cmd::new("git").arg("-C").arg(&tree.dir).log(log);
         if !git().args(["cat-file", "-e", &format!("{commit}^{{commit}}")]).run()?.success() {

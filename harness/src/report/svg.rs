@@ -26,22 +26,22 @@ pub struct Point {
     pub ci: bool,
 }
 
-const W: f64 = 560.0;
-const H: f64 = 300.0;
-const L: f64 = 70.0;
-const R: f64 = 150.0;
-const T: f64 = 20.0;
-const B: f64 = 40.0;
+pub(super) const W: f64 = 560.0;
+pub(super) const H: f64 = 300.0;
+pub(super) const L: f64 = 70.0;
+pub(super) const R: f64 = 150.0;
+pub(super) const T: f64 = 20.0;
+pub(super) const B: f64 = 40.0;
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn fmt(v: f64) -> String {
+pub(super) fn fmt(v: f64) -> String {
     crate::report::num(v)
 }
 
-fn frame(out: &mut String, ylo: f64, yhi: f64, ylabel: &str) {
+pub(super) fn frame(out: &mut String, ylo: f64, yhi: f64, ylabel: &str) {
     let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#);
     let _ = write!(out, r##"<rect x="{L}" y="{T}" width="{}" height="{}" fill="none" stroke="#999"/>"##, W - L - R, H - T - B);
     for i in 0..=4 {
@@ -141,43 +141,6 @@ pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
     out
 }
 
-/// A nightly trend: one point per night with its interval bar, each point a
-/// link to `link`, a dashed vertical line before each change's first night.
-pub fn trend(t: &super::trend::Trend) -> String {
-    let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.lo), b.max(p.hi)));
-    if !ylo.is_finite() {
-        (ylo, yhi) = (0.0, 1.0);
-    } else if yhi <= ylo {
-        let d = ylo.abs().max(1.0) * 0.05;
-        (ylo, yhi) = (ylo - d, yhi + d);
-    }
-    let pad = (yhi - ylo) * 0.08;
-    let (ylo, yhi) = (ylo - pad, yhi + pad);
-    let mut out = String::new();
-    frame(&mut out, ylo, yhi, &t.unit);
-    let n = t.points.len().max(2) as f64;
-    let px = |i: f64| -> f64 { L + 10.0 + (W - L - R - 20.0) * i / (n - 1.0) };
-    let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y - ylo) / (yhi - ylo)) };
-    let line: Vec<String> = t.points.iter().enumerate().map(|(i, p)| format!("{:.1},{:.1}", px(i as f64), py(p.y))).collect();
-    let _ = write!(out, r##"<polyline class="trend" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>"##, line.join(" "));
-    for (i, p) in t.points.iter().enumerate() {
-        let x = px(i as f64);
-        let dash = if p.ci { "" } else { r#" stroke-dasharray="2 2""# };
-        let _ = write!(out, r##"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#1f77b4"{dash}/><a href="{}"><circle cx="{x:.1}" cy="{:.1}" r="3.5" fill="#1f77b4"><title>{} {}: {} [{}, {}], {} boots</title></circle></a>"##,
-            py(p.lo), py(p.hi), esc(&p.link), py(p.y), esc(&p.date), esc(&p.run_id), fmt(p.y), fmt(p.lo), fmt(p.hi), p.n);
-    }
-    for m in &t.marks {
-        let x = px(m.index as f64 - 0.5);
-        let _ = write!(out, r##"<line class="change" x1="{x:.1}" x2="{x:.1}" y1="{T}" y2="{}" stroke="#d62728" stroke-dasharray="5 3"><title>{}</title></line>"##, H - B, esc(&m.text));
-    }
-    let label = |i: usize| t.points.get(i).map(|p| esc(&p.date)).unwrap_or_default();
-    let last = t.points.len().saturating_sub(1);
-    let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="start">{}</text><text x="{:.1}" y="{}" text-anchor="end">{}</text>"#, px(0.0), H - B + 16.0, label(0), px(last as f64), H - B + 16.0, label(last));
-    let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">night (run)</text>"#, (L + W - R) / 2.0, H - 6.0);
-    out.push_str("</svg>");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,20 +179,6 @@ mod tests {
         assert!((((b - a) / (c - b)) - 230.0 / 192.0).abs() < 0.02, "{circles:?}");
         let short = scaling(&[("base".into(), vec![Point { ci: false, ..p(2.0, 1.0) }])], "x", false);
         assert!(short.contains("stroke-dasharray=\"2 2\"") && short.contains("range, too few boots"));
-    }
-
-    #[test]
-    fn trend_links_every_night_and_marks_changes() {
-        use super::super::trend::{Trend, TrendMark, TrendPoint};
-        let points = (0..6)
-            .map(|i| TrendPoint { date: format!("2026-01-0{}", i + 1), run_id: format!("r{i}"), link: format!("../r{i}/report.html"), y: if i < 3 { 10.0 } else { 11.0 }, lo: 9.5, hi: 11.5, ci: i != 0, n: 5 })
-            .collect();
-        let t = Trend { title: "t".into(), key: "k".into(), unit: "ms".into(), points, marks: vec![TrendMark { index: 3, text: "+10%".into() }] };
-        let s = trend(&t);
-        assert_eq!(s.matches("<a href=").count(), 6);
-        assert!(s.contains(r#"href="../r3/report.html""#));
-        assert_eq!(s.matches(r#"class="change""#).count(), 1);
-        assert_eq!(s.matches("stroke-dasharray=\"2 2\"").count(), 1, "the first night had too few boots for a CI");
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! The bottom layer (L0): small facts every other module may use and that
+//! use nothing of the harness but each other — time stamps, hex digests,
+//! file locks.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// UTC now as RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    rfc3339(secs)
+}
+
+/// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn rfc3339(secs: u64) -> String {
+    let t = i64::try_from(secs).ok().and_then(|s| jiff::Timestamp::from_second(s).ok()).unwrap_or(jiff::Timestamp::MAX);
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Lower-case hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    hex::encode(b)
+}
+
+/// An exclusive lock (`flock`) on a lock file that names its holder (`pid
+/// N, harness <command>`); released when dropped or when the process dies.
+pub struct Flock {
+    _file: std::fs::File,
+}
+
+impl Flock {
+    /// Takes the lock on `p` if it is free; `Ok(Err(holder))` names who
+    /// holds it.
+    pub fn try_take(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(Err(std::fs::read_to_string(p).unwrap_or_default().trim().to_string())),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("lock {}", p.display())),
+        }
+        f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
+        write!(f, "pid {}, harness {what}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
+        Ok(Ok(Flock { _file: f }))
+    }
+
+    /// Who holds the lock on `p`, without taking it for longer than a
+    /// moment and without writing.
+    pub fn holder(p: &Path) -> Option<String> {
+        let f = std::fs::File::open(p).ok()?;
+        // a shared lock conflicts only with an exclusive holder; released when `f` closes
+        matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)).then(|| std::fs::read_to_string(p).unwrap_or_default().trim().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn hex_is_lower_case_two_digits_a_byte() {
+        assert_eq!(hex(&[0, 0xab, 0x0f]), "00ab0f");
+    }
+
+    #[test]
+    fn a_held_lock_names_its_holder() {
+        let dir = std::env::temp_dir().join(format!("harness-flock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("lock");
+        let held = Flock::try_take(&p, "run").unwrap().unwrap();
+        let who = format!("pid {}, harness run", std::process::id());
+        assert_eq!(Flock::try_take(&p, "check").unwrap().err(), Some(who.clone()));
+        assert_eq!(Flock::holder(&p), Some(who));
+        drop(held);
+        assert_eq!(Flock::holder(&p), None);
+        assert!(Flock::try_take(&p, "check").unwrap().is_ok());
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

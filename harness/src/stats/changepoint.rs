@@ -184,7 +184,7 @@ mod tests {
     }
 
     /// Index 20 is night 21, the first night after the step; the figures
-    /// are quoted in the README ("History").
+    /// are quoted in docs/history.md.
     #[test]
     fn finds_a_three_percent_step_after_night_20_in_one_percent_noise() {
         let mut at = Vec::new();
@@ -202,7 +202,7 @@ mod tests {
     }
 
     /// The false-alarm rate over 200 flat 60-night series with 1% noise; the
-    /// figures are quoted in the README ("History").
+    /// figures are quoted in docs/history.md.
     #[test]
     fn flat_histories_raise_no_change_at_the_stated_rate() {
         let p = Params::default();

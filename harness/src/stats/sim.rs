@@ -1,6 +1,6 @@
 //! Simulated experiments with a boot random effect: the rule's A/A false-call
 //! rate and its power against a 5% change, per profile sampling. The table in
-//! README "How a verdict is reached" comes from `simulation_table` (ignored by
+//! docs/verdicts.md ("The rule, simulated") comes from `simulation_table` (ignored by
 //! default; see its comment for the command).
 
 use rand::{RngExt, SeedableRng};
@@ -154,7 +154,7 @@ fn lazy_verdicts_match_decide_all() {
     }
 }
 
-/// The README table. Reproduce with
+/// The table in docs/verdicts.md. Reproduce with
 /// `cargo test --lib simulation_table -- --ignored --nocapture` (about two
 /// minutes in a debug build).
 #[test]

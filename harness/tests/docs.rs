@@ -1,9 +1,11 @@
-//! The product's documentation stands on its own: every relative link
-//! resolves to a file inside the repository (and its anchor to a heading),
-//! and no link leaves the repository.
+//! The product's documentation stands on its own and agrees with the binary:
+//! every relative link resolves to a file inside the repository (and its
+//! anchor to a heading), no link leaves the repository, and the command
+//! reference names exactly the commands and options `--help` prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().canonicalize().unwrap()
@@ -136,4 +138,166 @@ fn docs_point_only_inside_the_repository() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// `harness ARGS --help`.
+fn help(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_harness")).args(args).arg("--help").output().unwrap();
+    assert!(out.status.success(), "harness {} --help: {out:?}", args.join(" "));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The lines of a clap help section (`Commands:`, `Options:`), up to the next blank line.
+fn help_section<'a>(help: &'a str, title: &str) -> Vec<&'a str> {
+    help.lines().skip_while(|l| *l != title).skip(1).take_while(|l| !l.trim().is_empty()).collect()
+}
+
+/// The subcommands a help lists, `help` left out.
+fn subcommands(help: &str) -> Vec<String> {
+    help_section(help, "Commands:")
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// The long options a help lists (`--work-dir`, …).
+fn long_options(help: &str) -> BTreeSet<String> {
+    help_section(help, "Options:")
+        .iter()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .filter_map(|l| l.split_whitespace().find(|t| t.starts_with("--")))
+        .map(|t| t.trim_end_matches(',').to_string())
+        .collect()
+}
+
+/// Every command, nested ones too (`history import`), as its words.
+fn commands(prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    for sub in subcommands(&help(&args)) {
+        let mut cmd = prefix.to_vec();
+        cmd.push(sub);
+        out.push(cmd.clone());
+        commands(&cmd, out);
+    }
+}
+
+/// The long options a text names: `--` then a lowercase letter, not inside a longer run of dashes or a word.
+fn named_options(text: &str) -> BTreeSet<String> {
+    let b = text.as_bytes();
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let starts = b[i] == b'-' && b[i + 1] == b'-' && b[i + 2].is_ascii_lowercase();
+        if starts && (i == 0 || !(b[i - 1] == b'-' || b[i - 1].is_ascii_alphanumeric())) {
+            let mut j = i + 2;
+            while j < b.len() && (b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'-') {
+                j += 1;
+            }
+            out.insert(text[i..j].trim_end_matches('-').to_string());
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A Markdown file's `## ` sections by heading (text before the first under "").
+fn sections(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut heading = String::new();
+    let mut body = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if let Some(h) = line.strip_prefix("## ").filter(|_| !fenced) {
+            out.insert(std::mem::replace(&mut heading, h.trim().to_string()), std::mem::take(&mut body));
+        } else {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    out.insert(heading, body);
+    out
+}
+
+fn differences(what: &str, want: &BTreeSet<String>, have: &BTreeSet<String>, bad: &mut Vec<String>) {
+    for w in want.difference(have) {
+        bad.push(format!("{what}: {w} is missing"));
+    }
+    for h in have.difference(want) {
+        bad.push(format!("{what}: {h} does not exist"));
+    }
+}
+
+#[test]
+fn the_docs_name_the_commands_and_options_help_prints() {
+    let repo = repo();
+    let globals = long_options(&help(&[]));
+    assert!(globals.contains("--work-dir") && globals.contains("--json"), "no global options in harness --help: {globals:?}");
+    let mut cmds = Vec::new();
+    commands(&[], &mut cmds);
+    let names: BTreeSet<String> = cmds.iter().map(|c| c.join(" ")).collect();
+    assert!(names.contains("run") && names.contains("history import"), "commands from harness --help: {names:?}");
+    let mut bad = Vec::new();
+
+    // the README's command table: a row per command, naming only options the command has
+    let readme = read(&repo.join("README.md"));
+    let table = sections(&readme).remove("Commands").expect("README.md has no `## Commands` section");
+    let mut rows = BTreeMap::new();
+    for line in table.lines().filter(|l| l.starts_with('|')) {
+        let cell = line.split('|').nth(1).unwrap_or("");
+        let Some(cmd) = cell.split('`').nth(1).and_then(|c| c.strip_prefix("harness ")) else { continue };
+        rows.insert(cmd.to_string(), line.to_string());
+    }
+    differences("README.md command table", &names, &rows.keys().cloned().collect(), &mut bad);
+    for (cmd, row) in &rows {
+        if !names.contains(cmd) {
+            continue;
+        }
+        let args: Vec<&str> = cmd.split(' ').collect();
+        for o in named_options(row).difference(&long_options(&help(&args))) {
+            bad.push(format!("README.md command table, harness {cmd}: {o} does not exist"));
+        }
+    }
+
+    // docs/commands.md: a `## harness <command>` section per command, naming
+    // every option of its --help and no other; the globals once, in "Global options"
+    let reference = sections(&read(&repo.join("docs/commands.md")));
+    let documented: BTreeSet<String> =
+        reference.keys().filter_map(|h| h.strip_prefix("harness ")).map(String::from).collect();
+    differences("docs/commands.md `## harness <command>` sections", &names, &documented, &mut bad);
+    let mut every = globals.clone();
+    for cmd in &cmds {
+        let name = cmd.join(" ");
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let all = long_options(&help(&args));
+        every.extend(all.iter().cloned());
+        let Some(section) = reference.get(&format!("harness {name}")) else { continue };
+        let own: BTreeSet<String> = all.difference(&globals).cloned().collect();
+        let named = named_options(section);
+        for o in own.difference(&named) {
+            bad.push(format!("docs/commands.md, harness {name}: {o} (in its --help) is not documented"));
+        }
+        for o in named.difference(&all) {
+            bad.push(format!("docs/commands.md, harness {name}: {o} is not an option of harness {name}"));
+        }
+    }
+    match reference.get("Global options") {
+        None => bad.push("docs/commands.md has no `## Global options` section".into()),
+        Some(section) => differences("docs/commands.md, Global options (harness --help)", &globals, &named_options(section), &mut bad),
+    }
+    for (heading, text) in &reference {
+        if heading.starts_with("harness ") || heading == "Global options" {
+            continue;
+        }
+        for o in named_options(text).difference(&every) {
+            bad.push(format!("docs/commands.md, {heading:?}: {o} is not an option of any command"));
+        }
+    }
+    assert!(bad.is_empty(), "the docs and --help disagree:\n{}", bad.join("\n"));
 }

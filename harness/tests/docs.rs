@@ -108,10 +108,8 @@ fn resolve(repo: &Path, doc: &Path, target: &str) -> Result<(), String> {
     if !file.starts_with(repo) {
         return Err(format!("{path}: outside the repository"));
     }
-    if !anchor.is_empty() {
-        if file.extension().is_none_or(|e| e != "md") || !anchors(&read(&file)).contains(anchor) {
-            return Err(format!("#{anchor}: no such heading in {}", file.strip_prefix(repo).unwrap().display()));
-        }
+    if !anchor.is_empty() && (file.extension().is_none_or(|e| e != "md") || !anchors(&read(&file)).contains(anchor)) {
+        return Err(format!("#{anchor}: no such heading in {}", file.strip_prefix(repo).unwrap().display()));
     }
     Ok(())
 }

@@ -345,7 +345,7 @@ fn run_dir(runs: &Path) -> Option<PathBuf> {
 fn complete(d: &Path) -> Result<bool> {
     let run = Run::open(d)?;
     let m = run.meta()?.matrix;
-    let ended = run.events()?.iter().filter(|e| matches!(e, crate::store::Event::BootEnd { .. })).count();
+    let ended = run.events()?.iter().filter(|e| matches!(e, crate::records::Event::BootEnd { .. })).count();
     Ok(ended >= crate::plan::boot_jobs(&m).len())
 }
 

@@ -16,7 +16,8 @@ use crate::guest::{Guest, Timeout};
 use crate::kernel::build::Artifact;
 use crate::plan::BootJob;
 use crate::proc;
-use crate::store::{BootEnv, Event, Run, Sample};
+use crate::records::{BootEnv, Event, Sample};
+use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{self, Accel, CmdlineSpec, MeasureClock, Vm, VmSpec};
 

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Matrix, Variant};
 use crate::report::{Floors, Report};
 use crate::stats::{self, Verdict};
-use crate::store::{Event, RunMeta};
+use crate::records::{Event, RunMeta};
 
 /// Name of the second arm.
 pub const ARM_B: &str = "base-again";
@@ -304,7 +304,7 @@ mod tests {
     }
 
     use crate::report::tests::{boots, meta_with};
-    use crate::store::Sample;
+    use crate::records::Sample;
 
     /// An A/A run: execs_per_s steady (0.4% between boots), wall_s spread 5% between boots.
     fn aa_run() -> (RunMeta, Vec<Sample>, Vec<Event>) {

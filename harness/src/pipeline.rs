@@ -21,7 +21,8 @@ use crate::kernel::patch::{self, State};
 use crate::kernel::tree::Tree;
 use crate::plan::{self, BootJob, Shard};
 use crate::proc::{self, Cmd};
-use crate::store::{self, Event, Host, Run, RunMeta};
+use crate::records::{Event, Host, RunMeta};
+use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{self, Accel, MeasureClock};
 
@@ -79,14 +80,14 @@ pub fn run_label(m: &Matrix) -> String {
 /// and writes its `run.json`.
 fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta)> {
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
-    let inputs = crate::inputs::pin(&m)?;
+    let inputs = crate::records::inputs::pin(&m)?;
     let run = match at {
         Some(dir) => Run::create_at(dir)?,
         None => Run::create(&opts.runs_dir, &run_label(&m))?,
     };
     let qemu = qemu_binary()?;
     let meta = RunMeta {
-        format_version: store::FORMAT_VERSION,
+        format_version: crate::records::FORMAT_VERSION,
         id: run.id.clone(),
         started: crate::util::now_rfc3339(),
         matrix: m,
@@ -119,7 +120,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
 fn open_again(dir: &Path) -> Result<(Run, RunMeta)> {
     let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
-    crate::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
+    crate::records::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
     Ok((run, meta))
 }
 
@@ -631,10 +632,10 @@ mod tests {
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let writer = Run::create(&root.join("runs"), "t").unwrap();
         let meta = RunMeta {
-            format_version: store::FORMAT_VERSION,
+            format_version: crate::records::FORMAT_VERSION,
             id: writer.id.clone(),
             started: crate::util::now_rfc3339(),
-            inputs: Some(crate::inputs::pin(&m).unwrap()),
+            inputs: Some(crate::records::inputs::pin(&m).unwrap()),
             matrix: m,
             host: Host::default(),
             harness_revision: None,

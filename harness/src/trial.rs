@@ -16,7 +16,8 @@ use crate::config::{Clock, Matrix, Variant};
 use crate::kernel::patch::{self, State};
 use crate::kernel::series::{self, Source};
 use crate::kernel::tree;
-use crate::store::{Event, Run};
+use crate::records::Event;
+use crate::store::Run;
 
 /// The name of the series, and of the variant that applies it.
 pub const SERIES: &str = "series";

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::store::{Event, Host, RunMeta, Sample};
+use harness::records::{Event, Host, RunMeta, Sample};
 use harness::vm::{Accel, MeasureClock};
 
 fn chromium() -> &'static str {
@@ -79,7 +79,7 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
     let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\nsampling: {boots: 5, repetitions: 2}\nkey_metrics: [d]\n";
     let id = format!("night{i:02}");
     let meta = RunMeta {
-        format_version: harness::store::FORMAT_VERSION,
+        format_version: harness::records::FORMAT_VERSION,
         id: id.clone(),
         started: harness::util::rfc3339(1_767_225_600 + i * 86_400),
         matrix: harness::config::parse(yaml, Path::new("/nonexistent/nightly.yaml"), None).unwrap(),

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use harness::bench::CpuWindow;
 use harness::report;
-use harness::store::{BootEnv, Event, Host, RunMeta, Sample};
+use harness::records::{BootEnv, Event, Host, RunMeta, Sample};
 
 fn sample(variant: &str, vcpus: u32, boot: u32, rep: u32, value: f64) -> Sample {
     Sample {
@@ -38,7 +38,7 @@ fn html_report_renders_its_plots_in_a_browser() {
     let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2, 4]\nbenchmarks:\n  - {name: static-doexec, kind: doexec}\nsampling: {boots: 5, repetitions: 4}\n";
     let matrix = harness::config::parse(yaml, Path::new("/nonexistent/m.yaml"), None).unwrap();
     let meta = RunMeta {
-        format_version: harness::store::FORMAT_VERSION,
+        format_version: harness::records::FORMAT_VERSION,
         id: "test-run".into(),
         started: "2026-11-30T00:00:00Z".into(),
         matrix,

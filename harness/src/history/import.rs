@@ -14,7 +14,8 @@ use sha2::{Digest, Sha256};
 use crate::config::Matrix;
 use crate::proc::Cmd;
 use crate::report::{self, Floors, Report};
-use crate::store::{Event, Run, RunMeta};
+use crate::records::{Event, RunMeta};
+use crate::store::Run;
 
 /// What adding a run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

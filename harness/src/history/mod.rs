@@ -122,7 +122,7 @@ pub fn trends(series: &[Series], page_dir: Option<&Path>) -> Vec<crate::report::
 }
 
 /// Writes each key cell's standing against the history into the report.
-pub fn annotate(r: &mut crate::report::Report, db: &Connection, meta: &crate::store::RunMeta, events: &[crate::store::Event]) -> Result<()> {
+pub fn annotate(r: &mut crate::report::Report, db: &Connection, meta: &crate::records::RunMeta, events: &[crate::records::Event]) -> Result<()> {
     let p = crate::stats::changepoint::Params::default();
     for (ri, ci, s) in standings(db, meta, events, r, WINDOW, &p)? {
         r.rows[ri].cells[ci].history = Some(s.text());

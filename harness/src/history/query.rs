@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::import::{run_key, RunKey};
 use crate::report::Report;
 use crate::stats::changepoint::{self, Params};
-use crate::store::{Event, RunMeta};
+use crate::records::{Event, RunMeta};
 
 /// Which series to read.
 #[derive(Debug, Clone, Default)]

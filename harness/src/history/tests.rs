@@ -6,7 +6,7 @@ use super::*;
 use crate::report::tests::{boots, meta_with};
 use crate::report::{build_from, Floors};
 use crate::stats::changepoint::Params;
-use crate::store::{Event, RunMeta, Sample};
+use crate::records::{Event, RunMeta, Sample};
 use crate::vm::MeasureClock;
 
 fn scratch(name: &str) -> PathBuf {

@@ -21,7 +21,8 @@ use serde::Serialize;
 
 use crate::config::Matrix;
 use crate::stats::{self, Comparison, Decision, Failures, Rule, Summary};
-use crate::store::{Event, Run, RunMeta, Sample};
+use crate::records::{Event, RunMeta, Sample};
+use crate::store::Run;
 use crate::vm::MeasureClock;
 
 pub use gate::{gate, report_gate, Gate, GateItem};
@@ -539,13 +540,13 @@ pub fn rule_text(m: &Matrix, rule: &Rule, comparisons: usize, floor_source: &str
 pub(crate) mod tests {
     use super::*;
     use crate::stats::Verdict;
-    use crate::store::{Host, RunMeta, Sample};
+    use crate::records::{Host, RunMeta, Sample};
 
     pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
         let vs: String = variants.iter().map(|v| format!("  - name: {v}\n")).collect();
         let y = format!("variants:\n{vs}vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\nsampling: {sampling}\nkey_metrics: [d]\n");
         RunMeta {
-            format_version: crate::store::FORMAT_VERSION,
+            format_version: crate::records::FORMAT_VERSION,
             id: "r".into(),
             started: "t".into(),
             matrix: crate::config::parse(&y, std::path::Path::new("/x/m.yaml"), None).unwrap(),

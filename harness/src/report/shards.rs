@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::config::Matrix;
 use crate::plan::{self, Shard};
-use crate::store::Event;
+use crate::records::Event;
 
 /// One shard's standing in the report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -131,7 +131,7 @@ mod tests {
     use crate::report::tests::{meta_with, sample};
     use crate::report::{build_from, cell_text, Floors, Report};
     use crate::stats::Verdict;
-    use crate::store::{RunMeta, Sample};
+    use crate::records::{RunMeta, Sample};
 
     type Records = (Vec<Sample>, Vec<Event>);
 

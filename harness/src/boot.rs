@@ -19,7 +19,7 @@ use crate::proc;
 use crate::records::{BootEnv, Event, Sample};
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{self, Accel, CmdlineSpec, MeasureClock, Vm, VmSpec};
+use crate::vm::{self, Accel, CmdlineSpec, Exit, MeasureClock, Vm, VmSpec};
 
 /// The stages of a boot job, in order. A failure names the stage it
 /// happened in.
@@ -251,9 +251,12 @@ pub fn start_and_wait(
         if let Some(sig) = panic {
             return Some(format!("kernel panic during boot ({sig})"));
         }
-        if let Ok(Some(code)) = vm.exited() {
-            let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-            return Some(qemu_exit_reason(code.ok_or(vm.signal()), findings.first(), &qlog));
+        match vm.exited() {
+            Ok(Exit::Running) | Err(_) => {}
+            Ok(exit) => {
+                let qlog = std::fs::read_to_string(&qemu_log).unwrap_or_default();
+                return Some(qemu_exit_reason(exit, findings.first(), &qlog));
+            }
         }
         if vm.spec.ssh_port == 0 {
             return Some("QEMU bound no SSH forward on 127.0.0.1".into());
@@ -285,13 +288,13 @@ pub fn start_and_wait(
 
 /// Why QEMU exited before SSH came up: the console's first finding, else
 /// QEMU's last line.
-/// `exit` is QEMU's status, or the signal it died from.
-fn qemu_exit_reason(exit: std::result::Result<i32, Option<i32>>, first: Option<&vm::Finding>, qlog: &str) -> String {
+/// `exit` is how QEMU ended.
+fn qemu_exit_reason(exit: Exit, first: Option<&vm::Finding>, qlog: &str) -> String {
     let why = first.map(|f| f.signature.clone()).or_else(|| last_line(qlog).map(str::to_string));
     let how = match exit {
-        Ok(c) => format!("QEMU exited with status {c}"),
-        Err(Some(sig)) => format!("QEMU died from signal {sig} ({})", signal_name(sig)),
-        Err(None) => "QEMU died from a signal".to_string(),
+        Exit::Code(c) => format!("QEMU exited with status {c}"),
+        Exit::Signal(sig) => format!("QEMU died from signal {sig} ({})", signal_name(sig)),
+        Exit::Running => "QEMU still runs".to_string(),
     };
     format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into()))
 }
@@ -302,10 +305,10 @@ fn died_from_signal(vm: &mut Vm, grace: Duration) -> Option<i32> {
     let until = Instant::now() + grace;
     loop {
         match vm.exited() {
-            Ok(Some(None)) => return vm.signal(),
-            Ok(Some(Some(_))) | Err(_) => return None,
-            Ok(None) if Instant::now() > until => return None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Ok(Exit::Signal(sig)) => return Some(sig),
+            Ok(Exit::Code(_)) | Err(_) => return None,
+            Ok(Exit::Running) if Instant::now() > until => return None,
+            Ok(Exit::Running) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }

@@ -392,6 +392,17 @@ pub fn listening_port(pid: i32) -> Option<u16> {
 /// How long QEMU may take to bind its SSH forward after it starts.
 const FORWARD_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Whether a guest's QEMU has exited, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It still runs.
+    Running,
+    /// It exited with this status.
+    Code(i32),
+    /// It died from this signal.
+    Signal(i32),
+}
+
 /// A running guest; dropping it kills QEMU.
 pub struct Vm {
     /// The spec it was started with.
@@ -421,14 +432,13 @@ impl Vm {
         Ok(vm)
     }
 
-    /// QEMU's exit code once it has exited.
-    pub fn exited(&mut self) -> Result<Option<Option<i32>>> {
-        self.child.try_status()
-    }
-
-    /// The signal QEMU died from, if it has died from one.
-    pub fn signal(&self) -> Option<i32> {
-        self.child.signal()
+    /// Whether QEMU has exited, and how.
+    pub fn exited(&mut self) -> Result<Exit> {
+        match self.child.try_status()? {
+            None => Ok(Exit::Running),
+            Some(Some(code)) => Ok(Exit::Code(code)),
+            Some(None) => self.child.signal().map(Exit::Signal).context("read the signal QEMU died from"),
+        }
     }
 
     /// The console so far.

@@ -85,18 +85,14 @@ fn header(j: &Job, name: &str, what: &str, cpus: u32, mem_mib: u64) -> String {
 
 /// The shell lines every script shares: the paths, and the harness with its global options.
 fn common(j: &Job) -> String {
-    let mut s = format!(
-        "set -euo pipefail\nHARNESS={}\nRUN_DIR={}\nharness() {{\n    \"$HARNESS\" --work-dir {} --runs-dir {}",
+    let images = j.images_dir.as_ref().map(|i| format!(" --images-dir {}", path_sh(i))).unwrap_or_default();
+    format!(
+        "set -euo pipefail\nHARNESS={}\nRUN_DIR={}\nharness() {{\n    \"$HARNESS\" --work-dir {} --runs-dir {}{images} \"$@\"\n}}\n",
         path_sh(&j.harness),
         path_sh(&j.run_dir),
         path_sh(&j.work_dir),
         path_sh(&j.runs_dir)
-    );
-    if let Some(i) = &j.images_dir {
-        s.push_str(&format!(" --images-dir {}", path_sh(i)));
-    }
-    s.push_str(" \"$@\"\n}\n");
-    s
+    )
 }
 
 /// The scripts, by file name: `build.sbatch`, `shards.sbatch`,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{BenchKind, Benchmark, Link};
+use crate::config::{BenchKind, Benchmark, Link, Matrix};
 
 /// The guest shell command for one repetition.
 pub fn command(b: &Benchmark, nproc: u32) -> String {
@@ -78,6 +78,12 @@ pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
             64 + per * nr_threads.resolve(vcpus) as u64
         }
     }
+}
+
+/// The benchmarks of `m` that will not fit in its guest's memory at `vcpus`,
+/// each with the memory it needs: its own need plus 128 MiB for the kernel.
+pub fn short_of_memory(m: &Matrix, vcpus: u32) -> Vec<(&Benchmark, u64)> {
+    m.benchmarks.iter().map(|b| (b, memory_need_mib(b, vcpus) + 128)).filter(|&(_, need)| need > m.guest.memory_mib).collect()
 }
 
 /// One repetition's value of one metric.

@@ -14,7 +14,8 @@ use crate::config::{AccelChoice, BaseConfig, Clock, Matrix};
 use crate::kernel::kconfig;
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{pristine_files, Tree};
-use crate::proc::{self, Cmd};
+use crate::host;
+use crate::proc;
 use crate::workdir::WorkLock;
 use crate::vm;
 
@@ -134,7 +135,22 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let mut out = Vec::new();
     out.push(item(Level::Ok, "matrix", format!("{}: {} variants, vCPUs {:?}, {} benchmarks", m.path.display(), m.variants.len(), m.vcpus, m.benchmarks.len())));
     out.extend(sampling_power(m));
+    out.extend(tool_checks());
+    let (qemu, q35_max) = qemu_check();
+    out.push(qemu);
+    let limits = Limits { q35_max, nr_cpus: nr_cpus(m), kvm: vm::kvm_precheck(), kvm_max: vm::kvm_max_vcpus(), host_mem: host::memory_available_mib() };
+    out.push(accel_check(m, &limits));
+    for &n in &m.vcpus {
+        out.extend(vcpu_checks(m, n, &limits));
+    }
+    out.extend(ref_checks(m));
+    out.extend(series_checks(m, work));
+    out
+}
 
+/// The host programs and the guest image's binaries, each missing one an error.
+fn tool_checks() -> Vec<Item> {
+    let mut out = Vec::new();
     for (t, pkg) in TOOLS {
         if proc::which(t).is_none() {
             out.push(item(Level::Error, format!("tool {t}"), format!("not installed: install {pkg} (harness/scripts/setup-host.sh)")));
@@ -143,83 +159,92 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     if crate::image::HostBins::find().is_err() {
         out.push(item(Level::Error, "guest image", "busybox-static or dropbear-bin missing (harness/scripts/setup-host.sh)"));
     }
+    out
+}
 
-    // QEMU and its q35 limit
-    let mut q35_max = None;
-    match proc::which("qemu-system-x86_64") {
-        None => out.push(item(Level::Error, "qemu", "qemu-system-x86_64 not installed (harness/scripts/setup-host.sh)")),
-        Some(q) => {
-            let v = Cmd::new(q).arg("--version").capture().run().map(|f| f.output).unwrap_or_default();
-            match vm::parse_qemu_version(&v) {
-                Some((a, b)) => {
-                    let lim = vm::q35_max_cpus(a, b);
-                    q35_max = Some((lim, format!("{a}.{b}")));
-                    out.push(item(Level::Ok, "qemu", format!("QEMU {a}.{b}: q35 boots up to {lim} vCPUs")));
-                }
-                None => out.push(item(Level::Warn, "qemu", format!("could not read the version from `{}`", v.trim()))),
-            }
+/// QEMU and its version, and with that version the q35 machine's vCPU
+/// limit (and the version it was read from).
+fn qemu_check() -> (Item, Option<(u32, String)>) {
+    let Some(q) = host::find_qemu() else {
+        return (item(Level::Error, "qemu", "qemu-system-x86_64 not installed (harness/scripts/setup-host.sh)"), None);
+    };
+    let v = host::qemu_version(&q);
+    match vm::parse_qemu_version(&v) {
+        Some((a, b)) => {
+            let lim = vm::q35_max_cpus(a, b);
+            (item(Level::Ok, "qemu", format!("QEMU {a}.{b}: q35 boots up to {lim} vCPUs")), Some((lim, format!("{a}.{b}"))))
         }
+        None => (item(Level::Warn, "qemu", format!("could not read the version from `{}`", v.trim())), None),
     }
-    let (nr, nr_from) = nr_cpus(m);
-    let kvm = vm::kvm_precheck();
-    let kvm_max = vm::kvm_max_vcpus();
-    match (&kvm, m.guest.accel) {
-        _ if m.guest.clock == Clock::Icount => out.push(item(
+}
+
+/// What bounds the vCPU counts and memory on this host.
+struct Limits {
+    /// The q35 machine's vCPU limit and the QEMU version it is of.
+    q35_max: Option<(u32, String)>,
+    /// The kernel's NR_CPUS and where it comes from.
+    nr_cpus: (u32, String),
+    /// Why KVM cannot be used, if it cannot.
+    kvm: Option<String>,
+    /// The host KVM's vCPU limit.
+    kvm_max: Option<u32>,
+    /// Host memory available, in MiB.
+    host_mem: Option<u64>,
+}
+
+/// The accelerator guests will get.
+fn accel_check(m: &Matrix, lim: &Limits) -> Item {
+    match (&lim.kvm, m.guest.accel) {
+        _ if m.guest.clock == Clock::Icount => item(
             Level::Ok,
             "accel",
             "TCG with the instruction-counting clock (guest.clock: icount): one host thread, 1 guest second = 10^9 instructions",
-        )),
-        (Some(why), AccelChoice::Kvm) => out.push(item(Level::Error, "accel", format!("guest.accel is kvm but {why}"))),
-        (Some(why), _) => out.push(item(Level::Ok, "accel", format!("{why}: guests will run under TCG"))),
-        (None, AccelChoice::Tcg) => out.push(item(Level::Ok, "accel", "TCG (guest.accel: tcg)")),
-        (None, _) => out.push(item(
+        ),
+        (Some(why), AccelChoice::Kvm) => item(Level::Error, "accel", format!("guest.accel is kvm but {why}")),
+        (Some(why), _) => item(Level::Ok, "accel", format!("{why}: guests will run under TCG")),
+        (None, AccelChoice::Tcg) => item(Level::Ok, "accel", "TCG (guest.accel: tcg)"),
+        (None, _) => item(
             Level::Ok,
             "accel",
-            format!("/dev/kvm opens (max {} vCPUs); the first boot proves KVM works or falls back to TCG", kvm_max.map(|n| n.to_string()).unwrap_or("?".into())),
-        )),
+            format!("/dev/kvm opens (max {} vCPUs); the first boot proves KVM works or falls back to TCG", lim.kvm_max.map(|n| n.to_string()).unwrap_or("?".into())),
+        ),
     }
-    let host_mem = host_available_mib();
-    for &n in &m.vcpus {
-        let what = format!("vcpus {n}");
-        if let Some((lim, ver)) = &q35_max {
-            if n > *lim {
-                out.push(item(Level::Error, &what, format!("QEMU {ver}'s q35 machine boots at most {lim} vCPUs; install QEMU >= 9 (bookworm-backports)")));
-            }
-        }
-        if n > nr {
-            out.push(item(Level::Error, &what, format!("the kernel's CONFIG_NR_CPUS is {nr} (from {nr_from}); raise it to at least {n} in a fragment")));
-        }
-        if m.guest.accel != AccelChoice::Tcg && m.guest.clock == Clock::Wall && kvm.is_none() {
-            if let Some(k) = kvm_max {
-                if n > k {
-                    out.push(item(Level::Warn, &what, format!("the host KVM allows {k} vCPUs per VM; this count would only run under TCG")));
-                }
-            }
-        }
-        if n > vm::XAPIC_LIMIT {
-            out.push(item(Level::Ok, &what, "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)"));
-        }
-        // QEMU under TCG needs ~10 MiB per vCPU on top of guest RAM (4.4 GB RSS at 448)
-        let need = m.guest.memory_mib + n as u64 * 10;
-        if let Some(avail) = host_mem {
-            if need > avail {
-                out.push(item(Level::Warn, &what, format!("needs ~{need} MiB on the host (guest {} + QEMU), {avail} MiB available", m.guest.memory_mib)));
-            }
-        }
-        for b in &m.benchmarks {
-            let want = crate::bench::memory_need_mib(b, n) + 128;
-            if want > m.guest.memory_mib {
-                out.push(item(
-                    Level::Warn,
-                    format!("{} at {n} vCPUs", b.name),
-                    format!("needs ~{want} MiB of guest memory, guest.memory_mib is {}; raise it or lower the thread/worker count", m.guest.memory_mib),
-                ));
-            }
-        }
-    }
+}
 
-    out.extend(ref_checks(m));
-    out.extend(series_checks(m, work));
+/// Whether a guest of `n` vCPUs can boot here: QEMU's and the kernel's
+/// limits, KVM's, host memory, and each benchmark's guest memory.
+fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
+    let mut out = Vec::new();
+    let what = format!("vcpus {n}");
+    if let Some((max, ver)) = &lim.q35_max {
+        if n > *max {
+            out.push(item(Level::Error, &what, format!("QEMU {ver}'s q35 machine boots at most {max} vCPUs; install QEMU >= 9 (bookworm-backports)")));
+        }
+    }
+    let (nr, nr_from) = &lim.nr_cpus;
+    if n > *nr {
+        out.push(item(Level::Error, &what, format!("the kernel's CONFIG_NR_CPUS is {nr} (from {nr_from}); raise it to at least {n} in a fragment")));
+    }
+    if m.guest.accel != AccelChoice::Tcg && m.guest.clock == Clock::Wall && lim.kvm.is_none() {
+        if let Some(k) = lim.kvm_max.filter(|&k| n > k) {
+            out.push(item(Level::Warn, &what, format!("the host KVM allows {k} vCPUs per VM; this count would only run under TCG")));
+        }
+    }
+    if n > vm::XAPIC_LIMIT {
+        out.push(item(Level::Ok, &what, "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)"));
+    }
+    // QEMU under TCG needs ~10 MiB per vCPU on top of guest RAM (4.4 GB RSS at 448)
+    let need = m.guest.memory_mib + n as u64 * 10;
+    if let Some(avail) = lim.host_mem.filter(|&a| need > a) {
+        out.push(item(Level::Warn, &what, format!("needs ~{need} MiB on the host (guest {} + QEMU), {avail} MiB available", m.guest.memory_mib)));
+    }
+    for (b, want) in crate::bench::short_of_memory(m, n) {
+        out.push(item(
+            Level::Warn,
+            format!("{} at {n} vCPUs", b.name),
+            format!("needs ~{want} MiB of guest memory, guest.memory_mib is {}; raise it or lower the thread/worker count", m.guest.memory_mib),
+        ));
+    }
     out
 }
 
@@ -374,11 +399,6 @@ fn free_bytes(p: &Path) -> Option<u64> {
     // SAFETY: statvfs fills the struct we pass; c is a valid C string.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
-}
-
-fn host_available_mib() -> Option<u64> {
-    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
-    t.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())).map(|k| k / 1024)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod config;
 pub mod gc;
 pub mod guest;
 pub mod history;
+pub mod host;
 pub mod image;
 pub mod kernel;
 pub mod pipeline;

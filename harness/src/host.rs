@@ -1,0 +1,132 @@
+//! Facts of the host the harness runs on: the QEMU binary and its version,
+//! online CPUs, memory, the kernel release and hostname, the harness's own
+//! git revision, and the memory of a KVM probe boot that failed here (so a
+//! host whose KVM does not work is not probed again at every run). Read from
+//! `/proc` and `qemu-system-x86_64 --version`; the only file written is the
+//! probe's own.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::proc::{self, Cmd};
+
+/// The QEMU system emulator the harness boots guests with.
+pub const QEMU: &str = "qemu-system-x86_64";
+
+/// Where QEMU is installed, if it is.
+pub fn find_qemu() -> Option<PathBuf> {
+    proc::which(QEMU)
+}
+
+/// The QEMU binary, or what to install when there is none.
+pub fn qemu_binary() -> Result<PathBuf> {
+    find_qemu().context("find qemu-system-x86_64: run harness/scripts/setup-host.sh (QEMU 10 from bookworm-backports)")
+}
+
+/// The first line of `qemu --version` (`QEMU emulator version 10.0.2 …`),
+/// empty when it does not run.
+pub fn qemu_version(qemu: &Path) -> String {
+    Cmd::new(qemu).arg("--version").capture().run().map(|f| f.output.lines().next().unwrap_or("").to_string()).unwrap_or_default()
+}
+
+/// Online host CPUs.
+pub fn cpus() -> u32 {
+    std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
+}
+
+/// A `/proc/meminfo` field (`MemTotal`, `MemAvailable`) in MiB.
+fn meminfo_mib(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok())?;
+    Some(kib / 1024)
+}
+
+/// The host's memory in MiB (0 when /proc/meminfo does not say).
+pub fn memory_total_mib() -> u64 {
+    meminfo_mib("MemTotal").unwrap_or(0)
+}
+
+/// Memory available for new processes in MiB, if /proc/meminfo says.
+pub fn memory_available_mib() -> Option<u64> {
+    meminfo_mib("MemAvailable")
+}
+
+fn proc_line(p: &str) -> String {
+    std::fs::read_to_string(p).unwrap_or_default().trim().to_string()
+}
+
+/// The host's name.
+pub fn hostname() -> String {
+    proc_line("/proc/sys/kernel/hostname")
+}
+
+/// The host kernel's release.
+pub fn kernel_release() -> String {
+    proc_line("/proc/sys/kernel/osrelease")
+}
+
+/// The short git revision of the harness's own source, when it was built
+/// from a git checkout that is still there.
+pub fn harness_revision() -> Option<String> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Cmd::new("git").arg("-C").arg(here).args(["rev-parse", "--short", "HEAD"]).capture().run().ok().filter(|f| f.success()).map(|f| f.output.trim().to_string())
+}
+
+/// A KVM probe boot that failed on this host, remembered in the work
+/// directory until the host kernel or QEMU changes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailedProbe {
+    /// The host kernel and QEMU version it failed with ([`probe_key`]).
+    pub key: String,
+    /// When (RFC 3339).
+    pub when: String,
+    /// Why the probe boot failed.
+    pub reason: String,
+}
+
+/// `work/kvm-probe.json`: the last failed KVM probe.
+pub fn probe_path(work: &Path) -> PathBuf {
+    work.join("kvm-probe.json")
+}
+
+/// Host kernel and QEMU version: a failed probe holds until either changes.
+pub fn probe_key(qemu: &Path) -> String {
+    format!("{} / {}", kernel_release(), qemu_version(qemu))
+}
+
+/// The failed probe remembered in `work` for `key`, if any.
+pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
+    let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work)).ok()?).ok()?;
+    (p.key == key).then_some(p)
+}
+
+/// Remembers a probe boot that failed on KVM's account for `key`.
+pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()> {
+    let probe = FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() };
+    std::fs::write(probe_path(work), serde_json::to_vec_pretty(&probe)?).with_context(|| format!("write {}", probe_path(work).display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_fields_are_read_in_mib() {
+        let total = memory_total_mib();
+        assert!(total > 0);
+        assert!(memory_available_mib().is_some_and(|a| a <= total));
+        assert_eq!(meminfo_mib("NoSuchField"), None);
+    }
+
+    #[test]
+    fn a_failed_probe_holds_for_its_key_only() {
+        let work = tempfile::tempdir().unwrap();
+        assert!(failed_probe(work.path(), "6.1 / QEMU 10").is_none());
+        remember_failed_probe(work.path(), "6.1 / QEMU 10", "kvm: entry failed").unwrap();
+        let p = failed_probe(work.path(), "6.1 / QEMU 10").unwrap();
+        assert_eq!(p.reason, "kvm: entry failed");
+        assert!(failed_probe(work.path(), "6.2 / QEMU 10").is_none());
+    }
+}

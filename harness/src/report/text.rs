@@ -5,7 +5,7 @@
 
 use comfy_table::{presets, ContentArrangement, Table};
 
-use super::{Cell, Report};
+use super::{Cell, Report, Row};
 use crate::stats::{Decision, Summary, Verdict};
 
 /// Compact number: 3 significant digits or more for big values.
@@ -156,61 +156,104 @@ pub fn table(r: &Report) -> String {
     out
 }
 
-/// One CSV field as RFC 4180 wants it: quoted, with quotes doubled, when it
-/// holds a comma, a quote or a line break (text from a guest can).
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+/// A number in a CSV cell as Rust prints it (`1`, `0.25`), not in the
+/// shortest round-trip form the `csv` crate would write (`1.0`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Num(f64);
+
+impl serde::Serialize for Num {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
     }
 }
 
-/// CSV header: one line per cell follows.
-pub const CSV_HEADER: &str = "benchmark,metric,unit,higher_is_better,vcpus,variant,boots,reps,median,ci_lo,ci_hi,ci_exact,\
-ratio,ratio_lo,ratio_hi,worse_by,worse_lo,worse_hi,p,q,floor,mde,verdict,boots_failed,boots_ended,failure\n";
+/// One line of the CSV: a cell of a row. The header is these fields' names.
+#[derive(Debug, Default, serde::Serialize)]
+struct CsvRecord<'a> {
+    benchmark: &'a str,
+    metric: &'a str,
+    unit: &'a str,
+    higher_is_better: bool,
+    vcpus: u32,
+    variant: &'a str,
+    boots: usize,
+    reps: usize,
+    median: Option<Num>,
+    ci_lo: Option<Num>,
+    ci_hi: Option<Num>,
+    ci_exact: Option<bool>,
+    ratio: Option<Num>,
+    ratio_lo: Option<Num>,
+    ratio_hi: Option<Num>,
+    worse_by: Option<Num>,
+    worse_lo: Option<Num>,
+    worse_hi: Option<Num>,
+    p: Option<Num>,
+    q: Option<Num>,
+    floor: Num,
+    mde: Option<Num>,
+    verdict: &'a str,
+    boots_failed: usize,
+    boots_ended: usize,
+    failure: &'a str,
+}
 
-/// CSV: one line per cell.
-pub fn csv(r: &Report) -> String {
-    let mut s = String::from(CSV_HEADER);
-    let f = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
-    for row in &r.rows {
-        for c in &row.cells {
-            let sm = c.summary.as_ref();
-            let d = c.decision.as_ref();
-            let rr = d.and_then(|d| d.ratio.as_ref());
-            let w = d.and_then(|d| d.worse_by());
-            let fields = [
-                csv_field(&row.benchmark),
-                csv_field(&row.metric),
-                csv_field(&row.unit),
-                row.higher_is_better.to_string(),
-                row.vcpus.to_string(),
-                csv_field(&c.variant),
-                c.n.to_string(),
-                c.reps_per_boot.iter().sum::<usize>().to_string(),
-                f(sm.map(|s| s.median)),
-                f(sm.map(|s| s.ci_lo)),
-                f(sm.map(|s| s.ci_hi)),
-                sm.map(|s| s.ci_exact.to_string()).unwrap_or_default(),
-                f(rr.map(|r| r.ratio)),
-                f(rr.map(|r| r.lo)),
-                f(rr.map(|r| r.hi)),
-                f(w.map(|w| w.0)),
-                f(w.map(|w| w.1)),
-                f(w.map(|w| w.2)),
-                f(d.and_then(|d| d.p)),
-                f(d.and_then(|d| d.q)),
-                row.floor.to_string(),
-                f(d.and_then(|d| d.mde)),
-                csv_field(d.map(|d| d.verdict.symbol()).unwrap_or_default()),
-                c.boots_failed.to_string(),
-                c.boots_ended.to_string(),
-                csv_field(c.failure.as_deref().unwrap_or_default()),
-            ];
-            s.push_str(&fields.join(","));
-            s.push('\n');
+impl<'a> CsvRecord<'a> {
+    fn of(row: &'a Row, c: &'a Cell) -> CsvRecord<'a> {
+        let sm = c.summary.as_ref();
+        let d = c.decision.as_ref();
+        let rr = d.and_then(|d| d.ratio.as_ref());
+        let w = d.and_then(|d| d.worse_by());
+        let num = |x: Option<f64>| x.map(Num);
+        CsvRecord {
+            benchmark: &row.benchmark,
+            metric: &row.metric,
+            unit: &row.unit,
+            higher_is_better: row.higher_is_better,
+            vcpus: row.vcpus,
+            variant: &c.variant,
+            boots: c.n,
+            reps: c.reps_per_boot.iter().sum(),
+            median: num(sm.map(|s| s.median)),
+            ci_lo: num(sm.map(|s| s.ci_lo)),
+            ci_hi: num(sm.map(|s| s.ci_hi)),
+            ci_exact: sm.map(|s| s.ci_exact),
+            ratio: num(rr.map(|r| r.ratio)),
+            ratio_lo: num(rr.map(|r| r.lo)),
+            ratio_hi: num(rr.map(|r| r.hi)),
+            worse_by: num(w.map(|w| w.0)),
+            worse_lo: num(w.map(|w| w.1)),
+            worse_hi: num(w.map(|w| w.2)),
+            p: num(d.and_then(|d| d.p)),
+            q: num(d.and_then(|d| d.q)),
+            floor: Num(row.floor),
+            mde: num(d.and_then(|d| d.mde)),
+            verdict: d.map(|d| d.verdict.symbol()).unwrap_or_default(),
+            boots_failed: c.boots_failed,
+            boots_ended: c.boots_ended,
+            failure: c.failure.as_deref().unwrap_or_default(),
         }
     }
-    s
+}
+
+/// CSV (RFC 4180: a field with a comma, a quote or a line break is quoted,
+/// its quotes doubled; text from a guest can hold any): a header, then one
+/// line per cell.
+pub fn csv(r: &Report) -> String {
+    let records: Vec<CsvRecord> = r.rows.iter().flat_map(|row| row.cells.iter().map(move |c| CsvRecord::of(row, c))).collect();
+    if records.is_empty() {
+        // the csv crate writes the header with the first record: cut it from a blank one
+        let blank = csv_text(&[CsvRecord::default()]);
+        return blank[..=blank.find('\n').unwrap_or(blank.len() - 1)].to_string();
+    }
+    csv_text(&records)
+}
+
+fn csv_text(records: &[CsvRecord]) -> String {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    for rec in records {
+        // writing to memory fails only on a record serde cannot write, and these all can
+        w.serialize(rec).expect("a CSV record serializes");
+    }
+    String::from_utf8(w.into_inner().expect("flush to memory")).expect("the CSV of UTF-8 strings is UTF-8")
 }

@@ -172,10 +172,10 @@ pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
     let list = git(&tree).args(["rev-list", "--reverse", "--ancestry-path", &format!("{good}..{bad}")]).run_ok().context("list the commits from good to bad")?;
     let commits: Vec<String> = list.output.lines().map(str::to_string).collect();
     if commits.last() != Some(&bad) {
-        bail!("bisect from {} to {}: the bad commit does not descend from the good one", req.good, req.bad);
+        bail!("the bad commit {} does not descend from the good one {}", req.bad, req.good);
     }
     if req.trial.vcpus.len() != 1 || req.trial.bench.len() != 1 {
-        bail!("bisect: name one --bench and one --vcpus count");
+        bail!("bisect needs one --bench and one --vcpus count");
     }
     let mut m = crate::trial::base_matrix(&req.trial, work)?;
     m.kernel.source = tree.clone();

@@ -495,7 +495,7 @@ fn try_series(req: &crate::trial::Request, g: &Global, quiet: bool, gating: Gati
         eprintln!("try: {f}");
     }
     let code = finish_report(&dir, g, gating)?;
-    Ok(if failures.iter().any(|f| f.contains(": patch: ") || f.contains("build failed")) { EXIT_ERROR } else { code })
+    Ok(if failures.iter().any(crate::trial::Failure::unmade) { EXIT_ERROR } else { code })
 }
 
 /// `harness bisect`: runs or resumes the bisection in `dir`; prints each

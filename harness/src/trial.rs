@@ -67,16 +67,16 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
         (Some(git), range) => {
             m.kernel.source = std::path::absolute(git).context("resolve --git")?;
             if let Some(r) = range {
-                let (base, _) = r.split_once("..").with_context(|| format!("use the range `{r}`: write it as BASE..TOPIC"))?;
+                let (base, _) = r.split_once("..").with_context(|| format!("the range `{r}` is not BASE..TOPIC"))?;
                 base_ref = Some(base.to_string());
                 sources.push(Source::GitRange { tree: m.kernel.source.clone(), range: r.clone() });
             }
         }
-        (None, Some(_)) => bail!("use --range: it needs --git TREE"),
+        (None, Some(_)) => bail!("--range needs --git TREE"),
         (None, None) => {}
     }
     if sources.is_empty() {
-        bail!("find a series: name an mbox, a patch directory or a quilt directory, or --git TREE --range BASE..TOPIC");
+        bail!("no series: name an mbox, a patch directory or a quilt directory, or --git TREE --range BASE..TOPIC");
     }
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
     let patches = series::collect(&sources, &work.join("try-format-patch.log"))?;
@@ -116,13 +116,13 @@ fn narrow(m: &mut Matrix, req: &Request) -> Result<()> {
         m.vcpus.sort_unstable();
         m.vcpus.dedup();
         if m.vcpus.contains(&0) {
-            bail!("use --vcpus 0: a guest needs at least one vCPU");
+            bail!("--vcpus 0: a guest needs at least one vCPU");
         }
     }
     if !req.bench.is_empty() {
         let known: Vec<String> = m.benchmarks.iter().map(|b| b.name.clone()).collect();
         if let Some(b) = req.bench.iter().find(|b| !known.contains(b)) {
-            bail!("use --bench {b}: the matrix has no such benchmark (it has {})", known.join(", "));
+            bail!("--bench {b}: the matrix has no such benchmark (it has {})", known.join(", "));
         }
         m.benchmarks.retain(|b| req.bench.contains(&b.name));
         m.key_metrics.retain(|k| req.bench.iter().any(|b| k == b || k.starts_with(&format!("{b}."))));
@@ -132,13 +132,13 @@ fn narrow(m: &mut Matrix, req: &Request) -> Result<()> {
     }
     if let Some(b) = req.boots {
         if b == 0 {
-            bail!("use --boots 0: at least one boot per variant is needed");
+            bail!("--boots 0: at least one boot per variant is needed");
         }
         m.sampling.boots = b;
     }
     if let Some(f) = req.floor {
         if !(0.0..1.0).contains(&f) {
-            bail!("use --floor {f}: it is a fraction such as 0.02");
+            bail!("--floor {f}: it is a fraction such as 0.02");
         }
         m.statistics.floor = f;
     }
@@ -173,25 +173,51 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
     })
 }
 
+/// One line of what went wrong in a `try` run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The line: the variant (and boot), the step, and why.
+    pub text: String,
+    /// The variant could not be made: its patch, config or build failed.
+    pub unmade: bool,
+}
+
+impl Failure {
+    /// The variant could not be patched, configured or built.
+    pub fn unmade(&self) -> bool {
+        self.unmade
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// What went wrong in a run, one plain line each: patches with their hunks,
 /// configs, builds with the compiler's lines, boots with their console
-/// findings (a panic, an oops) or error.
-pub fn failures(run: &Run) -> Result<Vec<String>> {
+/// findings (a panic, an oops) or error. A boot of a variant that was never
+/// built is left out: its build's line says why.
+pub fn failures(run: &Run) -> Result<Vec<Failure>> {
     let mut out = Vec::new();
+    let unmade = |text: String| Failure { text, unmade: true };
+    let boot = |text: String| Failure { text, unmade: false };
     for e in run.events()? {
         match e {
-            Event::Patch { variant, error: Some(err), .. } => out.push(format!("{variant}: patch: {err}")),
-            Event::Config { variant, error: Some(err), .. } => out.push(format!("{variant}: config: {err}")),
+            Event::Patch { variant, error: Some(err), .. } => out.push(unmade(format!("{variant}: patch: {err}"))),
+            Event::Config { variant, error: Some(err), .. } => out.push(unmade(format!("{variant}: config: {err}"))),
             Event::Build { variant, errors, error: Some(err), .. } => {
-                out.push(format!("{variant}: {err}"));
-                out.extend(errors.iter().skip(1).take(9).map(|l| format!("{variant}:   {l}")));
+                out.push(unmade(format!("{variant}: {err}")));
+                out.extend(errors.iter().skip(1).take(9).map(|l| unmade(format!("{variant}:   {l}"))));
             }
-            Event::BootEnd { variant, vcpus, boot, findings, error, .. } => {
+            Event::BootEnd { variant, vcpus, boot: b, boot_id, findings, error, .. } => {
                 for f in &findings {
-                    out.push(format!("{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string());
+                    out.push(boot(format!("{variant} at {vcpus} vCPUs, boot {b}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string()));
                 }
-                if let Some(err) = error.filter(|e| !e.starts_with("variant not built")) {
-                    out.push(format!("{variant} at {vcpus} vCPUs, boot {boot}: {err}"));
+                // no boot id: the variant was never built
+                if let Some(err) = error.filter(|_| boot_id.is_some()) {
+                    out.push(boot(format!("{variant} at {vcpus} vCPUs, boot {b}: {err}")));
                 }
             }
             _ => {}
@@ -232,9 +258,9 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&s.patches[0]).unwrap(), patch, "the message, byte for byte");
         assert!(s.patches[0].ends_with("0001-exec-slower.patch"));
         let e = format!("{:#}", matrix(&Request { bench: vec!["nope".into()], ..req.clone() }, &work).unwrap_err());
-        assert!(e.starts_with("use --bench nope: the matrix has no such benchmark"), "{e}");
+        assert!(e.starts_with("--bench nope: the matrix has no such benchmark"), "{e}");
         let e = format!("{:#}", matrix(&Request { series: vec![], ..req.clone() }, &work).unwrap_err());
-        assert!(e.starts_with("find a series"), "{e}");
+        assert!(e.starts_with("no series: name an mbox"), "{e}");
         assert_eq!(parse_clock("cycles").unwrap_err(), "`cycles` is not wall or icount");
         std::fs::remove_dir_all(root).ok();
     }

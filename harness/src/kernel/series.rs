@@ -72,7 +72,7 @@ impl Source {
             }
             Source::GitRange { tree, range } => {
                 if !range.contains("..") {
-                    bail!("use the range `{range}`: write it as BASE..TOPIC");
+                    bail!("the range `{range}` is not BASE..TOPIC");
                 }
                 let f = Cmd::new("git").arg("-C").arg(tree).args(["format-patch", "--stdout", "--no-signature", range.as_str()]).capture().run()?;
                 if !f.success() {

@@ -145,7 +145,7 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
 /// git tree `source` names. Reads the tree only.
 pub fn resolve_ref(source: &Path, r: &str) -> Result<String> {
     if !source.join(".git").exists() {
-        bail!("use `ref: {r}`: the kernel source {} is not a git tree", source.display());
+        bail!("the kernel source {} is not a git tree (`ref: {r}` needs one)", source.display());
     }
     let f = Cmd::new("git")
         .arg("-C")

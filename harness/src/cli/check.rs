@@ -1,0 +1,39 @@
+//! `harness check`: the matrix, the host, QEMU and every series, without
+//! building. With `--json` it prints one array of items `{"level": "ok" |
+//! "warn" | "error", "what": …, "message": …}`; it exits 2 when any item is
+//! an error.
+
+use anyhow::{Context, Result};
+
+use super::{print_json, Exit, Global, MatrixArgs};
+use crate::{check, config};
+
+/// `harness check`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    #[command(flatten)]
+    m: MatrixArgs,
+}
+
+/// Checks and prints every item; an error among them is [`Exit::Error`].
+pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    let (matrix, profile) = a.m.resolve()?;
+    let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+    let mut items = check::run(&m, &g.work_dir);
+    items.extend(check::disk(&g.work_dir, &g.runs_dir));
+    let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
+    if g.json {
+        print_json(&items)?;
+    } else {
+        for i in &items {
+            let tag = match i.level {
+                check::Level::Ok => "ok   ",
+                check::Level::Warn => "warn ",
+                check::Level::Error => "ERROR",
+            };
+            println!("{tag} {}: {}", i.what, i.message);
+        }
+        println!("{errors} error(s)");
+    }
+    Ok(if errors > 0 { Exit::Error } else { Exit::Done })
+}

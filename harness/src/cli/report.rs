@@ -1,0 +1,160 @@
+//! `harness report` and `harness compare`, and the report every measuring
+//! command ends with: built with the floors of the calibration that fits,
+//! annotated from the history, written as `report.{json,csv,html}` into the
+//! run, printed, and gated. With `--json` `report` (and `run`, `try`)
+//! prints the report as one object (the `report.json` record); `compare`
+//! prints one array of compared cells.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{print_json, Exit, Global};
+use crate::{history, report, store};
+
+/// `harness report`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    /// The run directory.
+    run_dir: PathBuf,
+    #[command(flatten)]
+    gating: Gating,
+}
+
+/// `harness compare`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct CompareArgs {
+    /// The earlier run.
+    run_a: PathBuf,
+    /// The later run.
+    run_b: PathBuf,
+    #[command(flatten)]
+    gating: Gating,
+}
+
+/// `--gate` and `--strict`, shared by every command that reports.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub(super) struct Gating {
+    /// Exit 1 when a key metric regressed (pre-merge gate).
+    #[arg(long)]
+    gate: bool,
+    /// With --gate, also exit 1 on its warnings (unsure, fails more without significance).
+    #[arg(long, requires = "gate")]
+    strict: bool,
+}
+
+impl Gating {
+    /// The gate's outcome: [`Exit::Regressed`] when it is asked for and fails.
+    pub(super) fn exit(self, g: &report::Gate) -> Exit {
+        if self.gate && g.fails(self.strict) {
+            Exit::Regressed
+        } else {
+            Exit::Done
+        }
+    }
+
+    /// Prints the gate's findings (when asked for) and gives its outcome.
+    pub(super) fn apply(self, g: &report::Gate) -> Exit {
+        if !self.gate {
+            return Exit::Done;
+        }
+        for f in &g.failures {
+            eprintln!("gate: fails: {f}");
+        }
+        let tag = if self.strict { "fails (--strict)" } else { "warning (fatal with --strict)" };
+        for w in &g.warnings {
+            eprintln!("gate: {tag}: {w}");
+        }
+        self.exit(g)
+    }
+}
+
+/// Tabulates the run again and writes its report files.
+pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    finish_report(&a.run_dir, g, a.gating)
+}
+
+/// A run's report with the floors of the stored calibration that fits it.
+fn build_report(run: &store::Run, work_dir: &Path) -> Result<report::Report> {
+    let floors = crate::calibrate::floors_for_run(work_dir, &run.meta()?, &run.events()?);
+    report::build(run, &floors)
+}
+
+/// The same cells of two runs, B against A, gated on B's key metrics.
+pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
+    let (ra, rb) = (store::Run::open(&a.run_a)?, store::Run::open(&a.run_b)?);
+    let (ma, mb) = (build_report(&ra, &g.work_dir)?, build_report(&rb, &g.work_dir)?);
+    report::compare::same_clock(&ma, &mb)?;
+    let rows = report::compare::compare(&ma, &mb, &mb.rule);
+    if g.json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
+        println!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+    }
+    let key = rb.meta()?.matrix.key_metrics;
+    Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))
+}
+
+/// Adds a finished run to the history; a failure is a notice, never a failed run.
+pub(super) fn add_to_history(g: &Global, run_dir: &Path) {
+    let path = g.history_path();
+    let added = history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
+    match added {
+        Ok(a) => eprintln!("history: {} {} ({a:?})", path.display(), run_dir.display()),
+        Err(e) => crate::ui::notice(&format!("the run is not in the history: {e:#}")),
+    }
+}
+
+/// Writes each key cell's standing against the history (when one exists)
+/// into the report; a failure is a note, never a failed report.
+fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
+    let done = history::open_existing(&g.history_path()).and_then(|db| match db {
+        Some(db) => history::annotate(r, &db, &run.meta()?, &run.events()?),
+        None => Ok(()),
+    });
+    if let Err(e) = done {
+        r.notes.push(format!("history not consulted: {e:#}"));
+    }
+}
+
+/// Builds the report of a run, writes report.json/report.csv/report.html
+/// into it, prints it, and applies the gate.
+pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating) -> Result<Exit> {
+    let run = store::Run::open(run_dir)?;
+    let meta = run.meta()?;
+    let mut r = build_report(&run, &g.work_dir)?;
+    annotate_history(&mut r, g, &run);
+    for (name, data) in [
+        ("report.json", serde_json::to_vec_pretty(&r)?),
+        ("report.csv", report::csv(&r).into_bytes()),
+        ("report.html", report::html::render(&r)?.into_bytes()),
+    ] {
+        let p = run.dir.join(name);
+        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
+    }
+    if g.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", report::table(&r));
+        println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
+    }
+    Ok(gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_fails_only_when_asked_for() {
+        let failing = crate::report::Gate { failures: vec!["static-doexec regressed".into()], warnings: vec![] };
+        let warning = crate::report::Gate { failures: vec![], warnings: vec!["static-doexec unsure".into()] };
+        let gating = |gate, strict| Gating { gate, strict };
+        assert_eq!(gating(false, false).exit(&failing), Exit::Done);
+        assert_eq!(gating(true, false).exit(&failing), Exit::Regressed);
+        assert_eq!(gating(true, false).exit(&warning), Exit::Done);
+        assert_eq!(gating(true, true).exit(&warning), Exit::Regressed);
+        assert_eq!(Exit::Regressed.code(), 1);
+    }
+}

@@ -1,0 +1,84 @@
+//! `harness run`: a matrix from the start, `--resume` of an interrupted
+//! run, or `--shard K/N` of a run `harness build` made. With `--json` it
+//! prints the report (one object, as `harness report --json`), or for a
+//! shard one object `{"shard": "K/N", "run_dir": …}`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::report::{add_to_history, finish_report, Gating};
+use super::{print_json, run_options, Exit, Global, MatrixArgs};
+use crate::{config, pipeline, plan, store};
+
+/// `harness run`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    #[command(flatten)]
+    m: MatrixArgs,
+    /// Finish an interrupted run instead of starting one.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "shard")]
+    resume: Option<PathBuf>,
+    /// Run only shard K of N of the boot jobs of the run in --run-dir (made
+    /// by `harness build`), kernels from the cache; K counts from 0.
+    #[arg(long, value_name = "K/N", requires = "run_dir")]
+    shard: Option<plan::Shard>,
+    /// The shared run directory a shard writes into.
+    #[arg(long, value_name = "DIR", requires = "shard")]
+    run_dir: Option<PathBuf>,
+    #[command(flatten)]
+    gating: Gating,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Runs (or resumes) the matrix, adds the finished run to the history and
+/// prints its report.
+pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    if let (Some(shard), Some(dir)) = (a.shard, &a.run_dir) {
+        return run_shard(g, dir, shard, a.quiet);
+    }
+    let (matrix, profile) = a.m.resolve()?;
+    crate::proc::install_signal_handler()?;
+    let run_dir = match a.resume {
+        Some(dir) => {
+            let meta = store::Run::open(&dir)?.meta()?;
+            let opts = run_options(g, &meta.matrix.path, a.quiet)?;
+            eprintln!("resuming {}", dir.display());
+            pipeline::resume(&dir, &opts)?
+        }
+        None => {
+            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+            let opts = run_options(g, &matrix, a.quiet)?;
+            pipeline::start(m, &opts)?
+        }
+    };
+    add_to_history(g, &run_dir);
+    finish_report(&run_dir, g, a.gating)
+}
+
+/// `harness run --shard K/N --json`: the shard that finished.
+#[derive(Serialize)]
+struct ShardDone<'a> {
+    /// `K/N`.
+    shard: String,
+    /// The shared run directory.
+    run_dir: &'a Path,
+}
+
+/// `harness run --shard K/N --run-dir DIR`: the shard's boot jobs; the
+/// report is the report job's (`harness report DIR`).
+fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, quiet: bool) -> Result<Exit> {
+    crate::proc::install_signal_handler()?;
+    let dir = std::path::absolute(dir).context("resolve --run-dir")?;
+    let meta = store::Run::open(&dir)?.meta()?;
+    pipeline::shard(&dir, shard, &run_options(g, &meta.matrix.path, quiet)?)?;
+    if g.json {
+        print_json(&ShardDone { shard: shard.to_string(), run_dir: &dir })?;
+    } else {
+        println!("shard {shard} of {} done; the merged report: harness report {}", dir.display(), dir.display());
+    }
+    Ok(Exit::Done)
+}

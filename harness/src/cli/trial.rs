@@ -1,0 +1,120 @@
+//! `harness try`: refuses a series that does not apply before building
+//! anything, runs base against base + series, says plainly what failed, and
+//! prints the verdict table. With `--json` it prints the report as one
+//! object (as `harness report --json`), or, when the series does not
+//! apply, one object `{"does_not_apply": WHY}`; what failed is on stderr
+//! either way.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::report::{finish_report, Gating};
+use super::{print_json, run_options, Exit, Global};
+use crate::{config, pipeline, store, trial};
+
+/// `harness try`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    /// Mbox files (`b4 am`, `git format-patch --stdout`), format-patch directories or quilt directories.
+    series: Vec<PathBuf>,
+    /// A git tree: the kernel source, and with --range where the patches come from.
+    #[arg(long, value_name = "TREE")]
+    git: Option<PathBuf>,
+    /// `BASE..TOPIC` in --git: base is BASE, the series is `git format-patch BASE..TOPIC`.
+    #[arg(long, requires = "git")]
+    range: Option<String>,
+    /// The matrix whose kernel, guest and benchmarks are used (default: the one built into harness).
+    #[arg(long)]
+    matrix: Option<PathBuf>,
+    /// The matrix profile (`none` for none).
+    #[arg(long, default_value = "premerge")]
+    profile: String,
+    /// vCPU counts, instead of the profile's.
+    #[arg(long, value_delimiter = ',')]
+    vcpus: Vec<u32>,
+    /// Only these benchmarks.
+    #[arg(long, value_delimiter = ',')]
+    bench: Vec<String>,
+    /// The guest clock: wall or icount.
+    #[arg(long, value_parser = trial::parse_clock)]
+    clock: Option<config::Clock>,
+    /// Boots per variant and vCPU count.
+    #[arg(long)]
+    boots: Option<u32>,
+    /// The effect floor (a fraction: 0.005 is 0.5%).
+    #[arg(long)]
+    floor: Option<f64>,
+    #[command(flatten)]
+    gating: Gating,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+impl Args {
+    /// The request the library takes, and the options only the command uses.
+    fn request(self) -> (trial::Request, Gating, bool) {
+        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gating, quiet } = self;
+        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, gating, quiet)
+    }
+}
+
+/// `harness try --json` when the series does not apply.
+#[derive(Serialize)]
+struct Refused<'a> {
+    /// Which patch and hunk do not apply, or that the series is already in.
+    does_not_apply: &'a str,
+}
+
+/// Runs the two-variant matrix; a refusal or a variant that could not be
+/// made decides the exit code before the gate does.
+pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    let (req, gating, quiet) = a.request();
+    crate::proc::install_signal_handler()?;
+    let m = trial::matrix(&req, &g.work_dir)?;
+    let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
+    if let Some(why) = trial::preflight(&m, &scratch)? {
+        eprintln!("try: {why}");
+        if g.json {
+            print_json(&Refused { does_not_apply: &why })?;
+        }
+        return Ok(Exit::DoesNotApply);
+    }
+    let opts = run_options(g, &m.path, quiet)?;
+    let dir = pipeline::start(m, &opts)?;
+    let failures = trial::failures(&store::Run::open(&dir)?)?;
+    for f in &failures {
+        eprintln!("try: {f}");
+    }
+    let gated = finish_report(&dir, g, gating)?;
+    Ok(exit(&failures, gated))
+}
+
+/// `try`'s outcome: a variant that could not be made outranks the gate.
+fn exit(failures: &[trial::Failure], gated: Exit) -> Exit {
+    if failures.iter().any(trial::Failure::unmade) {
+        Exit::VariantFailed
+    } else {
+        gated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_variant_that_could_not_be_made_outranks_the_gate() {
+        let f = |text: &str, unmade| trial::Failure { text: text.into(), unmade };
+        let boot = f("series at 2 vCPUs, boot 0: console: Kernel panic", false);
+        let build = f("series: build timed out after 60 min", true);
+        assert_eq!(exit(&[], Exit::Done), Exit::Done);
+        assert_eq!(exit(&[], Exit::Regressed), Exit::Regressed);
+        assert_eq!(exit(std::slice::from_ref(&boot), Exit::Done), Exit::Done, "a failed boot is the verdict's business");
+        assert_eq!(exit(&[boot, build.clone()], Exit::Regressed), Exit::VariantFailed);
+        assert_eq!(exit(&[build], Exit::Done).code(), 2);
+        assert_eq!(Exit::DoesNotApply.code(), 2);
+    }
+}

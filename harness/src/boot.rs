@@ -399,7 +399,7 @@ enum Attempt {
 /// again in a fresh log directory (`<id>.2`…), up to [`QEMU_CRASH_ATTEMPTS`].
 pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
     ctx.ui.stage("boot", &format!("{} at {} vCPUs (boot {})", job.variant, job.vcpus, job.boot));
-    let kernel = if pvh { &art.vmlinux } else { &art.bzimage };
+    let kernel = art.boot_image(pvh);
     let mut attempt = 1;
     while let Attempt::QemuCrashed = attempt_job(ctx, job, kernel, initrd, attempt)? {
         attempt += 1;

@@ -36,6 +36,25 @@ pub struct Artifact {
     pub nr_cpus: Option<u32>,
 }
 
+impl Artifact {
+    /// Whether the kernel was built with CONFIG_PVH: its `vmlinux` has a
+    /// PVH entry QEMU can boot directly.
+    pub fn has_pvh(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("config")).map(|c| c.contains("\nCONFIG_PVH=y")).unwrap_or(false)
+    }
+
+    /// The image to boot: `vmlinux` through its PVH entry when `pvh` is
+    /// asked for (the matrix's `guest.pvh`) and the kernel has one, else
+    /// `bzImage`.
+    pub fn boot_image(&self, pvh: bool) -> &Path {
+        if pvh && self.has_pvh() {
+            &self.vmlinux
+        } else {
+            &self.bzimage
+        }
+    }
+}
+
 /// Result of configuring.
 pub struct Configured {
     /// The final `.config`.

@@ -22,6 +22,19 @@ pub struct Applied {
     pub reverse: bool,
 }
 
+impl Applied {
+    /// The patch at `p` (its path resolved), applied forwards or reversed.
+    pub fn new(p: &Path, reverse: bool) -> Result<Applied> {
+        Ok(Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse })
+    }
+
+    /// Every patch of a series in its order, each applied as `reverse` says:
+    /// what a variant's kernel is made of, for its cache key.
+    pub fn series(s: &Series, reverse: bool) -> Result<Vec<Applied>> {
+        s.patches.iter().map(|p| Applied::new(p, reverse)).collect()
+    }
+}
+
 /// The work tree.
 pub struct Tree {
     /// The source directory (in-tree build).
@@ -292,7 +305,7 @@ impl Tree {
                 return Ok(Err(f));
             }
             let mut stack = self.stack()?;
-            stack.push(Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse });
+            stack.push(Applied::new(p, reverse)?);
             self.set_stack(&stack)?;
             if let Err(f) = patch::run_patch(&self.dir, p, reverse, false, Some(log))? {
                 // a dry run passed; a real failure here means the tree changed under us

@@ -74,6 +74,28 @@ pub fn harness_revision() -> Option<String> {
     Cmd::new("git").arg("-C").arg(here).args(["rev-parse", "--short", "HEAD"]).capture().run().ok().filter(|f| f.success()).map(|f| f.output.trim().to_string())
 }
 
+/// Facts about the host, as `run.json` records them.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Host {
+    /// hostname.
+    pub hostname: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Host kernel release.
+    pub kernel: String,
+    /// QEMU version line.
+    pub qemu: String,
+}
+
+impl Host {
+    /// This host's facts, with the version of the QEMU at `qemu`.
+    pub fn here(qemu: &Path) -> Host {
+        Host { hostname: hostname(), cpus: cpus(), memory_mib: memory_total_mib(), kernel: kernel_release(), qemu: qemu_version(qemu) }
+    }
+}
+
 /// A KVM probe boot that failed on this host, remembered in the work
 /// directory until the host kernel or QEMU changes.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -41,20 +41,7 @@ pub struct RunMeta {
     pub inputs: Option<inputs::Inputs>,
 }
 
-/// Facts about the host.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct Host {
-    /// hostname.
-    pub hostname: String,
-    /// Online CPUs.
-    pub cpus: u32,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Host kernel release.
-    pub kernel: String,
-    /// QEMU version line.
-    pub qemu: String,
-}
+pub use crate::host::Host;
 
 /// One measured value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

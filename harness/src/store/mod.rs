@@ -188,6 +188,13 @@ impl Run {
         append_line(&self.records.join("events.jsonl"), e)
     }
 
+    /// A notice worth reading: shown on `ui` and recorded as an
+    /// [`Event::Notice`].
+    pub fn notice(&self, ui: &crate::ui::Ui, message: String) -> Result<()> {
+        ui.notice(&message);
+        self.event(&Event::Notice { message })
+    }
+
     /// All samples: a run's own, then every shard's; a shard's handle reads its own.
     pub fn samples(&self) -> Result<Vec<Sample>> {
         self.merged("samples.jsonl")

@@ -5,26 +5,31 @@
 //! interruption stops at once, and `--resume` finishes the remaining boots.
 //! Split over hosts, `harness build` makes every kernel once and each
 //! `run --shard K/N` boots its share of the jobs from the kernel cache.
+//! The kernels are made in [`variants`]; the accelerator (the KVM probe
+//! stage) and the clock are chosen in [`accel`].
+
+mod accel;
+mod variants;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use crate::bench;
 use crate::boot::{self, BootCtx, Pace};
-use crate::config::{AccelChoice, Clock, Matrix, Variant};
+use crate::config::{AccelChoice, Matrix};
+use crate::host::{self, Host};
 use crate::image::{self, Archive};
-use crate::kernel::build::{self, Artifact};
-use crate::kernel::patch::{self, State};
-use crate::kernel::tree::Tree;
+use crate::kernel::build::Artifact;
 use crate::plan::{self, BootJob, Shard};
-use crate::proc::{self, Cmd};
-use crate::records::{Event, Host, RunMeta};
+use crate::proc;
+use crate::records::{Event, RunMeta};
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{self, Accel, MeasureClock};
+use crate::vm::Accel;
+
+pub use variants::{from_cache, Built};
 
 /// How `run` was asked to go.
 #[derive(Debug, Clone)]
@@ -37,38 +42,6 @@ pub struct Options {
     pub images_dir: PathBuf,
     /// No progress output.
     pub quiet: bool,
-}
-
-/// Host facts for run.json.
-pub fn host_facts(qemu: &Path) -> Host {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
-    let mem_kib: u64 = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:").and_then(|r| r.split_whitespace().next()?.parse().ok()))
-        .unwrap_or(0);
-    let qemu_version = Cmd::new(qemu).arg("--version").capture().run().map(|f| f.output.lines().next().unwrap_or("").to_string()).unwrap_or_default();
-    Host {
-        hostname: read("/proc/sys/kernel/hostname"),
-        cpus: host_cpus(),
-        memory_mib: mem_kib / 1024,
-        kernel: read("/proc/sys/kernel/osrelease"),
-        qemu: qemu_version,
-    }
-}
-
-/// Online host CPUs.
-pub fn host_cpus() -> u32 {
-    std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
-}
-
-/// The QEMU binary.
-pub fn qemu_binary() -> Result<PathBuf> {
-    proc::which("qemu-system-x86_64").context("find qemu-system-x86_64: run harness/scripts/setup-host.sh (QEMU 10 from bookworm-backports)")
-}
-
-fn harness_revision() -> Option<String> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    Cmd::new("git").arg("-C").arg(here).args(["rev-parse", "--short", "HEAD"]).capture().run().ok().filter(|f| f.success()).map(|f| f.output.trim().to_string())
 }
 
 /// The label of a run's id: the profile, or the matrix file's name.
@@ -85,14 +58,14 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
         Some(dir) => Run::create_at(dir)?,
         None => Run::create(&opts.runs_dir, &run_label(&m))?,
     };
-    let qemu = qemu_binary()?;
+    let qemu = host::qemu_binary()?;
     let meta = RunMeta {
         format_version: crate::records::FORMAT_VERSION,
         id: run.id.clone(),
         started: crate::util::now_rfc3339(),
         matrix: m,
-        host: host_facts(&qemu),
-        harness_revision: harness_revision(),
+        host: Host::here(&qemu),
+        harness_revision: host::harness_revision(),
         clock: None,
         inputs: Some(inputs),
     };
@@ -136,7 +109,7 @@ pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, B
     let m = &meta.matrix;
     let ui = Ui::new(m.variants.len() as u64, opts.quiet);
     let all: BTreeSet<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
-    let built = build_variants(&run, m, opts, &all, &ui)?;
+    let built = variants::build_variants(&run, m, opts, &all, &ui)?;
     ui.finish();
     let outcome = built.into_iter().map(|(v, r)| (v, r.map(|a| a.key))).collect();
     Ok((run.dir, outcome))
@@ -152,7 +125,7 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
     let meta = run.meta()?;
     let builds = Run::open(dir)?.own_events()?;
     let jobs = plan::shard_jobs(&meta.matrix, &plan::boot_jobs(&meta.matrix), shard);
-    let h = host_facts(&qemu_binary()?);
+    let h = Host::here(&host::qemu_binary()?);
     let msg = format!("shard {shard}: {} boot job(s) on {} ({} CPUs, {} MiB, {})", jobs.len(), h.hostname, h.cpus, h.memory_mib, h.qemu);
     run.event(&Event::Notice { message: msg })?;
     execute(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
@@ -172,95 +145,102 @@ pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
     work.join("keys").join(run_id)
 }
 
-/// Per variant, what was made (a kernel, its cache key) or why it was not.
-pub type Built<T> = BTreeMap<String, Result<T, String>>;
-
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 
-/// A remembered failed KVM probe.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct FailedProbe {
-    key: String,
-    when: String,
-    reason: String,
-}
-
-fn probe_path(work: &Path) -> PathBuf {
-    work.join("kvm-probe.json")
-}
-
-/// Host kernel and QEMU version: a failed probe holds until either changes.
-fn kvm_probe_key(qemu: &Path) -> String {
-    let h = host_facts(qemu);
-    format!("{} / {}", h.kernel, h.qemu)
-}
-
-fn load_probe(work: &Path, key: &str) -> Option<FailedProbe> {
-    let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work)).ok()?).ok()?;
-    (p.key == key).then_some(p)
-}
+/// `(variant, vCPUs, boot)` of every job that ended.
+type Ended = BTreeSet<(String, u32, u32)>;
 
 /// Runs `jobs` of the run. Kernels are built, or with `cached` (the
 /// build's events) only looked up in the kernel cache.
 fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
-    let done: BTreeSet<(String, u32, u32)> = run
-        .events()?
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::BootEnd { variant, vcpus, boot, .. } => Some((variant, vcpus, boot)),
-            _ => None,
-        })
-        .collect();
+    let done = ended_jobs(run)?;
     let ui = Ui::new((m.variants.len() + jobs.len()) as u64, opts.quiet);
-    let qemu = qemu_binary()?;
+    let qemu = host::qemu_binary()?;
+    let probe_key = host::probe_key(&qemu);
+    let accel = accel::first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
+    warn_guest_memory(run, m, &ui)?;
+    let guest = guest_parts(run, opts, &ui)?;
+    let needed: BTreeSet<&str> = jobs.iter().filter(|j| !is_done(&done, j)).map(|j| j.variant.as_str()).collect();
+    let arts = match cached {
+        None => variants::build_variants(run, m, opts, &needed, &ui)?,
+        Some(events) => from_cache(events, &opts.work_dir, &needed),
+    };
+    let kernels = initrds(&guest, arts)?;
+    let GuestParts { keys, .. } = guest;
+    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host::cpus(), accel, pace: Pace::default() };
+    if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
+        ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
+    }
+    accel::record_clock(run, ctx.clock())?;
+    boot_jobs(&mut ctx, jobs, &kernels, &done)?;
+    ui.finish();
+    Ok(())
+}
 
-    let probe_key = kvm_probe_key(&qemu);
-    let accel = first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
+fn ended_jobs(run: &Run) -> Result<Ended> {
+    let ended = run.events()?.into_iter().filter_map(|e| match e {
+        Event::BootEnd { variant, vcpus, boot, .. } => Some((variant, vcpus, boot)),
+        _ => None,
+    });
+    Ok(ended.collect())
+}
 
-    // benchmarks that will not fit in the guest's memory (test_vmalloc's need
-    // grows with threads and CPUs)
+fn is_done(done: &Ended, job: &BootJob) -> bool {
+    done.contains(&(job.variant.clone(), job.vcpus, job.boot))
+}
+
+/// A notice for each benchmark that will not fit in the guest's memory
+/// (test_vmalloc's need grows with threads and CPUs).
+fn warn_guest_memory(run: &Run, m: &Matrix, ui: &Ui) -> Result<()> {
     for &n in &m.vcpus {
-        for b in &m.benchmarks {
-            let need = bench::memory_need_mib(b, n) + 128;
-            if need > m.guest.memory_mib {
-                let msg = format!(
-                    "{} at {n} vCPUs needs ~{need} MiB of guest memory but guest.memory_mib is {}; expect failures or lower its threads/workers",
-                    b.name, m.guest.memory_mib
-                );
-                ui.notice(&msg);
-                run.event(&Event::Notice { message: msg })?;
-            }
+        for (b, need) in bench::short_of_memory(m, n) {
+            let msg = format!(
+                "{} at {n} vCPUs needs ~{need} MiB of guest memory but guest.memory_mib is {}; expect failures or lower its threads/workers",
+                b.name, m.guest.memory_mib
+            );
+            run.notice(ui, msg)?;
         }
     }
+    Ok(())
+}
 
-    // guest image parts shared by every kernel
+/// What every guest image of a run shares, and where its images go.
+struct GuestParts {
+    /// The private directory of the keys and images.
+    dir: PathBuf,
+    /// The run's SSH keys.
+    keys: image::Keys,
+    /// The initramfs part shared by every kernel (newc cpio).
+    common: Vec<u8>,
+}
+
+/// Compiles the benchmarks and makes the SSH keys. Private keys, and the
+/// images that hold the host key, stay in the work directory.
+fn guest_parts(run: &Run, opts: &Options, ui: &Ui) -> Result<GuestParts> {
     ui.stage("image", "compiling benchmarks, making the SSH keys");
     let benches = image::compile_benchmarks(&opts.images_dir, &run.records().join("image/bin"), &run.log("image.log"))?;
-    // private keys, and the images that hold the host key, stay in the work directory
-    let img_dir = match run.shard {
+    let dir = match run.shard {
         Some(s) => private_dir(&opts.work_dir, &run.id).join(format!("shard-{}-of-{}", s.k, s.n)),
         None => private_dir(&opts.work_dir, &run.id),
     };
-    let keys = image::make_keys(&img_dir, &run.log("image.log"))?;
+    let keys = image::make_keys(&dir, &run.log("image.log"))?;
     let common = image::common_archive(&image::HostBins::find()?, &benches, &keys)?.to_cpio();
+    Ok(GuestParts { dir, keys, common })
+}
 
-    // kernels
-    let needed: BTreeSet<&str> = jobs.iter().filter(|j| !done.contains(&(j.variant.clone(), j.vcpus, j.boot))).map(|j| j.variant.as_str()).collect();
-    let arts = match cached {
-        None => build_variants(run, m, opts, &needed, &ui)?,
-        Some(events) => from_cache(events, &opts.work_dir, &needed),
-    };
+/// Each built kernel with its initramfs: the shared part and the kernel's
+/// modules, written to `<variant>.cpio`.
+fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
     let mut kernels: Kernels = BTreeMap::new();
     for (name, art) in arts {
         let r = match art {
             Ok(art) => {
-                let initrd = img_dir.join(format!("{name}.cpio"));
-                let mut data = common.clone();
-                if let Some(mods) = &art.modules {
-                    data.extend(image::modules_archive(mods, &art.release)?.to_cpio());
-                } else {
-                    data.extend(Archive::default().to_cpio());
+                let initrd = guest.dir.join(format!("{name}.cpio"));
+                let mut data = guest.common.clone();
+                match &art.modules {
+                    Some(mods) => data.extend(image::modules_archive(mods, &art.release)?.to_cpio()),
+                    None => data.extend(Archive::default().to_cpio()),
                 }
                 std::fs::write(&initrd, data).with_context(|| format!("write {}", initrd.display()))?;
                 Ok((art, initrd))
@@ -269,21 +249,22 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         };
         kernels.insert(name, r);
     }
+    Ok(kernels)
+}
 
-    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host_cpus(), accel, pace: Pace::default() };
-    if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
-        ctx.accel = probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
-    }
-    record_clock(run, ctx.clock())?;
+/// Boots every job not done yet; a variant that was not built ends its
+/// jobs with the reason.
+fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
+    let pvh = ctx.m.guest.pvh;
     for job in jobs {
-        if done.contains(&(job.variant.clone(), job.vcpus, job.boot)) {
-            ui.inc();
+        if is_done(done, job) {
+            ctx.ui.inc();
             continue;
         }
         proc::check_interrupted()?;
         match kernels.get(&job.variant) {
-            Some(Ok((art, initrd))) => boot::run_job(&mut ctx, job, art, boots_pvh(m, art), initrd)?,
-            Some(Err(e)) => run.event(&Event::BootEnd {
+            Some(Ok((art, initrd))) => boot::run_job(ctx, job, art, pvh, initrd)?,
+            Some(Err(e)) => ctx.run.event(&Event::BootEnd {
                 variant: job.variant.clone(),
                 vcpus: job.vcpus,
                 boot: job.boot,
@@ -294,285 +275,9 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
             })?,
             None => bail!("find a kernel for variant {}", job.variant),
         }
-        ui.inc();
-    }
-    ui.finish();
-    Ok(())
-}
-
-/// The work tree, the series' states, then every variant in `needed`
-/// patched, configured and built (or found in the cache), each outcome
-/// recorded. A variant with `ref:` is built in the work clone checked out at
-/// that commit, its series judged against it. `Err` stops the run; a variant
-/// that failed is an `Err` entry.
-fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
-    ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
-    let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
-    let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
-    // series states against the base
-    let states = classify(m, &m.series_names(), &tree, &opts.work_dir)?;
-    for (s, st) in &states {
-        run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
-    }
-    let mut out = BTreeMap::new();
-    for v in &m.variants {
-        proc::check_interrupted()?;
-        if !needed.contains(v.name.as_str()) {
-            ui.inc();
-            continue;
-        }
-        ui.stage("build", &v.name);
-        let tree = variant_tree(m, v.git_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
-        let own_states;
-        let states = if v.git_ref == base_ref {
-            &states
-        } else {
-            // series of a variant on another commit are judged against that commit
-            let names: Vec<String> = v.revert.iter().chain(&v.apply).cloned().collect();
-            own_states = classify(m, &names, &tree, &opts.work_dir)?;
-            &own_states
-        };
-        let r = make_variant(run, m, &tree, v, states, &opts.work_dir, ui);
-        tree.rollback(&run.log("tree.log"))?;
-        out.insert(v.name.clone(), r?);
-        ui.inc();
-    }
-    Ok(out)
-}
-
-/// What the cache holds for each variant in `needed`, by the key of the
-/// variant's last build event; never builds.
-pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
-    let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
-    let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
-    for e in builds {
-        match e {
-            Event::Build { variant, key, error, .. } => {
-                last.insert(variant, (key, error));
-            }
-            Event::Patch { variant, error: Some(err), .. } | Event::Config { variant, error: Some(err), .. } => {
-                failed.insert(variant, err);
-            }
-            _ => {}
-        }
-    }
-    let missing = || "kernel not in the cache: run `harness build` first".to_string();
-    needed
-        .iter()
-        .map(|&v| {
-            let r = match (last.get(v), failed.get(v)) {
-                (Some((_, Some(err))), _) => Err(err.clone()),
-                (Some((Some(key), None)), _) => build::cached(work, key).ok_or_else(missing),
-                (_, Some(err)) => Err(err.to_string()),
-                _ => Err(missing()),
-            };
-            (v.to_string(), r)
-        })
-        .collect()
-}
-
-/// The work tree of a variant: the source's own copy, or with `ref:` the
-/// work clone checked out at that commit.
-fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &Path, log: &Path) -> Result<Tree> {
-    match git_ref {
-        Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
-        None => Tree::prepare(&m.kernel.source, work, log),
-    }
-}
-
-/// The state of each named series against `tree`.
-fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BTreeMap<String, State>> {
-    let mut states = BTreeMap::new();
-    for s in names {
-        let series = patch::load_series(&m.series_dir, s)?;
-        states.insert(s.clone(), patch::classify(&tree.dir, &series, &work.join("scratch"))?);
-    }
-    Ok(states)
-}
-
-/// Boots `vmlinux` through PVH when the matrix asks and the kernel has it.
-fn boots_pvh(m: &Matrix, art: &Artifact) -> bool {
-    m.guest.pvh && std::fs::read_to_string(art.dir.join("config")).map(|c| c.contains("\nCONFIG_PVH=y")).unwrap_or(false)
-}
-
-/// The accelerator before any boot: TCG when the matrix or its clock asks
-/// for it, when /dev/kvm does not open, or when a probe on this host and
-/// QEMU failed before; otherwise KVM, which the probe boot must prove.
-fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key: &str) -> Result<Accel> {
-    let why = match (m.guest.accel, m.guest.clock) {
-        (AccelChoice::Tcg, _) => return Ok(Accel::Tcg),
-        (AccelChoice::Kvm, _) => return Ok(Accel::Kvm),
-        (AccelChoice::Auto, Clock::Icount) => return Ok(Accel::Tcg),
-        (AccelChoice::Auto, Clock::Wall) => match (vm::kvm_precheck(), load_probe(work, probe_key)) {
-            (Some(why), _) => why,
-            (None, Some(failed)) => format!(
-                "KVM is not usable here (a probe boot failed on {}: {}); delete {} to probe again",
-                failed.when,
-                failed.reason,
-                probe_path(work).display()
-            ),
-            (None, None) => return Ok(Accel::Kvm),
-        },
-    };
-    let msg = format!("{why}; using TCG (-accel tcg,thread=multi)");
-    ui.notice(&msg);
-    run.event(&Event::Notice { message: msg })?;
-    Ok(Accel::Tcg)
-}
-
-/// The KVM probe stage: one short 1-vCPU boot of the first kernel that
-/// built. A failure QEMU blames on KVM is remembered for this host kernel and
-/// QEMU version; any other failure only sends this run to TCG.
-fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -> Result<Accel> {
-    let Some((art, initrd)) = kernels.values().find_map(|k| k.as_ref().ok()) else { return Ok(Accel::Kvm) };
-    ctx.ui.stage("probe", "booting once under KVM to see whether it works here");
-    let kernel = if boots_pvh(ctx.m, art) { &art.vmlinux } else { &art.bzimage };
-    let dir = ctx.run.log("kvm-probe");
-    let Some((why, kvm_fault)) = boot::probe_kvm(ctx, kernel, initrd, &dir)? else { return Ok(Accel::Kvm) };
-    if kvm_fault {
-        let probe = FailedProbe { key: probe_key.to_string(), when: crate::util::now_rfc3339(), reason: why.clone() };
-        std::fs::write(probe_path(work), serde_json::to_vec_pretty(&probe)?)
-            .with_context(|| format!("write {}", probe_path(work).display()))?;
-    }
-    let msg = format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)");
-    ctx.ui.notice(&msg);
-    ctx.run.event(&Event::Notice { message: msg })?;
-    Ok(Accel::Tcg)
-}
-
-/// Writes the clock the run's numbers are in to `run.json`.
-fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
-    if run.shard.is_some() {
-        // run.json is the build's; each boot record carries its clock, and
-        // the report says when shards measured in different ones
-        return Ok(());
-    }
-    let mut meta = run.meta()?;
-    if let Some(had) = meta.clock.filter(|&c| c != clock) {
-        bail!(
-            "resume {}: its numbers are in the {had} clock but this host would measure in {clock}; \
-             resume it where {had} is available (numbers of different clocks are never mixed)",
-            run.dir.display()
-        );
-    }
-    if meta.clock != Some(clock) {
-        meta.clock = Some(clock);
-        run.write_meta(&meta)?;
+        ctx.ui.inc();
     }
     Ok(())
-}
-
-/// Patches, configures and builds one variant. `Ok(Err(msg))` is a recorded
-/// failure of this variant; `Err` stops the run.
-fn make_variant(
-    run: &Run,
-    m: &Matrix,
-    tree: &Tree,
-    v: &Variant,
-    states: &BTreeMap<String, State>,
-    work: &Path,
-    ui: &Ui,
-) -> Result<Result<Artifact, String>> {
-    let vlog = |f: &str| run.log(&format!("variants/{}/{f}", v.name));
-    let plog = vlog("patch.log");
-    std::fs::create_dir_all(plog.parent().unwrap()).with_context(|| format!("create {}", plog.display()))?;
-    // apply and revert, in matrix order
-    let mut applied = Vec::new();
-    for (names, reverse) in [(&v.revert, true), (&v.apply, false)] {
-        for s in names.iter() {
-            let want = if reverse { State::Contained } else { State::Applies };
-            let st = &states[s];
-            if std::mem::discriminant(st) != std::mem::discriminant(&want) {
-                let msg = if reverse {
-                    format!("revert series {s}: the base does not contain it ({st})")
-                } else {
-                    format!("apply series {s}: {st}")
-                };
-                let failure = match st {
-                    State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
-                    _ => None,
-                };
-                run.event(&Event::Patch { variant: v.name.clone(), failure, error: Some(msg.clone()) })?;
-                ui.notice(&format!("variant {}: {msg}", v.name));
-                return Ok(Err(msg));
-            }
-            let series = patch::load_series(&m.series_dir, s)?;
-            if let Err(f) = tree.apply_series(&series, reverse, &plog)? {
-                proc::check_interrupted()?;
-                let msg = f.to_string();
-                run.event(&Event::Patch { variant: v.name.clone(), failure: Some(f), error: Some(msg.clone()) })?;
-                return Ok(Err(msg));
-            }
-            for p in &series.patches {
-                applied.push(crate::kernel::tree::Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse });
-            }
-        }
-    }
-    if !v.is_plain() {
-        run.event(&Event::Patch { variant: v.name.clone(), failure: None, error: None })?;
-    }
-    let mut frags = m.kernel.fragments.clone();
-    frags.extend(v.fragments.iter().cloned());
-    let cfg = match build::configure(tree, &m.kernel.base_config, &frags, work, &vlog("config.log")) {
-        Ok(c) => c,
-        Err(e) => {
-            // a make killed by Ctrl-C is an interruption, not a failed config
-            proc::check_interrupted()?;
-            let msg = format!("{e:#}");
-            run.event(&Event::Config { variant: v.name.clone(), lost: vec![], error: Some(msg.clone()) })?;
-            return Ok(Err(msg));
-        }
-    };
-    for l in &cfg.lost {
-        ui.notice(&format!("variant {}: {l} (see {})", v.name, vlog("config.log").display()));
-    }
-    run.event(&Event::Config { variant: v.name.clone(), lost: cfg.lost.clone(), error: None })?;
-    let key = build::key(tree, &cfg.text, &applied)?;
-    if let Some(art) = build::cached(work, &key) {
-        run.event(&Event::Build {
-            variant: v.name.clone(),
-            key: Some(key),
-            build_s: 0.0,
-            cached: true,
-            release: Some(art.release.clone()),
-            errors: vec![],
-            error: None,
-        })?;
-        return Ok(Ok(art));
-    }
-    let timeout = Duration::from_secs(m.kernel.build_timeout_min * 60);
-    match build::build(tree, &cfg, &key, work, timeout, &vlog("build.log"))? {
-        Ok(art) => {
-            run.event(&Event::Build {
-                variant: v.name.clone(),
-                key: Some(key),
-                build_s: art.build_s,
-                cached: false,
-                release: Some(art.release.clone()),
-                errors: vec![],
-                error: None,
-            })?;
-            Ok(Ok(art))
-        }
-        Err(f) => {
-            proc::check_interrupted()?;
-            let msg = if f.timed_out {
-                format!("build timed out after {} min", m.kernel.build_timeout_min)
-            } else {
-                format!("build failed: {}", f.errors.first().cloned().unwrap_or_else(|| "see build.log".into()))
-            };
-            run.event(&Event::Build {
-                variant: v.name.clone(),
-                key: Some(key),
-                build_s: 0.0,
-                cached: false,
-                release: None,
-                errors: f.errors,
-                error: Some(msg.clone()),
-            })?;
-            Ok(Err(msg))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,243 @@
+//! The kernels of a run: the work tree, the series' states, then each
+//! variant patched, configured and built (or found in the kernel cache),
+//! every step's outcome recorded as it happens. A shard only looks its
+//! kernels up in the cache by the build's keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::Options;
+use crate::config::{Matrix, Variant};
+use crate::kernel::build::{self, Artifact, Configured};
+use crate::kernel::patch::{self, State};
+use crate::kernel::tree::{Applied, Tree};
+use crate::proc;
+use crate::records::Event;
+use crate::store::Run;
+use crate::ui::Ui;
+
+/// Per variant, what was made (a kernel, its cache key) or why it was not.
+pub type Built<T> = BTreeMap<String, Result<T, String>>;
+
+/// The work tree, the series' states, then every variant in `needed`
+/// patched, configured and built (or found in the cache), each outcome
+/// recorded. A variant with `ref:` is built in the work clone checked out at
+/// that commit, its series judged against it. `Err` stops the run; a variant
+/// that failed is an `Err` entry.
+pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
+    ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
+    let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
+    let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
+    // series states against the base
+    let states = classify(m, &m.series_names(), &tree, &opts.work_dir)?;
+    for (s, st) in &states {
+        run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
+    }
+    let mut out = BTreeMap::new();
+    for v in &m.variants {
+        proc::check_interrupted()?;
+        if !needed.contains(v.name.as_str()) {
+            ui.inc();
+            continue;
+        }
+        ui.stage("build", &v.name);
+        let tree = variant_tree(m, v.git_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
+        let own_states;
+        let states = if v.git_ref == base_ref {
+            &states
+        } else {
+            // series of a variant on another commit are judged against that commit
+            let names: Vec<String> = v.revert.iter().chain(&v.apply).cloned().collect();
+            own_states = classify(m, &names, &tree, &opts.work_dir)?;
+            &own_states
+        };
+        let r = Step { run, m, tree: &tree, v, work: &opts.work_dir, ui }.make(states);
+        tree.rollback(&run.log("tree.log"))?;
+        out.insert(v.name.clone(), r?);
+        ui.inc();
+    }
+    Ok(out)
+}
+
+/// What the cache holds for each variant in `needed`, by the key of the
+/// variant's last build event; never builds.
+pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
+    let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
+    let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
+    for e in builds {
+        match e {
+            Event::Build { variant, key, error, .. } => {
+                last.insert(variant, (key, error));
+            }
+            Event::Patch { variant, error: Some(err), .. } | Event::Config { variant, error: Some(err), .. } => {
+                failed.insert(variant, err);
+            }
+            _ => {}
+        }
+    }
+    let missing = || "kernel not in the cache: run `harness build` first".to_string();
+    needed
+        .iter()
+        .map(|&v| {
+            let r = match (last.get(v), failed.get(v)) {
+                (Some((_, Some(err))), _) => Err(err.clone()),
+                (Some((Some(key), None)), _) => build::cached(work, key).ok_or_else(missing),
+                (_, Some(err)) => Err(err.to_string()),
+                _ => Err(missing()),
+            };
+            (v.to_string(), r)
+        })
+        .collect()
+}
+
+/// The work tree of a variant: the source's own copy, or with `ref:` the
+/// work clone checked out at that commit.
+fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &Path, log: &Path) -> Result<Tree> {
+    match git_ref {
+        Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
+        None => Tree::prepare(&m.kernel.source, work, log),
+    }
+}
+
+/// The state of each named series against `tree`.
+fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BTreeMap<String, State>> {
+    let mut states = BTreeMap::new();
+    for s in names {
+        let series = patch::load_series(&m.series_dir, s)?;
+        states.insert(s.clone(), patch::classify(&tree.dir, &series, &work.join("scratch"))?);
+    }
+    Ok(states)
+}
+
+/// One variant being made in its work tree. Each step gives `Ok(Err(msg))`
+/// for a recorded failure of this variant, `Err` to stop the run.
+struct Step<'a> {
+    run: &'a Run,
+    m: &'a Matrix,
+    tree: &'a Tree,
+    v: &'a Variant,
+    work: &'a Path,
+    ui: &'a Ui,
+}
+
+impl Step<'_> {
+    /// `logs/variants/<name>/<file>`.
+    fn log(&self, file: &str) -> PathBuf {
+        self.run.log(&format!("variants/{}/{file}", self.v.name))
+    }
+
+    /// Patches, configures and builds the variant.
+    fn make(&self, states: &BTreeMap<String, State>) -> Result<Result<Artifact, String>> {
+        let applied = match self.patch(states)? {
+            Ok(a) => a,
+            Err(msg) => return Ok(Err(msg)),
+        };
+        if !self.v.is_plain() {
+            self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: None, error: None })?;
+        }
+        let cfg = match self.configure()? {
+            Ok(c) => c,
+            Err(msg) => return Ok(Err(msg)),
+        };
+        let key = build::key(self.tree, &cfg.text, &applied)?;
+        self.build(&cfg, key)
+    }
+
+    /// Reverts and applies the variant's series, in matrix order; gives the
+    /// patches applied.
+    fn patch(&self, states: &BTreeMap<String, State>) -> Result<Result<Vec<Applied>, String>> {
+        let plog = self.log("patch.log");
+        std::fs::create_dir_all(plog.parent().unwrap()).with_context(|| format!("create {}", plog.display()))?;
+        let mut applied = Vec::new();
+        for (names, reverse) in [(&self.v.revert, true), (&self.v.apply, false)] {
+            for s in names.iter() {
+                if let Some(msg) = self.refused(s, &states[s], reverse)? {
+                    return Ok(Err(msg));
+                }
+                let series = patch::load_series(&self.m.series_dir, s)?;
+                if let Err(f) = self.tree.apply_series(&series, reverse, &plog)? {
+                    proc::check_interrupted()?;
+                    let msg = f.to_string();
+                    self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: Some(f), error: Some(msg.clone()) })?;
+                    return Ok(Err(msg));
+                }
+                applied.extend(Applied::series(&series, reverse)?);
+            }
+        }
+        Ok(Ok(applied))
+    }
+
+    /// Why series `s` in state `st` cannot be reverted (`reverse`) or
+    /// applied, recorded and shown; None when it can.
+    fn refused(&self, s: &str, st: &State, reverse: bool) -> Result<Option<String>> {
+        let want = if reverse { State::Contained } else { State::Applies };
+        if std::mem::discriminant(st) == std::mem::discriminant(&want) {
+            return Ok(None);
+        }
+        let msg = if reverse { format!("revert series {s}: the base does not contain it ({st})") } else { format!("apply series {s}: {st}") };
+        let failure = match st {
+            State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
+            _ => None,
+        };
+        self.run.event(&Event::Patch { variant: self.v.name.clone(), failure, error: Some(msg.clone()) })?;
+        self.ui.notice(&format!("variant {}: {msg}", self.v.name));
+        Ok(Some(msg))
+    }
+
+    /// The matrix's and the variant's fragments merged onto the base config.
+    fn configure(&self) -> Result<Result<Configured, String>> {
+        let mut frags = self.m.kernel.fragments.clone();
+        frags.extend(self.v.fragments.iter().cloned());
+        let log = self.log("config.log");
+        let cfg = match build::configure(self.tree, &self.m.kernel.base_config, &frags, self.work, &log) {
+            Ok(c) => c,
+            Err(e) => {
+                // a make killed by Ctrl-C is an interruption, not a failed config
+                proc::check_interrupted()?;
+                let msg = format!("{e:#}");
+                self.run.event(&Event::Config { variant: self.v.name.clone(), lost: vec![], error: Some(msg.clone()) })?;
+                return Ok(Err(msg));
+            }
+        };
+        for l in &cfg.lost {
+            self.ui.notice(&format!("variant {}: {l} (see {})", self.v.name, log.display()));
+        }
+        self.run.event(&Event::Config { variant: self.v.name.clone(), lost: cfg.lost.clone(), error: None })?;
+        Ok(Ok(cfg))
+    }
+
+    /// The kernel of cache key `key`: from the cache, or built into it.
+    fn build(&self, cfg: &Configured, key: String) -> Result<Result<Artifact, String>> {
+        if let Some(art) = build::cached(self.work, &key) {
+            self.run.event(&self.built(key, &art, true))?;
+            return Ok(Ok(art));
+        }
+        let timeout = Duration::from_secs(self.m.kernel.build_timeout_min * 60);
+        match build::build(self.tree, cfg, &key, self.work, timeout, &self.log("build.log"))? {
+            Ok(art) => {
+                self.run.event(&self.built(key, &art, false))?;
+                Ok(Ok(art))
+            }
+            Err(f) => {
+                proc::check_interrupted()?;
+                let msg = if f.timed_out {
+                    format!("build timed out after {} min", self.m.kernel.build_timeout_min)
+                } else {
+                    format!("build failed: {}", f.errors.first().cloned().unwrap_or_else(|| "see build.log".into()))
+                };
+                let v = self.v.name.clone();
+                self.run.event(&Event::Build { variant: v, key: Some(key), build_s: 0.0, cached: false, release: None, errors: f.errors, error: Some(msg.clone()) })?;
+                Ok(Err(msg))
+            }
+        }
+    }
+
+    /// The build event of a kernel made (or, `cached`, found: no build time).
+    fn built(&self, key: String, art: &Artifact, cached: bool) -> Event {
+        let build_s = if cached { 0.0 } else { art.build_s };
+        Event::Build { variant: self.v.name.clone(), key: Some(key), build_s, cached, release: Some(art.release.clone()), errors: vec![], error: None }
+    }
+}

@@ -1,0 +1,82 @@
+//! The matrix file: raw serde structs (unknown keys rejected, `raw.rs`)
+//! turned into a validated [`Matrix`] (`validated.rs`) by one validator per
+//! section (`validation.rs`); the benchmark kinds and their parameters are
+//! declared once (`params.rs`). Owns every rule about what a matrix may say;
+//! YAML errors carry `file:line:col`, validation errors name the YAML path
+//! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
+
+mod params;
+mod raw;
+mod validated;
+mod validation;
+
+use std::path::{Path, PathBuf};
+
+pub use params::{BenchKind, Count, Link, NprocWord};
+pub use validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant};
+pub use validation::{is_base_config_target, BASE_CONFIG_TARGETS};
+
+use raw::RawMatrix;
+
+/// Default kernel source: Debian's `linux-source-6.12` tarball.
+pub const DEFAULT_SOURCE: &str = "/usr/src/linux-source-6.12.tar.xz";
+
+/// A matrix that cannot be used, with every problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// YAML syntax or shape (unknown key, wrong type).
+    #[error("{path}:{line}:{column}: {message}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// serde_yaml's message, which starts with the YAML path.
+        message: String,
+    },
+    /// Values that parse but make no sense, each with its YAML path.
+    #[error("{path}: {} problem(s):\n{}", .problems.len(), .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// `yaml.path: what is wrong and what to do`.
+        problems: Vec<String>,
+    },
+}
+
+/// Reads and validates a matrix file, applying `profile` if given.
+pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    parse(&text, path, profile)
+}
+
+/// Parses and validates matrix text; `path` is used for messages and to
+/// resolve relative paths.
+pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
+    let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| {
+        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+        // serde_yaml appends " at line L column C"; the location leads instead
+        let mut message = e.to_string();
+        if let Some(i) = message.rfind(" at line ") {
+            message.truncate(i);
+        }
+        ConfigError::Yaml { path: path.to_path_buf(), line, column, message }
+    })?;
+    validation::validate(raw, path, profile)
+        .map_err(|problems| ConfigError::Invalid { path: path.to_path_buf(), problems })
+}
+
+#[cfg(test)]
+mod tests;

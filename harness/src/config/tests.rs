@@ -1,0 +1,153 @@
+//! The matrix rules, checked on small matrices: defaults, profiles, YAML
+//! locations and the YAML paths of validation problems.
+
+use super::*;
+
+const GOOD: &str = "\
+variants:
+  - name: base
+  - name: v1
+    benchmarks: [s]
+vcpus: [4, 2]
+benchmarks:
+  - name: s
+    kind: doexec
+    link: shared
+    workers: 3
+  - name: v
+    kind: test_vmalloc
+    nr_threads: nproc
+profiles:
+  quick:
+    vcpus: [2]
+    benchmarks: [s]
+    sampling: {boots: 1}
+";
+
+fn p(text: &str) -> Result<Matrix, ConfigError> {
+    parse(text, Path::new("/m/matrix.yaml"), None)
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match p(text) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected validation problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_good_matrix_validates() {
+    let m = p(GOOD).unwrap();
+    assert_eq!(m.vcpus, vec![2, 4]);
+    assert_eq!(m.variants[0].name, "base");
+    // base runs what the other variants need
+    assert_eq!(m.variants[0].benchmarks, vec!["s"]);
+    assert_eq!(m.kernel.source, PathBuf::from(DEFAULT_SOURCE));
+    assert_eq!(m.series_dir, PathBuf::from("/m/patches"));
+    match &m.benchmarks[0].kind {
+        BenchKind::Doexec { link, workers, duration_s, .. } => {
+            assert_eq!((*link, *workers, *duration_s), (Link::Shared, Count::Fixed(3), 5));
+        }
+        k => panic!("{k:?}"),
+    }
+    assert!(matches!(m.benchmarks[1].kind, BenchKind::TestVmalloc { nr_threads: Count::Named(_), run_test_mask: 7, .. }));
+}
+
+#[test]
+fn profiles_select_and_override() {
+    let m = parse(GOOD, Path::new("/m/matrix.yaml"), Some("quick")).unwrap();
+    assert_eq!(m.vcpus, vec![2]);
+    assert_eq!(m.benchmarks.len(), 1);
+    assert_eq!(m.sampling.boots, 1);
+    assert_eq!(m.sampling.repetitions, 5);
+    let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly")).unwrap_err().to_string();
+    assert!(e.contains("no profile `nightly` (defined: quick)"), "{e}");
+}
+
+#[test]
+fn profiles_override_benchmark_parameters() {
+    let text = format!("{GOOD}  short:\n    overrides:\n      s: {{duration_s: 1, warmup_s: 0}}\n");
+    let m = parse(&text, Path::new("/m/matrix.yaml"), Some("short")).unwrap();
+    match &m.benchmarks[0].kind {
+        BenchKind::Doexec { duration_s, warmup_s, workers, .. } => assert_eq!((*duration_s, *warmup_s, *workers), (1, 0, Count::Fixed(3))),
+        k => panic!("{k:?}"),
+    }
+    let bad = format!("{GOOD}  short:\n    overrides:\n      nope: {{duration_s: 1}}\n      s: {{fanout: 2}}\n");
+    let e = parse(&bad, Path::new("/m/matrix.yaml"), Some("short")).unwrap_err().to_string();
+    assert!(e.contains("profiles.short.overrides.nope: no benchmark `nope` in this profile"), "{e}");
+    assert!(e.contains("benchmarks[0].fanout: not a parameter of doexec"), "{e}");
+    let unknown = format!("{GOOD}  short:\n    overrides:\n      s: {{speed: 1}}\n");
+    assert!(matches!(parse(&unknown, Path::new("/m/matrix.yaml"), Some("short")), Err(ConfigError::Yaml { .. })));
+}
+
+#[test]
+fn the_clock_is_chosen_per_matrix_or_profile() {
+    assert_eq!(p(GOOD).unwrap().guest.clock, Clock::Wall);
+    let text = format!("{GOOD}  exact:\n    clock: icount\n    cmdline: [nokaslr]\n");
+    let m = parse(&text, Path::new("/m/matrix.yaml"), Some("exact")).unwrap();
+    assert_eq!((m.guest.clock, m.guest.cmdline.clone()), (Clock::Icount, vec!["nokaslr".to_string()]));
+    assert_eq!(parse(&text, Path::new("/m/matrix.yaml"), None).unwrap().guest.clock, Clock::Wall);
+    let pr = problems(&format!("guest: {{clock: icount, accel: kvm}}\n{GOOD}"));
+    assert!(pr.iter().any(|x| x.starts_with("guest.clock: icount counts instructions under TCG only")), "{pr:?}");
+    let pr = problems(&format!("guest: {{clock: cycles}}\n{GOOD}"));
+    assert!(pr.iter().any(|x| x == "guest.clock: `cycles` is not wall or icount"), "{pr:?}");
+}
+
+#[test]
+fn yaml_errors_carry_file_line_column() {
+    let e = p("variants:\n  - name: base\n   bad indent: [\n").unwrap_err();
+    let s = e.to_string();
+    assert!(s.starts_with("/m/matrix.yaml:3:"), "{s}");
+    let e = p(&GOOD.replace("    link: shared\n", "    link: shared\n    wokers: 3\n")).unwrap_err().to_string();
+    assert!(e.starts_with("/m/matrix.yaml:10:5: benchmarks[0]: unknown field `wokers`, expected one of"), "{e}");
+    assert!(!e.contains(" at line "), "{e}");
+    let e = p(&GOOD.replace("vcpus: [4, 2]", "vcpus: [4, two]")).unwrap_err().to_string();
+    assert!(e.starts_with("/m/matrix.yaml:5:"), "{e}");
+}
+
+#[test]
+fn validation_names_yaml_paths() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("  - name: v1\n", "  - name: v1\n    apply: [nope]\n", "variants[1].apply[0]: no series `nope`"),
+        ("  - name: v1\n", "  - name: V 1\n", "variants[1].name: `V 1` must be lowercase"),
+        ("  - name: v1\n", "  - name: v1\n    ref: --upload-pack=x\n", "variants[1].ref: `--upload-pack=x` is not a git commit-ish"),
+        ("    benchmarks: [s]\n", "    benchmarks: [zz]\n", "variants[1].benchmarks[0]: no benchmark `zz`"),
+        ("    kind: doexec\n", "    kind: dexec\n", "benchmarks[0].kind: `dexec` is not a benchmark kind"),
+        ("    workers: 3\n", "    workers: 3\n    nr_threads: 4\n", "benchmarks[0].nr_threads: not a parameter of doexec"),
+        ("    workers: 3\n", "    workers: 0\n", "benchmarks[0].workers: must be at least 1"),
+        ("vcpus: [4, 2]", "vcpus: [4, 0]", "vcpus[1]: must be at least 1"),
+        ("  - name: base\n", "  - name: basis\n", "variants: a variant named `base`"),
+        ("  - name: base\n", "  - name: base\n    revert: [x]\n", "variants[0]: `base` is the unmodified tree"),
+    ];
+    for (from, to, want) in cases {
+        let text = GOOD.replacen(from, to, 1);
+        let pr = problems(&text);
+        assert!(pr.iter().any(|x| x.starts_with(want)), "want `{want}` in {pr:?}");
+    }
+}
+
+#[test]
+fn base_config_is_a_known_target_or_an_existing_file() {
+    for t in ["tinyconfig", "defconfig", "allnoconfig", "x86_64_defconfig", "i386_defconfig"] {
+        let m = p(&format!("kernel:\n  base_config: {t}\n{GOOD}")).unwrap();
+        assert_eq!(m.kernel.base_config, BaseConfig::Target(t.into()), "{t}");
+    }
+    // make would run the host command in `--eval=$(shell ...)`
+    for bad in ["--eval=$(shell id)config", "-j1config", "oldconfig", "kvm_guest.config", "X86_defconfig", "_defconfig"] {
+        let pr = problems(&format!("kernel:\n  base_config: '{bad}'\n{GOOD}"));
+        assert!(pr.iter().any(|x| x.starts_with("kernel.base_config: ") && x.contains("no file `/m/")), "{bad}: {pr:?}");
+    }
+    let dir = std::env::temp_dir().join(format!("harness-baseconfig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("myconfig"), "CONFIG_SMP=y\n").unwrap();
+    let m = parse(&format!("kernel:\n  base_config: myconfig\n{GOOD}"), &dir.join("matrix.yaml"), None).unwrap();
+    assert_eq!(m.kernel.base_config, BaseConfig::File(dir.join("myconfig")));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn missing_fragment_and_series_files_are_named() {
+    let text = format!("kernel:\n  fragments: [kconfigs/none.config]\n{GOOD}");
+    let pr = problems(&text);
+    assert!(pr.iter().any(|x| x == "kernel.fragments[0]: no file `/m/kconfigs/none.config`"), "{pr:?}");
+}

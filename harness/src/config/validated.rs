@@ -1,0 +1,199 @@
+//! The validated matrix: every name resolved, every number in range, every
+//! path made absolute against the matrix file's directory. What the rest of
+//! the harness reads; serialised whole into `run.json`. The benchmark kinds
+//! ([`BenchKind`]) are generated from the table in `params.rs`.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::params::BenchKind;
+
+/// A validated matrix: every name resolved, every number in range.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Matrix {
+    /// Where the matrix file was (paths in it are relative to its directory).
+    pub path: PathBuf,
+    /// The profile applied, if any.
+    pub profile: Option<String>,
+    /// The kernel tree and its configuration.
+    pub kernel: Kernel,
+    /// Directory holding one sub-directory per patch series.
+    pub series_dir: PathBuf,
+    /// Variants; the first is `base`, the reference of every comparison.
+    pub variants: Vec<Variant>,
+    /// Guest machine settings.
+    pub guest: Guest,
+    /// vCPU counts, ascending.
+    pub vcpus: Vec<u32>,
+    /// Benchmarks by name.
+    pub benchmarks: Vec<Benchmark>,
+    /// How many samples, over how many boots.
+    pub sampling: Sampling,
+    /// The decision rule's parameters.
+    pub statistics: Statistics,
+    /// Metrics (`benchmark` or `benchmark.metric`) that gate a pre-merge check.
+    pub key_metrics: Vec<String>,
+}
+
+/// Kernel source and configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Kernel {
+    /// A tarball, a git tree or a plain directory.
+    pub source: PathBuf,
+    /// A make target such as `tinyconfig`, or a path to a `.config`.
+    pub base_config: BaseConfig,
+    /// Fragments merged over the base config, in order.
+    pub fragments: Vec<PathBuf>,
+    /// Deadline of one variant's build.
+    pub build_timeout_min: u64,
+}
+
+/// Where the base `.config` comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum BaseConfig {
+    /// `make <target>` (tinyconfig, defconfig, …).
+    Target(String),
+    /// A config file.
+    File(PathBuf),
+}
+
+/// One kernel variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Variant {
+    /// Name, unique, `[a-z0-9._-]`.
+    pub name: String,
+    /// Series applied on top of the base, in order.
+    pub apply: Vec<String>,
+    /// Series the base contains and this variant takes out (reverse-applied).
+    pub revert: Vec<String>,
+    /// Extra config fragments for this variant.
+    pub fragments: Vec<PathBuf>,
+    /// Benchmarks this variant is measured with.
+    pub benchmarks: Vec<String>,
+    /// A commit-ish of the git source (`ref:`) this variant is built from
+    /// instead of the source's HEAD.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+}
+
+impl Variant {
+    /// True for a variant with no patch and no extra fragment.
+    pub fn is_plain(&self) -> bool {
+        self.apply.is_empty() && self.revert.is_empty() && self.fragments.is_empty()
+    }
+}
+
+/// Accelerator choice.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccelChoice {
+    /// KVM when a probe boot proves it works, otherwise TCG.
+    Auto,
+    /// KVM or fail.
+    Kvm,
+    /// TCG always.
+    Tcg,
+}
+
+/// The clock the guest's time (and so every rate and duration it reports)
+/// runs on.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Host time: KVM, or multi-threaded TCG.
+    #[default]
+    Wall,
+    /// QEMU's instruction-counting clock (`-icount shift=0,sleep=off`,
+    /// single-threaded TCG): one guest second is 10^9 guest instructions
+    /// over all vCPUs, whatever the host does.
+    Icount,
+}
+
+/// Guest machine settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Guest {
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Accelerator choice.
+    pub accel: AccelChoice,
+    /// The guest's clock.
+    #[serde(default)]
+    pub clock: Clock,
+    /// Extra kernel command-line words.
+    pub cmdline: Vec<String>,
+    /// Deadline from QEMU start to SSH ready, scaled up for large guests.
+    pub boot_timeout_s: u64,
+    /// Boot `vmlinux` directly through its PVH entry (when the kernel has
+    /// CONFIG_PVH) instead of `bzImage` through the firmware's loader.
+    pub pvh: bool,
+    /// Address-space randomisation in the guest.
+    pub aslr: bool,
+    /// Sockets (vCPUs are split evenly).
+    pub sockets: u32,
+    /// Threads per core.
+    pub threads: u32,
+    /// NUMA nodes (0 = none).
+    pub numa_nodes: u32,
+}
+
+/// A benchmark with its parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Benchmark {
+    /// Unique name used in variants, reports and key metrics.
+    pub name: String,
+    /// What runs.
+    pub kind: BenchKind,
+    /// Guest-side deadline of one repetition.
+    pub timeout_s: u64,
+}
+
+/// Sampling plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sampling {
+    /// Boots per (variant, vCPUs).
+    pub boots: u32,
+    /// Measured repetitions per benchmark per boot.
+    pub repetitions: u32,
+    /// Repetitions run first in each boot and kept apart.
+    pub warmup_repetitions: u32,
+    /// Seed of the randomised, interleaved boot order.
+    pub seed: u64,
+}
+
+/// Decision-rule parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Statistics {
+    /// Significance level after Benjamini-Hochberg.
+    pub alpha: f64,
+    /// Minimum effect floor (fraction); raised to the measured noise floor.
+    pub floor: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Bootstrap seed.
+    pub seed: u64,
+}
+
+impl Matrix {
+    /// Every series the matrix names, in first-named order.
+    pub fn series_names(&self) -> Vec<String> {
+        let mut s: Vec<String> = Vec::new();
+        for v in &self.variants {
+            for n in v.apply.iter().chain(&v.revert) {
+                if !s.contains(n) {
+                    s.push(n.clone());
+                }
+            }
+        }
+        s
+    }
+
+    /// The benchmark called `name`.
+    pub fn benchmark(&self, name: &str) -> Option<&Benchmark> {
+        self.benchmarks.iter().find(|b| b.name == name)
+    }
+    /// The variant called `name`.
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+}

@@ -1,0 +1,419 @@
+//! Raw matrix → validated matrix, one validator per section (profile,
+//! kernel, benchmarks, variants, guest, vcpus, sampling). Every problem is
+//! collected, each naming its YAML path (`variants[2].apply[0]: …`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::params::{self, BenchKind};
+use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawSampling, RawStatistics, RawVariant};
+use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant};
+use super::DEFAULT_SOURCE;
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+        && !s.starts_with(['.', '-'])
+}
+
+/// Paths in the matrix are relative to the matrix file's directory.
+struct Rel(PathBuf);
+
+impl Rel {
+    fn of(path: &Path) -> Rel {
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Rel(if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir })
+    }
+    fn path(&self, s: &str) -> PathBuf {
+        let q = PathBuf::from(s);
+        if q.is_absolute() { q } else { self.0.join(q) }
+    }
+}
+
+/// Raw matrix → validated matrix, one validator per section; every problem
+/// is collected, each naming its YAML path.
+pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Matrix, Vec<String>> {
+    let mut p = Vec::new();
+    let rel = Rel::of(path);
+    // Key metrics may name benchmarks a profile leaves out.
+    let defined_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
+    for pname in raw.profiles.keys() {
+        if !valid_name(pname) {
+            p.push(format!("profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"));
+        }
+    }
+    // Profiles first: they select from and override the top level.
+    if let Some(name) = profile {
+        if !apply_profile(&mut raw, name, &mut p) {
+            return Err(p);
+        }
+    }
+    let kernel = validate_kernel(&raw.kernel, &rel, &mut p);
+    let series_dir = rel.path(&raw.series_dir);
+    let benchmarks = validate_benchmarks(&raw.benchmarks, &mut p);
+    let all_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
+    let variants = validate_variants(&raw.variants, &series_dir, &all_bench, &rel, &mut p);
+    let guest = validate_guest(&raw.guest, &mut p);
+    let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
+    let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
+    for (i, k) in raw.key_metrics.iter().enumerate() {
+        let b = k.split('.').next().unwrap_or("");
+        if !defined_bench.iter().any(|n| n == b) {
+            p.push(format!("key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"));
+        }
+    }
+    raw.key_metrics.retain(|k| all_bench.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
+
+    if !p.is_empty() {
+        return Err(p);
+    }
+    Ok(Matrix {
+        path: path.to_path_buf(),
+        profile: profile.map(str::to_string),
+        kernel,
+        series_dir,
+        variants,
+        guest,
+        vcpus,
+        benchmarks,
+        sampling,
+        statistics,
+        key_metrics: raw.key_metrics,
+    })
+}
+
+/// Narrows and overrides the top level with profile `name`; false when
+/// there is no such profile (then nothing else is worth checking).
+fn apply_profile(raw: &mut RawMatrix, name: &str, p: &mut Vec<String>) -> bool {
+    let Some(prof) = raw.profiles.get(name).cloned() else {
+        let known: Vec<_> = raw.profiles.keys().cloned().collect();
+        p.push(format!("profiles: no profile `{name}` (defined: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
+        return false;
+    };
+    if let Some(vs) = &prof.variants {
+        for (i, v) in vs.iter().enumerate() {
+            if !raw.variants.iter().any(|rv| &rv.name == v) {
+                p.push(format!("profiles.{name}.variants[{i}]: no variant `{v}`"));
+            }
+        }
+        raw.variants.retain(|rv| vs.contains(&rv.name) || rv.name == "base");
+    }
+    if let Some(bs) = &prof.benchmarks {
+        for (i, b) in bs.iter().enumerate() {
+            if !raw.benchmarks.iter().any(|rb| &rb.name == b) {
+                p.push(format!("profiles.{name}.benchmarks[{i}]: no benchmark `{b}`"));
+            }
+        }
+        raw.benchmarks.retain(|rb| bs.contains(&rb.name));
+        for vb in raw.variants.iter_mut().filter_map(|v| v.benchmarks.as_mut()) {
+            vb.retain(|b| bs.contains(b));
+        }
+    }
+    if let Some(vc) = prof.vcpus {
+        raw.vcpus = vc;
+    }
+    if let Some(s) = prof.sampling {
+        let t = &raw.sampling;
+        raw.sampling = RawSampling {
+            boots: s.boots.or(t.boots),
+            repetitions: s.repetitions.or(t.repetitions),
+            warmup_repetitions: s.warmup_repetitions.or(t.warmup_repetitions),
+            seed: s.seed.or(t.seed),
+        };
+    }
+    if let Some(m) = prof.memory_mib {
+        raw.guest.memory_mib = Some(m);
+    }
+    if let Some(c) = prof.clock {
+        raw.guest.clock = Some(c);
+    }
+    if let Some(c) = prof.cmdline {
+        raw.guest.cmdline = c;
+    }
+    if let Some(s) = prof.statistics {
+        let t = &raw.statistics;
+        raw.statistics = RawStatistics { alpha: s.alpha.or(t.alpha), floor: s.floor.or(t.floor), resamples: s.resamples.or(t.resamples), seed: s.seed.or(t.seed) };
+    }
+    for (bname, o) in &prof.overrides {
+        match raw.benchmarks.iter_mut().find(|b| &b.name == bname) {
+            Some(b) => o.apply(b),
+            None => p.push(format!("profiles.{name}.overrides.{bname}: no benchmark `{bname}` in this profile")),
+        }
+    }
+    true
+}
+
+/// `kernel:`: the source, the base config (a make target or a file) and fragments.
+fn validate_kernel(k: &RawKernel, rel: &Rel, p: &mut Vec<String>) -> Kernel {
+    let source = rel.path(k.source.as_deref().unwrap_or(DEFAULT_SOURCE));
+    let base_config = match k.base_config.as_deref().unwrap_or("tinyconfig") {
+        t if is_base_config_target(t) => BaseConfig::Target(t.into()),
+        f => {
+            let fp = rel.path(f);
+            if !fp.is_file() {
+                p.push(base_config_problem(f, &fp));
+            }
+            BaseConfig::File(fp)
+        }
+    };
+    let fragments = files(&k.fragments, "kernel.fragments", rel, p);
+    let build_timeout_min = k.build_timeout_min.unwrap_or(90);
+    if build_timeout_min == 0 {
+        p.push("kernel.build_timeout_min: must be at least 1".into());
+    }
+    Kernel { source, base_config, fragments, build_timeout_min }
+}
+
+/// Files named relative to the matrix; each missing one is a problem at `at[i]`.
+fn files(names: &[String], at: &str, rel: &Rel, p: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (i, f) in names.iter().enumerate() {
+        let fp = rel.path(f);
+        if !fp.is_file() {
+            p.push(format!("{at}[{i}]: no file `{}`", fp.display()));
+        }
+        out.push(fp);
+    }
+    out
+}
+
+/// A name that is valid and not yet in `seen`, or a problem at `at.name`.
+fn check_name(name: &str, at: &str, seen: &mut BTreeSet<String>, p: &mut Vec<String>) {
+    if !valid_name(name) {
+        p.push(format!("{at}.name: `{name}` must be lowercase letters, digits, '.', '_' or '-'"));
+    }
+    if !seen.insert(name.to_string()) {
+        p.push(format!("{at}.name: `{name}` is defined twice"));
+    }
+}
+
+/// `benchmarks:`: names and kinds with their parameters.
+fn validate_benchmarks(raw: &[RawBenchmark], p: &mut Vec<String>) -> Vec<Benchmark> {
+    let mut benchmarks = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, b) in raw.iter().enumerate() {
+        let at = format!("benchmarks[{i}]");
+        check_name(&b.name, &at, &mut seen, p);
+        match bench_kind(b) {
+            Ok(kind) => benchmarks.push(Benchmark { name: b.name.clone(), kind, timeout_s: b.timeout_s.unwrap_or(600) }),
+            Err(errs) => p.extend(errs.into_iter().map(|e| format!("{at}.{e}"))),
+        }
+        if b.timeout_s == Some(0) {
+            p.push(format!("{at}.timeout_s: must be at least 1"));
+        }
+    }
+    if raw.is_empty() {
+        p.push("benchmarks: at least one benchmark is needed".into());
+    }
+    benchmarks
+}
+
+/// `variants:`: each one's series, fragments, benchmarks and git ref; `base`
+/// first, running every benchmark another variant asks for.
+fn validate_variants(raw: &[RawVariant], series_dir: &Path, all_bench: &[String], rel: &Rel, p: &mut Vec<String>) -> Vec<Variant> {
+    let mut variants = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, v) in raw.iter().enumerate() {
+        let at = format!("variants[{i}]");
+        check_name(&v.name, &at, &mut seen, p);
+        for (key, list) in [("apply", &v.apply), ("revert", &v.revert)] {
+            for (j, s) in list.iter().enumerate() {
+                let d = series_dir.join(s);
+                if !valid_name(s) {
+                    p.push(format!("{at}.{key}[{j}]: `{s}` is not a series name (a directory under {})", series_dir.display()));
+                } else if !d.join("series").is_file() {
+                    p.push(format!("{at}.{key}[{j}]: no series `{s}`: expected {} listing its patches", d.join("series").display()));
+                }
+            }
+        }
+        let fragments = files(&v.fragments, &format!("{at}.fragments"), rel, p);
+        let benchmarks = match &v.benchmarks {
+            None => all_bench.to_vec(),
+            Some(list) => {
+                for (j, b) in list.iter().enumerate() {
+                    if !all_bench.contains(b) {
+                        p.push(format!("{at}.benchmarks[{j}]: no benchmark `{b}` (defined: {})", all_bench.join(", ")));
+                    }
+                }
+                list.clone()
+            }
+        };
+        if let Some(r) = &v.git_ref {
+            if r.is_empty() || r.starts_with('-') || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                p.push(format!("{at}.ref: `{r}` is not a git commit-ish (a commit id, tag or branch)"));
+            }
+        }
+        let (apply, revert, git_ref) = (v.apply.clone(), v.revert.clone(), v.git_ref.clone());
+        variants.push(Variant { name: v.name.clone(), apply, revert, fragments, benchmarks, git_ref });
+    }
+    let Some(i) = variants.iter().position(|v| v.name == "base") else {
+        p.push("variants: a variant named `base` (the reference) is required".into());
+        return variants;
+    };
+    if !variants[i].is_plain() {
+        p.push(format!("variants[{i}]: `base` is the unmodified tree; it takes no apply, revert or fragments"));
+    }
+    let mut base = variants.remove(i);
+    let mut used: Vec<String> = Vec::new();
+    for b in variants.iter().flat_map(|v| &v.benchmarks) {
+        if !used.contains(b) {
+            used.push(b.clone());
+        }
+    }
+    if raw[i].benchmarks.is_none() && !used.is_empty() {
+        base.benchmarks = all_bench.iter().filter(|b| used.contains(b)).cloned().collect();
+    }
+    variants.insert(0, base);
+    variants
+}
+
+/// `guest:`: accelerator, clock, memory, command line, boot path, topology.
+fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
+    let accel = match g.accel.as_deref().unwrap_or("auto") {
+        "auto" => AccelChoice::Auto,
+        "kvm" => AccelChoice::Kvm,
+        "tcg" => AccelChoice::Tcg,
+        other => {
+            p.push(format!("guest.accel: `{other}` is not one of auto, kvm, tcg"));
+            AccelChoice::Auto
+        }
+    };
+    let clock = match g.clock.as_deref().unwrap_or("wall") {
+        "wall" => Clock::Wall,
+        "icount" => Clock::Icount,
+        other => {
+            p.push(format!("guest.clock: `{other}` is not wall or icount"));
+            Clock::Wall
+        }
+    };
+    if clock == Clock::Icount && accel == AccelChoice::Kvm {
+        p.push("guest.clock: icount counts instructions under TCG only; set guest.accel to tcg or auto".into());
+    }
+    let memory_mib = g.memory_mib.unwrap_or(2048);
+    if memory_mib < 256 {
+        p.push(format!("guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"));
+    }
+    for (i, w) in g.cmdline.iter().enumerate() {
+        if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"') {
+            p.push(format!("guest.cmdline[{i}]: `{w}` must be one word without spaces or quotes"));
+        }
+    }
+    let pvh = match g.boot.as_deref().unwrap_or("pvh") {
+        "pvh" => true,
+        "bzimage" => false,
+        other => {
+            p.push(format!("guest.boot: `{other}` is not pvh or bzimage"));
+            true
+        }
+    };
+    let (sockets, threads) = (g.sockets.unwrap_or(1), g.threads.unwrap_or(1));
+    if sockets == 0 || threads == 0 {
+        p.push("guest: sockets and threads must be at least 1".into());
+    }
+    Guest {
+        pvh,
+        memory_mib,
+        accel,
+        clock,
+        cmdline: g.cmdline.clone(),
+        boot_timeout_s: g.boot_timeout_s.unwrap_or(300),
+        aslr: g.aslr.unwrap_or(true),
+        sockets,
+        threads,
+        numa_nodes: g.numa_nodes.unwrap_or(0),
+    }
+}
+
+/// `vcpus:`: counts that fit the guest's topology, sorted, without repeats.
+fn validate_vcpus(raw: &[u32], guest: &Guest, p: &mut Vec<String>) -> Vec<u32> {
+    for (i, &n) in raw.iter().enumerate() {
+        if n == 0 {
+            p.push(format!("vcpus[{i}]: must be at least 1"));
+        } else if n % (guest.sockets * guest.threads).max(1) != 0 {
+            p.push(format!("vcpus[{i}]: {n} does not divide into {} socket(s) × {} thread(s)", guest.sockets, guest.threads));
+        } else if guest.numa_nodes > 0 && n % guest.numa_nodes != 0 {
+            p.push(format!("vcpus[{i}]: {n} does not divide into {} NUMA nodes", guest.numa_nodes));
+        }
+    }
+    let mut vcpus = raw.to_vec();
+    vcpus.sort_unstable();
+    vcpus.dedup();
+    if vcpus.is_empty() {
+        p.push("vcpus: at least one vCPU count is needed".into());
+    }
+    vcpus
+}
+
+/// `sampling:` and `statistics:` with their defaults.
+fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) -> (Sampling, Statistics) {
+    let sampling = Sampling {
+        boots: s.boots.unwrap_or(2),
+        repetitions: s.repetitions.unwrap_or(5),
+        warmup_repetitions: s.warmup_repetitions.unwrap_or(1),
+        seed: s.seed.unwrap_or(1),
+    };
+    if sampling.boots == 0 || sampling.repetitions == 0 {
+        p.push("sampling: boots and repetitions must be at least 1".into());
+    }
+    let statistics = Statistics {
+        alpha: t.alpha.unwrap_or(0.05),
+        floor: t.floor.unwrap_or(0.02),
+        resamples: t.resamples.unwrap_or(10_000),
+        seed: t.seed.unwrap_or(1),
+    };
+    if !(statistics.alpha > 0.0 && statistics.alpha < 0.5) {
+        p.push(format!("statistics.alpha: {} must lie in (0, 0.5)", statistics.alpha));
+    }
+    if !(statistics.floor >= 0.0 && statistics.floor < 1.0) {
+        p.push(format!("statistics.floor: {} must lie in [0, 1)", statistics.floor));
+    }
+    (sampling, statistics)
+}
+
+/// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
+fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
+    let Some(allowed) = params::parameters(&b.kind) else {
+        return Err(vec![format!("kind: `{}` is not a benchmark kind ({})", b.kind, params::KINDS.join(", "))]);
+    };
+    let mut errs: Vec<String> = b.given().into_iter().filter(|k| !allowed.contains(k))
+        .map(|k| format!("{k}: not a parameter of {} (its parameters: {})", b.kind, allowed.join(", ")))
+        .collect();
+    let kind = params::validate(b, &mut errs);
+    match kind {
+        Some(kind) if errs.is_empty() => Ok(kind),
+        _ => Err(errs),
+    }
+}
+
+/// The kernel's config targets that make a whole `.config` from Kconfig
+/// alone (6.12 `scripts/kconfig/Makefile`); `oldconfig`, `olddefconfig`,
+/// `config` and the `*.config` fragment targets start from whatever
+/// `.config` the tree holds, and the interactive ones wait for a human.
+pub const BASE_CONFIG_TARGETS: &[&str] =
+    &["defconfig", "tinyconfig", "allnoconfig", "allyesconfig", "allmodconfig", "alldefconfig", "randconfig"];
+
+/// Is `t` a make target `base_config` may name: one of
+/// [`BASE_CONFIG_TARGETS`] or an `arch/*/configs/<name>_defconfig` name
+/// (`[a-z0-9_]+_defconfig`)? Anything else is a file path, never a make
+/// argument.
+pub fn is_base_config_target(t: &str) -> bool {
+    let arch_defconfig = t
+        .strip_suffix("_defconfig")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    BASE_CONFIG_TARGETS.contains(&t) || arch_defconfig
+}
+
+fn base_config_problem(word: &str, file: &Path) -> String {
+    let targets = BASE_CONFIG_TARGETS.join(", ");
+    let why = match word {
+        "oldconfig" | "olddefconfig" | "config" | "syncconfig" => {
+            format!("`{word}` starts from the .config the work tree happens to hold, so it is not a base")
+        }
+        w if w.ends_with(".config") && !w.contains('/') => {
+            format!("`{w}` is a fragment target; list the fragment file under kernel.fragments instead")
+        }
+        w => format!("`{w}` is not a config target"),
+    };
+    format!("kernel.base_config: {why}, and no file `{}` exists; name a target ({targets}, <name>_defconfig) or a .config file", file.display())
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::params::{self, BenchKind};
-use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawSampling, RawStatistics, RawVariant};
+use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics, RawVariant};
 use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant};
 use super::DEFAULT_SOURCE;
 
@@ -91,6 +91,14 @@ fn apply_profile(raw: &mut RawMatrix, name: &str, p: &mut Vec<String>) -> bool {
         p.push(format!("profiles: no profile `{name}` (defined: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
         return false;
     };
+    narrow(raw, &prof, name, p);
+    override_values(raw, prof, name, p);
+    true
+}
+
+/// A profile's `variants:` and `benchmarks:`: keeps those it names (and
+/// `base`), each name it gives that the matrix lacks a problem.
+fn narrow(raw: &mut RawMatrix, prof: &RawProfile, name: &str, p: &mut Vec<String>) {
     if let Some(vs) = &prof.variants {
         for (i, v) in vs.iter().enumerate() {
             if !raw.variants.iter().any(|rv| &rv.name == v) {
@@ -110,6 +118,11 @@ fn apply_profile(raw: &mut RawMatrix, name: &str, p: &mut Vec<String>) -> bool {
             vb.retain(|b| bs.contains(b));
         }
     }
+}
+
+/// A profile's values over the top level's: vCPUs, sampling, guest memory,
+/// clock and command line, statistics, and per benchmark its `overrides`.
+fn override_values(raw: &mut RawMatrix, prof: RawProfile, name: &str, p: &mut Vec<String>) {
     if let Some(vc) = prof.vcpus {
         raw.vcpus = vc;
     }
@@ -141,7 +154,6 @@ fn apply_profile(raw: &mut RawMatrix, name: &str, p: &mut Vec<String>) -> bool {
             None => p.push(format!("profiles.{name}.overrides.{bname}: no benchmark `{bname}` in this profile")),
         }
     }
-    true
 }
 
 /// `kernel:`: the source, the base config (a make target or a file) and fragments.

@@ -536,6 +536,7 @@ impl BootRecord<'_> {
             error,
             findings,
             retried: false,
+            failed: None,
         }
     }
 
@@ -548,6 +549,7 @@ impl BootRecord<'_> {
             findings,
             error,
             busy_wall_per_guest_s: self.pace.measured(),
+            failed: None,
         }
     }
 
@@ -559,6 +561,7 @@ impl BootRecord<'_> {
             boot_id: self.boot_id.clone(),
             repetition,
             error,
+            failed: None,
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::image::{self, Archive};
 use crate::kernel::build::Artifact;
 use crate::plan::{self, BootJob, Shard};
 use crate::proc;
-use crate::records::{Event, RunMeta};
+use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::Accel;
@@ -272,6 +272,7 @@ fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ende
                 findings: vec![],
                 error: Some(format!("variant not built: {e}")),
                 busy_wall_per_guest_s: None,
+                failed: Some(Failed::new(Stage::Boot, Cause::NotBuilt)),
             })?,
             None => bail!("find a kernel for variant {}", job.variant),
         }
@@ -304,12 +305,13 @@ mod tests {
             release: None,
             errors: vec![],
             error: error.map(String::from),
+            failed: None,
         };
         let events = vec![
             build("base", Some("k1"), None),
             build("gone", Some("k2"), None),
             build("broken", Some("k3"), Some("build failed: x.c:1: error: y")),
-            Event::Patch { variant: "conflicts".into(), failure: None, error: Some("apply series s: conflicts".into()) },
+            Event::Patch { variant: "conflicts".into(), failure: None, error: Some("apply series s: conflicts".into()), failed: None },
         ];
         let needed: BTreeSet<&str> = ["base", "gone", "broken", "conflicts", "never"].into();
         let got = from_cache(&events, &work, &needed);

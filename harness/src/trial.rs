@@ -16,7 +16,7 @@ use crate::config::{Clock, Matrix, Variant};
 use crate::kernel::patch::{self, State};
 use crate::kernel::series::{self, Source};
 use crate::kernel::tree;
-use crate::records::Event;
+use crate::records::{Cause, Event, Stage};
 use crate::store::Run;
 
 /// The name of the series, and of the variant that applies it.
@@ -176,16 +176,18 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
 /// One line of what went wrong in a `try` run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
+    /// The step that failed.
+    pub stage: Stage,
+    /// Why, when the run recorded it.
+    pub cause: Option<Cause>,
     /// The line: the variant (and boot), the step, and why.
     pub text: String,
-    /// The variant could not be made: its patch, config or build failed.
-    pub unmade: bool,
 }
 
 impl Failure {
     /// The variant could not be patched, configured or built.
     pub fn unmade(&self) -> bool {
-        self.unmade
+        self.stage.makes_the_variant()
     }
 }
 
@@ -200,30 +202,35 @@ impl std::fmt::Display for Failure {
 /// findings (a panic, an oops) or error. A boot of a variant that was never
 /// built is left out: its build's line says why.
 pub fn failures(run: &Run) -> Result<Vec<Failure>> {
-    let mut out = Vec::new();
-    let unmade = |text: String| Failure { text, unmade: true };
-    let boot = |text: String| Failure { text, unmade: false };
-    for e in run.events()? {
-        match e {
-            Event::Patch { variant, error: Some(err), .. } => out.push(unmade(format!("{variant}: patch: {err}"))),
-            Event::Config { variant, error: Some(err), .. } => out.push(unmade(format!("{variant}: config: {err}"))),
-            Event::Build { variant, errors, error: Some(err), .. } => {
-                out.push(unmade(format!("{variant}: {err}")));
-                out.extend(errors.iter().skip(1).take(9).map(|l| unmade(format!("{variant}:   {l}"))));
-            }
-            Event::BootEnd { variant, vcpus, boot: b, boot_id, findings, error, .. } => {
-                for f in &findings {
-                    out.push(boot(format!("{variant} at {vcpus} vCPUs, boot {b}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string()));
-                }
-                // no boot id: the variant was never built
-                if let Some(err) = error.filter(|_| boot_id.is_some()) {
-                    out.push(boot(format!("{variant} at {vcpus} vCPUs, boot {b}: {err}")));
-                }
-            }
-            _ => {}
+    Ok(run.events()?.iter().flat_map(failure_lines).collect())
+}
+
+/// The lines of one event's failure (none for a success).
+fn failure_lines(e: &Event) -> Vec<Failure> {
+    // the event's kind is its stage; a cut boot names its own
+    let line = |stage, text: String| Failure { stage, cause: e.failed().map(|f| f.cause), text };
+    match e {
+        Event::Patch { variant, error: Some(err), .. } => vec![line(Stage::Patch, format!("{variant}: patch: {err}"))],
+        Event::Config { variant, error: Some(err), .. } => vec![line(Stage::Config, format!("{variant}: config: {err}"))],
+        Event::Build { variant, errors, error: Some(err), .. } => {
+            let compiler = errors.iter().skip(1).take(9).map(|l| line(Stage::Build, format!("{variant}:   {l}")));
+            std::iter::once(line(Stage::Build, format!("{variant}: {err}"))).chain(compiler).collect()
         }
+        Event::BootEnd { variant, vcpus, boot, boot_id, findings, error, failed, .. } => {
+            let stage = failed.map_or(Stage::Boot, |f| f.stage);
+            let mut out: Vec<Failure> = findings
+                .iter()
+                .map(|f| line(stage, format!("{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string()))
+                .collect();
+            // never built (no boot id in runs recorded before causes were)
+            let not_built = failed.is_some_and(|f| f.cause == Cause::NotBuilt) || boot_id.is_none();
+            if let Some(err) = error.as_ref().filter(|_| !not_built) {
+                out.push(line(stage, format!("{variant} at {vcpus} vCPUs, boot {boot}: {err}")));
+            }
+            out
+        }
+        _ => vec![],
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -290,5 +297,38 @@ mod tests {
         let why = preflight(&m, &root.join("scratch")).unwrap().unwrap();
         assert!(why.contains("does not apply") && why.contains("0001-x.patch") && why.ends_with("fs/exec.c: hunk #1 failed"), "{why}");
         std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn failures_take_their_stage_from_the_records_not_the_words() {
+        use crate::records::Failed;
+        let build = Event::Build {
+            variant: "series".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec!["x.c:1: error: y".into(), "x.c:2: error: z".into()],
+            error: Some("the build did not finish".into()),
+            failed: Some(Failed::new(Stage::Build, Cause::BuildTimeout)),
+        };
+        let lines = failure_lines(&build);
+        assert_eq!(lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["series: the build did not finish", "series:   x.c:2: error: z"]);
+        assert!(lines.iter().all(|l| l.unmade() && l.cause == Some(Cause::BuildTimeout)));
+        let end = |error: &str, failed| Event::BootEnd {
+            variant: "series".into(),
+            vcpus: 2,
+            boot: 1,
+            boot_id: Some("series-2cpu-b1".into()),
+            findings: vec![],
+            error: Some(error.into()),
+            busy_wall_per_guest_s: None,
+            failed,
+        };
+        assert!(failure_lines(&end("whatever it says", Some(Failed::new(Stage::Boot, Cause::NotBuilt)))).is_empty(), "its build says why");
+        let cut = failure_lines(&end("measure during d: guest stopped answering", Some(Failed::new(Stage::Benchmark, Cause::GuestHung))));
+        assert_eq!((cut.len(), cut[0].stage, cut[0].unmade()), (1, Stage::Benchmark, false));
+        let old = failure_lines(&end("boot failed: no SSH", None));
+        assert_eq!((old[0].stage, old[0].cause), (Stage::Boot, None), "a run recorded before causes still reads");
     }
 }

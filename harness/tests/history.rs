@@ -104,7 +104,7 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
                     series: vec![], cpu: None, clock: Some(MeasureClock::TcgIcount), timestamp: meta.started.clone(),
                 });
             }
-            events.push(serde_json::to_value(Event::BootEnd { variant: variant.into(), vcpus: 2, boot, boot_id: Some(boot_id), findings: vec![], error: None, busy_wall_per_guest_s: None }).unwrap());
+            events.push(serde_json::to_value(Event::BootEnd { variant: variant.into(), vcpus: 2, boot, boot_id: Some(boot_id), findings: vec![], error: None, busy_wall_per_guest_s: None, failed: None }).unwrap());
         }
     }
     let dir = runs.join(&id);

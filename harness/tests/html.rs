@@ -68,6 +68,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     error: None,
                     findings: vec![],
                     retried: false,
+                    failed: None,
                 });
                 for rep in 0..4 {
                     let v = scale * 100.0 * vcpus as f64 * (1.0 + 0.01 * ((boot * 4 + rep) % 5) as f64);
@@ -81,6 +82,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     findings: vec![],
                     error: None,
                     busy_wall_per_guest_s: None,
+                    failed: None,
                 });
             }
         }

@@ -107,9 +107,10 @@ mod tests {
 
     #[test]
     fn a_variant_that_could_not_be_made_outranks_the_gate() {
-        let f = |text: &str, unmade| trial::Failure { text: text.into(), unmade };
-        let boot = f("series at 2 vCPUs, boot 0: console: Kernel panic", false);
-        let build = f("series: build timed out after 60 min", true);
+        use crate::records::{Cause, Stage};
+        let f = |stage, cause, text: &str| trial::Failure { stage, cause: Some(cause), text: text.into() };
+        let boot = f(Stage::Boot, Cause::Panic, "series at 2 vCPUs, boot 0: console: Kernel panic");
+        let build = f(Stage::Build, Cause::BuildTimeout, "series: build timed out after 60 min");
         assert_eq!(exit(&[], Exit::Done), Exit::Done);
         assert_eq!(exit(&[], Exit::Regressed), Exit::Regressed);
         assert_eq!(exit(std::slice::from_ref(&boot), Exit::Done), Exit::Done, "a failed boot is the verdict's business");

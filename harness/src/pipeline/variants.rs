@@ -15,7 +15,7 @@ use crate::kernel::build::{self, Artifact, Configured};
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{Applied, Tree};
 use crate::proc;
-use crate::records::Event;
+use crate::records::{Cause, Event, Failed, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
 
@@ -136,7 +136,7 @@ impl Step<'_> {
             Err(msg) => return Ok(Err(msg)),
         };
         if !self.v.is_plain() {
-            self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: None, error: None })?;
+            self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: None, error: None, failed: None })?;
         }
         let cfg = match self.configure()? {
             Ok(c) => c,
@@ -161,7 +161,7 @@ impl Step<'_> {
                 if let Err(f) = self.tree.apply_series(&series, reverse, &plog)? {
                     proc::check_interrupted()?;
                     let msg = f.to_string();
-                    self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: Some(f), error: Some(msg.clone()) })?;
+                    self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: Some(f), error: Some(msg.clone()), failed: Some(Failed::new(Stage::Patch, Cause::Conflict)) })?;
                     return Ok(Err(msg));
                 }
                 applied.extend(Applied::series(&series, reverse)?);
@@ -182,7 +182,7 @@ impl Step<'_> {
             State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
             _ => None,
         };
-        self.run.event(&Event::Patch { variant: self.v.name.clone(), failure, error: Some(msg.clone()) })?;
+        self.run.event(&Event::Patch { variant: self.v.name.clone(), failure, error: Some(msg.clone()), failed: Some(Failed::new(Stage::Patch, Cause::Conflict)) })?;
         self.ui.notice(&format!("variant {}: {msg}", self.v.name));
         Ok(Some(msg))
     }
@@ -198,14 +198,14 @@ impl Step<'_> {
                 // a make killed by Ctrl-C is an interruption, not a failed config
                 proc::check_interrupted()?;
                 let msg = format!("{e:#}");
-                self.run.event(&Event::Config { variant: self.v.name.clone(), lost: vec![], error: Some(msg.clone()) })?;
+                self.run.event(&Event::Config { variant: self.v.name.clone(), lost: vec![], error: Some(msg.clone()), failed: Some(Failed::new(Stage::Config, Cause::Config)) })?;
                 return Ok(Err(msg));
             }
         };
         for l in &cfg.lost {
             self.ui.notice(&format!("variant {}: {l} (see {})", self.v.name, log.display()));
         }
-        self.run.event(&Event::Config { variant: self.v.name.clone(), lost: cfg.lost.clone(), error: None })?;
+        self.run.event(&Event::Config { variant: self.v.name.clone(), lost: cfg.lost.clone(), error: None, failed: None })?;
         Ok(Ok(cfg))
     }
 
@@ -223,13 +223,13 @@ impl Step<'_> {
             }
             Err(f) => {
                 proc::check_interrupted()?;
-                let msg = if f.timed_out {
-                    format!("build timed out after {} min", self.m.kernel.build_timeout_min)
+                let (msg, cause) = if f.timed_out {
+                    (format!("build timed out after {} min", self.m.kernel.build_timeout_min), Cause::BuildTimeout)
                 } else {
-                    format!("build failed: {}", f.errors.first().cloned().unwrap_or_else(|| "see build.log".into()))
+                    (format!("build failed: {}", f.errors.first().cloned().unwrap_or_else(|| "see build.log".into())), Cause::Compile)
                 };
                 let v = self.v.name.clone();
-                self.run.event(&Event::Build { variant: v, key: Some(key), build_s: 0.0, cached: false, release: None, errors: f.errors, error: Some(msg.clone()) })?;
+                self.run.event(&Event::Build { variant: v, key: Some(key), build_s: 0.0, cached: false, release: None, errors: f.errors, error: Some(msg.clone()), failed: Some(Failed::new(Stage::Build, cause)) })?;
                 Ok(Err(msg))
             }
         }
@@ -238,6 +238,6 @@ impl Step<'_> {
     /// The build event of a kernel made (or, `cached`, found: no build time).
     fn built(&self, key: String, art: &Artifact, cached: bool) -> Event {
         let build_s = if cached { 0.0 } else { art.build_s };
-        Event::Build { variant: self.v.name.clone(), key: Some(key), build_s, cached, release: Some(art.release.clone()), errors: vec![], error: None }
+        Event::Build { variant: self.v.name.clone(), key: Some(key), build_s, cached, release: Some(art.release.clone()), errors: vec![], error: None, failed: None }
     }
 }

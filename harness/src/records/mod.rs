@@ -4,6 +4,9 @@
 //! Pure types and checks; reading and writing them is `store`'s.
 
 pub mod inputs;
+pub mod outcome;
+
+pub use outcome::{Cause, Failed, Stage};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -135,6 +138,10 @@ pub enum Event {
         failure: Option<Failure>,
         /// Other problems (a revert of a series the base lacks, …).
         error: Option<String>,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A variant's config.
     Config {
@@ -144,6 +151,10 @@ pub enum Event {
         lost: Vec<Lost>,
         /// Failure to configure.
         error: Option<String>,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A variant's build.
     Build {
@@ -161,6 +172,10 @@ pub enum Event {
         errors: Vec<String>,
         /// Failure summary.
         error: Option<String>,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A boot.
     Boot {
@@ -202,6 +217,10 @@ pub enum Event {
         /// kernel's) and the job was started again in a new boot.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         retried: bool,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A benchmark repetition that produced no sample.
     BenchFailed {
@@ -217,6 +236,10 @@ pub enum Event {
         repetition: u32,
         /// Why.
         error: String,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A boot job finished (all its benchmarks ran or were given up).
     BootEnd {
@@ -238,10 +261,29 @@ pub enum Event {
         /// of a guest second under icount.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         busy_wall_per_guest_s: Option<f64>,
+        /// Where and why it failed, when it did (absent in runs recorded
+        /// before causes were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Failed>,
     },
     /// A notice shown to the user (accelerator fallback, …).
     Notice {
         /// Text.
         message: String,
     },
+}
+
+impl Event {
+    /// Where and why the step failed, if it did and the run recorded it.
+    pub fn failed(&self) -> Option<Failed> {
+        match self {
+            Event::Patch { failed, .. }
+            | Event::Config { failed, .. }
+            | Event::Build { failed, .. }
+            | Event::Boot { failed, .. }
+            | Event::BenchFailed { failed, .. }
+            | Event::BootEnd { failed, .. } => *failed,
+            Event::Series { .. } | Event::Notice { .. } => None,
+        }
+    }
 }

@@ -234,7 +234,7 @@ fn scan(events: &[Event]) -> Scan {
             // a step's outcome replaces the variant's earlier failure: a
             // `--resume` that patched, configured and built it repaired it
             Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error),
-            Event::Config { variant, lost, error } => {
+            Event::Config { variant, lost, error, .. } => {
                 variant_step(&mut s, variant, error);
                 if !lost.is_empty() {
                     let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
@@ -255,7 +255,7 @@ fn scan(events: &[Event]) -> Scan {
                 }
                 s.boots.extend(boot_row(e));
             }
-            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id } => {
+            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id, .. } => {
                 s.cell_fail.insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
                 s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
                 s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
@@ -595,11 +595,12 @@ pub(crate) mod tests {
             error: error.map(str::to_string),
             findings: vec![],
             retried: false,
+            failed: None,
         }
     }
 
     pub(crate) fn boot_end(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
-        Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string), busy_wall_per_guest_s: None }
+        Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string), busy_wall_per_guest_s: None, failed: None }
     }
 
     /// `boots` ended boots of `variant`, 1 warm-up and 2 measured repetitions
@@ -634,10 +635,11 @@ pub(crate) mod tests {
             release: None,
             errors: vec!["x.c:1: error: y".into()],
             error: Some("build failed: x.c:1: error: y".into()),
+            failed: None,
         });
         for boot in 0..5 {
             // what the pipeline records for the boots of a variant that never built
-            rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()), busy_wall_per_guest_s: None });
+            rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()), busy_wall_per_guest_s: None, failed: None });
         }
         let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
         let base = &r.rows[0].cells[0];
@@ -741,17 +743,18 @@ pub(crate) mod tests {
             release: None,
             errors: vec![],
             error: error.map(String::from),
+            failed: None,
         };
-        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None });
+        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
         rec.1.push(build(Some("build failed: make: *** [Makefile:224: __sub-make] Interrupt")));
         // --resume: configured and built again
-        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None });
+        rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
         rec.1.push(build(None));
         boots("base", 5, 100.0, &mut rec);
         boots("v", 5, 100.0, &mut rec);
         // one boot of v lost a repetition: its failure text is its own
         rec.0.retain(|x| !(x.boot_id == "v-2cpu-b3" && x.repetition == 2));
-        rec.1.push(Event::BenchFailed { variant: "v".into(), vcpus: 2, benchmark: "d".into(), boot_id: "v-2cpu-b3".into(), repetition: 2, error: "killed at its 60 s timeout".into() });
+        rec.1.push(Event::BenchFailed { variant: "v".into(), vcpus: 2, benchmark: "d".into(), boot_id: "v-2cpu-b3".into(), repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
         let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
         let v = &r.rows[0].cells[1];
         assert_eq!(v.failure.as_deref(), Some("killed at its 60 s timeout"));
@@ -793,7 +796,7 @@ pub(crate) mod tests {
         let timed_out = ["flaky-2cpu-b0", "flaky-2cpu-b1", "flaky-2cpu-b2"];
         rec.0.retain(|s| !(s.repetition == 2 && timed_out.contains(&s.boot_id.as_str())));
         for boot_id in timed_out.map(String::from) {
-            rec.1.push(Event::BenchFailed { variant: "flaky".into(), vcpus: 2, benchmark: "d".into(), boot_id, repetition: 2, error: "killed at its 60 s timeout".into() });
+            rec.1.push(Event::BenchFailed { variant: "flaky".into(), vcpus: 2, benchmark: "d".into(), boot_id, repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
         }
         // hangs: no boot ever comes up
         for b in 0..5 {
@@ -851,6 +854,7 @@ pub(crate) mod tests {
                 release: None,
                 errors: vec![],
                 error: Some("exited with 1: \"x\", then\nline 2".into()),
+                failed: None,
             },
             boot("base", "b0", None),
             boot_end("base", "b0", None),

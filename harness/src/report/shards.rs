@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::config::Matrix;
 use crate::plan::{self, Shard};
-use crate::records::Event;
+use crate::records::{Cause, Event, Failed, Stage};
 
 /// One shard's standing in the report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -102,6 +102,7 @@ fn owed_job(j: &plan::BootJob, shard: Shard, why: &str) -> Event {
         findings: vec![],
         error: Some(format!("shard {shard} {why}")),
         busy_wall_per_guest_s: None,
+        failed: Some(Failed::new(Stage::Boot, Cause::ShardLost)),
     }
 }
 
@@ -146,7 +147,7 @@ mod tests {
         for (rep, warm) in [(0, true), (1, false), (2, false)] {
             out.0.push(Sample { vcpus: j.vcpus, boot: j.boot, ..sample(&j.variant, &id, rep, 100.0 + f64::from(j.boot), warm) });
         }
-        out.1.push(Event::BootEnd { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot, boot_id: Some(id), findings: vec![], error: None, busy_wall_per_guest_s: None });
+        out.1.push(Event::BootEnd { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot, boot_id: Some(id), findings: vec![], error: None, busy_wall_per_guest_s: None, failed: None });
     }
 
     /// The report of the shards' records as `report::build` makes it.

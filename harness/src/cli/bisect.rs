@@ -141,4 +141,13 @@ mod tests {
         assert_eq!(exit(&bisect::Outcome::Undecided("step 2 at c3: …".into())), Exit::Undecided);
         assert_eq!(exit(&bisect::Outcome::Undecided(String::new())).code(), 3);
     }
+
+    #[test]
+    fn the_json_record_is_as_documented() {
+        let dir = Path::new("/runs/bisect-1");
+        let found = Ended { bisect_dir: dir, first_bad: Some("abc"), subject: Some("abc exec: slower".into()), undecided: None };
+        assert_eq!(serde_json::to_string(&found).unwrap(), r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower"}"#);
+        let stopped = Ended { bisect_dir: dir, first_bad: None, subject: None, undecided: Some("step 1 at c3: …") };
+        assert_eq!(serde_json::to_string(&stopped).unwrap(), r#"{"bisect_dir":"/runs/bisect-1","undecided":"step 1 at c3: …"}"#);
+    }
 }

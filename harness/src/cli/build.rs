@@ -73,3 +73,15 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     println!("run directory: {}", dir.display());
     Ok(Exit::Done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_record_is_as_documented() {
+        let variants = vec![Variant { variant: "base", kernel: Some("k1"), error: None }, Variant { variant: "v", kernel: None, error: Some("build failed: x") }];
+        let j = serde_json::to_string(&Built { run_dir: Path::new("/r"), variants }).unwrap();
+        assert_eq!(j, r#"{"run_dir":"/r","variants":[{"variant":"base","kernel":"k1"},{"variant":"v","error":"build failed: x"}]}"#);
+    }
+}

@@ -158,7 +158,7 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
 /// git tree `source` names. Reads the tree only.
 pub fn resolve_ref(source: &Path, r: &str) -> Result<String> {
     if !source.join(".git").exists() {
-        bail!("the kernel source {} is not a git tree (`ref: {r}` needs one)", source.display());
+        bail!("find `{r}`: {} is not a git tree", source.display());
     }
     let f = Cmd::new("git")
         .arg("-C")

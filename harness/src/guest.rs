@@ -33,6 +33,11 @@ pub struct Output {
 #[error("wait for a guest command: no result after {0:?}")]
 pub struct Timeout(pub Duration);
 
+/// No login before the boot deadline (the last attempt's error is its source).
+#[derive(Debug, thiserror::Error)]
+#[error("reach the guest over SSH before the boot deadline")]
+pub struct Deadline;
+
 /// The server on the guest's port showed a host key that is not the run's:
 /// something other than the guest answered. Never retried.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +100,7 @@ impl Guest {
                 Err(e) => last = e,
             }
             if Instant::now() + delay > deadline {
-                return Err(last.context("reach the guest over SSH before the boot deadline"));
+                return Err(last.context(Deadline));
             }
             std::thread::sleep(delay);
             delay = (delay * 2).min(Duration::from_secs(3));

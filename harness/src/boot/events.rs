@@ -1,0 +1,208 @@
+//! What a boot job tells as it goes: a stream of typed [`BootEvent`]s, in
+//! order, into one [`Sink`]. The run's sink ([`super::RunSink`]) turns them
+//! into the records of `events.jsonl` and `samples.jsonl` and the progress
+//! display; [`Recorder`] keeps them for tests. The lifecycle decides (retry,
+//! cut, warm-up, pace); a sink only writes down what it is told.
+
+use anyhow::Result;
+
+use crate::bench::{CpuWindow, Measured};
+use crate::records::BootEnv;
+use crate::vm::{Accel, Finding, MeasureClock};
+
+/// The stages of a boot job, in order. A cut names the stage it happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// QEMU is starting.
+    Start,
+    /// Waiting for the guest's sshd.
+    WaitSsh,
+    /// Reading what the guest says about itself.
+    Environment,
+    /// Running the benchmarks' repetitions.
+    Measure,
+    /// Reading dmesg and powering off.
+    PowerOff,
+}
+
+impl Stage {
+    /// The stage in words, as messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Start => "start",
+            Stage::WaitSsh => "wait for SSH",
+            Stage::Environment => "read the environment",
+            Stage::Measure => "measure",
+            Stage::PowerOff => "power off",
+        }
+    }
+
+    /// Whether the guest had not reached SSH yet in this stage.
+    pub fn before_ssh(self) -> bool {
+        matches!(self, Stage::Start | Stage::WaitSsh)
+    }
+}
+
+/// Why a boot was cut off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// QEMU died from this signal by itself (an assertion, a segfault, the
+    /// host's OOM killer).
+    QemuSignal(i32),
+    /// QEMU exited by itself before SSH came up.
+    QemuExit,
+    /// QEMU runs but cannot serve the guest: no SSH forward, or a KVM guest
+    /// it stopped.
+    Qemu,
+    /// The kernel panicked.
+    Panic,
+    /// No SSH within the boot deadline (host seconds, or guest seconds
+    /// under icount).
+    BootTimeout,
+    /// SSH failed otherwise: a foreign host key, a broken channel.
+    Ssh,
+    /// The guest stopped answering: no result within a benchmark's timeout
+    /// and the grace after it.
+    GuestHung,
+}
+
+impl Cause {
+    /// Whether the cut is QEMU's failure, not the kernel's: such a boot is
+    /// started again (up to [`super::QEMU_CRASH_ATTEMPTS`]).
+    pub fn is_qemus(self) -> bool {
+        matches!(self, Cause::QemuSignal(_))
+    }
+}
+
+/// Who one attempt at a boot job is, as QEMU starts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootStart {
+    /// The attempt's id, also its log directory (`<job id>`, `<job id>.2`…).
+    pub boot_id: String,
+    /// Which attempt at the job this is, from 1.
+    pub attempt: u32,
+    /// The accelerator.
+    pub accel: Accel,
+    /// The clock its numbers are in.
+    pub clock: MeasureClock,
+    /// The kernel image's file name (`vmlinux` via PVH, or `bzImage`).
+    pub image: String,
+    /// vCPUs per host thread running them.
+    pub overcommit: f64,
+    /// The kernel command line.
+    pub cmdline: String,
+}
+
+/// One step of a boot job, in the order they happen: `Job`, then per
+/// attempt `Started`, and either `Cut` before SSH or `SshReady`,
+/// `Environment`, repetitions, maybe a `Cut`, `PoweredOff`; the job ends
+/// with `Ended` once (an attempt cut with `again` has none).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BootEvent {
+    /// A job begins.
+    Job {
+        /// Variant.
+        variant: String,
+        /// vCPUs.
+        vcpus: u32,
+        /// Boot index within (variant, vCPUs).
+        boot: u32,
+    },
+    /// QEMU started an attempt.
+    Started(BootStart),
+    /// The guest's sshd let the run's key in.
+    SshReady {
+        /// Wall seconds from QEMU's start to the login.
+        ready_s: f64,
+    },
+    /// What the guest said about itself at login.
+    Environment {
+        /// The environment, if the guest told it.
+        env: Option<BootEnv>,
+        /// What the console showed by then.
+        findings: Vec<Finding>,
+        /// Wall seconds per guest second up to the login.
+        wall_per_guest_s: Option<f64>,
+    },
+    /// A repetition begins.
+    Repetition {
+        /// Benchmark.
+        benchmark: String,
+        /// Repetition index (warm-up ones first).
+        repetition: u32,
+        /// Repetitions of the benchmark in this boot, warm-up included.
+        of: u32,
+    },
+    /// A repetition measured its metrics.
+    RepetitionDone {
+        /// Benchmark.
+        benchmark: String,
+        /// Its parameters, as records store them.
+        params: serde_json::Value,
+        /// Repetition index.
+        repetition: u32,
+        /// A warm-up repetition: recorded, never counted.
+        warmup: bool,
+        /// The metrics.
+        metrics: Vec<Measured>,
+        /// CPU idle/steal over the window.
+        cpu: Option<CpuWindow>,
+    },
+    /// A repetition produced no sample.
+    RepetitionFailed {
+        /// Benchmark.
+        benchmark: String,
+        /// Repetition index.
+        repetition: u32,
+        /// Why.
+        error: String,
+    },
+    /// The attempt was cut off.
+    Cut {
+        /// The stage it was in.
+        stage: Stage,
+        /// Why, as a type.
+        cause: Cause,
+        /// Why, in words (with what the last of the attempts adds).
+        error: String,
+        /// What the console showed by then (before SSH only).
+        findings: Vec<Finding>,
+        /// The job boots again: QEMU's failure, attempts are left.
+        again: bool,
+    },
+    /// The guest is off (powered off, or killed when it no longer answered).
+    PoweredOff {
+        /// What the console and dmesg showed over the whole boot.
+        findings: Vec<Finding>,
+    },
+    /// The job's outcome: it is done, its samples count.
+    Ended {
+        /// Console findings over the boot.
+        findings: Vec<Finding>,
+        /// Why the job could not run or was cut short.
+        error: Option<String>,
+        /// The slowest wall-per-guest pace of this boot's repetitions.
+        busy_wall_per_guest_s: Option<f64>,
+    },
+}
+
+/// Where a boot job's events go.
+pub trait Sink {
+    /// Takes the next event; `Err` (a record that cannot be written) stops
+    /// the run.
+    fn emit(&mut self, event: BootEvent) -> Result<()>;
+}
+
+/// A sink that keeps every event, for tests and tools.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    /// The events so far, in order.
+    pub events: Vec<BootEvent>,
+}
+
+impl Sink for Recorder {
+    fn emit(&mut self, event: BootEvent) -> Result<()> {
+        self.events.push(event);
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! The edge a boot job stands on: a [`Machine`] that starts a guest, waits
+//! for its sshd, runs guest commands with deadlines, shows its console and
+//! QEMU's log, says whether and how it ended, and powers it off or kills
+//! it. [`Qemu`] is the real one (QEMU through [`crate::vm`], SSH through
+//! [`crate::guest`]); tests use a scripted fake, so the lifecycle's rules
+//! run without QEMU.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::guest::{Guest, Output};
+use crate::vm::{Exit, Vm, VmSpec};
+
+/// Asked between SSH attempts whether to give up waiting: `Some(why)` stops.
+pub type Abort<'a> = dyn FnMut(&mut dyn Machine) -> Option<String> + 'a;
+
+/// A guest machine, one boot at a time.
+pub trait Machine {
+    /// Starts a guest as `spec` says (its console in `spec.console`),
+    /// QEMU's output logged to `log`; the deadlines of
+    /// [`Machine::wait_ssh`] count from here.
+    fn start(&mut self, spec: VmSpec, log: &Path) -> Result<()>;
+    /// Whether the host's forward to the guest's sshd is in place.
+    fn forwarded(&self) -> bool;
+    /// Waits until the guest's sshd lets the run's key in, at most
+    /// `deadline` after the start, asking `abort` before each attempt.
+    /// Returns the wall time from the start to the login.
+    fn wait_ssh(&mut self, deadline: Duration, abort: &mut Abort) -> Result<Duration>;
+    /// Runs a guest command, waiting at most `wait` for its result
+    /// ([`crate::guest::Timeout`] when it does not come).
+    fn run(&mut self, cmd: &str, wait: Duration) -> Result<Output>;
+    /// The console so far (also once the guest is off).
+    fn console(&self) -> String;
+    /// QEMU's own output so far.
+    fn log(&self) -> String;
+    /// Whether the guest has exited and how, waiting up to `grace` for it
+    /// to exit.
+    fn exit(&mut self, grace: Duration) -> Result<Exit>;
+    /// Asks the guest to power off, waits up to `grace`, then kills it.
+    fn power_off(&mut self, grace: Duration);
+    /// Kills the guest at once.
+    fn kill(&mut self);
+}
+
+/// The real machine: QEMU, and ssh2 with the run's key, refusing any host
+/// key but the pinned one.
+pub struct Qemu {
+    key: PathBuf,
+    host_key: String,
+    vm: Option<Vm>,
+    guest: Option<Guest>,
+    started: Instant,
+    console: PathBuf,
+    log: PathBuf,
+}
+
+impl Qemu {
+    /// A machine logging in with `key`, pinning `host_key`.
+    pub fn new(key: PathBuf, host_key: String) -> Qemu {
+        Qemu { key, host_key, vm: None, guest: None, started: Instant::now(), console: PathBuf::new(), log: PathBuf::new() }
+    }
+
+    fn vm(&mut self) -> Result<&mut Vm> {
+        self.vm.as_mut().context("no guest is running")
+    }
+}
+
+impl Machine for Qemu {
+    fn start(&mut self, spec: VmSpec, log: &Path) -> Result<()> {
+        self.kill();
+        (self.console, self.log) = (spec.console.clone(), log.to_path_buf());
+        self.started = Instant::now();
+        self.vm = Some(Vm::start(spec, log)?);
+        Ok(())
+    }
+
+    fn forwarded(&self) -> bool {
+        self.vm.as_ref().is_some_and(|v| v.spec.ssh_port != 0)
+    }
+
+    fn wait_ssh(&mut self, deadline: Duration, abort: &mut Abort) -> Result<Duration> {
+        let port = self.vm.as_ref().map_or(0, |v| v.spec.ssh_port);
+        let (key, host_key) = (self.key.clone(), self.host_key.clone());
+        let until = self.started + deadline;
+        let guest = Guest::wait_ready(port, &key, &host_key, until, || abort(&mut *self))?;
+        self.guest = Some(guest);
+        Ok(self.started.elapsed())
+    }
+
+    fn run(&mut self, cmd: &str, wait: Duration) -> Result<Output> {
+        self.guest.as_ref().context("no SSH session to the guest")?.run(cmd, wait)
+    }
+
+    fn console(&self) -> String {
+        std::fs::read(&self.console).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn exit(&mut self, grace: Duration) -> Result<Exit> {
+        let until = Instant::now() + grace;
+        loop {
+            match self.vm()?.exited()? {
+                Exit::Running if Instant::now() > until => return Ok(Exit::Running),
+                Exit::Running => std::thread::sleep(Duration::from_millis(50)),
+                exit => return Ok(exit),
+            }
+        }
+    }
+
+    fn power_off(&mut self, grace: Duration) {
+        if let Some(g) = self.guest.take() {
+            g.poweroff();
+        }
+        if let Some(vm) = self.vm.take() {
+            vm.finish(grace);
+        }
+    }
+
+    fn kill(&mut self) {
+        // QEMU first, as dropping a booted guest did
+        self.vm = None;
+        self.guest = None;
+    }
+}

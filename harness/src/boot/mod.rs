@@ -1,0 +1,232 @@
+//! One boot job's lifecycle as explicit [`Stage`]s — start QEMU, wait for
+//! SSH (watching QEMU and the console), read the guest's environment,
+//! measure every benchmark repetition, power off — told as a stream of
+//! typed [`BootEvent`]s into a [`Sink`] ([`RunSink`] writes the run's
+//! records and drives the progress display), on a [`Machine`] ([`Qemu`], or
+//! a scripted fake in tests). Also the KVM probe boot and the [`Pace`] that
+//! turns guest-time deadlines into host waits. Only an interruption or a
+//! failure to write records returns `Err`.
+
+mod events;
+mod lifecycle;
+mod machine;
+mod sink;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+
+pub use events::{BootEvent, BootStart, Cause, Recorder, Sink, Stage};
+pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
+pub use machine::{Abort, Machine, Qemu};
+pub use sink::RunSink;
+
+use crate::config::Matrix;
+use crate::kernel::build::Artifact;
+use crate::plan::BootJob;
+use crate::store::Run;
+use crate::ui::Ui;
+use crate::vm::{Accel, MeasureClock};
+
+/// Wall seconds per guest second, measured from the guest's own uptime. A
+/// deadline stated in guest seconds becomes a host wait through it: under
+/// a wall clock the pace is about 1, under the instruction-counting clock
+/// it is whatever this host manages (10–15 on the development machines).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pace {
+    wall_per_guest: Option<f64>,
+}
+
+/// Margin over the slowest pace seen, for the host's waits.
+const PACE_MARGIN: f64 = 1.5;
+
+/// Wall seconds per guest second assumed for an instruction-counting boot
+/// before any pace was measured in the run; the console's guest time
+/// decides sooner (see [`console_guest_time`]). A backstop, not an estimate.
+pub const ICOUNT_BACKSTOP_PACE: f64 = 60.0;
+
+impl Pace {
+    /// Records `wall` seconds taken by `guest` seconds of guest time; the
+    /// slowest pace seen is kept.
+    pub fn observe(&mut self, wall: f64, guest: f64) {
+        if guest > 0.05 && wall.is_finite() && wall > 0.0 {
+            let p = wall / guest;
+            self.wall_per_guest = Some(self.wall_per_guest.map_or(p, |q| q.max(p)));
+        }
+    }
+
+    /// The slowest measured pace, if any.
+    pub fn measured(&self) -> Option<f64> {
+        self.wall_per_guest
+    }
+
+    /// Host wait for `guest_s` guest seconds under `clock`: the guest time
+    /// itself under a wall clock, stretched by the measured pace (with a
+    /// margin) under icount.
+    pub fn wait(&self, clock: MeasureClock, guest_s: f64) -> Duration {
+        let factor = match clock {
+            MeasureClock::TcgIcount => self.wall_per_guest.map_or(ICOUNT_BACKSTOP_PACE, |p| (p * PACE_MARGIN).max(1.0)),
+            _ => 1.0,
+        };
+        Duration::from_secs_f64(guest_s * factor)
+    }
+}
+
+/// The latest guest time (seconds since boot) the console shows: kernel
+/// timestamps (`[   12.345678] …`) and the init's `harness: uptime 12.34`
+/// marks.
+pub fn console_guest_time(text: &str) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for l in text.lines() {
+        let t = if let Some(rest) = l.trim_start().strip_prefix('[') {
+            rest.split(']').next().and_then(|s| s.trim().parse::<f64>().ok())
+        } else {
+            l.split(crate::image::UPTIME_MARK).nth(1).and_then(|r| r.split_whitespace().next()?.parse::<f64>().ok())
+        };
+        if let Some(t) = t.filter(|t| t.is_finite()) {
+            best = Some(best.map_or(t, |b: f64| b.max(t)));
+        }
+    }
+    best
+}
+
+/// What a boot job needs from the run.
+pub struct BootCtx<'a> {
+    /// The run directory.
+    pub run: &'a Run,
+    /// The matrix.
+    pub m: &'a Matrix,
+    /// Progress and notices.
+    pub ui: &'a Ui,
+    /// QEMU binary.
+    pub qemu: PathBuf,
+    /// The run's SSH private key.
+    pub key: PathBuf,
+    /// The guest's host key (public line), pinned in the run's image.
+    pub host_key: String,
+    /// Host CPUs.
+    pub host_cpus: u32,
+    /// The accelerator boots use.
+    pub accel: Accel,
+    /// Guest pace measured so far in this run.
+    pub pace: Pace,
+}
+
+impl BootCtx<'_> {
+    /// The clock this context's boots measure in.
+    pub fn clock(&self) -> MeasureClock {
+        MeasureClock::of(self.accel, self.m.guest.clock)
+    }
+
+    /// vCPUs per host thread running them: icount runs every vCPU on one.
+    fn overcommit(&self, vcpus: u32) -> f64 {
+        match self.clock() {
+            MeasureClock::TcgIcount => vcpus as f64,
+            _ => vcpus as f64 / self.host_cpus.max(1) as f64,
+        }
+    }
+
+    fn wait(&self, guest_s: f64) -> Duration {
+        self.pace.wait(self.clock(), guest_s)
+    }
+}
+
+/// How many times one boot job starts QEMU when QEMU itself dies from a
+/// signal (before SSH or while the guest measures). Multi-threaded TCG in
+/// QEMU 10 has a rare race that aborts QEMU (`iotlb_to_section: Assertion
+/// ... failed`) while the guest is booting. Such an attempt is recorded and
+/// shown, but it does not count against the kernel. A kernel that kills
+/// QEMU every time still fails once the attempts are used up.
+pub const QEMU_CRASH_ATTEMPTS: u32 = 3;
+
+/// Deadline for a guest to reach SSH under a wall clock: the matrix value,
+/// stretched under TCG where boot time grows with the vCPU count (~2.5 s
+/// per vCPU at 448).
+pub fn boot_deadline(m: &Matrix, accel: Accel, vcpus: u32) -> Duration {
+    let base = m.guest.boot_timeout_s;
+    let s = match accel {
+        Accel::Kvm => base,
+        Accel::Tcg => base.max(vcpus as u64 * 3),
+    };
+    Duration::from_secs(s)
+}
+
+/// How long after a benchmark's own (guest-side) timeout the host still
+/// waits for its result before calling the guest hung: 30 s, stretched under
+/// TCG by the vCPU overcommit (a 448-vCPU guest on 2 host CPUs is ~200×
+/// slower to even answer).
+pub fn answer_grace(accel: Accel, overcommit: f64) -> Duration {
+    let factor = if accel == Accel::Tcg { (overcommit / 16.0).max(1.0) } else { 1.0 };
+    Duration::from_secs_f64(30.0 * factor)
+}
+
+/// A KVM guest that hit an internal error: some QEMU builds pause the
+/// guest and wait instead of exiting, so the log is the only sign.
+pub fn stuck_under_kvm(accel: Accel, qemu_log: &str) -> Option<String> {
+    if accel != Accel::Kvm {
+        return None;
+    }
+    qemu_log
+        .lines()
+        .find(|l| l.contains("KVM internal error") || l.contains("emulation failure") || l.contains("Assertion"))
+        .map(|l| format!("QEMU stopped the guest: {}", l.trim()))
+}
+
+/// The line of QEMU's output that says why a KVM guest died: an internal
+/// error or a failed assertion first, any error next, warnings last.
+pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
+    let lines: Vec<&str> = qemu_log.lines().filter(|l| !l.starts_with("$ ")).collect();
+    let pick = |pred: &dyn Fn(&str) -> bool| lines.iter().find(|l| pred(l)).map(|l| l.trim().to_string());
+    pick(&|l| l.contains("internal error") || l.contains("Assertion"))
+        .or_else(|| pick(&|l| l.to_lowercase().contains("error")))
+        .or_else(|| pick(&|l| l.contains("KVM")))
+}
+
+/// Runs one boot job on QEMU through every stage, its events written into
+/// the run and shown (see [`Boot::run`] for the retry rule).
+pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
+    let kernel = art.boot_image(pvh);
+    let (run, ui) = (ctx.run, ctx.ui);
+    let mut machine = Qemu::new(ctx.key.clone(), ctx.host_key.clone());
+    let mut sink = RunSink::new(run, ui);
+    Boot { ctx, machine: &mut machine, sink: &mut sink, job }.run(kernel, initrd)
+}
+
+/// The KVM probe: one short boot of `kernel` at 1 vCPU under KVM. `Ok(None)`:
+/// KVM works. `Ok(Some((reason, kvm_fault)))`: it does not; `kvm_fault` says
+/// whether QEMU itself blamed KVM (only then is the failure worth
+/// remembering for the host).
+pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<(String, bool)>> {
+    std::fs::create_dir_all(dir)?;
+    let probe = BootCtx {
+        run: ctx.run,
+        m: ctx.m,
+        ui: ctx.ui,
+        qemu: ctx.qemu.clone(),
+        key: ctx.key.clone(),
+        host_key: ctx.host_key.clone(),
+        host_cpus: ctx.host_cpus,
+        accel: Accel::Kvm,
+        pace: ctx.pace,
+    };
+    let mut machine = Qemu::new(ctx.key.clone(), ctx.host_key.clone());
+    start(&probe, &mut machine, 1, kernel, initrd, dir)?;
+    match wait_ssh(&probe, &mut machine, PROBE_DEADLINE)? {
+        Ok(_) => {
+            machine.power_off(Duration::from_secs(5));
+            Ok(None)
+        }
+        Err(f) => {
+            let fault = kvm_failure_reason(&f.qemu_log).filter(|r| r.contains("KVM") || r.contains("kvm") || r.contains("Assertion"));
+            Ok(Some((fault.clone().unwrap_or(f.error), fault.is_some())))
+        }
+    }
+}
+
+/// How long the KVM probe may take: a 1-vCPU KVM guest reaches SSH in a few
+/// seconds on any host where KVM works.
+pub const PROBE_DEADLINE: Duration = Duration::from_secs(60);
+
+#[cfg(test)]
+mod tests;

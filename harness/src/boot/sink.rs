@@ -1,0 +1,141 @@
+//! The run's [`Sink`]: a boot job's events become the records of
+//! `events.jsonl` (`boot`, `bench_failed`, `notice`, `boot_end`) and
+//! `samples.jsonl`, each written as it arrives, and the progress display's
+//! stages and notices. The record schema is the run directory's, unchanged.
+
+use anyhow::{Context, Result};
+
+use super::events::{BootEvent, BootStart, Sink};
+use crate::records::{BootEnv, Event, Sample};
+use crate::store::Run;
+use crate::ui::Ui;
+use crate::vm::Finding;
+
+/// Writes a boot job's events into its run and shows them.
+pub struct RunSink<'a> {
+    run: &'a Run,
+    ui: &'a Ui,
+    /// The job's variant, vCPUs and boot index.
+    job: Option<(String, u32, u32)>,
+    /// The current attempt.
+    start: Option<BootStart>,
+    ready_s: Option<f64>,
+}
+
+impl<'a> RunSink<'a> {
+    /// A sink into `run`, showing progress on `ui`.
+    pub fn new(run: &'a Run, ui: &'a Ui) -> RunSink<'a> {
+        RunSink { run, ui, job: None, start: None, ready_s: None }
+    }
+
+    fn job(&self) -> Result<&(String, u32, u32)> {
+        self.job.as_ref().context("a boot event came before its job")
+    }
+
+    fn start(&self) -> Result<&BootStart> {
+        self.start.as_ref().context("a boot event came before its start")
+    }
+
+    /// The `boot` record of the current attempt.
+    fn boot(&self, env: Option<BootEnv>, error: Option<String>, findings: Vec<Finding>, wall_per_guest_s: Option<f64>, retried: bool) -> Result<Event> {
+        let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+        let failed = error.is_some();
+        Ok(Event::Boot {
+            variant: variant.clone(),
+            vcpus: *vcpus,
+            boot: *boot,
+            boot_id: s.boot_id.clone(),
+            accel: s.accel,
+            clock: Some(s.clock),
+            wall_per_guest_s,
+            // a boot that never reached SSH records no command line
+            cmdline: if failed { String::new() } else { s.cmdline.clone() },
+            image: s.image.clone(),
+            overcommit: s.overcommit,
+            ready_s: if failed { None } else { self.ready_s },
+            env,
+            error,
+            findings,
+            retried,
+            failed: None,
+        })
+    }
+
+    fn samples(&self, benchmark: String, params: serde_json::Value, repetition: u32, warmup: bool, metrics: Vec<crate::bench::Measured>, cpu: Option<crate::bench::CpuWindow>) -> Result<()> {
+        let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+        for mt in metrics {
+            self.run.sample(&Sample {
+                variant: variant.clone(),
+                vcpus: *vcpus,
+                benchmark: benchmark.clone(),
+                params: params.clone(),
+                metric: mt.metric,
+                unit: mt.unit,
+                higher_is_better: mt.higher_is_better,
+                boot_id: s.boot_id.clone(),
+                boot: *boot,
+                repetition,
+                warmup,
+                value: mt.value,
+                series: mt.series,
+                cpu,
+                clock: Some(s.clock),
+                timestamp: crate::util::now_rfc3339(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn cut(&self, stage: super::Stage, error: String, findings: Vec<Finding>, again: bool) -> Result<()> {
+        let id = &self.start()?.boot_id;
+        if stage.before_ssh() {
+            let msg = if again { format!("{id}: {error}; not the kernel's failure, booting again") } else { format!("{id}: boot failed: {error}") };
+            self.ui.notice(&msg);
+            return self.run.event(&self.boot(None, Some(error), findings, None, again)?);
+        }
+        if again {
+            // no boot_end: the boot is cut off, its samples are not counted
+            let msg = format!("{id}: {error}; QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again");
+            self.ui.notice(&msg);
+            self.run.event(&Event::Notice { message: msg })?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for RunSink<'_> {
+    fn emit(&mut self, event: BootEvent) -> Result<()> {
+        match event {
+            BootEvent::Job { variant, vcpus, boot } => {
+                self.ui.stage("boot", &format!("{variant} at {vcpus} vCPUs (boot {boot})"));
+                self.job = Some((variant, vcpus, boot));
+            }
+            BootEvent::Started(s) => (self.start, self.ready_s) = (Some(s), None),
+            BootEvent::SshReady { ready_s } => self.ready_s = Some(ready_s),
+            BootEvent::Environment { env, findings, wall_per_guest_s } => self.run.event(&self.boot(env, None, findings, wall_per_guest_s, false)?)?,
+            BootEvent::Repetition { benchmark, repetition, of } => {
+                let (variant, vcpus, boot) = self.job()?;
+                self.ui.stage("bench", &format!("{variant} {vcpus}cpu b{boot} {benchmark} rep {}/{of}", repetition + 1));
+            }
+            BootEvent::RepetitionDone { benchmark, params, repetition, warmup, metrics, cpu } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
+            BootEvent::RepetitionFailed { benchmark, repetition, error } => {
+                let ((variant, vcpus, _), s) = (self.job()?, self.start()?);
+                let e = Event::BenchFailed { variant: variant.clone(), vcpus: *vcpus, benchmark, boot_id: s.boot_id.clone(), repetition, error, failed: None };
+                self.run.event(&e)?;
+            }
+            BootEvent::Cut { stage, error, findings, again, .. } => self.cut(stage, error, findings, again)?,
+            BootEvent::PoweredOff { findings } => {
+                let id = &self.start()?.boot_id;
+                for f in &findings {
+                    self.ui.notice(&format!("{id}: console: {} ({})", f.signature, f.line));
+                }
+            }
+            BootEvent::Ended { findings, error, busy_wall_per_guest_s } => {
+                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: Some(s.boot_id.clone()), findings, error, busy_wall_per_guest_s, failed: None };
+                self.run.event(&e)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -229,4 +229,6 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
 pub const PROBE_DEADLINE: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
+mod fake;
+#[cfg(test)]
 mod tests;

@@ -49,3 +49,359 @@ fn kvm_failure_reason_prefers_the_real_error() {
     assert_eq!(kvm_failure_reason("qemu: warning: KVM x\n").unwrap(), "qemu: warning: KVM x");
     assert_eq!(kvm_failure_reason(""), None);
 }
+
+// The lifecycle on the scripted fake: every rule, each test in
+// milliseconds, asserting the exact events.
+
+use super::fake::{Answer, Call, Fake, Script, Until};
+use crate::bench::Measured;
+use crate::config::Matrix;
+use crate::plan::BootJob;
+use crate::records::{BootEnv, Event};
+use crate::store::Run;
+use crate::ui::Ui;
+use crate::vm::{CmdlineSpec, Exit};
+
+/// A run directory, a matrix of one benchmark `s` (1 warm-up and 2
+/// counted repetitions, `timeout_s: 60`) with `guest` as its guest section.
+struct World {
+    run: Run,
+    m: Matrix,
+    ui: Ui,
+}
+
+fn world(name: &str, guest: &str) -> World {
+    let dir = crate::testutil::scratch(&format!("boot-{name}"));
+    let yaml = format!(
+        "variants:\n  - name: base\nvcpus: [2]\nguest: {guest}\nbenchmarks:\n  - {{name: s, kind: doexec, timeout_s: 60}}\n\
+         sampling: {{boots: 3, repetitions: 2, warmup_repetitions: 1}}\n"
+    );
+    let m = crate::config::parse(&yaml, &dir.join("matrix.yaml"), None).unwrap();
+    World { run: Run::create(&dir, "t").unwrap(), m, ui: Ui::new(0, true) }
+}
+
+fn ctx(w: &World) -> BootCtx<'_> {
+    BootCtx {
+        run: &w.run,
+        m: &w.m,
+        ui: &w.ui,
+        qemu: "qemu-system-x86_64".into(),
+        key: "/nonexistent/key".into(),
+        host_key: String::new(),
+        host_cpus: 2,
+        accel: Accel::Tcg,
+        pace: Pace::default(),
+    }
+}
+
+fn job(boot: u32) -> BootJob {
+    BootJob { variant: "base".into(), vcpus: 2, boot, benchmarks: vec!["s".into()] }
+}
+
+/// Runs `job` on `fake`, its events into a [`Recorder`].
+fn boot(ctx: &mut BootCtx, fake: &mut Fake, job: &BootJob) -> (Result<()>, Vec<BootEvent>) {
+    let mut rec = Recorder::default();
+    let res = Boot { ctx, machine: fake, sink: &mut rec, job }.run(Path::new("/k/bzImage"), Path::new("/k/initrd"));
+    (res, rec.events)
+}
+
+/// A repetition's answer: one sample of `value`, `wall_s` wall seconds for
+/// 1 guest second.
+fn says(value: f64, wall_s: f64) -> Answer {
+    let stdout = format!("uptime0 10.00 0\nsample metric=execs_per_s value={value} unit=execs/s better=higher\nuptime1 11.00 0\n");
+    Answer::Says { stdout, wall_s }
+}
+
+fn job_event(boot: u32) -> BootEvent {
+    BootEvent::Job { variant: "base".into(), vcpus: 2, boot }
+}
+
+fn started(ctx: &BootCtx, boot_id: &str, attempt: u32) -> BootEvent {
+    let cmdline = crate::vm::kernel_cmdline(&CmdlineSpec { aslr: true, overcommit: ctx.overcommit(2), accel: Accel::Tcg, clock: ctx.m.guest.clock, extra: vec![] });
+    let (clock, overcommit) = (ctx.clock(), ctx.overcommit(2));
+    BootEvent::Started(BootStart { boot_id: boot_id.into(), attempt, accel: Accel::Tcg, clock, image: "bzImage".into(), overcommit, cmdline })
+}
+
+/// SSH after 2 s, the environment of [`super::fake::ENV`] (4 s up).
+fn logged_in() -> Vec<BootEvent> {
+    let env = BootEnv { kernel_release: "6.12.0".into(), nproc: 2, memory_mib: 1024, aslr: 2, uptime_s: 4.0 };
+    vec![BootEvent::SshReady { ready_s: 2.0 }, BootEvent::Environment { env: Some(env), findings: vec![], wall_per_guest_s: Some(0.5) }]
+}
+
+fn rep(repetition: u32) -> BootEvent {
+    BootEvent::Repetition { benchmark: "s".into(), repetition, of: 3 }
+}
+
+fn done(repetition: u32, value: f64) -> BootEvent {
+    let metric = Measured { metric: "execs_per_s".into(), value, unit: "execs/s".into(), higher_is_better: true, series: vec![], warmup_series: vec![] };
+    let params = serde_json::json!({"kind": "doexec", "link": "static", "workers": "nproc", "duration_s": 5, "warmup_s": 1});
+    BootEvent::RepetitionDone { benchmark: "s".into(), params, repetition, warmup: repetition == 0, metrics: vec![metric], cpu: None }
+}
+
+/// The three repetitions of values 1, 2, 3 (1 wall second per guest second).
+fn measured() -> Vec<BootEvent> {
+    vec![rep(0), done(0, 1.0), rep(1), done(1, 2.0), rep(2), done(2, 3.0)]
+}
+
+fn three() -> Vec<Answer> {
+    vec![says(1.0, 1.0), says(2.0, 1.0), says(3.0, 1.0)]
+}
+
+/// A boot that measured and powered off.
+fn ended(busy: f64) -> Vec<BootEvent> {
+    vec![BootEvent::PoweredOff { findings: vec![] }, BootEvent::Ended { findings: vec![], error: None, busy_wall_per_guest_s: Some(busy) }]
+}
+
+/// A job that never reached SSH.
+fn failed(error: String) -> BootEvent {
+    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: None }
+}
+
+fn cut(stage: Stage, cause: Cause, error: &str, again: bool) -> BootEvent {
+    BootEvent::Cut { stage, cause, error: error.into(), findings: vec![], again }
+}
+
+const SIGABRT: &str = "QEMU died from signal 6 (SIGABRT) before SSH came up: qemu: iotlb_to_section: Assertion `section' failed.";
+
+fn aborts() -> Script {
+    Script { log: "$ qemu-system-x86_64\nqemu: iotlb_to_section: Assertion `section' failed.\n".into(), ..Script::dies(Exit::Signal(libc::SIGABRT)) }
+}
+
+#[test]
+fn a_qemu_signal_before_ssh_boots_the_job_again() {
+    let w = world("retry-before-ssh", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![aborts(), Script::ssh(three())]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1), cut(Stage::WaitSsh, Cause::QemuSignal(6), SIGABRT, true)];
+    want.push(started(&ctx, "base-2cpu-b0.2", 2));
+    want.extend(logged_in().into_iter().chain(measured()).chain(ended(1.0)));
+    assert_eq!(events, want);
+    assert_eq!(fake.calls.iter().filter(|c| **c == Call::Kill).count(), 1, "the crashed QEMU is reaped: {:?}", fake.calls);
+    assert!(w.run.log("boots/base-2cpu-b0.2").is_dir(), "the retry has its own log directory");
+}
+
+#[test]
+fn a_qemu_signal_during_measurement_cuts_the_boot_and_boots_again() {
+    let w = world("retry-measuring", "{}");
+    let mut ctx = ctx(&w);
+    let first = Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Signal(libc::SIGABRT))]);
+    let mut fake = Fake::new(vec![first, Script::ssh(three())]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1)];
+    want.extend(logged_in());
+    want.extend([rep(0), done(0, 1.0), rep(1)]);
+    // no RepetitionFailed, no Ended: the cut boot's samples are never counted
+    want.push(cut(Stage::Measure, Cause::QemuSignal(6), "measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output", true));
+    want.push(started(&ctx, "base-2cpu-b0.2", 2));
+    want.extend(logged_in().into_iter().chain(measured()).chain(ended(1.0)));
+    assert_eq!(events, want);
+}
+
+#[test]
+fn qemu_dying_in_every_attempt_fails_the_job_once() {
+    let w = world("retry-all", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![aborts(), aborts(), aborts()]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let last = format!("{SIGABRT} (QEMU died in all 3 attempts)");
+    let want = vec![
+        job_event(0),
+        started(&ctx, "base-2cpu-b0", 1),
+        cut(Stage::WaitSsh, Cause::QemuSignal(6), SIGABRT, true),
+        started(&ctx, "base-2cpu-b0.2", 2),
+        cut(Stage::WaitSsh, Cause::QemuSignal(6), SIGABRT, true),
+        started(&ctx, "base-2cpu-b0.3", 3),
+        cut(Stage::WaitSsh, Cause::QemuSignal(6), &last, false),
+    ];
+    let want: Vec<BootEvent> = want.into_iter().chain([failed(format!("boot failed: {last}"))]).collect();
+    assert_eq!(events, want);
+}
+
+#[test]
+fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
+    let w = world("panic", "{}");
+    let mut ctx = ctx(&w);
+    let console = "[    1.5] Kernel panic - not syncing: VFS: Unable to mount root fs\n".to_string();
+    let panics = Script { until: Until::Hangs, console: console.clone(), ..Script::ssh(vec![]) };
+    let mut fake = Fake::new(vec![panics, Script::dies(Exit::Code(1))]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let why = "kernel panic during boot (panic)";
+    let findings = crate::vm::scan_console(&console);
+    let want = vec![
+        job_event(0),
+        started(&ctx, "base-2cpu-b0", 1),
+        BootEvent::Cut { stage: Stage::WaitSsh, cause: Cause::Panic, error: why.into(), findings: findings.clone(), again: false },
+        BootEvent::Ended { findings, error: Some(format!("boot failed: {why}")), busy_wall_per_guest_s: None },
+    ];
+    assert_eq!(events, want);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(1));
+    res.unwrap();
+    let why = "QEMU exited with status 1 before SSH came up: no console output";
+    let want = vec![job_event(1), started(&ctx, "base-2cpu-b1", 1), cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"))];
+    assert_eq!(events, want);
+}
+
+#[test]
+fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
+    let w = world("hung", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Hangs]), Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Code(0))])]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let why = "guest stopped answering: no result 30 s after the benchmark's timeout";
+    let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1)];
+    want.extend(logged_in());
+    want.extend([rep(0), done(0, 1.0), rep(1), BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into() }]);
+    let error = format!("measure during s: {why}");
+    want.extend([cut(Stage::Measure, Cause::GuestHung, &error, false), BootEvent::PoweredOff { findings: vec![] }]);
+    want.push(BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: Some(1.0) });
+    assert_eq!(events, want);
+    // the bench waits its timeout plus 30 s of grace; a guest that does not answer is killed, dmesg not asked
+    let runs: Vec<&Call> = fake.calls.iter().filter(|c| matches!(c, Call::Run(cmd, _) if cmd.starts_with("/bench/"))).collect();
+    assert!(runs.iter().all(|c| matches!(c, Call::Run(_, w) if *w == Duration::from_secs(90))), "{runs:?}");
+    assert_eq!(fake.calls.last(), Some(&Call::Kill));
+    assert!(!fake.calls.iter().any(|c| matches!(c, Call::Run(cmd, _) if cmd == "dmesg")));
+
+    let (res, events) = boot(&mut ctx, &mut fake, &job(1));
+    res.unwrap();
+    let why = "read the guest command's output: connection reset";
+    let error = format!("measure during s: {why}");
+    let tail = [
+        BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into() },
+        cut(Stage::Measure, Cause::Ssh, &error, false),
+        BootEvent::PoweredOff { findings: vec![] },
+        BootEvent::Ended { findings: vec![], error: Some(error.clone()), busy_wall_per_guest_s: Some(1.0) },
+    ];
+    assert_eq!(events[events.len() - 4..], tail);
+}
+
+#[test]
+fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
+    let w = world("timeout", "{clock: icount, boot_timeout_s: 100}");
+    let mut ctx = ctx(&w);
+    let console = "[    0.0] Linux version 6.12\nharness: uptime 150.25 1.0\n".to_string();
+    let past = Script { until: Until::Hangs, console, ..Script::ssh(vec![]) };
+    // the busy pace: 12 wall seconds per guest second
+    let slow = Answer::Says { stdout: "uptime0 10.00 0\nsample metric=x value=1 unit=s better=lower\nuptime1 20.00 0\n".into(), wall_s: 120.0 };
+    let scripts = vec![Script { until: Until::Hangs, ..Script::ssh(vec![]) }, past, Script::ssh(vec![slow]), Script { until: Until::Hangs, ..Script::ssh(vec![]) }];
+    let mut fake = Fake::new(scripts);
+    let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
+    // before any measured pace: the backstop of 60 wall seconds per guest second
+    let (_, events) = boot(&mut ctx, &mut fake, &job(0));
+    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, deadline, false));
+    assert_eq!(fake.calls[1], Call::WaitSsh(Duration::from_secs(6000)));
+    // the console's guest time passes boot_timeout_s first
+    let (_, events) = boot(&mut ctx, &mut fake, &job(1));
+    let why = "no SSH after 150 guest seconds (guest.boot_timeout_s is 100 guest seconds under icount)";
+    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, why, false));
+    // a boot that measures: its waits stretch by the backstop, then by the pace it measured
+    let (_, events) = boot(&mut ctx, &mut fake, &job(2));
+    let bench_waits: Vec<Duration> = fake.calls.iter().filter_map(|c| match c { Call::Run(cmd, w) if cmd.starts_with("/bench/") => Some(*w), _ => None }).collect();
+    assert_eq!(bench_waits[0], Duration::from_secs(60 * 60 + 30), "60 guest seconds at the backstop, then the grace");
+    assert_eq!(bench_waits[1], Duration::from_secs_f64(60.0 * 12.0 * 1.5 + 30.0), "the pace measured, with its margin");
+    assert!(matches!(events.last(), Some(BootEvent::Ended { error: None, busy_wall_per_guest_s: Some(p), .. }) if *p == 12.0), "{events:?}");
+    assert_eq!(ctx.pace.measured(), Some(12.0));
+    let (_, events) = boot(&mut ctx, &mut fake, &job(0));
+    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, deadline, false));
+    assert_eq!(fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))), Some(&Call::WaitSsh(Duration::from_secs(1800))));
+}
+
+#[test]
+fn warmup_repetitions_are_marked_and_the_busy_pace_is_the_slowest() {
+    let w = world("warmup", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 3.0), says(2.0, 2.0), says(3.0, 1.5)])]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0", 1)].into_iter().chain(logged_in()).chain(measured()).chain(ended(3.0)).collect();
+    assert_eq!(events, want, "only repetition 0 is a warm-up one; the busy pace is the slowest repetition's");
+    assert_eq!(ctx.pace.measured(), Some(3.0));
+    assert_eq!(fake.calls.iter().filter(|c| matches!(c, Call::PowerOff(_))).count(), 1);
+}
+
+/// What `--resume` redoes: a job interrupted mid-measurement has no
+/// `boot_end`, so the resumed run boots it again, in its next log
+/// directory, from its first attempt and repetition; a job with a
+/// `boot_end` is skipped (pipeline's `done`).
+#[test]
+fn an_interrupted_job_boots_afresh_when_resumed() {
+    let w = world("resume", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![Script::ssh(three())]);
+    let mut sink = RunSink::new(&w.run, &w.ui);
+    Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(1) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Interrupted])]);
+    let mut sink = RunSink::new(&w.run, &w.ui);
+    let e = Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap_err();
+    assert!(e.downcast_ref::<crate::proc::Interrupted>().is_some(), "{e:#}");
+    let ends = |run: &Run| -> Vec<(u32, Option<String>)> {
+        run.events().unwrap().into_iter().filter_map(|e| match e { Event::BootEnd { boot, boot_id, .. } => Some((boot, boot_id)), _ => None }).collect()
+    };
+    assert_eq!(ends(&w.run), [(1, Some("base-2cpu-b1".to_string()))], "the interrupted boot has no boot_end");
+    // resumed: the jobs without a boot_end boot again
+    let done: Vec<u32> = ends(&w.run).iter().map(|e| e.0).collect();
+    let mut fake = Fake::new(vec![Script::ssh(three())]);
+    for j in [job(0), job(1)].iter().filter(|j| !done.contains(&j.boot)) {
+        let (res, events) = boot(&mut ctx, &mut fake, j);
+        res.unwrap();
+        let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0.2", 1)].into_iter().chain(logged_in()).chain(measured()).chain(ended(1.0)).collect();
+        assert_eq!(events, want);
+    }
+    assert_eq!(fake.calls.iter().filter(|c| matches!(c, Call::Start(_))).count(), 1, "the ended job is not booted again");
+}
+
+/// The run's sink writes the records of today's schema: a retried boot
+/// before SSH, a boot cut during measurement, a boot that ended.
+#[test]
+fn the_run_sink_writes_the_runs_records() {
+    let w = world("records", "{}");
+    let mut ctx = ctx(&w);
+    let measuring = Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Signal(libc::SIGABRT))]);
+    let dmesg = "[    9.0] WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20\n".to_string();
+    let mut fake = Fake::new(vec![aborts(), measuring, Script { dmesg, ..Script::ssh(three()) }]);
+    let mut sink = RunSink::new(&w.run, &w.ui);
+    Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    let lines = |f: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(w.run.dir.join(f)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let events = lines("events.jsonl");
+    let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e["event"].as_str().unwrap(), e["boot_id"].as_str().unwrap_or(""))).collect();
+    assert_eq!(kinds, [("boot", "base-2cpu-b0"), ("boot", "base-2cpu-b0.2"), ("notice", ""), ("boot", "base-2cpu-b0.3"), ("boot_end", "base-2cpu-b0.3")]);
+    let cmdline = match started(&ctx, "x", 1) {
+        BootEvent::Started(s) => s.cmdline,
+        _ => unreachable!(),
+    };
+    let first = serde_json::json!({
+        "event": "boot", "variant": "base", "vcpus": 2, "boot": 0, "boot_id": "base-2cpu-b0", "accel": "tcg", "clock": "tcg-wall",
+        "wall_per_guest_s": null, "cmdline": "", "image": "bzImage", "overcommit": 1.0, "ready_s": null, "env": null,
+        "error": SIGABRT, "findings": [], "retried": true
+    });
+    assert_eq!(events[0], first);
+    let second = serde_json::json!({
+        "event": "boot", "variant": "base", "vcpus": 2, "boot": 0, "boot_id": "base-2cpu-b0.2", "accel": "tcg", "clock": "tcg-wall",
+        "wall_per_guest_s": 0.5, "cmdline": cmdline, "image": "bzImage", "overcommit": 1.0, "ready_s": 2.0,
+        "env": {"kernel_release": "6.12.0", "nproc": 2, "memory_mib": 1024, "aslr": 2, "uptime_s": 4.0},
+        "error": null, "findings": []
+    });
+    assert_eq!(events[1], second);
+    let notice = "base-2cpu-b0.2: measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output; \
+                  QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again";
+    assert_eq!(events[2], serde_json::json!({"event": "notice", "message": notice}));
+    let finding = serde_json::json!({"kind": "warn", "line": "WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20", "signature": "warn: free_vmap_area_noflush"});
+    let end = serde_json::json!({
+        "event": "boot_end", "variant": "base", "vcpus": 2, "boot": 0, "boot_id": "base-2cpu-b0.3", "findings": [finding], "error": null,
+        "busy_wall_per_guest_s": 1.0
+    });
+    assert_eq!(events[4], end);
+    let samples = lines("samples.jsonl");
+    let ids: Vec<(&str, u64, bool)> = samples.iter().map(|s| (s["boot_id"].as_str().unwrap(), s["repetition"].as_u64().unwrap(), s["warmup"] == true)).collect();
+    assert_eq!(ids, [("base-2cpu-b0.2", 0, true), ("base-2cpu-b0.3", 0, true), ("base-2cpu-b0.3", 1, false), ("base-2cpu-b0.3", 2, false)]);
+    assert_eq!(samples[3]["value"], 3.0);
+    assert_eq!(samples[3]["clock"], "tcg-wall");
+    assert!(w.run.log("boots/base-2cpu-b0.3/bench-s-r2.log").is_file() && w.run.log("boots/base-2cpu-b0.3/dmesg.log").is_file());
+}

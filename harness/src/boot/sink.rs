@@ -95,9 +95,7 @@ impl<'a> RunSink<'a> {
         }
         if again {
             // no boot_end: the boot is cut off, its samples are not counted
-            let msg = format!("{id}: {error}; QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again");
-            self.ui.notice(&msg);
-            self.run.event(&Event::Notice { message: msg })?;
+            self.run.notice(self.ui, format!("{id}: {error}; QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again"))?;
         }
         Ok(())
     }

@@ -1,0 +1,239 @@
+//! Cells from samples with the boot as the unit (each boot's value the
+//! median of its measured repetitions; boots that never ended not counted),
+//! failure counts, and every comparison with `base` decided in one
+//! Benjamini-Hochberg pass over the whole report.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::rule::rule_text;
+use super::scan::{scan, Scan};
+use super::{BootRow, Cell, Floors, Report, Row};
+use crate::config::Matrix;
+use crate::records::{Event, RunMeta, Sample};
+use crate::stats::{self, Comparison, Failures, Rule};
+use crate::vm::MeasureClock;
+
+/// Every (benchmark, metric, unit, direction) seen or expected, primary metric first.
+fn metrics_of(m: &Matrix, samples: &[&Sample]) -> Vec<(String, String, String, bool)> {
+    let mut metrics = Vec::new();
+    for b in &m.benchmarks {
+        let mut uniq: Vec<(String, String, bool)> = Vec::new();
+        for s in samples.iter().filter(|s| s.benchmark == b.name) {
+            if !uniq.iter().any(|u| u.0 == s.metric) {
+                uniq.push((s.metric.clone(), s.unit.clone(), s.higher_is_better));
+            }
+        }
+        if uniq.is_empty() {
+            match crate::bench::primary_metric(b) {
+                Some(p) => uniq.push((p.to_string(), String::new(), true)),
+                None => uniq.push(("(no summary)".into(), String::new(), false)),
+            }
+        }
+        if let Some(p) = crate::bench::primary_metric(b) {
+            uniq.sort_by_key(|u| u.0 != p);
+        }
+        metrics.extend(uniq.into_iter().map(|(metric, unit, hib)| (b.name.clone(), metric, unit, hib)));
+    }
+    metrics
+}
+
+/// Measured values of one cell grouped by boot, in the order boots appear.
+fn by_boot(samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, metric: &str) -> Vec<Vec<f64>> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut groups: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.variant == variant && s.vcpus == vcpus && s.benchmark == bench && s.metric == metric && !s.warmup) {
+        if !groups.contains_key(s.boot_id.as_str()) {
+            order.push(&s.boot_id);
+        }
+        groups.entry(&s.boot_id).or_default().push(s.value);
+    }
+    order.iter().map(|id| groups.remove(id).unwrap_or_default()).collect()
+}
+
+/// Boots of (variant, vCPUs) that ended, and of those the ones in which
+/// `bench` failed a repetition or measured fewer repetitions than planned.
+fn failure_counts(s: &Scan, samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, planned: usize) -> (usize, usize) {
+    let mut ended = 0;
+    let mut failed = 0;
+    for (id, _) in s.ended.iter().filter(|(_, (v, c))| v == variant && *c == vcpus) {
+        ended += 1;
+        let reps: BTreeSet<u32> = samples.iter().filter(|x| &x.boot_id == id && x.benchmark == bench && !x.warmup).map(|x| x.repetition).collect();
+        if s.bench_failed.contains(&(id.clone(), bench.to_string())) || reps.len() < planned {
+            failed += 1;
+        }
+    }
+    (ended, failed)
+}
+
+/// Everything one cell is built from.
+struct CellInput<'a> {
+    scan: &'a Scan,
+    counted: &'a [&'a Sample],
+    vcpus: u32,
+    bench: &'a str,
+    metric: &'a str,
+    planned: usize,
+}
+
+fn make_cell(x: &CellInput, variant: &str) -> Cell {
+    let groups = by_boot(x.counted, variant, x.vcpus, x.bench, x.metric);
+    let boots: Vec<f64> = groups.iter().filter_map(|g| stats::median(g)).collect();
+    let (boots_ended, boots_failed) = failure_counts(x.scan, x.counted, variant, x.vcpus, x.bench, x.planned);
+    let failure = x
+        .scan
+        .variant_fail
+        .get(variant)
+        .or_else(|| x.scan.cell_fail.get(&(variant.to_string(), x.vcpus, x.bench.to_string())))
+        .or_else(|| x.scan.boot_fail.get(&(variant.to_string(), x.vcpus)))
+        .cloned();
+    let n_warmup = x
+        .counted
+        .iter()
+        .filter(|s| s.variant == variant && s.vcpus == x.vcpus && s.benchmark == x.bench && s.metric == x.metric && s.warmup)
+        .count();
+    Cell {
+        variant: variant.to_string(),
+        n: boots.len(),
+        reps_per_boot: groups.iter().map(Vec::len).collect(),
+        n_warmup,
+        summary: stats::summarize(&boots),
+        boots,
+        decision: None,
+        failure,
+        boots_ended,
+        boots_failed,
+        values: groups.concat(),
+        history: None,
+    }
+}
+
+/// The comparison of `cell` against `base` in a row with floor `floor`.
+pub(crate) fn comparison(base: &Cell, cell: &Cell, higher_is_better: bool, floor: f64) -> Comparison {
+    let failures = (base.boots_ended > 0 && cell.boots_ended > 0).then_some(Failures {
+        failed: cell.boots_failed,
+        of: cell.boots_ended,
+        base_failed: base.boots_failed,
+        base_of: base.boots_ended,
+    });
+    Comparison { base: base.boots.clone(), new: cell.boots.clone(), higher_is_better, floor, failures }
+}
+
+/// A throughput (higher is better) of a benchmark whose workers follow the vCPU count.
+fn linear_reference(m: &Matrix, bench: &str, higher_is_better: bool) -> bool {
+    higher_is_better && m.benchmark(bench).is_some_and(crate::bench::workers_follow_vcpus)
+}
+
+/// Builds a report from loaded records.
+///
+/// Samples count only when their boot ended (a `boot_end` event with their
+/// boot id): after `--resume` the cut-off boot's repetitions are dropped and
+/// its re-run counts once. A boot that ended with an error keeps the
+/// repetitions it completed; its failure is counted in the cell's failure rate.
+pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: &Floors) -> Report {
+    let m = &meta.matrix;
+    let rule = rule_of(m);
+    let mut s = scan(events);
+    let counted = counted(&mut s, samples);
+    boot_cpu_windows(&mut s.boots, samples);
+    let clock = run_clock(meta, events);
+    let (rows, comparisons) = rows_of(m, &s, &counted, floors, &rule, clock);
+    let rule_text = rule_text(m, &rule, comparisons, &floors.source);
+    Report {
+        run_id: meta.id.clone(),
+        started: meta.started.clone(),
+        variants: m.variants.iter().map(|v| v.name.clone()).collect(),
+        rows,
+        boots: s.boots,
+        series: s.series,
+        builds: s.builds,
+        notes: s.notes,
+        rule,
+        rule_text,
+        floor_source: floors.source.clone(),
+        host: format!("{} ({} CPUs, {} MiB, {}; {})", meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu),
+        complete: s.jobs_ended >= crate::plan::boot_jobs(m).len(),
+        clock,
+        clock_text: clock.map(|c| format!("{}: {}", c.name(), c.describe())).unwrap_or_else(|| {
+            "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
+        }),
+        shards: Vec::new(),
+    }
+}
+
+/// The decision rule of the matrix's statistics section.
+fn rule_of(m: &Matrix) -> Rule {
+    Rule {
+        alpha: m.statistics.alpha,
+        // the matrix's floor (2% unless it says otherwise: an instruction-
+        // counting profile can afford less), raised per row by calibration
+        floor: m.statistics.floor,
+        min_boots: Rule::default().min_boots,
+        resamples: m.statistics.resamples,
+        seed: m.statistics.seed,
+    }
+}
+
+/// The samples of boots that ended; the others are named in a note.
+fn counted<'a>(s: &mut Scan, samples: &'a [Sample]) -> Vec<&'a Sample> {
+    let counted: Vec<&Sample> = samples.iter().filter(|x| s.ended.contains_key(&x.boot_id)).collect();
+    let cut: BTreeSet<&str> = samples.iter().filter(|x| !s.ended.contains_key(&x.boot_id)).map(|x| x.boot_id.as_str()).collect();
+    if !cut.is_empty() {
+        let ids: Vec<&str> = cut.into_iter().collect();
+        s.notes.push(format!("not counted: samples of {} boot(s) that never ended ({})", ids.len(), ids.join(", ")));
+    }
+    counted
+}
+
+/// Every row (metric × vCPUs) with its cells, each variant's cell decided
+/// against base in one decision pass over the whole report (BH across every
+/// comparison); with the number of comparisons.
+fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], floors: &Floors, rule: &Rule, clock: Option<MeasureClock>) -> (Vec<Row>, usize) {
+    let mut rows = Vec::new();
+    let mut pairs: Vec<Comparison> = Vec::new();
+    let mut pair_at: Vec<(usize, usize)> = Vec::new();
+    for (bench, metric, unit, hib) in metrics_of(m, counted) {
+        for &vcpus in &m.vcpus {
+            let x = CellInput { scan: s, counted, vcpus, bench: &bench, metric: &metric, planned: m.sampling.repetitions as usize };
+            let cells: Vec<Cell> = m.variants.iter().filter(|v| v.benchmarks.contains(&bench)).map(|v| make_cell(&x, &v.name)).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            let calibrated = floors.by_cell.get(&(bench.clone(), metric.clone(), vcpus)).copied();
+            let floor = calibrated.unwrap_or(0.0).max(rule.floor);
+            let ri = rows.len();
+            if cells[0].variant == "base" {
+                for ci in 1..cells.len() {
+                    pairs.push(comparison(&cells[0], &cells[ci], hib, floor));
+                    pair_at.push((ri, ci));
+                }
+            }
+            let linear_reference = linear_reference(m, &bench, hib);
+            let unit = clock.map_or_else(|| unit.clone(), |c| c.unit(&unit));
+            rows.push(Row { benchmark: bench.clone(), metric: metric.clone(), unit, higher_is_better: hib, vcpus, floor, linear_reference, cells });
+        }
+    }
+    for ((ri, ci), d) in pair_at.into_iter().zip(stats::decide_all(&pairs, rule)) {
+        rows[ri].cells[ci].decision = Some(d);
+    }
+    (rows, pairs.len())
+}
+
+/// The clock of a run: from `run.json`, else from its boot records.
+pub fn run_clock(meta: &RunMeta, events: &[Event]) -> Option<MeasureClock> {
+    meta.clock.or_else(|| {
+        events.iter().find_map(|e| match e {
+            Event::Boot { clock, .. } => *clock,
+            _ => None,
+        })
+    })
+}
+
+fn boot_cpu_windows(boots: &mut [BootRow], samples: &[Sample]) {
+    for b in boots {
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.boot_id == b.boot_id && s.cpu.is_some()).collect();
+        if !mine.is_empty() {
+            b.steal = Some(mine.iter().map(|s| s.cpu.unwrap().steal).sum::<f64>() / mine.len() as f64);
+            b.idle = Some(mine.iter().map(|s| s.cpu.unwrap().idle).sum::<f64>() / mine.len() as f64);
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What a run's events say about its variants, boots and failures, read
+//! once for the whole report.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::BootRow;
+use crate::records::Event;
+
+/// What the events say about boots and failures.
+#[derive(Default)]
+pub(super) struct Scan {
+    pub(super) variant_fail: BTreeMap<String, String>,
+    pub(super) cell_fail: BTreeMap<(String, u32, String), String>,
+    pub(super) boot_fail: BTreeMap<(String, u32), String>,
+    /// boot id → (variant, vCPUs) of every boot that ended.
+    pub(super) ended: BTreeMap<String, (String, u32)>,
+    /// (boot id, benchmark) with a failed repetition.
+    pub(super) bench_failed: BTreeSet<(String, String)>,
+    pub(super) notes: Vec<String>,
+    pub(super) boots: Vec<BootRow>,
+    pub(super) series: Vec<(String, String)>,
+    pub(super) builds: Vec<(String, f64, bool, Option<String>)>,
+    pub(super) jobs_ended: usize,
+}
+
+fn boot_row(e: &Event) -> Option<BootRow> {
+    let Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, image, retried, .. } = e else {
+        return None;
+    };
+    Some(BootRow {
+        boot_id: boot_id.clone(),
+        variant: variant.clone(),
+        vcpus: *vcpus,
+        accel: format!("{accel:?}").to_lowercase(),
+        image: image.clone(),
+        ready_s: *ready_s,
+        kernel: env.as_ref().map(|e| e.kernel_release.clone()),
+        nproc: env.as_ref().map(|e| e.nproc),
+        memory_mib: env.as_ref().map(|e| e.memory_mib),
+        aslr: env.as_ref().map(|e| e.aslr),
+        overcommit: *overcommit,
+        steal: None,
+        idle: None,
+        findings: findings.iter().map(|f| f.signature.clone()).collect(),
+        error: error.as_ref().map(|e| if *retried { format!("{e} (started again)") } else { e.clone() }),
+    })
+}
+
+/// Reads every event of a run, in order.
+pub(super) fn scan(events: &[Event]) -> Scan {
+    let mut s = Scan::default();
+    for e in events {
+        match e {
+            // a step's outcome replaces the variant's earlier failure: a
+            // `--resume` that patched, configured and built it repaired it
+            Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error),
+            Event::Config { variant, lost, error, .. } => {
+                variant_step(&mut s, variant, error);
+                if !lost.is_empty() {
+                    let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
+                    s.notes.push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
+                }
+            }
+            Event::Build { variant, build_s, cached, error, .. } => {
+                variant_step(&mut s, variant, error);
+                s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
+            }
+            Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
+            Event::Boot { variant, vcpus, error, retried, boot_id, .. } => {
+                match error {
+                    // QEMU's crash, started again: shown, never the kernel's failure
+                    Some(err) if *retried => s.notes.push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
+                    Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
+                    None => {}
+                }
+                s.boots.extend(boot_row(e));
+            }
+            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id, .. } => {
+                s.cell_fail.insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
+                s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
+                s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
+            }
+            Event::BootEnd { .. } => scan_boot_end(&mut s, e),
+            Event::Notice { message } => s.notes.push(message.clone()),
+        }
+    }
+    s
+}
+
+/// Records a patch, config or build outcome of `variant`: a failure, or a
+/// success that clears the failure of an earlier attempt.
+fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>) {
+    match error {
+        Some(err) => s.variant_fail.insert(variant.to_string(), err.clone()),
+        None => s.variant_fail.remove(variant),
+    };
+}
+
+fn scan_boot_end(s: &mut Scan, e: &Event) {
+    let Event::BootEnd { boot_id, findings, error, variant, vcpus, .. } = e else { return };
+    s.jobs_ended += 1;
+    if let Some(id) = boot_id {
+        s.ended.insert(id.clone(), (variant.clone(), *vcpus));
+    }
+    if let Some(b) = boot_id.as_ref().and_then(|id| s.boots.iter_mut().find(|b| &b.boot_id == id)) {
+        for f in findings {
+            if !b.findings.contains(&f.signature) {
+                b.findings.push(f.signature.clone());
+            }
+        }
+    }
+    if let Some(err) = error {
+        s.boot_fail.entry((variant.clone(), *vcpus)).or_insert(err.clone());
+    }
+    for f in findings {
+        s.notes.push(format!("{}: console: {} — {}", boot_id.clone().unwrap_or_default(), f.signature, f.line));
+    }
+}

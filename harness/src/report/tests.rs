@@ -1,0 +1,362 @@
+//! Tests of the report model: cells, comparisons, the BH pass, text and CSV; fixtures other modules' tests share.
+use super::*;
+use crate::stats::Verdict;
+use crate::records::{Event, Host, RunMeta, Sample};
+
+pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
+    let vs: String = variants.iter().map(|v| format!("  - name: {v}\n")).collect();
+    let y = format!("variants:\n{vs}vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\nsampling: {sampling}\nkey_metrics: [d]\n");
+    RunMeta {
+        format_version: crate::records::FORMAT_VERSION,
+        id: "r".into(),
+        started: "t".into(),
+        matrix: crate::config::parse(&y, std::path::Path::new("/x/m.yaml"), None).unwrap(),
+        host: Host { hostname: "h".into(), cpus: 2, ..Host::default() },
+        harness_revision: None,
+        clock: None,
+        inputs: None,
+    }
+}
+
+pub(crate) fn sample(variant: &str, boot_id: &str, rep: u32, value: f64, warmup: bool) -> Sample {
+    Sample {
+        variant: variant.into(),
+        vcpus: 2,
+        benchmark: "d".into(),
+        params: serde_json::json!({}),
+        metric: "execs_per_s".into(),
+        unit: "execs/s".into(),
+        higher_is_better: true,
+        boot_id: boot_id.into(),
+        boot: 0,
+        repetition: rep,
+        warmup,
+        value,
+        series: vec![],
+        cpu: None,
+        clock: None,
+        timestamp: "t".into(),
+    }
+}
+
+pub(crate) fn boot(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
+    Event::Boot {
+        variant: variant.into(),
+        vcpus: 2,
+        boot: 0,
+        boot_id: boot_id.into(),
+        accel: crate::vm::Accel::Tcg,
+        clock: None,
+        wall_per_guest_s: None,
+        cmdline: String::new(),
+        image: "vmlinux".into(),
+        overcommit: 1.0,
+        ready_s: Some(1.0),
+        env: None,
+        error: error.map(str::to_string),
+        findings: vec![],
+        retried: false,
+        failed: None,
+    }
+}
+
+pub(crate) fn boot_end(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
+    Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string), busy_wall_per_guest_s: None, failed: None }
+}
+
+/// `boots` ended boots of `variant`, 1 warm-up and 2 measured repetitions
+/// each, boot `b` at `level * (1 + spread(b))`.
+pub(crate) fn boots(variant: &str, n: u32, level: f64, out: &mut (Vec<Sample>, Vec<Event>)) {
+    for b in 0..n {
+        let id = format!("{variant}-2cpu-b{b}");
+        let v = level * (1.0 + 0.004 * b as f64);
+        out.1.push(boot(variant, &id, None));
+        out.0.push(sample(variant, &id, 0, 1.0, true));
+        out.0.push(sample(variant, &id, 1, v * 0.999, false));
+        out.0.push(sample(variant, &id, 2, v * 1.001, false));
+        out.1.push(boot_end(variant, &id, None));
+    }
+}
+
+fn verdict_of(r: &Report, ci: usize) -> Decision {
+    r.rows[0].cells[ci].decision.unwrap()
+}
+
+#[test]
+fn cells_are_boots_with_verdicts_failures_and_gate() {
+    let meta = meta_with(&["base", "slow", "broken"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("slow", 5, 80.0, &mut rec);
+    rec.1.push(Event::Build {
+        variant: "broken".into(),
+        key: None,
+        build_s: 0.0,
+        cached: false,
+        release: None,
+        errors: vec!["x.c:1: error: y".into()],
+        error: Some("build failed: x.c:1: error: y".into()),
+        failed: None,
+    });
+    for boot in 0..5 {
+        // what the pipeline records for the boots of a variant that never built
+        rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()), busy_wall_per_guest_s: None, failed: None });
+    }
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let base = &r.rows[0].cells[0];
+    assert_eq!((base.n, base.reps_per_boot.clone(), base.n_warmup), (5, vec![2; 5], 5), "5 boots × 2, warm-up kept apart");
+    assert_eq!((base.values.len(), base.boots.len()), (10, 5), "raw values kept for plots, one value per boot for the test");
+    assert!((base.boots[1] - 100.4).abs() < 1e-9, "a boot's value is its median repetition");
+    let slow = verdict_of(&r, 1);
+    assert_eq!((slow.verdict, slow.n_base, slow.n_new), (Verdict::Regressed, 5, 5));
+    assert!((slow.p.unwrap() - 2.0 / 252.0).abs() < 1e-9, "the test counts boots");
+    let text = cell_text(&r.rows[0].cells[1]);
+    assert!(text.contains("n=5 boots×2") && text.contains("worse by 20.0% +0.9/−1.0") && text.contains("regressed (p=0.008 q=0.008"), "{text}");
+    assert!(text.contains("range [") && text.contains("<6 boots: no 95% CI"), "{text}");
+    let broken = &r.rows[0].cells[2];
+    assert!(cell_text(broken).starts_with("FAILED: build failed: x.c:1: error: y"), "{}", cell_text(broken));
+    assert_eq!(broken.decision.unwrap().verdict, Verdict::Insufficient, "a variant that never built is FAILED, not a failure rate");
+    assert_eq!(broken.boots_ended, 0);
+    let g = report_gate(&r, &["d".to_string()]);
+    assert_eq!((g.failures.len(), g.warnings.len()), (1, 0));
+    assert!(g.failures[0].starts_with("slow execs_per_s at 2 vCPUs (d): worse by 20.0%"), "{g:?}");
+    assert!(report_gate(&r, &["other".to_string()]).failures.is_empty());
+    let c = csv(&r);
+    assert_eq!(c.lines().count(), 4);
+    assert!(c.lines().nth(2).unwrap().contains(",regressed,0,5,"), "{c}");
+    assert!(table(&r).contains("regressed") && r.rule_text.contains("unit: the boot"));
+    assert!(r.complete, "every planned boot job ended");
+}
+
+#[test]
+fn resumed_boots_count_once() {
+    let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("v", 5, 100.0, &mut rec);
+    // v's boot 0 ran as v-2cpu-b0.2 after --resume ...
+    for x in rec.0.iter_mut().filter(|x| x.boot_id == "v-2cpu-b0") {
+        x.boot_id = "v-2cpu-b0.2".into();
+    }
+    for ev in rec.1.iter_mut() {
+        match ev {
+            Event::Boot { boot_id, .. } if boot_id == "v-2cpu-b0" => *boot_id = "v-2cpu-b0.2".into(),
+            Event::BootEnd { boot_id: Some(id), .. } if id == "v-2cpu-b0" => *id = "v-2cpu-b0.2".into(),
+            _ => {}
+        }
+    }
+    // ... because the first attempt was cut off after one repetition (no boot_end)
+    rec.1.insert(0, boot("v", "v-2cpu-b0", None));
+    rec.0.splice(0..0, [sample("v", "v-2cpu-b0", 0, 1.0, true), sample("v", "v-2cpu-b0", 1, 50.0, false)]);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let v = &r.rows[0].cells[1];
+    assert_eq!((v.n, v.values.len()), (5, 10), "the cut-off boot's repetition is not counted");
+    assert!(!v.values.contains(&50.0));
+    assert_eq!((v.boots_ended, v.boots_failed), (5, 0), "the cut-off boot is neither a unit nor a failure");
+    assert_eq!(verdict_of(&r, 1).failures, None);
+    assert!(r.notes.iter().any(|n| n.contains("not counted") && n.contains("v-2cpu-b0")), "{:?}", r.notes);
+}
+
+/// A boot whose QEMU crashed before SSH and was started again is shown
+/// (note, boots table) but is no failure of the kernel's cell; a boot
+/// that failed for good still is.
+#[test]
+fn a_qemu_crash_that_was_retried_is_not_the_kernels_failure() {
+    let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    let crash = "QEMU died from signal 6 (SIGABRT) before SSH came up: qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion failed.";
+    let mut crashed = boot("v", "v-2cpu-b0", Some(crash));
+    if let Event::Boot { retried, .. } = &mut crashed {
+        *retried = true;
+    }
+    rec.1.push(crashed.clone());
+    boots("v", 5, 100.0, &mut rec);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let v = &r.rows[0].cells[1];
+    assert_eq!((v.n, v.boots_ended, v.boots_failed, v.failure.clone()), (5, 5, 0, None));
+    assert!(!cell_text(v).contains("failed"), "{}", cell_text(v));
+    assert!(r.notes.iter().any(|n| n.contains("v-2cpu-b0: QEMU died from signal 6") && n.contains("started again")), "{:?}", r.notes);
+    let shown: Vec<_> = r.boots.iter().filter_map(|b| b.error.as_deref()).collect();
+    assert!(shown.len() == 1 && shown[0].ends_with("(started again)"), "the crashed attempt stays in the boots table: {shown:?}");
+    // the same crash, not retried (attempts used up), is the cell's failure
+    if let Event::Boot { retried, .. } = &mut crashed {
+        *retried = false;
+    }
+    rec.1.retain(|e| !matches!(e, Event::Boot { error: Some(_), .. }));
+    rec.1.push(crashed);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    assert_eq!(r.rows[0].cells[1].failure.as_deref(), Some(crash));
+}
+
+/// Issue 11 item 8: a build that failed (an interrupted `make` recorded
+/// as a failure by an older harness) and was built by `--resume` leaves
+/// no failure on the variant's cells.
+#[test]
+fn a_failure_repaired_by_resume_is_not_shown() {
+    let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    let build = |error: Option<&str>| Event::Build {
+        variant: "v".into(),
+        key: None,
+        build_s: 0.0,
+        cached: false,
+        release: None,
+        errors: vec![],
+        error: error.map(String::from),
+        failed: None,
+    };
+    rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
+    rec.1.push(build(Some("build failed: make: *** [Makefile:224: __sub-make] Interrupt")));
+    // --resume: configured and built again
+    rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
+    rec.1.push(build(None));
+    boots("base", 5, 100.0, &mut rec);
+    boots("v", 5, 100.0, &mut rec);
+    // one boot of v lost a repetition: its failure text is its own
+    rec.0.retain(|x| !(x.boot_id == "v-2cpu-b3" && x.repetition == 2));
+    rec.1.push(Event::BenchFailed { variant: "v".into(), vcpus: 2, benchmark: "d".into(), boot_id: "v-2cpu-b3".into(), repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let v = &r.rows[0].cells[1];
+    assert_eq!(v.failure.as_deref(), Some("killed at its 60 s timeout"));
+    let text = cell_text(v);
+    assert!(!text.contains("build failed") && text.contains("(failed in 1/5 boots: killed at"), "{text}");
+    // the same run without the failed boot shows no failure at all
+    rec.1.retain(|e| !matches!(e, Event::BenchFailed { .. }));
+    rec.0.push(sample("v", "v-2cpu-b3", 2, 100.0, false));
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let v = &r.rows[0].cells[1];
+    assert_eq!((v.failure.clone(), v.boots_failed), (None, 0), "{}", cell_text(v));
+    assert!(!cell_text(v).contains("fail"), "{}", cell_text(v));
+}
+
+#[test]
+fn unsure_warns_and_fails_the_gate_only_when_strict() {
+    let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("v", 5, 97.9, &mut rec); // 2.1% slower, every boot below every base boot
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let d = verdict_of(&r, 1);
+    let ci = d.ratio.unwrap();
+    assert_eq!(d.verdict, Verdict::Unsure, "{d:?}");
+    assert!(ci.lo < 0.98 && ci.hi > 0.98 && d.may_regress(), "{ci:?}");
+    assert!(decision_text(&d).contains("unsure: needs more boots (p=0.008 q=0.008, floor 2.0%)"), "{}", decision_text(&d));
+    let g = report_gate(&r, &[]);
+    assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
+    assert!(!g.fails(false) && g.fails(true));
+}
+
+#[test]
+fn failing_more_often_is_reported_not_thinned() {
+    let meta = meta_with(&["base", "flaky", "hangs"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("flaky", 5, 100.0, &mut rec);
+    // flaky: the second repetition of 3 boots timed out
+    let timed_out = ["flaky-2cpu-b0", "flaky-2cpu-b1", "flaky-2cpu-b2"];
+    rec.0.retain(|s| !(s.repetition == 2 && timed_out.contains(&s.boot_id.as_str())));
+    for boot_id in timed_out.map(String::from) {
+        rec.1.push(Event::BenchFailed { variant: "flaky".into(), vcpus: 2, benchmark: "d".into(), boot_id, repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
+    }
+    // hangs: no boot ever comes up
+    for b in 0..5 {
+        let id = format!("hangs-2cpu-b{b}");
+        rec.1.push(boot("hangs", &id, Some("no SSH within 300 s")));
+        rec.1.push(boot_end("hangs", &id, Some("boot failed: no SSH within 300 s")));
+    }
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let flaky = &r.rows[0].cells[1];
+    assert_eq!((flaky.n, flaky.boots_failed, flaky.boots_ended), (5, 3, 5), "boots that failed keep what they measured");
+    let d = flaky.decision.unwrap();
+    let f = d.failures.unwrap();
+    assert_eq!((d.verdict, f.counts.failed, f.counts.base_failed, f.significant), (Verdict::FailsMore, 3, 0, false));
+    assert!(cell_text(flaky).contains("fails more: 3/5 boots failed vs base 0/5 (Fisher p=0.083)"), "{}", cell_text(flaky));
+    assert!(cell_text(flaky).contains("finished boots: "), "the measurements are still shown");
+    let hangs = r.rows[0].cells[2].decision.unwrap();
+    assert_eq!((hangs.verdict, hangs.performance), (Verdict::FailsMore, Verdict::Insufficient));
+    assert!(hangs.failures.unwrap().significant);
+    let g = report_gate(&r, &[]);
+    assert_eq!((g.failures.len(), g.warnings.len()), (1, 1), "{g:?}");
+    assert!(g.failures[0].starts_with("hangs") && g.warnings[0].starts_with("flaky"));
+    assert!(csv(&r).lines().nth(2).unwrap().contains(",fails more,3,5,"), "{}", csv(&r));
+}
+
+#[test]
+fn floors_apply_per_metric() {
+    let meta = meta_with(&["base", "slow"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("slow", 5, 80.0, &mut rec);
+    let wall: Vec<Sample> = rec.0.iter().map(|s| Sample { metric: "wall_s".into(), unit: "s".into(), higher_is_better: false, ..s.clone() }).collect();
+    rec.0.extend(wall);
+    let mut floors = Floors::none("test floors");
+    floors.by_cell.insert(("d".into(), "execs_per_s".into(), 2), 0.25);
+    let r = build_from(&meta, &rec.0, &rec.1, &floors);
+    let row = |m: &str| r.rows.iter().find(|x| x.metric == m).unwrap();
+    assert_eq!((row("execs_per_s").floor, row("wall_s").floor), (0.25, 0.02));
+    let execs = row("execs_per_s").cells[1].decision.unwrap();
+    let wall = row("wall_s").cells[1].decision.unwrap();
+    assert_eq!((execs.verdict, execs.floor), (Verdict::Small, 0.25), "a 20% drop inside a 25% floor");
+    assert_eq!((wall.verdict, wall.floor), (Verdict::Improved, 0.02), "the other metric keeps 2%");
+    assert!(r.rule_text.contains("test floors") && table(&r).contains("floors: test floors"));
+}
+
+#[test]
+fn csv_quotes_guest_text() {
+    use super::text::csv;
+    let meta = meta_with(&["base", "broken"], "{boots: 1, repetitions: 1}");
+    let events = vec![
+        Event::Build {
+            variant: "broken".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: Some("exited with 1: \"x\", then\nline 2".into()),
+            failed: None,
+        },
+        boot("base", "b0", None),
+        boot_end("base", "b0", None),
+    ];
+    let mut samples = vec![sample("base", "b0", 1, 1.0, false)];
+    samples[0].unit = "ops,\"s\"".into();
+    let c = csv(&build_from(&meta, &samples, &events, &Floors::none("none")));
+    // a strict RFC 4180 reader: every row has the header's fields, the failure intact
+    let rows = parse_csv(&c);
+    let header = "benchmark,metric,unit,higher_is_better,vcpus,variant,boots,reps,median,ci_lo,ci_hi,ci_exact,\
+                  ratio,ratio_lo,ratio_hi,worse_by,worse_lo,worse_hi,p,q,floor,mde,verdict,boots_failed,boots_ended,failure";
+    assert_eq!(c.lines().next(), Some(header), "the header is the record's fields, in order");
+    let width = header.split(',').count();
+    assert!(rows.iter().all(|r| r.len() == width), "{rows:?}");
+    let broken = rows.iter().find(|r| r[5] == "broken").unwrap();
+    assert!(broken[width - 1].ends_with("exited with 1: \"x\", then\nline 2"), "{broken:?}");
+    assert_eq!(broken[2], "ops,\"s\"");
+    let base = rows.iter().find(|r| r[5] == "base").unwrap();
+    assert_eq!((base[3].as_str(), base[6].as_str(), base[8].as_str(), base[20].as_str()), ("true", "1", "1", "0.02"), "numbers as Rust prints them");
+    assert!(csv(&Report { rows: vec![], ..build_from(&meta, &samples, &events, &Floors::none("none")) }) == format!("{header}\n"), "no cells: the header alone");
+}
+
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field, mut quoted, mut chars) = (vec![], vec![], String::new(), false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    rows
+}
+

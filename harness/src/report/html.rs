@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::svg::{self, Point};
-use super::{cell_text, Report};
+use super::{cell_text, Cell, Report, Row};
 use crate::stats::Verdict;
 
 #[derive(Serialize)]
@@ -40,7 +40,7 @@ struct Plot {
 }
 
 /// The CSS class of a cell: its verdict, or `failed` when it has no value.
-fn class_of(c: &super::Cell) -> &'static str {
+fn class_of(c: &Cell) -> &'static str {
     if c.summary.is_none() && c.failure.is_some() {
         return "failed";
     }
@@ -56,61 +56,13 @@ fn class_of(c: &super::Cell) -> &'static str {
 
 /// Renders the report as a self-contained HTML page.
 pub fn render(r: &Report) -> Result<String> {
-    let rows: Vec<HtmlRow> = r
-        .rows
-        .iter()
-        .map(|row| HtmlRow {
-            benchmark: &row.benchmark,
-            metric: &row.metric,
-            unit: &row.unit,
-            higher_is_better: row.higher_is_better,
-            vcpus: row.vcpus,
-            cells: r
-                .variants
-                .iter()
-                .map(|v| match row.cells.iter().find(|c| &c.variant == v) {
-                    None => HtmlCell { text: String::new(), class: "" },
-                    Some(c) => HtmlCell {
-                        text: cell_text(c),
-                        class: class_of(c),
-                    },
-                })
-                .collect(),
-        })
-        .collect();
-
+    let rows: Vec<HtmlRow> = r.rows.iter().map(|row| html_row(r, row)).collect();
     let mut plots: Vec<Plot> = Vec::new();
     for row in &r.rows {
-        if plots.iter().any(|p| p.benchmark == row.benchmark && p.metric == row.metric) {
-            continue;
+        if !plots.iter().any(|p| p.benchmark == row.benchmark && p.metric == row.metric) {
+            plots.push(plot(r, row));
         }
-        let same: Vec<&super::Row> = r.rows.iter().filter(|x| x.benchmark == row.benchmark && x.metric == row.metric).collect();
-        let mut series: Vec<(String, Vec<Point>)> = Vec::new();
-        for v in &r.variants {
-            let pts: Vec<Point> = same
-                .iter()
-                .filter_map(|x| {
-                    let c = x.cells.iter().find(|c| &c.variant == v)?;
-                    let s = c.summary.as_ref()?;
-                    Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi, ci: s.ci_exact })
-                })
-                .collect();
-            if !pts.is_empty() {
-                series.push((v.clone(), pts));
-            }
-        }
-        let label = format!("{} ({})", row.metric, row.unit);
-        let strips = same
-            .iter()
-            .map(|x| Strip {
-                vcpus: x.vcpus,
-                svg: svg::strip(&x.cells.iter().map(|c| (c.variant.clone(), c.values.clone())).collect::<Vec<_>>(), &label),
-            })
-            .collect();
-        let scaling = svg::scaling(&series, &label, row.linear_reference);
-        plots.push(Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling, strips });
     }
-
     let mut env = minijinja::Environment::new();
     env.add_template("report.html", include_str!("report.html")).context("load the report template")?;
     let t = env.get_template("report.html")?;
@@ -120,4 +72,50 @@ pub fn render(r: &Report) -> Result<String> {
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
     };
     t.render(ctx).context("render the HTML report")
+}
+
+/// A row of the table: one cell per variant, empty where it has none.
+fn html_row<'a>(r: &Report, row: &'a Row) -> HtmlRow<'a> {
+    let cell = |v: &String| match row.cells.iter().find(|c| &c.variant == v) {
+        None => HtmlCell { text: String::new(), class: "" },
+        Some(c) => HtmlCell { text: cell_text(c), class: class_of(c) },
+    };
+    HtmlRow {
+        benchmark: &row.benchmark,
+        metric: &row.metric,
+        unit: &row.unit,
+        higher_is_better: row.higher_is_better,
+        vcpus: row.vcpus,
+        cells: r.variants.iter().map(cell).collect(),
+    }
+}
+
+/// The plots of `row`'s metric: its scaling over every vCPU count, and a
+/// strip of every repetition per vCPU count.
+fn plot(r: &Report, row: &Row) -> Plot {
+    let same: Vec<&Row> = r.rows.iter().filter(|x| x.benchmark == row.benchmark && x.metric == row.metric).collect();
+    let mut series: Vec<(String, Vec<Point>)> = Vec::new();
+    for v in &r.variants {
+        let pts: Vec<Point> = same
+            .iter()
+            .filter_map(|x| {
+                let c = x.cells.iter().find(|c| &c.variant == v)?;
+                let s = c.summary.as_ref()?;
+                Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi, ci: s.ci_exact })
+            })
+            .collect();
+        if !pts.is_empty() {
+            series.push((v.clone(), pts));
+        }
+    }
+    let label = format!("{} ({})", row.metric, row.unit);
+    let strips = same
+        .iter()
+        .map(|x| Strip {
+            vcpus: x.vcpus,
+            svg: svg::strip(&x.cells.iter().map(|c| (c.variant.clone(), c.values.clone())).collect::<Vec<_>>(), &label),
+        })
+        .collect();
+    let scaling = svg::scaling(&series, &label, row.linear_reference);
+    Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling, strips }
 }

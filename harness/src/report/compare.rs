@@ -1,13 +1,34 @@
 //! `harness compare RUN_A RUN_B`: the same cells (benchmark × metric × vCPUs
-//! × variant) of two runs — last night against tonight — under the same
-//! decision rule (boot values, the larger of the two rows' floors, failure
-//! rates of B against A), with Benjamini-Hochberg across all compared cells.
+//! × variant) of two runs — last night against tonight. Boots of different
+//! runs are never pooled as one sample: a night-to-night offset moves every
+//! boot of a night together and would read as an effect. Each run's base is
+//! its own control, so a variant's cell is B's variant-to-base ratio against
+//! A's ([`stats::across`]), under the same rule (the larger of the two rows'
+//! floors) with Benjamini-Hochberg across all compared cells. A base cell
+//! has no control inside the runs and is not compared; its change from
+//! night to night is what `harness history` tracks.
 
 use comfy_table::{presets, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{comparison, decision_text, num, GateItem, Report};
-use crate::stats::{self, Decision, Rule, Summary};
+use super::{decision_text, num, Cell, GateItem, Report, Row};
+use crate::stats::across::{ratio_of_ratios, Arms};
+use crate::stats::{self, Decision, Pretested, Rule, Summary};
+
+/// How a compared cell was tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// B's variant-to-base ratio against A's (Welch's t on log boot values).
+    RatioOfRatios,
+    /// Not compared: base (or a run without this cell's base) has no control.
+    NoControl,
+}
+
+/// What [`table`] prints under the comparison: how cells were tested.
+pub const METHOD_TEXT: &str = "B against A: each run's variant-to-base ratio, each run's base its own control \
+     (Welch's t on log boot values, BH across cells); boots of different runs are never pooled. \
+     A base cell has no control across runs: its night-to-night change is for `harness history`.";
 
 /// One cell present in both runs.
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +45,8 @@ pub struct Compared {
     pub a: Option<Summary>,
     /// Run B's cell.
     pub b: Option<Summary>,
+    /// How it was tested.
+    pub method: Method,
     /// B against A.
     pub decision: Decision,
 }
@@ -47,34 +70,55 @@ pub fn same_clock(a: &Report, b: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compares every cell the two reports share.
+/// Compares every cell the two reports share (see the module text).
 pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
     let mut keys = Vec::new();
-    let mut pairs = Vec::new();
+    let mut tests = Vec::new();
     for rb in &b.rows {
         let Some(ra) = a.rows.iter().find(|r| r.benchmark == rb.benchmark && r.metric == rb.metric && r.vcpus == rb.vcpus) else {
             continue;
         };
         for cb in &rb.cells {
             if let Some(ca) = ra.cells.iter().find(|c| c.variant == cb.variant) {
-                keys.push((rb, ca, cb));
-                pairs.push(comparison(ca, cb, rb.higher_is_better, ra.floor.max(rb.floor)));
+                let test = across(ra, rb, ca, cb);
+                keys.push((rb, ca, cb, if test.is_some() { Method::RatioOfRatios } else { Method::NoControl }));
+                tests.push(test);
             }
         }
     }
-    let decisions = stats::decide_all(&pairs, rule);
+    let decisions = stats::decide_pretested(&tests, rule);
     keys.into_iter()
         .zip(decisions)
-        .map(|((row, ca, cb), decision)| Compared {
+        .map(|((row, ca, cb, method), decision)| Compared {
             benchmark: row.benchmark.clone(),
             metric: row.metric.clone(),
             vcpus: row.vcpus,
             variant: cb.variant.clone(),
             a: ca.summary,
             b: cb.summary,
+            method,
             decision,
         })
         .collect()
+}
+
+/// The ratio-of-ratios test of a variant's cell, None for base or when a
+/// run lacks base's boots.
+fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
+    let base = |r: &Row| r.cells.iter().find(|c| c.variant == "base").map(|c| c.boots.clone());
+    if cb.variant == "base" {
+        return None;
+    }
+    let (base_a, base_b) = (base(ra)?, base(rb)?);
+    let t = ratio_of_ratios(Arms { base: &base_a, variant: &ca.boots }, Arms { base: &base_b, variant: &cb.boots })?;
+    Some(Pretested {
+        p: t.p,
+        ratio: t.ratio,
+        floor: ra.floor.max(rb.floor),
+        higher_is_better: rb.higher_is_better,
+        n_base: ca.boots.len() + base_a.len(),
+        n_new: cb.boots.len() + base_b.len(),
+    })
 }
 
 impl Compared {
@@ -97,16 +141,19 @@ pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
             r.variant.clone(),
             m(&r.a),
             m(&r.b),
-            decision_text(&r.decision),
+            match r.method {
+                Method::RatioOfRatios => decision_text(&r.decision),
+                Method::NoControl => "not compared: no control across runs".into(),
+            },
         ]);
     }
-    format!("{}\n", t)
+    format!("{t}\n{METHOD_TEXT}\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::{boot, boot_end, meta_with, sample};
+    use crate::report::tests::{boot, boot_end, boots, meta_with, sample};
     use crate::report::{build_from, Floors};
     use crate::vm::MeasureClock;
 
@@ -129,5 +176,43 @@ mod tests {
         assert!(same_clock(&old, &wall).unwrap_err().to_string().contains("an unrecorded clock"));
         assert_eq!(wall.clock_text.split(':').next(), Some("tcg-wall"));
         assert!(icount.rows[0].unit.ends_with("/Ginsn"), "{}", icount.rows[0].unit);
+    }
+
+    /// Two nights: base and `v` at `level`, the variant `effect` away, 6 boots each.
+    fn night(id: &str, level: f64, effect: f64) -> Report {
+        let mut meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 2}");
+        meta.id = id.into();
+        let mut rec = (Vec::new(), Vec::new());
+        boots("base", 6, level, &mut rec);
+        boots("v", 6, level * (1.0 + effect), &mut rec);
+        build_from(&meta, &rec.0, &rec.1, &Floors::none("none"))
+    }
+
+    /// Issue 21: tonight 3% faster on every boot (a night offset) is no
+    /// change of the variant; base has no control and is not compared.
+    #[test]
+    fn a_night_offset_is_not_a_change_and_base_is_not_compared() {
+        let (a, b) = (night("a", 1000.0, -0.01), night("b", 1030.0, -0.01));
+        let rows = compare(&a, &b, &b.rule);
+        let v = rows.iter().find(|r| r.variant == "v").unwrap();
+        assert_eq!(v.method, Method::RatioOfRatios);
+        let ratio = v.decision.ratio.unwrap();
+        assert!((ratio.ratio - 1.0).abs() < 1e-3, "{ratio:?}");
+        assert!(!matches!(v.decision.verdict, stats::Verdict::Regressed | stats::Verdict::Improved), "{:?}", v.decision);
+        let base = rows.iter().find(|r| r.variant == "base").unwrap();
+        assert_eq!((base.method, base.decision.verdict), (Method::NoControl, stats::Verdict::Insufficient));
+        let text = table("a", "b", &rows);
+        assert!(text.contains("not compared: no control across runs") && text.contains("never pooled"), "{text}");
+    }
+
+    /// A variant 5% slower against its own base tonight is regressed,
+    /// whatever the night's offset.
+    #[test]
+    fn a_change_of_the_variant_against_its_base_is_called() {
+        let (a, b) = (night("a", 1000.0, 0.0), night("b", 980.0, -0.05));
+        let rows = compare(&a, &b, &b.rule);
+        let v = rows.iter().find(|r| r.variant == "v").unwrap();
+        assert_eq!(v.decision.verdict, stats::Verdict::Regressed, "{:?}", v.decision);
+        assert!((v.decision.ratio.unwrap().ratio - 0.95).abs() < 1e-3);
     }
 }

@@ -239,6 +239,45 @@ pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
         .collect()
 }
 
+/// A cell tested elsewhere (across two runs, see [`super::across`]): its p
+/// and ratio interval, decided under the same rule as [`decide_all`]'s cells.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pretested {
+    /// Two-sided p of no change.
+    pub p: f64,
+    /// The change as a ratio with its 95% interval.
+    pub ratio: RatioCi,
+    /// The cell's floor (the rule's floor is the least).
+    pub floor: f64,
+    /// Direction of the metric.
+    pub higher_is_better: bool,
+    /// Boots behind the "before" side.
+    pub n_base: usize,
+    /// Boots behind the "after" side.
+    pub n_new: usize,
+}
+
+/// Decides pretested cells (None: not testable, `?`) with one BH pass over
+/// them; no minimum detectable effect is computed for them.
+pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decision> {
+    let ps: Vec<f64> = cells.iter().map(|c| c.map_or(f64::NAN, |c| c.p)).collect();
+    let qs = benjamini_hochberg(&ps);
+    let m = qs.iter().filter(|q| q.is_finite()).count();
+    let passed = qs.iter().filter(|&&q| q <= rule.alpha).count();
+    cells
+        .iter()
+        .zip(qs)
+        .map(|(c, q)| {
+            let shell = Comparison { base: Vec::new(), new: Vec::new(), higher_is_better: c.is_some_and(|c| c.higher_is_better), floor: c.map_or(0.0, |c| c.floor), failures: None };
+            let mut d = decide_one(&shell, c.map(|c| Tested { p: c.p, ratio: c.ratio }), q, rule, (passed, m));
+            d.n_base = c.map_or(0, |c| c.n_base);
+            d.n_new = c.map_or(0, |c| c.n_new);
+            d.smallest_p = None;
+            d
+        })
+        .collect()
+}
+
 fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m): (usize, usize)) -> Decision {
     let floor = c.floor.max(rule.floor);
     let mut d = Decision {

@@ -27,6 +27,7 @@
 //! and every random draw comes from a generator seeded by the caller, so a report can be
 //! recomputed bit-for-bit from its raw samples and the printed rule.
 
+pub mod across;
 mod bootstrap;
 pub mod changepoint;
 mod decide;
@@ -43,8 +44,8 @@ mod tests;
 
 pub use bootstrap::{bootstrap_ratio_of_medians, RatioCi};
 pub use decide::{
-    classify, decide_all, minimum_detectable_effect, Comparison, Decision, FailureRate, Failures,
-    Rule, Verdict,
+    classify, decide_all, decide_pretested, minimum_detectable_effect, Comparison, Decision, FailureRate, Failures,
+    Pretested, Rule, Verdict,
 };
 pub use descriptive::{median, median_ci_indices, summarize, Summary};
 pub use fdr::benjamini_hochberg;

@@ -259,22 +259,12 @@ fn next(st: &State, values: &BTreeMap<String, Vec<f64>>, say: &dyn Fn(&str)) -> 
         return Ok(Next::Measure(Measurement { arms, boots: st.rule.end_boots }));
     }
     let p_ends = stats::mann_whitney_u(&good, &bad).map(|m| m.p).unwrap_or(1.0);
-    say(&format!(
-        "ends: good {} median {:.4} ({} boots), bad {} median {:.4} ({} boots), change {:+.2}%, p {:.4}",
-        short(&st.good),
-        median(&good),
-        good.len(),
-        short(&st.bad),
-        median(&bad),
-        bad.len(),
-        (median(&bad) / median(&good) - 1.0) * 100.0,
-        p_ends
-    ));
+    say(&ends_line(st, &good, &bad, p_ends));
     if p_ends > st.rule.level() {
         return Ok(Next::Done(Outcome::Undecided(format!("good and bad are not distinguishable (p {p_ends:.4} > {:.4}): nothing to bisect at this clock and boot count", st.rule.level()))));
     }
     let (mut lo, mut hi) = (-1i64, st.commits.len() as i64 - 1);
-    let mut step = 0;
+    let mut step = 0u32;
     while hi - lo > 1 {
         step += 1;
         let mid = ((lo + hi) / 2) as usize;
@@ -285,20 +275,7 @@ fn next(st: &State, values: &BTreeMap<String, Vec<f64>>, say: &dyn Fn(&str)) -> 
             return Ok(Next::Measure(Measurement { arms: vec![("base".into(), c.clone())], boots: st.rule.batch }));
         }
         let (call, ev) = judge(&good, &bad, &v, &st.rule);
-        say(&format!(
-            "step {step}: {} ({left} commit(s) left) {} boots, median {:.4}, p {:.4} against good, {:.4} against bad: {}",
-            short(c),
-            ev.n,
-            ev.median,
-            ev.p_good,
-            ev.p_bad,
-            match &call {
-                Call::Good => "like good".to_string(),
-                Call::Bad => "like bad".to_string(),
-                Call::More => "more boots".to_string(),
-                Call::Undecided(why) => format!("undecided: {why}"),
-            }
-        ));
+        say(&step_line(step, c, left, &ev, &call));
         match call {
             Call::Good => lo = mid as i64,
             Call::Bad => hi = mid as i64,
@@ -307,6 +284,39 @@ fn next(st: &State, values: &BTreeMap<String, Vec<f64>>, say: &dyn Fn(&str)) -> 
         }
     }
     Ok(Next::Done(Outcome::FirstBad(st.commits[hi as usize].clone())))
+}
+
+/// The ends' evidence, as each bisection prints it.
+fn ends_line(st: &State, good: &[f64], bad: &[f64], p_ends: f64) -> String {
+    format!(
+        "ends: good {} median {:.4} ({} boots), bad {} median {:.4} ({} boots), change {:+.2}%, p {:.4}",
+        short(&st.good),
+        median(good),
+        good.len(),
+        short(&st.bad),
+        median(bad),
+        bad.len(),
+        (median(bad) / median(good) - 1.0) * 100.0,
+        p_ends
+    )
+}
+
+/// One look at a midpoint, as each bisection prints it.
+fn step_line(step: u32, c: &str, left: i64, ev: &Evidence, call: &Call) -> String {
+    let said = match call {
+        Call::Good => "like good".to_string(),
+        Call::Bad => "like bad".to_string(),
+        Call::More => "more boots".to_string(),
+        Call::Undecided(why) => format!("undecided: {why}"),
+    };
+    format!(
+        "step {step}: {} ({left} commit(s) left) {} boots, median {:.4}, p {:.4} against good, {:.4} against bad: {said}",
+        short(c),
+        ev.n,
+        ev.median,
+        ev.p_good,
+        ev.p_bad
+    )
 }
 
 fn short(c: &str) -> &str {
@@ -404,6 +414,16 @@ mod tests {
         let (call, _) = judge(&good, &bad, &wide, &RULE);
         assert!(matches!(call, Call::Undecided(_) | Call::Bad | Call::Good) && call != Call::More, "{call:?}");
         assert!(RULE.text().contains("at most 15"));
+    }
+
+    #[test]
+    fn a_step_prints_its_evidence_and_call() {
+        let ev = Evidence { n: 5, median: 99.0, p_good: 0.0079, p_bad: 0.55 };
+        assert_eq!(
+            step_line(2, "0123456789abcdef", 3, &ev, &Call::Bad),
+            "step 2: 0123456789ab (3 commit(s) left) 5 boots, median 99.0000, p 0.0079 against good, 0.5500 against bad: like bad"
+        );
+        assert!(step_line(1, "c", 1, &ev, &Call::Undecided("why".into())).ends_with(": undecided: why"));
     }
 
     #[test]

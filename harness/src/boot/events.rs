@@ -7,7 +7,7 @@
 use anyhow::Result;
 
 use crate::bench::{CpuWindow, Measured};
-use crate::records::BootEnv;
+use crate::records::{BootEnv, Cause};
 use crate::vm::{Accel, Finding, MeasureClock};
 
 /// The stages of a boot job, in order. A cut names the stage it happened in.
@@ -40,37 +40,6 @@ impl Stage {
     /// Whether the guest had not reached SSH yet in this stage.
     pub fn before_ssh(self) -> bool {
         matches!(self, Stage::Start | Stage::WaitSsh)
-    }
-}
-
-/// Why a boot was cut off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// QEMU died from this signal by itself (an assertion, a segfault, the
-    /// host's OOM killer).
-    QemuSignal(i32),
-    /// QEMU exited by itself before SSH came up.
-    QemuExit,
-    /// QEMU runs but cannot serve the guest: no SSH forward, or a KVM guest
-    /// it stopped.
-    Qemu,
-    /// The kernel panicked.
-    Panic,
-    /// No SSH within the boot deadline (host seconds, or guest seconds
-    /// under icount).
-    BootTimeout,
-    /// SSH failed otherwise: a foreign host key, a broken channel.
-    Ssh,
-    /// The guest stopped answering: no result within a benchmark's timeout
-    /// and the grace after it.
-    GuestHung,
-}
-
-impl Cause {
-    /// Whether the cut is QEMU's failure, not the kernel's: such a boot is
-    /// started again (up to [`super::QEMU_CRASH_ATTEMPTS`]).
-    pub fn is_qemus(self) -> bool {
-        matches!(self, Cause::QemuSignal(_))
     }
 }
 

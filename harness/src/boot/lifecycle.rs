@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::events::{BootEvent, BootStart, Cause, Sink, Stage};
+use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
 use super::{answer_grace, boot_deadline, console_guest_time, stuck_under_kvm, BootCtx, Pace, QEMU_CRASH_ATTEMPTS};
 use crate::bench;
@@ -20,7 +20,7 @@ use crate::config::{BenchKind, Benchmark, Clock};
 use crate::guest::{Deadline, Output, Timeout};
 use crate::plan::BootJob;
 use crate::proc;
-use crate::records::BootEnv;
+use crate::records::{BootEnv, Cause};
 use crate::store::Run;
 use crate::vm::{self, CmdlineSpec, Exit, Finding, MeasureClock, VmSpec};
 
@@ -92,7 +92,7 @@ pub fn wait_ssh(ctx: &BootCtx, m: &mut dyn Machine, deadline: Duration) -> Resul
     };
     m.kill();
     let cause = match (signal, cause) {
-        (Some(sig), _) => Cause::QemuSignal(sig),
+        (Some(_), _) => Cause::QemuSignal,
         (None, Some(c)) => c,
         (None, None) if e.downcast_ref::<Deadline>().is_some() => Cause::BootTimeout,
         (None, None) => Cause::Ssh,
@@ -111,7 +111,7 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
     }
     match m.exit(Duration::ZERO) {
         Ok(Exit::Running) | Err(_) => {}
-        Ok(exit @ Exit::Signal(sig)) => return Some((Cause::QemuSignal(sig), qemu_exit_reason(exit, findings.first(), &m.log()))),
+        Ok(exit @ Exit::Signal(_)) => return Some((Cause::QemuSignal, qemu_exit_reason(exit, findings.first(), &m.log()))),
         Ok(exit) => return Some((Cause::QemuExit, qemu_exit_reason(exit, findings.first(), &m.log()))),
     }
     if !m.forwarded() {
@@ -253,7 +253,7 @@ impl Boot<'_, '_> {
     fn failed_boot(&mut self, f: BootFailure, attempt: u32) -> Result<Attempt> {
         let again = boots_again(f.cause, attempt);
         let mut error = f.error;
-        if f.cause.is_qemus() && !again {
+        if f.cause.spurious() && !again {
             error.push_str(&all_attempts(attempt));
         }
         let findings = f.findings;
@@ -270,7 +270,7 @@ impl Boot<'_, '_> {
     fn cut(&mut self, cut: MeasureCut, attempt: u32) -> Result<Option<String>> {
         let again = boots_again(cut.cause, attempt);
         let error = match cut.cause {
-            Cause::QemuSignal(_) if !again => format!("{}{}", cut.why, all_attempts(attempt)),
+            Cause::QemuSignal if !again => format!("{}{}", cut.why, all_attempts(attempt)),
             _ => cut.why,
         };
         let findings = vm::scan_console(&self.machine.console());
@@ -357,7 +357,7 @@ impl Boot<'_, '_> {
         if let Ok(Exit::Signal(sig)) = self.machine.exit(Duration::from_secs(1)) {
             let qlog = self.machine.log();
             let why = format!("QEMU died from signal {sig} ({}) in repetition {rep}: {}", signal_name(sig), last_line(&qlog).unwrap_or("no QEMU output"));
-            return Ok(MeasureCut { why, cause: Cause::QemuSignal(sig) });
+            return Ok(MeasureCut { why, cause: Cause::QemuSignal });
         }
         let (cause, why) = if e.downcast_ref::<Timeout>().is_some() {
             (Cause::GuestHung, format!("guest stopped answering: no result {} s after the benchmark's timeout", (wait.as_secs()).saturating_sub(b.timeout_s)))
@@ -407,7 +407,7 @@ struct MeasureCut {
 
 /// Whether a job boots again after `attempt` was cut for `cause`.
 fn boots_again(cause: Cause, attempt: u32) -> bool {
-    cause.is_qemus() && attempt < QEMU_CRASH_ATTEMPTS
+    cause.spurious() && attempt < QEMU_CRASH_ATTEMPTS
 }
 
 /// What a job's last QEMU crash adds to its failure.

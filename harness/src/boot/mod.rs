@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-pub use events::{BootEvent, BootStart, Cause, Recorder, Sink, Stage};
+pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu};
 pub use sink::RunSink;

@@ -7,7 +7,7 @@
 use anyhow::Result;
 
 use crate::bench::{CpuWindow, Measured};
-use crate::records::{BootEnv, Cause};
+use crate::records::{BootEnv, Cause, Failed};
 use crate::vm::{Accel, Finding, MeasureClock};
 
 /// The stages of a boot job, in order. A cut names the stage it happened in.
@@ -34,6 +34,14 @@ impl Stage {
             Stage::Environment => "read the environment",
             Stage::Measure => "measure",
             Stage::PowerOff => "power off",
+        }
+    }
+
+    /// The step of a boot job it is, as records name it.
+    pub fn step(self) -> crate::records::Stage {
+        match self {
+            Stage::Start | Stage::WaitSsh | Stage::Environment => crate::records::Stage::Boot,
+            Stage::Measure | Stage::PowerOff => crate::records::Stage::Benchmark,
         }
     }
 
@@ -125,6 +133,8 @@ pub enum BootEvent {
         repetition: u32,
         /// Why.
         error: String,
+        /// Why, as a type.
+        cause: Cause,
     },
     /// The attempt was cut off.
     Cut {
@@ -152,6 +162,8 @@ pub enum BootEvent {
         error: Option<String>,
         /// The slowest wall-per-guest pace of this boot's repetitions.
         busy_wall_per_guest_s: Option<f64>,
+        /// Where and why the job failed, when it did.
+        failed: Option<Failed>,
     },
 }
 

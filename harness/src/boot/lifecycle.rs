@@ -20,7 +20,7 @@ use crate::config::{BenchKind, Benchmark, Clock};
 use crate::guest::{Deadline, Output, Timeout};
 use crate::plan::BootJob;
 use crate::proc;
-use crate::records::{BootEnv, Cause};
+use crate::records::{BootEnv, Cause, Failed};
 use crate::store::Run;
 use crate::vm::{self, CmdlineSpec, Exit, Finding, MeasureClock, VmSpec};
 
@@ -235,16 +235,16 @@ impl Boot<'_, '_> {
         self.sink.emit(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
         let mut t = Try { dir, pace: Pace::default() };
-        let end_error = match self.measure(&mut t, nproc)? {
-            None => None,
+        let (end_error, failed) = match self.measure(&mut t, nproc)? {
+            None => (None, None),
             Some(cut) => match self.cut(cut, attempt)? {
-                Some(error) => Some(error),
+                Some((error, failed)) => (Some(error), Some(failed)),
                 None => return Ok(Attempt::QemuCrashed),
             },
         };
         let findings = self.power_off(end_error.is_none(), &t.dir)?;
         self.sink.emit(BootEvent::PoweredOff { findings: findings.clone() })?;
-        self.sink.emit(BootEvent::Ended { findings, error: end_error, busy_wall_per_guest_s: t.pace.measured() })?;
+        self.sink.emit(BootEvent::Ended { findings, error: end_error, busy_wall_per_guest_s: t.pace.measured(), failed })?;
         Ok(Attempt::Ended)
     }
 
@@ -261,13 +261,15 @@ impl Boot<'_, '_> {
         if again {
             return Ok(Attempt::QemuCrashed);
         }
-        self.sink.emit(BootEvent::Ended { findings, error: Some(format!("boot failed: {error}")), busy_wall_per_guest_s: None })?;
+        let failed = Some(Failed::new(Stage::WaitSsh.step(), f.cause));
+        self.sink.emit(BootEvent::Ended { findings, error: Some(format!("boot failed: {error}")), busy_wall_per_guest_s: None, failed })?;
         Ok(Attempt::Ended)
     }
 
     /// Tells a measurement cut short. `None`: the job boots again (the
-    /// guest is killed, the attempt gets no `Ended`); else the job's error.
-    fn cut(&mut self, cut: MeasureCut, attempt: u32) -> Result<Option<String>> {
+    /// guest is killed, the attempt gets no `Ended`); else the job's error
+    /// and where and why it failed.
+    fn cut(&mut self, cut: MeasureCut, attempt: u32) -> Result<Option<(String, Failed)>> {
         let again = boots_again(cut.cause, attempt);
         let error = match cut.cause {
             Cause::QemuSignal if !again => format!("{}{}", cut.why, all_attempts(attempt)),
@@ -279,7 +281,7 @@ impl Boot<'_, '_> {
             self.machine.kill();
             return Ok(None);
         }
-        Ok(Some(error))
+        Ok(Some((error, Failed::new(Stage::Measure.step(), cut.cause))))
     }
 
     /// Stage [`Stage::Environment`], and the pace of guest time at login.
@@ -345,7 +347,10 @@ impl Boot<'_, '_> {
                 metrics: p.metrics,
                 cpu: p.cpu,
             },
-            other => BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: failure(b, &out, other.err()) },
+            other => {
+                let (cause, error) = failure(b, &out, other.err());
+                BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error, cause }
+            }
         };
         self.sink.emit(event).map(Ok)
     }
@@ -364,7 +369,7 @@ impl Boot<'_, '_> {
         } else {
             (Cause::Ssh, format!("{e:#}"))
         };
-        self.sink.emit(BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: why.clone() })?;
+        self.sink.emit(BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: why.clone(), cause })?;
         Ok(MeasureCut { why, cause })
     }
 
@@ -391,11 +396,11 @@ impl Boot<'_, '_> {
 }
 
 /// Why a repetition failed that did produce output.
-fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> String {
+fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause, String) {
     match (out.status, parsed) {
-        (Some(124) | Some(137), _) => format!("killed at its {} s timeout", b.timeout_s),
-        (status, None) => format!("exited with {status:?}: {}", out.stderr.trim()),
-        (status, Some(e)) => format!("{e:#} (status {status:?}; {})", out.stderr.trim()),
+        (Some(124) | Some(137), _) => (Cause::BenchTimeout, format!("killed at its {} s timeout", b.timeout_s)),
+        (status, None) => (Cause::BenchError, format!("exited with {status:?}: {}", out.stderr.trim())),
+        (status, Some(e)) => (Cause::BenchError, format!("{e:#} (status {status:?}; {})", out.stderr.trim())),
     }
 }
 

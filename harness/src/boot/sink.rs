@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 
 use super::events::{BootEvent, BootStart, Sink};
-use crate::records::{BootEnv, Event, Sample};
+use crate::records::{BootEnv, Event, Failed, Sample};
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::Finding;
@@ -37,9 +37,9 @@ impl<'a> RunSink<'a> {
     }
 
     /// The `boot` record of the current attempt.
-    fn boot(&self, env: Option<BootEnv>, error: Option<String>, findings: Vec<Finding>, wall_per_guest_s: Option<f64>, retried: bool) -> Result<Event> {
+    fn boot(&self, env: Option<BootEnv>, error: Option<(String, Failed)>, findings: Vec<Finding>, wall_per_guest_s: Option<f64>, retried: bool) -> Result<Event> {
         let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-        let failed = error.is_some();
+        let (error, failed) = error.unzip();
         Ok(Event::Boot {
             variant: variant.clone(),
             vcpus: *vcpus,
@@ -49,15 +49,15 @@ impl<'a> RunSink<'a> {
             clock: Some(s.clock),
             wall_per_guest_s,
             // a boot that never reached SSH records no command line
-            cmdline: if failed { String::new() } else { s.cmdline.clone() },
+            cmdline: if failed.is_some() { String::new() } else { s.cmdline.clone() },
             image: s.image.clone(),
             overcommit: s.overcommit,
-            ready_s: if failed { None } else { self.ready_s },
+            ready_s: if failed.is_some() { None } else { self.ready_s },
             env,
             error,
             findings,
             retried,
-            failed: None,
+            failed,
         })
     }
 
@@ -86,12 +86,12 @@ impl<'a> RunSink<'a> {
         Ok(())
     }
 
-    fn cut(&self, stage: super::Stage, error: String, findings: Vec<Finding>, again: bool) -> Result<()> {
+    fn cut(&self, stage: super::Stage, failed: Failed, error: String, findings: Vec<Finding>, again: bool) -> Result<()> {
         let id = &self.start()?.boot_id;
         if stage.before_ssh() {
             let msg = if again { format!("{id}: {error}; not the kernel's failure, booting again") } else { format!("{id}: boot failed: {error}") };
             self.ui.notice(&msg);
-            return self.run.event(&self.boot(None, Some(error), findings, None, again)?);
+            return self.run.event(&self.boot(None, Some((error, failed)), findings, None, again)?);
         }
         if again {
             // no boot_end: the boot is cut off, its samples are not counted
@@ -116,21 +116,22 @@ impl Sink for RunSink<'_> {
                 self.ui.stage("bench", &format!("{variant} {vcpus}cpu b{boot} {benchmark} rep {}/{of}", repetition + 1));
             }
             BootEvent::RepetitionDone { benchmark, params, repetition, warmup, metrics, cpu } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
-            BootEvent::RepetitionFailed { benchmark, repetition, error } => {
+            BootEvent::RepetitionFailed { benchmark, repetition, error, cause } => {
                 let ((variant, vcpus, _), s) = (self.job()?, self.start()?);
-                let e = Event::BenchFailed { variant: variant.clone(), vcpus: *vcpus, benchmark, boot_id: s.boot_id.clone(), repetition, error, failed: None };
+                let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
+                let e = Event::BenchFailed { variant: variant.clone(), vcpus: *vcpus, benchmark, boot_id: s.boot_id.clone(), repetition, error, failed };
                 self.run.event(&e)?;
             }
-            BootEvent::Cut { stage, error, findings, again, .. } => self.cut(stage, error, findings, again)?,
+            BootEvent::Cut { stage, cause, error, findings, again } => self.cut(stage, Failed::new(stage.step(), cause), error, findings, again)?,
             BootEvent::PoweredOff { findings } => {
                 let id = &self.start()?.boot_id;
                 for f in &findings {
                     self.ui.notice(&format!("{id}: console: {} ({})", f.signature, f.line));
                 }
             }
-            BootEvent::Ended { findings, error, busy_wall_per_guest_s } => {
+            BootEvent::Ended { findings, error, busy_wall_per_guest_s, failed } => {
                 let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: Some(s.boot_id.clone()), findings, error, busy_wall_per_guest_s, failed: None };
+                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: Some(s.boot_id.clone()), findings, error, busy_wall_per_guest_s, failed };
                 self.run.event(&e)?;
             }
         }

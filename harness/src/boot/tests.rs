@@ -57,7 +57,7 @@ use super::fake::{Answer, Call, Fake, Script, Until};
 use crate::bench::Measured;
 use crate::config::Matrix;
 use crate::plan::BootJob;
-use crate::records::{BootEnv, Cause, Event};
+use crate::records::{BootEnv, Cause, Event, Failed};
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{CmdlineSpec, Exit};
@@ -149,12 +149,19 @@ fn three() -> Vec<Answer> {
 
 /// A boot that measured and powered off.
 fn ended(busy: f64) -> Vec<BootEvent> {
-    vec![BootEvent::PoweredOff { findings: vec![] }, BootEvent::Ended { findings: vec![], error: None, busy_wall_per_guest_s: Some(busy) }]
+    vec![BootEvent::PoweredOff { findings: vec![] }, BootEvent::Ended { findings: vec![], error: None, busy_wall_per_guest_s: Some(busy), failed: None }]
 }
 
-/// A job that never reached SSH.
-fn failed(error: String) -> BootEvent {
-    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: None }
+/// A job that never reached SSH, for `cause`.
+fn failed(error: String, cause: Cause) -> BootEvent {
+    let failed = Some(Failed::new(crate::records::Stage::Boot, cause));
+    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: None, failed }
+}
+
+/// A job cut off during measurement, for `cause`.
+fn cut_off(error: String, cause: Cause) -> BootEvent {
+    let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
+    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: Some(1.0), failed }
 }
 
 fn cut(stage: Stage, cause: Cause, error: &str, again: bool) -> BootEvent {
@@ -217,7 +224,7 @@ fn qemu_dying_in_every_attempt_fails_the_job_once() {
         started(&ctx, "base-2cpu-b0.3", 3),
         cut(Stage::WaitSsh, Cause::QemuSignal, &last, false),
     ];
-    let want: Vec<BootEvent> = want.into_iter().chain([failed(format!("boot failed: {last}"))]).collect();
+    let want: Vec<BootEvent> = want.into_iter().chain([failed(format!("boot failed: {last}"), Cause::QemuSignal)]).collect();
     assert_eq!(events, want);
 }
 
@@ -236,13 +243,13 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
         job_event(0),
         started(&ctx, "base-2cpu-b0", 1),
         BootEvent::Cut { stage: Stage::WaitSsh, cause: Cause::Panic, error: why.into(), findings: findings.clone(), again: false },
-        BootEvent::Ended { findings, error: Some(format!("boot failed: {why}")), busy_wall_per_guest_s: None },
+        BootEvent::Ended { findings, error: Some(format!("boot failed: {why}")), busy_wall_per_guest_s: None, failed: Some(Failed::new(crate::records::Stage::Boot, Cause::Panic)) },
     ];
     assert_eq!(events, want);
     let (res, events) = boot(&mut ctx, &mut fake, &job(1));
     res.unwrap();
     let why = "QEMU exited with status 1 before SSH came up: no console output";
-    let want = vec![job_event(1), started(&ctx, "base-2cpu-b1", 1), cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"))];
+    let want = vec![job_event(1), started(&ctx, "base-2cpu-b1", 1), cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"), Cause::QemuExit)];
     assert_eq!(events, want);
 }
 
@@ -256,10 +263,10 @@ fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
     let why = "guest stopped answering: no result 30 s after the benchmark's timeout";
     let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1)];
     want.extend(logged_in());
-    want.extend([rep(0), done(0, 1.0), rep(1), BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into() }]);
+    want.extend([rep(0), done(0, 1.0), rep(1), BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into(), cause: Cause::GuestHung }]);
     let error = format!("measure during s: {why}");
     want.extend([cut(Stage::Measure, Cause::GuestHung, &error, false), BootEvent::PoweredOff { findings: vec![] }]);
-    want.push(BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: Some(1.0) });
+    want.push(cut_off(error, Cause::GuestHung));
     assert_eq!(events, want);
     // the bench waits its timeout plus 30 s of grace; a guest that does not answer is killed, dmesg not asked
     let runs: Vec<&Call> = fake.calls.iter().filter(|c| matches!(c, Call::Run(cmd, _) if cmd.starts_with("/bench/"))).collect();
@@ -272,10 +279,10 @@ fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
     let why = "read the guest command's output: connection reset";
     let error = format!("measure during s: {why}");
     let tail = [
-        BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into() },
+        BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into(), cause: Cause::Ssh },
         cut(Stage::Measure, Cause::Ssh, &error, false),
         BootEvent::PoweredOff { findings: vec![] },
-        BootEvent::Ended { findings: vec![], error: Some(error.clone()), busy_wall_per_guest_s: Some(1.0) },
+        cut_off(error.clone(), Cause::Ssh),
     ];
     assert_eq!(events[events.len() - 4..], tail);
 }
@@ -379,7 +386,7 @@ fn the_run_sink_writes_the_runs_records() {
     let first = serde_json::json!({
         "event": "boot", "variant": "base", "vcpus": 2, "boot": 0, "boot_id": "base-2cpu-b0", "accel": "tcg", "clock": "tcg-wall",
         "wall_per_guest_s": null, "cmdline": "", "image": "bzImage", "overcommit": 1.0, "ready_s": null, "env": null,
-        "error": SIGABRT, "findings": [], "retried": true
+        "error": SIGABRT, "findings": [], "retried": true, "failed": {"stage": "boot", "cause": "qemu_signal"}
     });
     assert_eq!(events[0], first);
     let second = serde_json::json!({

@@ -121,8 +121,8 @@ mod tests {
 
     #[test]
     fn the_embedded_matrix_loads_from_its_own_directory() {
-        let work = std::env::temp_dir().join(format!("harness-builtin-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&work);
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().to_path_buf();
         let dir = materialise(&work).unwrap();
         assert_eq!(materialise(&work).unwrap(), dir, "written once, found again");
         let m = crate::config::load(&dir.join("matrix.yaml"), Some("premerge")).unwrap();
@@ -134,6 +134,5 @@ mod tests {
         let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         assert_eq!(images_dir(None, &top.join("matrix.yaml"), &work).unwrap(), top.join("images"));
         assert_eq!(images_dir(Some(Path::new("/x")), &elsewhere, &work).unwrap(), PathBuf::from("/x"));
-        std::fs::remove_dir_all(work).ok();
     }
 }

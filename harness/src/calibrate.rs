@@ -375,8 +375,8 @@ mod tests {
 
     #[test]
     fn stored_calibrations_are_applied_only_where_they_fit() {
-        let work = std::env::temp_dir().join(format!("harness-cal-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&work);
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().to_path_buf();
         let (cal, aa_meta, events) = calibration();
         let mut run = aa_meta.clone();
         run.matrix.profile = Some("quick".into());
@@ -392,6 +392,5 @@ mod tests {
         std::fs::write(path(&work), r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#).unwrap();
         let old = floors_for_run(&work, &run, &events);
         assert!(old.by_cell.is_empty() && old.source.contains("an older or damaged file"), "{}", old.source);
-        std::fs::remove_dir_all(work).ok();
     }
 }

@@ -199,8 +199,8 @@ mod tests {
 
     #[test]
     fn keeps_the_newest_and_the_young_and_names_the_rest() {
-        let root = std::env::temp_dir().join(format!("harness-gc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let (work, runs) = (root.join("work"), root.join("runs"));
         for (key, days) in [("k1", 1), ("k2", 10), ("k3", 30)] {
             put(&work.join("kernels").join(key).join("bzImage"), 5000);
@@ -259,7 +259,6 @@ mod tests {
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
         assert!(u[0].1 >= 10_000);
-        std::fs::remove_dir_all(root).ok();
     }
 
     #[test]

@@ -291,8 +291,8 @@ mod tests {
     /// to build, fails that variant's jobs with the reason.
     #[test]
     fn shards_find_kernels_only_in_the_cache() {
-        let work = std::env::temp_dir().join(format!("harness-fromcache-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&work);
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().to_path_buf();
         let kept = work.join("kernels/k1");
         write(&kept.join("bzImage"), "");
         let art = Artifact { key: "k1".into(), dir: kept.clone(), bzimage: kept.join("bzImage"), vmlinux: kept.join("vmlinux"), modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
@@ -322,7 +322,6 @@ mod tests {
         assert_eq!(got["broken"].as_ref().unwrap_err(), "build failed: x.c:1: error: y");
         assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
         assert!(!work.join("tree").exists(), "a shard made a work tree");
-        std::fs::remove_dir_all(work).ok();
     }
 
     /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is

@@ -9,11 +9,9 @@ use crate::stats::changepoint::Params;
 use crate::records::{Event, RunMeta, Sample};
 use crate::vm::MeasureClock;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harness-history-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory of its own for a test, removed when dropped.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("harness-history-{name}-")).tempdir().unwrap()
 }
 
 /// A run of base and v on `day` (days after 2026-01-01), 5 boots each at `level`.
@@ -60,7 +58,8 @@ fn level(i: u64, at: u64, step: f64) -> f64 {
 
 #[test]
 fn adding_a_run_again_changes_nothing() {
-    let root = scratch("reimport");
+    let root_dir = scratch("reimport");
+    let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
     let dir = write_run(&root, &records("n1", 0, 100.0, |_| {}));
     assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
@@ -91,7 +90,8 @@ const V1: &str = "CREATE TABLE runs (run_id TEXT PRIMARY KEY, content_hash TEXT 
 
 #[test]
 fn a_version_1_database_is_migrated() {
-    let root = scratch("migrate");
+    let root_dir = scratch("migrate");
+    let root = root_dir.path().to_path_buf();
     let path = root.join("h.sqlite");
     let (meta, _, events) = records("old", 0, 100.0, |_| {});
     let k = run_key(&meta, &events);
@@ -122,7 +122,8 @@ fn a_version_1_database_is_migrated() {
 
 #[test]
 fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
-    let root = scratch("mix");
+    let root_dir = scratch("mix");
+    let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
     type Tweak = Box<dyn Fn(&mut RunMeta)>;
     let kinds: [(&str, Tweak); 5] = [
@@ -158,7 +159,8 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
 
 #[test]
 fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
-    let root = scratch("step");
+    let root_dir = scratch("step");
+    let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
     for i in 0..24u64 {
         let dir = write_run(&root, &records(&format!("night{i:02}"), i, level(i, 14, 0.05), |_| {}));
@@ -177,7 +179,8 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
     annotate(&mut r, &db, &meta, &events).unwrap();
     assert_eq!(r.rows[0].cells[0].history.as_deref(), Some("changed on 2026-01-15 by +5.0% (better)"));
     assert!(crate::report::table(&r).contains("history: changed on 2026-01-15"));
-    let flat_root = scratch("flat");
+    let flat_root_dir = scratch("flat");
+    let flat_root = flat_root_dir.path().to_path_buf();
     let mut flat = open(&flat_root.join("h.sqlite")).unwrap();
     for i in 0..10u64 {
         add(&mut flat, &write_run(&flat_root, &records(&format!("f{i}"), i, level(i, 99, 0.0), |_| {})), &flat_root, Sources::Records).unwrap();
@@ -198,7 +201,8 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
 #[test]
 fn trends_link_to_run_reports_relative_to_the_page() {
     assert_eq!(relative(Path::new("/a/b/pages"), Path::new("/a/b/runs/r1/report.html")), PathBuf::from("../runs/r1/report.html"));
-    let root = scratch("links");
+    let root_dir = scratch("links");
+    let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
     let dir = write_run(&root.join("runs"), &records("r1", 0, 100.0, |_| {}));
     std::fs::write(dir.join("report.html"), "<html></html>").unwrap();

@@ -288,8 +288,8 @@ mod tests {
 
     #[test]
     fn classify_applies_contained_conflicts() {
-        let root = std::env::temp_dir().join(format!("harness-patch-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let tree = root.join("tree");
         write(&tree.join("f.c"), "one\ntwo\nthree\n");
         let series_dir = root.join("patches");
@@ -307,16 +307,15 @@ mod tests {
         }
         // the tree itself was never touched by classification
         assert_eq!(std::fs::read_to_string(tree.join("f.c")).unwrap(), "one\nzwei\nthree\n");
-        std::fs::remove_dir_all(root).ok();
     }
 
     #[test]
     fn series_file_errors_name_file_and_line() {
-        let root = std::env::temp_dir().join(format!("harness-series-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         write(&root.join("s/series"), "0001-a.patch\n0002-missing.patch\n");
         write(&root.join("s/0001-a.patch"), "x");
         let e = load_series(&root, "s").unwrap_err().to_string();
         assert!(e.ends_with("s/series:2: patch file `0002-missing.patch` does not exist"), "{e}");
-        std::fs::remove_dir_all(root).ok();
     }
 }

@@ -175,8 +175,8 @@ mod tests {
 
     #[test]
     fn every_kind_of_source_becomes_a_quilt_series() {
-        let root = std::env::temp_dir().join(format!("harness-series-src-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let w = |p: &str, s: &str| {
             let p = root.join(p);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -206,7 +206,6 @@ mod tests {
         w("empty/x.txt", "");
         let e = format!("{:#}", collect(&[Source::detect(&root.join("empty")).unwrap()], &log).unwrap_err());
         assert!(e.contains("no *.patch file"), "{e}");
-        std::fs::remove_dir_all(root).ok();
     }
 
     #[test]
@@ -214,8 +213,8 @@ mod tests {
         if crate::proc::which("git").is_none() {
             return;
         }
-        let root = std::env::temp_dir().join(format!("harness-series-git-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(&root).unwrap();
         let git = |args: &[&str]| {
             Cmd::new("git").arg("-C").arg(&root).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
@@ -237,6 +236,5 @@ mod tests {
         assert!(std::fs::read_to_string(&s.patches[1]).unwrap().contains("-b\n+c\n"));
         let e = format!("{:#}", collect(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &root.join("log")).unwrap_err());
         assert!(e.contains("holds no commit"), "{e}");
-        std::fs::remove_dir_all(root).ok();
     }
 }

@@ -342,8 +342,8 @@ mod tests {
 
     #[test]
     fn an_edited_directory_source_is_a_new_tree() {
-        let dir = std::env::temp_dir().join(format!("harness-tree-dir-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let src = dir.join("linux");
         fake_tree(&src);
         let work = dir.join("work");
@@ -360,13 +360,12 @@ mod tests {
         let t2 = Tree::prepare(&src, &work, &log).unwrap();
         assert_ne!(t1.key, t2.key, "an edit in mm/ must change the identity");
         assert_eq!(std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nX;\n");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn pristine_files_come_from_a_tarball_or_a_directory() {
-        let dir = std::env::temp_dir().join(format!("harness-tree-pristine-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         fake_tree(&dir.join("linux-source-6.12"));
         std::fs::write(dir.join("linux-source-6.12/mm/a[1].c"), "odd name\n").unwrap();
         Cmd::new("tar").arg("-cJf").arg(dir.join("src.tar.xz")).arg("-C").arg(&dir).arg("linux-source-6.12").run_ok().unwrap();
@@ -380,7 +379,6 @@ mod tests {
         }
         let e = pristine_files(&dir.join("src.tar.xz").with_extension("none"), &files, &dir.join("x"), &dir.join("log")).unwrap_err();
         assert!(format!("{e:#}").contains("stat "), "{e:#}");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     /// Times the directory identity on a real tree:
@@ -408,8 +406,8 @@ mod tests {
         if crate::proc::which("git").is_none() {
             return;
         }
-        let dir = std::env::temp_dir().join(format!("harness-tree-ref-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let src = dir.join("linux");
         fake_tree(&src);
         let git = |args: &[&str]| {
@@ -440,7 +438,6 @@ mod tests {
         let e = resolve_ref(&dir.join("work"), "x").unwrap_err().to_string();
         assert!(e.contains("is not a git tree"), "{e}");
         assert!(!src.join(".git/worktrees").exists(), "nothing written into the user's repository");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
@@ -448,8 +445,8 @@ mod tests {
         if crate::proc::which("git").is_none() {
             return;
         }
-        let dir = std::env::temp_dir().join(format!("harness-tree-git-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         fake_tree(&dir);
         let git = |args: &[&str]| {
             Cmd::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
@@ -463,6 +460,5 @@ mod tests {
         std::fs::write(dir.join("mm/vmalloc.c"), "edited\n").unwrap();
         let e = source_key(&dir).unwrap_err().to_string();
         assert!(e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"), "{e}");
-        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -210,9 +210,13 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
         accel: Accel::Kvm,
         pace: ctx.pace,
     };
-    let mut machine = Qemu::new(ctx.key.clone(), ctx.host_key.clone());
-    start(&probe, &mut machine, 1, kernel, initrd, dir)?;
-    match wait_ssh(&probe, &mut machine, PROBE_DEADLINE)? {
+    probe_on(&probe, &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()), kernel, initrd, dir)
+}
+
+/// The KVM probe boot on `machine`, under `probe`'s accelerator.
+fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<(String, bool)>> {
+    start(probe, machine, 1, kernel, initrd, dir)?;
+    match wait_ssh(probe, machine, PROBE_DEADLINE)? {
         Ok(_) => {
             machine.power_off(Duration::from_secs(5));
             Ok(None)

@@ -412,3 +412,23 @@ fn the_run_sink_writes_the_runs_records() {
     assert_eq!(samples[3]["clock"], "tcg-wall");
     assert!(w.run.log("boots/base-2cpu-b0.3/bench-s-r2.log").is_file() && w.run.log("boots/base-2cpu-b0.3/dmesg.log").is_file());
 }
+
+/// The KVM probe: a guest that reaches SSH proves KVM; one QEMU stops with
+/// a KVM internal error is KVM's fault (remembered for the host); a kernel
+/// panic is not.
+#[test]
+fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
+    let w = world("probe", "{}");
+    let mut ctx = ctx(&w);
+    ctx.accel = Accel::Kvm;
+    let dir = w.run.log("kvm-probe");
+    let (k, i) = (Path::new("/k/bzImage"), Path::new("/k/initrd"));
+    let stuck = Script { until: Until::Hangs, log: "$ qemu\nKVM internal error. Suberror: 1\nextra data[0]: 0x0\n".into(), ..Script::ssh(vec![]) };
+    let panics = Script { until: Until::Hangs, console: "[    0.5] Kernel panic - not syncing: Fatal exception\n".into(), ..Script::ssh(vec![]) };
+    let mut fake = Fake::new(vec![Script::ssh(vec![]), stuck, panics]);
+    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), None);
+    assert_eq!(fake.calls.last(), Some(&Call::PowerOff(Duration::from_secs(5))));
+    assert_eq!(fake.calls[1], Call::WaitSsh(PROBE_DEADLINE));
+    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("KVM internal error. Suberror: 1".to_string(), true)));
+    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("kernel panic during boot (panic)".to_string(), false)));
+}

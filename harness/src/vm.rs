@@ -170,16 +170,7 @@ pub fn qemu_args(s: &VmSpec) -> Vec<String> {
     a.push(format!("{},sockets={},cores={},threads={},maxcpus={}", s.vcpus, s.sockets, cores.max(1), s.threads, s.vcpus));
     a.push("-m".into());
     a.push(format!("{}M", s.memory_mib));
-    if s.numa_nodes > 0 {
-        let per_mem = s.memory_mib / s.numa_nodes as u64;
-        let per_cpu = s.vcpus / s.numa_nodes;
-        for n in 0..s.numa_nodes {
-            a.push("-object".into());
-            a.push(format!("memory-backend-ram,id=mem{n},size={per_mem}M"));
-            a.push("-numa".into());
-            a.push(format!("node,nodeid={n},cpus={}-{},memdev=mem{n}", n * per_cpu, (n + 1) * per_cpu - 1));
-        }
-    }
+    a.extend(numa_args(s));
     if big {
         a.push("-device".into());
         a.push("intel-iommu,intremap=on,eim=on".into());
@@ -199,6 +190,22 @@ pub fn qemu_args(s: &VmSpec) -> Vec<String> {
     a.push(format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", s.ssh_port));
     a.push("-device".into());
     a.push("virtio-net-pci,netdev=net0".into());
+    a
+}
+
+/// The NUMA nodes' memory backends and CPU ranges (none without nodes).
+fn numa_args(s: &VmSpec) -> Vec<String> {
+    let mut a = Vec::new();
+    if s.numa_nodes > 0 {
+        let per_mem = s.memory_mib / s.numa_nodes as u64;
+        let per_cpu = s.vcpus / s.numa_nodes;
+        for n in 0..s.numa_nodes {
+            a.push("-object".into());
+            a.push(format!("memory-backend-ram,id=mem{n},size={per_mem}M"));
+            a.push("-numa".into());
+            a.push(format!("node,nodeid={n},cpus={}-{},memdev=mem{n}", n * per_cpu, (n + 1) * per_cpu - 1));
+        }
+    }
     a
 }
 

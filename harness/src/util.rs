@@ -19,6 +19,18 @@ pub fn rfc3339(secs: u64) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// UTC now as a compact stamp for directory names (`20261201-101500`):
+/// the start of a run id, and of a bisection's directory.
+pub fn stamp() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    compact(secs)
+}
+
+/// Formats Unix seconds as `YYYYMMDD-HHMMSS`.
+fn compact(secs: u64) -> String {
+    rfc3339(secs).replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string()
+}
+
 /// Lower-case hex of `b`.
 pub fn hex(b: &[u8]) -> String {
     hex::encode(b)
@@ -63,6 +75,12 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn stamps_are_compact_utc() {
+        assert_eq!(compact(1_795_000_000), "20261118-110640");
+        assert_eq!(compact(0), "19700101-000000");
     }
 
     #[test]

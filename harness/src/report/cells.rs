@@ -108,7 +108,7 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
 }
 
 /// The comparison of `cell` against `base` in a row with floor `floor`.
-pub(crate) fn comparison(base: &Cell, cell: &Cell, higher_is_better: bool, floor: f64) -> Comparison {
+fn comparison(base: &Cell, cell: &Cell, higher_is_better: bool, floor: f64) -> Comparison {
     let failures = (base.boots_ended > 0 && cell.boots_ended > 0).then_some(Failures {
         failed: cell.boots_failed,
         of: cell.boots_ended,

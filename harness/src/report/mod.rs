@@ -28,7 +28,6 @@ use crate::stats::{Decision, Rule, Summary};
 use crate::store::Run;
 use crate::vm::MeasureClock;
 
-pub(crate) use cells::comparison;
 pub use cells::{build_from, run_clock};
 pub use gate::{gate, report_gate, Gate, GateItem};
 pub use rule::rule_text;

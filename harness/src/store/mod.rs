@@ -55,7 +55,7 @@ pub fn shard_dir(run_dir: &Path, shard: Shard) -> PathBuf {
 /// A run directory under `runs_dir` that does not exist yet:
 /// `<UTC stamp>-<label>`, with `.N` added when that is taken.
 pub fn fresh_run_dir(runs_dir: &Path, label: &str) -> Result<PathBuf> {
-    let stamp = crate::util::now_rfc3339().replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string();
+    let stamp = crate::util::stamp();
     for n in 0..100 {
         let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
         let dir = runs_dir.join(&id);

@@ -192,14 +192,10 @@ pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
         matrix: m,
         measurements: vec![],
     };
-    let dir = runs.join(format!("bisect-{}", chrono_like_now()));
+    let dir = runs.join(format!("bisect-{}", crate::util::stamp()));
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     save(&dir, &state)?;
     Ok(dir)
-}
-
-fn chrono_like_now() -> String {
-    crate::util::now_rfc3339().replace([':', '-'], "").chars().take(15).collect()
 }
 
 fn save(dir: &Path, s: &State) -> Result<()> {

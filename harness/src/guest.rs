@@ -225,12 +225,11 @@ mod tests {
     /// same server gets as far as the login.
     #[test]
     fn a_forged_sshd_is_refused() {
-        let dir = std::env::temp_dir().join(format!("harness-forged-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (forged, forged_pub) = key(&dir, "forged_host_key");
-        let (_, pinned_pub) = key(&dir, "pinned_host_key");
-        let (client_db, _) = key(&dir, "client");
+        let tmp = tempfile::Builder::new().prefix("harness-forged-").tempdir().unwrap();
+        let dir = tmp.path();
+        let (forged, forged_pub) = key(dir, "forged_host_key");
+        let (_, pinned_pub) = key(dir, "pinned_host_key");
+        let (client_db, _) = key(dir, "client");
         let client = dir.join("client_openssh");
         Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&client_db).arg(&client).capture().run_ok().unwrap();
         let sshd = Cmd::new("/usr/sbin/dropbear")
@@ -258,6 +257,5 @@ mod tests {
         let e = Guest::connect(port, &client, &forged_pub, Duration::from_secs(10)).err().expect("the client key is not authorized");
         assert!(e.downcast_ref::<ForeignHostKey>().is_none() && format!("{e:#}").contains("log in as root"), "{e:#}");
         drop(sshd);
-        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -68,16 +68,19 @@ struct World {
     run: Run,
     m: Matrix,
     ui: Ui,
+    /// Removed when the test ends (after the run's lock is let go).
+    _dir: tempfile::TempDir,
 }
 
 fn world(name: &str, guest: &str) -> World {
-    let dir = crate::testutil::scratch(&format!("boot-{name}"));
+    let tmp = tempfile::Builder::new().prefix(&format!("harness-boot-{name}-")).tempdir().unwrap();
+    let dir = tmp.path();
     let yaml = format!(
         "variants:\n  - name: base\nvcpus: [2]\nguest: {guest}\nbenchmarks:\n  - {{name: s, kind: doexec, timeout_s: 60}}\n\
          sampling: {{boots: 3, repetitions: 2, warmup_repetitions: 1}}\n"
     );
     let m = crate::config::parse(&yaml, &dir.join("matrix.yaml"), None).unwrap();
-    World { run: Run::create(&dir, "t").unwrap(), m, ui: Ui::new(0, true) }
+    World { run: Run::create(dir, "t").unwrap(), m, ui: Ui::new(0, true), _dir: tmp }
 }
 
 fn ctx(w: &World) -> BootCtx<'_> {

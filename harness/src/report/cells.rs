@@ -50,19 +50,31 @@ fn by_boot(samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, metric: 
     order.iter().map(|id| groups.remove(id).unwrap_or_default()).collect()
 }
 
-/// Boots of (variant, vCPUs) that ended, and of those the ones in which
-/// `bench` failed a repetition or measured fewer repetitions than planned.
-fn failure_counts(s: &Scan, samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, planned: usize) -> (usize, usize) {
-    let mut ended = 0;
-    let mut failed = 0;
-    for (id, _) in s.ended.iter().filter(|(_, (v, c))| v == variant && *c == vcpus) {
-        ended += 1;
+/// Failures of one cell's boots.
+struct FailureCounts {
+    /// Boots of (variant, vCPUs) that ended.
+    ended: usize,
+    /// Of those, the ones in which `bench` failed a repetition or measured
+    /// fewer repetitions than planned.
+    failed: usize,
+    /// Of those, the ones whose `bench` timed out (or hung) with no value.
+    timed_out: usize,
+}
+
+fn failure_counts(s: &Scan, samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, planned: usize) -> FailureCounts {
+    let mut c = FailureCounts { ended: 0, failed: 0, timed_out: 0 };
+    for (id, _) in s.ended.iter().filter(|(_, (v, n))| v == variant && *n == vcpus) {
+        c.ended += 1;
         let reps: BTreeSet<u32> = samples.iter().filter(|x| &x.boot_id == id && x.benchmark == bench && !x.warmup).map(|x| x.repetition).collect();
-        if s.bench_failed.contains(&(id.clone(), bench.to_string())) || reps.len() < planned {
-            failed += 1;
+        let key = (id.clone(), bench.to_string());
+        if s.bench_failed.contains(&key) || reps.len() < planned {
+            c.failed += 1;
+        }
+        if reps.is_empty() && s.timed_out.contains(&key) {
+            c.timed_out += 1;
         }
     }
-    (ended, failed)
+    c
 }
 
 /// Everything one cell is built from.
@@ -78,7 +90,7 @@ struct CellInput<'a> {
 fn make_cell(x: &CellInput, variant: &str) -> Cell {
     let groups = by_boot(x.counted, variant, x.vcpus, x.bench, x.metric);
     let boots: Vec<f64> = groups.iter().filter_map(|g| stats::median(g)).collect();
-    let (boots_ended, boots_failed) = failure_counts(x.scan, x.counted, variant, x.vcpus, x.bench, x.planned);
+    let counts = failure_counts(x.scan, x.counted, variant, x.vcpus, x.bench, x.planned);
     let failure = x
         .scan
         .variant_fail
@@ -100,8 +112,10 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
         boots,
         decision: None,
         failure,
-        boots_ended,
-        boots_failed,
+        boots_ended: counts.ended,
+        boots_failed: counts.failed,
+        timed_out: counts.timed_out,
+        kernel_faults: x.scan.faulted.get(&(variant.to_string(), x.vcpus)).map_or(0, BTreeSet::len),
         values: groups.concat(),
         history: None,
     }
@@ -115,7 +129,7 @@ fn comparison(base: &Cell, cell: &Cell, higher_is_better: bool, floor: f64) -> C
         base_failed: base.boots_failed,
         base_of: base.boots_ended,
     });
-    Comparison { base: base.boots.clone(), new: cell.boots.clone(), higher_is_better, floor, failures }
+    Comparison { base: base.boots.clone(), new: cell.boots.clone(), higher_is_better, floor, failures, worst: (base.timed_out, cell.timed_out) }
 }
 
 /// A throughput (higher is better) of a benchmark whose workers follow the vCPU count.

@@ -124,7 +124,7 @@ fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
 impl Compared {
     /// This cell for the gate.
     pub fn gate_item(&self) -> GateItem<'_> {
-        GateItem { benchmark: &self.benchmark, metric: &self.metric, vcpus: self.vcpus, variant: &self.variant, decision: &self.decision }
+        GateItem { benchmark: &self.benchmark, metric: &self.metric, vcpus: self.vcpus, variant: &self.variant, decision: &self.decision, faults: None }
     }
 }
 

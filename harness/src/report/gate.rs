@@ -1,9 +1,12 @@
 //! The pre-merge gate: which verdicts in key metrics fail it, which only warn.
 //!
-//! Fails: `regressed` (also on the finished boots of a `fails more` cell), and
-//! `fails more` with a one-sided Fisher p ≤ alpha. Warns (fatal with
-//! `--strict`): `unsure` when the change's interval reaches beyond the floor on
-//! the worse side, and `fails more` with a larger p.
+//! Fails: `regressed` (also on the finished boots of a `fails more` cell),
+//! `fails more` with a one-sided Fisher p ≤ alpha, and a kernel fault (a
+//! panic, oops, BUG, hung task, a hang or no SSH) in the variant's boots when
+//! base's boots at that vCPU count have none — one panic is evidence enough,
+//! whatever a rate test says. Warns (fatal with `--strict`): `unsure` when
+//! the change's interval reaches beyond the floor on the worse side, and
+//! `fails more?` (a larger failure share with a larger p).
 
 use super::{decision_text, Report};
 use crate::stats::{Decision, Verdict};
@@ -20,6 +23,8 @@ pub struct GateItem<'a> {
     pub variant: &'a str,
     /// Its decision.
     pub decision: &'a Decision,
+    /// Boots with a kernel fault: (this variant's, base's), when known.
+    pub faults: Option<(usize, usize)>,
 }
 
 /// What the gate found in key metrics.
@@ -53,7 +58,9 @@ pub fn gate<'a>(items: impl IntoIterator<Item = GateItem<'a>>, key_metrics: &[St
         let d = it.decision;
         let what = || format!("{} {} at {} vCPUs ({}): {}", it.variant, it.metric, it.vcpus, it.benchmark, decision_text(d).replace('\n', "; "));
         let fails_hard = d.failures.is_some_and(|f| f.significant);
-        if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
+        if let Some((k, 0)) = it.faults.filter(|f| f.0 > 0) {
+            g.failures.push(format!("{}; kernel faults (panic, oops, BUG, hang) in {k} of its boots and in none of base's", what()));
+        } else if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
             g.failures.push(what());
         } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
             g.warnings.push(what());
@@ -65,8 +72,10 @@ pub fn gate<'a>(items: impl IntoIterator<Item = GateItem<'a>>, key_metrics: &[St
 /// The gate over every compared cell of a report.
 pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
     let items = r.rows.iter().flat_map(|row| {
+        let base_faults = row.cells.first().map_or(0, |b| b.kernel_faults);
         row.cells.iter().filter_map(move |c| {
-            Some(GateItem { benchmark: &row.benchmark, metric: &row.metric, vcpus: row.vcpus, variant: &c.variant, decision: c.decision.as_ref()? })
+            let faults = Some((c.kernel_faults, base_faults));
+            Some(GateItem { benchmark: &row.benchmark, metric: &row.metric, vcpus: row.vcpus, variant: &c.variant, decision: c.decision.as_ref()?, faults })
         })
     });
     gate(items, key_metrics)

@@ -57,6 +57,15 @@ pub struct Cell {
     pub boots_ended: usize,
     /// Of those, boots in which this benchmark failed or did not finish.
     pub boots_failed: usize,
+    /// Of those, boots whose benchmark timed out or hung without a value
+    /// (they rank worst in the test).
+    #[serde(default)]
+    pub timed_out: usize,
+    /// Boots of this variant at this vCPU count with a kernel fault (a
+    /// panic, oops, BUG or hung task on the console; a boot cut by a panic,
+    /// a hang or no SSH).
+    #[serde(default)]
+    pub kernel_faults: usize,
     /// Every measured repetition (for plots).
     pub values: Vec<f64>,
     /// Against the nightly history, for key cells when a history database

@@ -21,6 +21,37 @@ pub(super) struct Scan {
     pub(super) series: Vec<(String, String)>,
     pub(super) builds: Vec<(String, f64, bool, Option<String>)>,
     pub(super) jobs_ended: usize,
+    /// (variant, vCPUs) → boot ids with a kernel fault: a panic, oops, BUG or
+    /// hung task on the console, or a boot cut by a panic, a hang or no SSH.
+    pub(super) faulted: BTreeMap<(String, u32), BTreeSet<String>>,
+    /// (boot id, benchmark) whose benchmark timed out or whose guest hung.
+    pub(super) timed_out: BTreeSet<(String, String)>,
+}
+
+/// A console finding that is the kernel's fault whatever the host's load
+/// (soft lockups and RCU stalls are not: overcommitted vCPUs raise them).
+fn is_fault(f: &crate::vm::Finding) -> bool {
+    use crate::vm::Trouble;
+    matches!(f.kind, Trouble::Panic | Trouble::Oops | Trouble::Bug | Trouble::HungTask)
+}
+
+/// A recorded cause that is the kernel's fault.
+fn faulting(e: &Event) -> bool {
+    use crate::records::Cause;
+    e.failed().is_some_and(|f| matches!(f.cause, Cause::Panic | Cause::GuestHung | Cause::BootTimeout))
+}
+
+/// Notes a boot's kernel fault, if `e` shows one.
+fn note_fault(s: &mut Scan, e: &Event) {
+    let (variant, vcpus, id, findings) = match e {
+        Event::Boot { variant, vcpus, boot_id, findings, retried: false, .. } => (variant, vcpus, Some(boot_id), findings),
+        Event::BootEnd { variant, vcpus, boot_id, findings, .. } => (variant, vcpus, boot_id.as_ref(), findings),
+        Event::BenchFailed { variant, vcpus, boot_id, .. } => (variant, vcpus, Some(boot_id), &Vec::new()),
+        _ => return,
+    };
+    if let Some(id) = id.filter(|_| faulting(e) || findings.iter().any(is_fault)) {
+        s.faulted.entry((variant.clone(), *vcpus)).or_default().insert(id.clone());
+    }
 }
 
 fn boot_row(e: &Event) -> Option<BootRow> {
@@ -50,6 +81,7 @@ fn boot_row(e: &Event) -> Option<BootRow> {
 pub(super) fn scan(events: &[Event]) -> Scan {
     let mut s = Scan::default();
     for e in events {
+        note_fault(&mut s, e);
         match e {
             // a step's outcome replaces the variant's earlier failure: a
             // `--resume` that patched, configured and built it repaired it
@@ -75,7 +107,11 @@ pub(super) fn scan(events: &[Event]) -> Scan {
                 }
                 s.boots.extend(boot_row(e));
             }
-            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id, .. } => {
+            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id, failed } => {
+                use crate::records::Cause;
+                if failed.is_some_and(|f| matches!(f.cause, Cause::BenchTimeout | Cause::GuestHung)) {
+                    s.timed_out.insert((boot_id.clone(), benchmark.clone()));
+                }
                 s.cell_fail.insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
                 s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
                 s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));

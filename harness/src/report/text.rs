@@ -86,16 +86,22 @@ pub fn cell_text(c: &Cell) -> String {
 /// `worse by 7.9% ±1.3 regressed (p=0.002 q=0.004, floor 2.0%)`.
 pub fn decision_text(d: &Decision) -> String {
     match &d.failures {
-        Some(f) => {
-            let c = f.counts;
-            let head = format!("fails more: {}/{} boots failed vs base {}/{} (Fisher p={})", c.failed, c.of, c.base_failed, c.base_of, p_text(f.p));
+        Some(f) if f.significant => {
+            let head = format!("fails more: {}", failure_counts_text(f));
             match d.performance {
                 Verdict::Insufficient => head,
                 _ => format!("{head}\nfinished boots: {}", performance_text(d)),
             }
         }
+        // a larger failure share that Fisher's test does not call: marked, not the headline
+        Some(f) => format!("{}\nfails more?: {}", performance_text(d), failure_counts_text(f)),
         None => performance_text(d),
     }
+}
+
+fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
+    let c = f.counts;
+    format!("{}/{} boots failed vs base {}/{} (Fisher p={})", c.failed, c.of, c.base_failed, c.base_of, p_text(f.p))
 }
 
 fn performance_text(d: &Decision) -> String {

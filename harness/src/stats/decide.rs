@@ -101,12 +101,15 @@ pub struct Comparison {
     pub floor: f64,
     /// Failed boots on both sides, if known.
     pub failures: Option<Failures>,
+    /// Boots whose benchmark timed out or hung, without a value (base, new):
+    /// they rank worst in the test instead of leaving it silently.
+    pub worst: (usize, usize),
 }
 
 impl Comparison {
     /// A comparison with the rule's floor and no failure counts.
     pub fn new(base: Vec<f64>, new: Vec<f64>, higher_is_better: bool) -> Comparison {
-        Comparison { base, new, higher_is_better, floor: 0.0, failures: None }
+        Comparison { base, new, higher_is_better, floor: 0.0, failures: None, worst: (0, 0) }
     }
 }
 
@@ -206,9 +209,21 @@ fn test_cell(c: &Comparison, rule: &Rule) -> Option<Tested> {
     if c.base.len() < min_n || c.new.len() < min_n {
         return None;
     }
-    let mw = mann_whitney_u(&c.base, &c.new)?;
     let ratio = bootstrap_ratio_of_medians(&c.base, &c.new, rule.resamples, rule.seed)?;
+    let (base, new) = with_worst(c);
+    let mw = mann_whitney_u(&base, &new)?;
     Some(Tested { p: mw.p, ratio })
+}
+
+/// Both sides with their timed-out boots added as a value worse than every
+/// measured one (ranks are all the test reads; the interval keeps only
+/// measured boots).
+fn with_worst(c: &Comparison) -> (Vec<f64>, Vec<f64>) {
+    let all = c.base.iter().chain(&c.new);
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    let worst = if c.higher_is_better { lo - 1.0 - lo.abs() } else { hi + 1.0 + hi.abs() };
+    let pad = |v: &[f64], k: usize| v.iter().copied().chain(std::iter::repeat_n(worst, k)).collect::<Vec<f64>>();
+    (pad(&c.base, c.worst.0), pad(&c.new, c.worst.1))
 }
 
 /// Decides every cell of a report.
@@ -222,9 +237,11 @@ fn test_cell(c: &Comparison, rule: &Rule) -> Option<Tested> {
 /// with `T = max(rule.floor, cell floor)`, the verdict of [`classify`] and the
 /// [`minimum_detectable_effect`] at the level the cell had to meet, never below `T`.
 ///
-/// A cell whose failure share (`failed / of`) exceeds base's is `FailsMore`
-/// whatever its measurements say (those stay in `performance`); its `p` is the
-/// one-sided Fisher exact test ([`fisher_greater`]) at `rule.alpha`.
+/// A cell whose failure share (`failed / of`) exceeds base's carries its
+/// one-sided Fisher exact p ([`fisher_greater`]) in `failures`; it is
+/// `FailsMore` whatever its measurements say (those stay in `performance`)
+/// only when that p is at most `rule.alpha`. Boots whose benchmark timed out
+/// (`worst`) rank below every measured boot in the Mann-Whitney test.
 pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
     let tested: Vec<Option<Tested>> = cells.iter().map(|c| test_cell(c, rule)).collect();
     let ps: Vec<f64> = tested.iter().map(|t| t.as_ref().map_or(f64::NAN, |t| t.p)).collect();
@@ -268,7 +285,7 @@ pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decisio
         .iter()
         .zip(qs)
         .map(|(c, q)| {
-            let shell = Comparison { base: Vec::new(), new: Vec::new(), higher_is_better: c.is_some_and(|c| c.higher_is_better), floor: c.map_or(0.0, |c| c.floor), failures: None };
+            let shell = Comparison { base: Vec::new(), new: Vec::new(), higher_is_better: c.is_some_and(|c| c.higher_is_better), floor: c.map_or(0.0, |c| c.floor), failures: None, worst: (0, 0) };
             let mut d = decide_one(&shell, c.map(|c| Tested { p: c.p, ratio: c.ratio }), q, rule, (passed, m));
             d.n_base = c.map_or(0, |c| c.n_base);
             d.n_new = c.map_or(0, |c| c.n_new);
@@ -306,7 +323,9 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         d.smallest_p = Some(smallest_p(c.base.len(), c.new.len()));
         d.mde = minimum_detectable_effect(&c.base, &c.new, alpha_eff).map(|x| x.max(floor));
     }
-    d.verdict = if d.failures.is_some() { Verdict::FailsMore } else { d.performance };
+    // "fails more" is the headline only when Fisher's p says so; a larger
+    // failure share without significance is shown as "fails more?"
+    d.verdict = if d.failures.is_some_and(|f| f.significant) { Verdict::FailsMore } else { d.performance };
     d
 }
 

@@ -541,7 +541,8 @@ fn failing_more_often_is_its_own_verdict() {
         Comparison { failures: Some(counts(0, 2)), ..same },
     ];
     let d = decide_all(&cells, &rule());
-    assert_eq!(d.iter().map(|d| d.verdict).collect::<Vec<_>>(), [Verdict::FailsMore, Verdict::FailsMore, Verdict::NotSignificant, Verdict::NotSignificant]);
+    // 1/5 against 0/5 (Fisher p 0.5) is no headline: "fails more?" stays in `failures`
+    assert_eq!(d.iter().map(|d| d.verdict).collect::<Vec<_>>(), [Verdict::FailsMore, Verdict::NotSignificant, Verdict::NotSignificant, Verdict::NotSignificant]);
     let all = d[0].failures.unwrap();
     assert!(all.significant && all.p < 0.005, "{all:?}");
     assert_eq!(d[0].performance, Verdict::Insufficient, "no boot finished: nothing measured");
@@ -698,4 +699,20 @@ fn arms_each_on_one_value_get_the_smallest_exact_p() {
     }
     let same = mann_whitney_u(&[3.0; 5], &[3.0; 5]).unwrap();
     assert_eq!(same.p, 1.0, "every value tied: no evidence");
+}
+
+/// Issue 21: boots whose benchmark timed out rank worst in the test
+/// instead of leaving it; the interval keeps only measured boots.
+#[test]
+fn timed_out_boots_rank_worst() {
+    let base = vec![100.0, 100.2, 99.9, 100.1, 100.3, 99.8];
+    let measured = vec![100.0, 100.1, 99.9];
+    let without = decide_all(&[Comparison::new(base.clone(), measured.clone(), true)], &rule());
+    let with = decide_all(&[Comparison { worst: (0, 3), ..Comparison::new(base.clone(), measured.clone(), true) }], &rule());
+    assert!(without[0].p.unwrap() > 0.5, "{:?}", without[0]);
+    assert!(with[0].p.unwrap() < 0.2, "three boots that never finished are evidence: {:?}", with[0]);
+    assert_eq!(with[0].ratio, without[0].ratio, "the interval is of measured boots only");
+    // lower is better (a latency): the timed-out boots are the highest values
+    let slow = |worst| decide_all(&[Comparison { worst, ..Comparison::new(base.clone(), measured.clone(), false) }], &rule())[0].p.unwrap();
+    assert!(slow((0, 3)) < slow((0, 0)) / 2.0, "{} {}", slow((0, 3)), slow((0, 0)));
 }

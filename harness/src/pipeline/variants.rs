@@ -241,3 +241,55 @@ impl Step<'_> {
         Event::Build { variant: self.v.name.clone(), key: Some(key), build_s, cached, release: Some(art.release.clone()), errors: vec![], error: None, failed: None }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::write;
+
+    /// A series in a state its variant cannot use is refused with the
+    /// variant's patch event and nothing applied; one it can use is applied
+    /// and named for the cache key in series order.
+    #[test]
+    fn a_variant_applies_what_it_can_and_records_what_it_cannot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(&root.join("linux/Makefile"), "VERSION = 6\n");
+        write(&root.join("linux/mm/a.c"), "one\ntwo\nthree\n");
+        let patch = "Subject: [PATCH] t\n\n---\n--- a/mm/a.c\n+++ b/mm/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
+        write(&root.join("patches/s/0001-t.patch"), patch);
+        write(&root.join("patches/s/series"), "0001-t.patch\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nseries_dir: patches\nvariants:\n  - name: base\n  - name: v\n    apply: [s]\n  - name: r\n    revert: [s]\n\
+             vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("linux").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let (work, log) = (root.join("work"), root.join("tree.log"));
+        let run = Run::create(&root.join("runs"), "t").unwrap();
+        let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
+        let states = classify(&m, &m.series_names(), &tree, &work).unwrap();
+        assert!(matches!(states["s"], State::Applies), "{states:?}");
+        let ui = Ui::new(0, true);
+        let step = |v: &str| Step { run: &run, m: &m, tree: &tree, v: m.variant(v).unwrap(), work: &work, ui: &ui };
+
+        let refused = step("r").patch(&states).unwrap().unwrap_err();
+        assert_eq!(refused, "revert series s: the base does not contain it (applies (not in the base))");
+        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(), "one\ntwo\nthree\n");
+
+        let applied = step("v").patch(&states).unwrap().unwrap();
+        assert_eq!(applied, vec![Applied::new(&root.join("patches/s/0001-t.patch"), false).unwrap()]);
+        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(), "one\nTWO\nthree\n");
+        tree.rollback(&log).unwrap();
+
+        let events = run.events().unwrap();
+        let patches: Vec<(&str, Option<&str>)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Patch { variant, error, .. } => Some((variant.as_str(), error.as_deref())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(patches, vec![("r", Some(refused.as_str()))], "a series that applied is recorded by make, not by patch");
+    }
+}

@@ -435,3 +435,25 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("KVM internal error. Suberror: 1".to_string(), true)));
     assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("kernel panic during boot (panic)".to_string(), false)));
 }
+
+/// The real machine's edge without QEMU: a program that, like a QEMU hit
+/// by its TCG race, prints an assertion and dies from SIGABRT. `Qemu` sees
+/// the signal, the lifecycle boots the job again, and after the last
+/// attempt the job fails once, as the e2e test with a real QEMU shows.
+#[test]
+fn the_real_machine_sees_a_qemu_that_aborts_before_ssh() {
+    let w = world("qemu-aborts", "{}");
+    let fake_qemu = w._dir.path().join("qemu-system-x86_64");
+    std::fs::write(&fake_qemu, "#!/bin/sh\necho \"qemu: iotlb_to_section: Assertion \\`section' failed.\"\nkill -ABRT $$\n").unwrap();
+    std::fs::set_permissions(&fake_qemu, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut ctx = ctx(&w);
+    ctx.qemu = fake_qemu;
+    let mut machine = Qemu::new("/nonexistent/key".into(), String::new());
+    let mut rec = Recorder::default();
+    Boot { ctx: &mut ctx, machine: &mut machine, sink: &mut rec, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    let cuts: Vec<(&str, Cause, bool)> = rec.events.iter().filter_map(|e| match e { BootEvent::Cut { error, cause, again, .. } => Some((error.as_str(), *cause, *again)), _ => None }).collect();
+    let last = format!("{SIGABRT} (QEMU died in all 3 attempts)");
+    assert_eq!(cuts, [(SIGABRT, Cause::QemuSignal, true), (SIGABRT, Cause::QemuSignal, true), (last.as_str(), Cause::QemuSignal, false)]);
+    assert_eq!(rec.events.last(), Some(&failed(format!("boot failed: {last}"), Cause::QemuSignal)));
+    assert!(w.run.log("boots/base-2cpu-b0.3/qemu.log").is_file());
+}

@@ -1,0 +1,431 @@
+//! The glue to QEMU's plugin API (v4, QEMU 10.0): arguments, the
+//! translation callback that records each block's composition and adds one
+//! inline per-vCPU counter, the `cpuid` marker callback, optional entry
+//! callbacks for exact callers, and writing the profile.
+//!
+//! Only `install` runs through the `qemu-plugin` crate's safe layer; the
+//! hot paths call the raw API so that no closure is boxed per block.
+
+use std::collections::HashMap;
+use std::ffi::{c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use qemu_plugin::install::{Args, Info};
+use qemu_plugin::plugin::{HasCallbacks, Register};
+use qemu_plugin::sys::{
+    qemu_plugin_cb_flags, qemu_plugin_get_registers, qemu_plugin_id_t, qemu_plugin_insn, qemu_plugin_insn_data,
+    qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_num_vcpus, qemu_plugin_op,
+    qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor, qemu_plugin_register,
+    qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb,
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu, qemu_plugin_register_vcpu_tb_trans_cb,
+    qemu_plugin_scoreboard, qemu_plugin_scoreboard_find, qemu_plugin_scoreboard_new, qemu_plugin_tb,
+    qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64, GArray, GByteArray,
+};
+use qemu_plugin::{register, Error, PluginId, Result};
+
+use crate::decode;
+use crate::symbols::Symbols;
+use crate::tally::{render, Callers, Comp, Header, Tail, Window};
+use crate::{MARK_CLOSE, MARK_OPEN};
+
+// GLib, as linked into QEMU.
+unsafe extern "C" {
+    fn g_byte_array_new() -> *mut GByteArray;
+    fn g_byte_array_set_size(array: *mut GByteArray, len: c_uint) -> *mut GByteArray;
+    fn g_array_free(array: *mut GArray, free_segment: bool) -> *mut u8;
+}
+
+/// Counters per scoreboard: one scoreboard entry (per vCPU) holds this many
+/// block counters, so scoreboards are allocated in chunks.
+const CHUNK: usize = 4096;
+
+struct Chunk(*mut qemu_plugin_scoreboard);
+// SAFETY: a scoreboard handle is only used through QEMU's API, which is
+// thread-safe for it; the pointer itself is never dereferenced here.
+unsafe impl Send for Chunk {}
+
+#[derive(Default)]
+struct State {
+    chunks: Vec<Chunk>,
+    comps: Vec<Comp>,
+    index: HashMap<Comp, u32>,
+    tails: Vec<Tail>,
+    window: Window,
+    blocks: u64,
+}
+
+impl State {
+    /// Every counter summed over vCPUs.
+    fn counters(&self) -> Vec<u64> {
+        let n = self.comps.len();
+        let mut v = vec![0u64; n];
+        // SAFETY: no vCPU count changes while QEMU runs a callback.
+        let vcpus = unsafe { qemu_plugin_num_vcpus() }.max(0) as c_uint;
+        for (ci, ch) in self.chunks.iter().enumerate() {
+            let lo = ci * CHUNK;
+            let hi = n.min(lo + CHUNK);
+            for cpu in 0..vcpus {
+                // SAFETY: the entry of vCPU `cpu` is CHUNK u64s (element size).
+                let p = unsafe { qemu_plugin_scoreboard_find(ch.0, cpu) } as *const u64;
+                for (j, slot) in v[lo..hi].iter_mut().enumerate() {
+                    // SAFETY: j < CHUNK; other vCPU threads may add concurrently (MTTCG).
+                    *slot += unsafe { std::ptr::read_volatile(p.add(j)) };
+                }
+            }
+        }
+        v
+    }
+
+    /// The counter of a composition, made if new.
+    fn counter(&mut self, comp: Comp) -> qemu_plugin_u64 {
+        let slot = match self.index.get(&comp) {
+            Some(&s) => s as usize,
+            None => {
+                let s = self.comps.len();
+                if s / CHUNK == self.chunks.len() {
+                    // SAFETY: a plain allocation; zeroed by QEMU.
+                    self.chunks.push(Chunk(unsafe { qemu_plugin_scoreboard_new(CHUNK * 8) }));
+                }
+                self.index.insert(comp.clone(), s as u32);
+                self.comps.push(comp);
+                s
+            }
+        };
+        qemu_plugin_u64 { score: self.chunks[slot / CHUNK].0, offset: (slot % CHUNK) * 8 }
+    }
+}
+
+struct Global {
+    syms: Symbols,
+    out: PathBuf,
+    all: bool,
+    callers: Callers,
+    top: usize,
+    vcpus: u32,
+    st: Mutex<State>,
+    open: AtomicBool,
+    rax: AtomicUsize,
+    rcx: AtomicUsize,
+    rsp: AtomicUsize,
+    dynamic: Vec<Mutex<HashMap<(u32, u32), u64>>>,
+}
+
+static G: OnceLock<Global> = OnceLock::new();
+
+fn g() -> &'static Global {
+    G.get().expect("harness-profiler: not installed")
+}
+
+fn fail(msg: String) -> Error {
+    eprintln!("harness-profiler: {msg}");
+    Error::BoxedError(msg.into())
+}
+
+/// The plugin object `register!` installs; all state is in `G`.
+pub struct Profiler;
+
+impl HasCallbacks for Profiler {}
+
+impl Register for Profiler {
+    fn register_default(&mut self, id: PluginId, args: &Args, info: &Info) -> Result<()> {
+        let mut symbols = None;
+        let mut out = None;
+        let mut all = false;
+        let mut callers = Callers::Static;
+        let mut top = 8usize;
+        for a in &args.raw {
+            let (k, v) = a.split_once('=').ok_or_else(|| fail(format!("argument {a:?} is not key=value")))?;
+            match k {
+                "symbols" => symbols = Some(PathBuf::from(v)),
+                "out" => out = Some(PathBuf::from(v)),
+                "mode" => {
+                    all = match v {
+                        "marker" => false,
+                        "all" => true,
+                        _ => return Err(fail(format!("mode={v}: expected marker or all"))),
+                    }
+                }
+                "callers" => {
+                    callers = match v {
+                        "off" => Callers::Off,
+                        "static" => Callers::Static,
+                        "full" => Callers::Full,
+                        _ => return Err(fail(format!("callers={v}: expected off, static or full"))),
+                    }
+                }
+                "top" => top = v.parse().map_err(|_| fail(format!("top={v}: expected a number")))?,
+                _ => return Err(fail(format!("unknown argument {k:?} (symbols, out, mode, callers, top)"))),
+            }
+        }
+        let symbols = symbols.ok_or_else(|| fail("symbols=PATH is required".into()))?;
+        let out = out.ok_or_else(|| fail("out=PATH is required".into()))?;
+        let text = std::fs::read_to_string(&symbols).map_err(|e| fail(format!("read {}: {e}", symbols.display())))?;
+        let syms = Symbols::parse(&text).map_err(|e| fail(format!("{}: {e}", symbols.display())))?;
+        if info.target_name != "x86_64" {
+            return Err(fail(format!("target {} is not x86_64", info.target_name)));
+        }
+        let vcpus = info.system.as_ref().map(|s| s.max_vcpus.max(1) as u32).unwrap_or(1);
+        let mut st = State::default();
+        if all {
+            st.window.open(Vec::new(), &Tail::default());
+        }
+        let global = Global {
+            syms,
+            out,
+            all,
+            callers,
+            top,
+            vcpus,
+            st: Mutex::new(st),
+            open: AtomicBool::new(all),
+            rax: AtomicUsize::new(0),
+            rcx: AtomicUsize::new(0),
+            rsp: AtomicUsize::new(0),
+            dynamic: (0..vcpus).map(|_| Mutex::new(HashMap::new())).collect(),
+        };
+        G.set(global).map_err(|_| fail("installed twice".into()))?;
+        // SAFETY: registering plain extern "C" callbacks with our plugin id.
+        unsafe {
+            qemu_plugin_register_vcpu_init_cb(id, Some(on_vcpu_init));
+            qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_tb));
+            qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
+        }
+        Ok(())
+    }
+}
+
+register!(Profiler);
+
+unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, _vcpu: c_uint) {
+    let g = g();
+    if g.rsp.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    // SAFETY: called in the vCPU's context, as the API requires.
+    let arr = unsafe { qemu_plugin_get_registers() };
+    if arr.is_null() {
+        return;
+    }
+    // SAFETY: a GArray of descriptors, freed below (not its strings).
+    unsafe {
+        let descs = std::slice::from_raw_parts((*arr).data as *const qemu_plugin_reg_descriptor, (*arr).len as usize);
+        for d in descs {
+            let name = std::ffi::CStr::from_ptr(d.name).to_bytes();
+            let slot = match name {
+                b"rax" => &g.rax,
+                b"rcx" => &g.rcx,
+                b"rsp" => &g.rsp,
+                _ => continue,
+            };
+            slot.store(d.handle as usize, Ordering::Relaxed);
+        }
+        g_array_free(arr, true);
+    }
+}
+
+thread_local! {
+    static BUF: *mut GByteArray = unsafe { g_byte_array_new() };
+}
+
+/// A 64-bit register of the current vCPU (callback with R_REGS only).
+fn read_reg(handle: &AtomicUsize) -> Option<u64> {
+    let h = handle.load(Ordering::Relaxed);
+    if h == 0 {
+        return None;
+    }
+    BUF.with(|&b| {
+        // SAFETY: our own GByteArray; the handle came from QEMU.
+        unsafe {
+            g_byte_array_set_size(b, 0);
+            let n = qemu_plugin_read_register(h as *mut qemu_plugin_register, b);
+            (n == 8 && (*b).len == 8).then(|| u64::from_le_bytes(*((*b).data as *const [u8; 8])))
+        }
+    })
+}
+
+/// 8 bytes of guest memory at a virtual address of the current vCPU.
+fn read_u64(addr: u64) -> Option<u64> {
+    BUF.with(|&b| {
+        // SAFETY: QEMU resizes our GByteArray to 8 bytes on success.
+        unsafe {
+            (qemu_plugin_read_memory_vaddr(addr, b, 8) && (*b).len == 8)
+                .then(|| u64::from_le_bytes(*((*b).data as *const [u8; 8])))
+        }
+    })
+}
+
+struct InsnInfo {
+    func: u32,
+    lock: bool,
+    pause: bool,
+    entry: bool,
+    edge: Option<(u32, u32)>,
+}
+
+fn comp_of(infos: &[InsnInfo]) -> Comp {
+    let mut c = Comp::default();
+    for i in infos {
+        c.push(i.func, i.lock, i.pause);
+        if i.entry {
+            c.entries.push(i.func);
+        }
+        if let Some(e) = i.edge {
+            c.edges.push(e);
+        }
+    }
+    c
+}
+
+unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
+    let g = g();
+    let syms = &g.syms;
+    // SAFETY: `tb` is valid for this callback.
+    let n = unsafe { qemu_plugin_tb_n_insns(tb) };
+    let mut infos = Vec::with_capacity(n);
+    let mut cpuids = Vec::new();
+    let mut entries: Vec<(*mut qemu_plugin_insn, u32)> = Vec::new();
+    let mut cur: Option<(u64, u64, u32)> = None; // the last function's range
+    for i in 0..n {
+        let mut bytes = [0u8; 16];
+        // SAFETY: instruction handles of this block, valid in this callback.
+        let (insn, va, size, len) = unsafe {
+            let insn = qemu_plugin_tb_get_insn(tb, i);
+            let len = qemu_plugin_insn_data(insn, bytes.as_mut_ptr() as *mut c_void, bytes.len());
+            (insn, qemu_plugin_insn_vaddr(insn), qemu_plugin_insn_size(insn), len)
+        };
+        let func = match cur {
+            Some((s, e, f)) if (s..e).contains(&va) => f,
+            _ => {
+                let f = syms.locate(va);
+                cur = syms.is_function(f).then(|| (syms.start(f as usize), syms.end(f as usize), f));
+                f
+            }
+        };
+        let d = decode::classify(&bytes[..len]);
+        let entry = syms.is_function(func) && syms.start(func as usize) == va;
+        if entry && g.callers == Callers::Full {
+            entries.push((insn, func));
+        }
+        let mut edge = None;
+        if let (Some(b), true) = (d.branch, syms.is_function(func)) {
+            let target = va.wrapping_add(size as u64).wrapping_add(b.rel as u64);
+            if let Some(to) = syms.function(target) {
+                if syms.start(to) == target {
+                    edge = Some((func, to as u32));
+                }
+            }
+        }
+        if d.cpuid {
+            cpuids.push((insn, i));
+        }
+        infos.push(InsnInfo { func, lock: d.lock, pause: d.pause, entry, edge });
+    }
+    let comp = comp_of(&infos);
+    let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
+    st.blocks += 1;
+    let counter = st.counter(comp);
+    // SAFETY: registering on this block's handles during its translation.
+    unsafe {
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
+        for (insn, i) in cpuids {
+            let tail = Tail { from: comp_of(&infos[i..]), after: comp_of(&infos[i + 1..]) };
+            st.tails.push(tail);
+            let udata = (st.tails.len() - 1) as *mut c_void;
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, Some(on_cpuid), qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS, udata);
+        }
+        for (insn, func) in entries {
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                insn,
+                Some(on_entry),
+                qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                func as usize as *mut c_void,
+            );
+        }
+    }
+}
+
+unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
+    let g = g();
+    if g.all {
+        return;
+    }
+    let Some(leaf) = read_reg(&g.rax).map(|v| v as u32) else { return };
+    if leaf != MARK_OPEN && leaf != MARK_CLOSE {
+        return;
+    }
+    let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
+    let tail = st.tails[udata as usize].clone();
+    let now = st.counters();
+    if leaf == MARK_OPEN {
+        if st.window.open(now, &tail) {
+            g.open.store(true, Ordering::SeqCst);
+        } else {
+            eprintln!("harness-profiler: window opened twice; the second marker is ignored");
+        }
+    } else {
+        let ops = read_reg(&g.rcx).unwrap_or(0);
+        if st.window.close(&now, &tail, ops) {
+            g.open.store(false, Ordering::SeqCst);
+            write(g, &st);
+        } else {
+            eprintln!("harness-profiler: window closed while none was open; ignored");
+        }
+    }
+}
+
+unsafe extern "C" fn on_entry(vcpu: c_uint, udata: *mut c_void) {
+    let g = g();
+    if !g.open.load(Ordering::Relaxed) {
+        return;
+    }
+    let callee = udata as usize as u32;
+    let caller = read_reg(&g.rsp)
+        .and_then(read_u64)
+        .map(|ret| g.syms.locate(ret.wrapping_sub(1)))
+        .unwrap_or(g.syms.slots() as u32); // "[?]": the stack was unreadable
+    if let Some(m) = g.dynamic.get(vcpu as usize) {
+        *m.lock().unwrap_or_else(|e| e.into_inner()).entry((callee, caller)).or_insert(0) += 1;
+    }
+}
+
+unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
+    let g = g();
+    let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
+    if g.all {
+        let now = st.counters();
+        st.window.close(&now, &Tail::default(), 0);
+    }
+    write(g, &st);
+}
+
+/// Writes the profile of the closed windows (whole file, then rename).
+fn write(g: &Global, st: &State) {
+    let totals = st.window.totals(&st.comps, g.syms.slots());
+    let mut dynamic: HashMap<(u32, u32), u64> = HashMap::new();
+    for m in &g.dynamic {
+        for (&k, &v) in m.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            *dynamic.entry(k).or_insert(0) += v;
+        }
+    }
+    let h = Header {
+        mode: if g.all { "all" } else { "marker" },
+        windows: st.window.windows,
+        unclosed: st.window.is_open(),
+        ops: st.window.ops,
+        ops_missing: st.window.ops_missing,
+        callers: g.callers,
+        top: g.top,
+        vcpus: g.vcpus,
+        blocks: st.blocks,
+        counters: st.comps.len() as u64,
+    };
+    let text = render(&h, &totals, &g.syms, &dynamic);
+    let mut tmp = g.out.clone().into_os_string();
+    tmp.push(".tmp");
+    let res = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &g.out));
+    if let Err(e) = res {
+        eprintln!("harness-profiler: write {}: {e}", g.out.display());
+    }
+}

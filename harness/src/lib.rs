@@ -18,6 +18,7 @@ pub mod image;
 pub mod kernel;
 pub mod pipeline;
 pub mod plan;
+pub mod profile;
 pub mod proc;
 pub mod records;
 pub mod report;

@@ -1,0 +1,360 @@
+//! The differential profile: base against a variant, several boots each,
+//! every function's instructions per op ranked by how much they changed,
+//! with its calls, atomics and pauses per op, its share of the op, and a
+//! noise threshold of its own under which a change is not called.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::{FnPerOp, PerOp};
+use crate::stats::median;
+
+/// How the noise threshold is made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// A function's change is called only if |Δ insns/op| exceeds this many
+    /// times its noise (the larger per-side max−min across boots, or the
+    /// A/A change and spreads when an A/A pair is given).
+    pub spread_factor: f64,
+    /// ... and this fraction of base's whole op (instructions per op).
+    pub rel_floor: f64,
+    /// ... and this many instructions per op.
+    pub abs_floor: f64,
+    /// Boots a side needs before anything is called.
+    pub min_boots: usize,
+    /// Callers shown per function (most changed first).
+    pub callers_per_row: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { spread_factor: 1.0, rel_floor: 1e-4, abs_floor: 1.0, min_boots: 2, callers_per_row: 4 }
+    }
+}
+
+/// A value across boots.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Stat {
+    /// Median over boots.
+    pub median: f64,
+    /// Smallest boot.
+    pub min: f64,
+    /// Largest boot.
+    pub max: f64,
+}
+
+impl Stat {
+    fn of(xs: &[f64]) -> Stat {
+        if xs.is_empty() {
+            return Stat::default();
+        }
+        Stat {
+            median: median(xs).unwrap_or(0.0),
+            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// max − min.
+    pub fn range(&self) -> f64 {
+        self.max - self.min
+    }
+}
+
+/// Base and variant medians of one per-op quantity.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Pair {
+    /// Base median.
+    pub base: f64,
+    /// Variant median.
+    pub variant: f64,
+}
+
+/// One caller of a function, calls per op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallerRow {
+    /// Caller function or pseudo-caller.
+    pub name: String,
+    /// Calls per op from it.
+    pub calls: Pair,
+}
+
+/// One function of the differential profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Function or bucket.
+    pub name: String,
+    /// Base instructions per op across boots.
+    pub base: Stat,
+    /// Variant instructions per op across boots.
+    pub variant: Stat,
+    /// variant − base (medians), instructions per op.
+    pub delta: f64,
+    /// `delta` as a fraction of base's whole op.
+    pub delta_of_op: f64,
+    /// Share of the op's instructions (median function / median total).
+    pub share: Pair,
+    /// Calls per op.
+    pub calls: Pair,
+    /// Atomic read-modify-write instructions per op.
+    pub locks: Pair,
+    /// `pause` instructions per op.
+    pub pauses: Pair,
+    /// The noise this function's change is measured against.
+    pub noise: f64,
+    /// |delta| must exceed this to be called.
+    pub threshold: f64,
+    /// |delta| > threshold with enough boots on both sides.
+    pub called: bool,
+    /// Callers, most changed first.
+    pub callers: Vec<CallerRow>,
+}
+
+/// A differential profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diff {
+    /// Boots of base.
+    pub base_boots: usize,
+    /// Boots of the variant.
+    pub variant_boots: usize,
+    /// Whether an A/A pair set the noise.
+    pub aa: bool,
+    /// All instructions per op.
+    pub total: (Stat, Stat),
+    /// Kernel instructions per op.
+    pub kernel: (Stat, Stat),
+    /// Every function seen on either side, largest |delta| first.
+    pub rows: Vec<Row>,
+}
+
+fn values(boots: &[PerOp], name: &str, pick: impl Fn(&FnPerOp) -> f64) -> Vec<f64> {
+    boots.iter().map(|b| b.functions.get(name).map(&pick).unwrap_or(0.0)).collect()
+}
+
+fn med(xs: &[f64]) -> f64 {
+    median(xs).unwrap_or(0.0)
+}
+
+/// The differential profile of `variant` against `base` (one [`PerOp`] per
+/// boot). `aa` is an optional A/A pair (two arms of boots of one kernel):
+/// a function's noise is then also at least its A/A change and the A/A
+/// arms' ranges.
+pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>, o: &Options) -> Diff {
+    let total = |b: &[PerOp]| Stat::of(&b.iter().map(|p| p.total_insns).collect::<Vec<_>>());
+    let kernel = |b: &[PerOp]| Stat::of(&b.iter().map(|p| p.kernel_insns).collect::<Vec<_>>());
+    let (tb, tv) = (total(base), total(variant));
+    let names: BTreeSet<&String> = base.iter().chain(variant).flat_map(|p| p.functions.keys()).collect();
+    let enough = base.len() >= o.min_boots && variant.len() >= o.min_boots;
+    let mut rows: Vec<Row> = names
+        .into_iter()
+        .map(|name| {
+            let b = Stat::of(&values(base, name, |f| f.insns));
+            let v = Stat::of(&values(variant, name, |f| f.insns));
+            let mut noise = b.range().max(v.range());
+            if let Some((a1, a2)) = aa {
+                let s1 = Stat::of(&values(a1, name, |f| f.insns));
+                let s2 = Stat::of(&values(a2, name, |f| f.insns));
+                noise = noise.max((s2.median - s1.median).abs()).max(s1.range()).max(s2.range());
+            }
+            let threshold = (o.spread_factor * noise).max(o.rel_floor * tb.median).max(o.abs_floor);
+            let delta = v.median - b.median;
+            let pair = |pick: fn(&FnPerOp) -> f64| Pair { base: med(&values(base, name, pick)), variant: med(&values(variant, name, pick)) };
+            let callers: BTreeSet<&String> =
+                base.iter().chain(variant).filter_map(|p| p.functions.get(name)).flat_map(|f| f.callers.keys()).collect();
+            let mut callers: Vec<CallerRow> = callers
+                .into_iter()
+                .map(|c| {
+                    let side = |boots: &[PerOp]| {
+                        med(&boots.iter().map(|p| p.functions.get(name).and_then(|f| f.callers.get(c)).copied().unwrap_or(0.0)).collect::<Vec<_>>())
+                    };
+                    CallerRow { name: c.clone(), calls: Pair { base: side(base), variant: side(variant) } }
+                })
+                .collect();
+            callers.sort_by(|x, y| {
+                let d = |r: &CallerRow| (r.calls.variant - r.calls.base).abs();
+                d(y).total_cmp(&d(x)).then(y.calls.variant.total_cmp(&x.calls.variant)).then(x.name.cmp(&y.name))
+            });
+            callers.truncate(o.callers_per_row);
+            Row {
+                name: name.clone(),
+                base: b,
+                variant: v,
+                delta,
+                delta_of_op: if tb.median > 0.0 { delta / tb.median } else { 0.0 },
+                share: Pair {
+                    base: if tb.median > 0.0 { b.median / tb.median } else { 0.0 },
+                    variant: if tv.median > 0.0 { v.median / tv.median } else { 0.0 },
+                },
+                calls: pair(|f| f.calls),
+                locks: pair(|f| f.locks),
+                pauses: pair(|f| f.pauses),
+                noise,
+                threshold,
+                called: enough && delta.abs() > threshold,
+                callers,
+            }
+        })
+        .collect();
+    rows.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()).then(x.name.cmp(&y.name)));
+    Diff { base_boots: base.len(), variant_boots: variant.len(), aa: aa.is_some(), total: (tb, tv), kernel: (kernel(base), kernel(variant)), rows }
+}
+
+fn short(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+impl Diff {
+    /// A plain-text table of the first `limit` rows (called rows marked `*`),
+    /// each followed by its changed callers.
+    pub fn text(&self, limit: usize) -> String {
+        let mut out = String::new();
+        let (tb, tv) = self.total;
+        let (kb, kv) = self.kernel;
+        let _ = writeln!(
+            out,
+            "instructions per op: total {} -> {} ({:+.3}%), kernel {} -> {}; boots {} base, {} variant; noise from {}",
+            short(tb.median),
+            short(tv.median),
+            if tb.median > 0.0 { (tv.median / tb.median - 1.0) * 100.0 } else { 0.0 },
+            short(kb.median),
+            short(kv.median),
+            self.base_boots,
+            self.variant_boots,
+            if self.aa { "A/A and boot ranges" } else { "boot ranges (max-min)" }
+        );
+        let _ = writeln!(
+            out,
+            "  {:<40} {:>12} {:>12} {:>11} {:>8} {:>15} {:>19} {:>15} {:>15} {:>9}",
+            "function", "base ins/op", "var ins/op", "delta", "d%op", "share", "calls/op", "locks/op", "pauses/op", "threshold"
+        );
+        for r in self.rows.iter().take(limit) {
+            let _ = writeln!(
+                out,
+                "{} {:<40} {:>12} {:>12} {:>11} {:>7.3}% {:>15} {:>19} {:>15} {:>15} {:>9}",
+                if r.called { '*' } else { ' ' },
+                r.name,
+                short(r.base.median),
+                short(r.variant.median),
+                format!("{:+}", short(r.delta)).replace("+-", "-"),
+                r.delta_of_op * 100.0,
+                format!("{:.2}%>{:.2}%", r.share.base * 100.0, r.share.variant * 100.0),
+                format!("{}>{}", short(r.calls.base), short(r.calls.variant)),
+                format!("{}>{}", short(r.locks.base), short(r.locks.variant)),
+                format!("{}>{}", short(r.pauses.base), short(r.pauses.variant)),
+                short(r.threshold)
+            );
+            for c in r.callers.iter().filter(|c| c.calls.base != c.calls.variant) {
+                let _ = writeln!(out, "      from {:<34} calls/op {}>{}", c.name, short(c.calls.base), short(c.calls.variant));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A boot: total insns/op and (name, insns, calls, callers) rows.
+    fn boot(total: f64, fs: &[(&str, f64, f64, &[(&str, f64)])]) -> PerOp {
+        let functions: BTreeMap<String, FnPerOp> = fs
+            .iter()
+            .map(|(n, i, c, callers)| {
+                let callers = callers.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                (n.to_string(), FnPerOp { insns: *i, calls: *c, locks: 0.0, pauses: 0.0, callers })
+            })
+            .collect();
+        let kernel = fs.iter().filter(|f| !f.0.starts_with('[')).map(|f| f.1).sum();
+        PerOp { ops: 1000.0, total_insns: total, kernel_insns: kernel, functions }
+    }
+
+    #[test]
+    fn ranks_and_calls_only_above_each_functions_threshold() {
+        // f_big: large and noisy (range 300), changes by +200: not called
+        // f_small: quiet (range 2), changes by +30: called
+        // f_new: only in the variant, +50: called
+        // f_same: identical: not called
+        let base = vec![
+            boot(100_000.0, &[("f_big", 50_000.0, 10.0, &[]), ("f_small", 100.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
+            boot(100_100.0, &[("f_big", 50_300.0, 10.0, &[]), ("f_small", 102.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
+            boot(100_050.0, &[("f_big", 50_150.0, 10.0, &[]), ("f_small", 101.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
+        ];
+        let variant = vec![
+            boot(100_300.0, &[("f_big", 50_350.0, 10.0, &[]), ("f_small", 131.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 50.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
+            boot(100_280.0, &[("f_big", 50_200.0, 10.0, &[]), ("f_small", 130.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 50.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
+            boot(100_310.0, &[("f_big", 50_500.0, 10.0, &[]), ("f_small", 132.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 50.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
+        ];
+        let d = diff(&base, &variant, None, &Options::default());
+        let got: Vec<(&str, f64, bool)> = d.rows.iter().map(|r| (r.name.as_str(), r.delta, r.called)).collect();
+        assert_eq!(got, vec![("f_big", 200.0, false), ("f_new", 50.0, true), ("f_small", 30.0, true), ("f_same", 0.0, false)]);
+        let small = &d.rows[2];
+        assert_eq!(small.noise, 2.0);
+        assert!((small.threshold - 10.005).abs() < 1e-9, "{}", small.threshold); // the 1e-4 floor of the op (100050 insns) beats 2
+        assert_eq!(small.calls, Pair { base: 2.0, variant: 3.0 });
+        assert_eq!(small.callers[0], CallerRow { name: "h".into(), calls: Pair { base: 0.0, variant: 1.0 } });
+        assert!((small.delta_of_op - 30.0 / 100_050.0).abs() < 1e-12);
+        assert!((small.share.base - 101.0 / 100_050.0).abs() < 1e-12);
+        let big = &d.rows[0];
+        assert_eq!(big.noise, 300.0);
+        assert_eq!(d.total.0.median, 100_050.0);
+        let text = d.text(10);
+        assert!(text.contains("* f_small"), "{text}");
+        assert!(text.contains("from h"), "{text}");
+        assert!(!text.contains("* f_big"), "{text}");
+    }
+
+    #[test]
+    fn thresholds_table() {
+        // (base boots, variant boots, aa (arm1, arm2) values, options) -> (threshold, called)
+        let one = |x: f64| boot(10_000.0, &[("f", x, 1.0, &[])]);
+        let cases: Vec<(Vec<f64>, Vec<f64>, Option<(Vec<f64>, Vec<f64>)>, Options, f64, bool)> = vec![
+            // identical boots: only the floors: max(1e-4*10000=1, 1) = 1
+            (vec![100.0, 100.0], vec![102.0, 102.0], None, Options::default(), 1.0, true),
+            // a single boot per side is never called
+            (vec![100.0], vec![200.0], None, Options::default(), 1.0, false),
+            // variant spread counts as noise too
+            (vec![100.0, 100.0], vec![102.0, 110.0], None, Options::default(), 8.0, false),
+            // an A/A pair that moved by 5 raises the threshold
+            (vec![100.0, 100.0], vec![104.0, 104.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), Options::default(), 5.0, false),
+            // a larger factor
+            (vec![100.0, 102.0], vec![105.0, 105.0], None, Options { spread_factor: 3.0, ..Options::default() }, 6.0, false),
+        ];
+        for (b, v, aa, o, threshold, called) in cases {
+            let b: Vec<PerOp> = b.into_iter().map(one).collect();
+            let v: Vec<PerOp> = v.into_iter().map(one).collect();
+            let aa: Option<(Vec<PerOp>, Vec<PerOp>)> = aa.map(|(x, y)| (x.into_iter().map(one).collect(), y.into_iter().map(one).collect()));
+            let d = diff(&b, &v, aa.as_ref().map(|(x, y)| (x.as_slice(), y.as_slice())), &o);
+            let r = &d.rows[0];
+            assert_eq!((r.threshold, r.called), (threshold, called), "{b:?} {v:?}");
+        }
+    }
+
+    #[test]
+    fn from_profile_files_end_to_end() {
+        let text = |insns: u64| {
+            format!(
+                "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 0 missing 1\nvcpus 2\ncallers static top 8\n\
+                 total {} 0 0 0\nkernel {insns} 100 0 0\nf do_x {insns} 100 0 0\nc [indirect] 100\nf [user] 1000 0 0 0\n",
+                insns + 1000
+            )
+        };
+        let per = |insns| super::super::parse(&text(insns)).unwrap().per_op(Some(100)).unwrap();
+        let d = diff(&[per(5000), per(5002)], &[per(6000), per(6004)], None, &Options::default());
+        assert_eq!(d.rows[0].name, "do_x");
+        assert!((d.rows[0].delta - 10.01).abs() < 1e-9, "{}", d.rows[0].delta);
+        assert!(d.rows[0].called);
+        assert_eq!(d.rows[0].calls, Pair { base: 1.0, variant: 1.0 });
+        assert_eq!(d.rows[1].name, "[user]");
+        assert!(!d.rows[1].called);
+    }
+}

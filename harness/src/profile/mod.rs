@@ -1,0 +1,271 @@
+//! Kernel profiles from the `harness-profiler` QEMU plugin
+//! (`harness/profiler/`): reading a profile file, normalising it per
+//! benchmark operation, the differential profile of base against a variant
+//! over several boots ([`diff`]), and the symbols file the plugin reads,
+//! written from a variant's `vmlinux` ([`symbols`]).
+//!
+//! Pure: nothing here runs a process; [`read`] and
+//! [`symbols::write_symbols`] only read and write files.
+
+pub mod diff;
+pub mod symbols;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+/// The profile format version this module reads.
+pub const FORMAT: u32 = 1;
+
+/// Executed counts of one function, one bucket, or a sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Instructions executed.
+    pub insns: u64,
+    /// Executions of the function's first instruction.
+    pub calls: u64,
+    /// Atomic read-modify-write instructions (`lock` prefix, `xchg` with memory).
+    pub locks: u64,
+    /// `pause` instructions.
+    pub pauses: u64,
+}
+
+/// One `f` line and its `c` lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Function {
+    /// Kernel symbol, or a bucket: `[user]`, `[module]`, `[other]`.
+    pub name: String,
+    /// Its counts.
+    pub counts: Counts,
+    /// Top callers and their call counts, most first; `[indirect]` (entered
+    /// other than by a direct call or jump), `[rest]` (callers beyond the top
+    /// ones), `[?]` (stack unreadable) are pseudo-callers.
+    pub callers: Vec<(String, u64)>,
+}
+
+/// A parsed profile file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// `marker` (guest-marked windows) or `all` (the whole run).
+    pub mode: String,
+    /// Windows counted.
+    pub windows: u64,
+    /// A window was still open when the file was written (not counted).
+    pub unclosed: bool,
+    /// Op count the guest gave at the closing markers (0: none).
+    pub ops: u64,
+    /// Closing markers that gave no op count.
+    pub ops_missing: u64,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// `off`, `static` or `full`.
+    pub callers: String,
+    /// All instructions (kernel, user, other).
+    pub total: Counts,
+    /// Kernel functions only (no bucket).
+    pub kernel: Counts,
+    /// Functions and buckets with a nonzero count, most instructions first.
+    pub functions: Vec<Function>,
+}
+
+fn num(s: Option<&str>, what: &str, line: usize) -> Result<u64> {
+    let s = s.with_context(|| format!("line {line}: {what} missing"))?;
+    s.parse::<u64>().with_context(|| format!("line {line}: {what} {s:?} is not a count"))
+}
+
+fn counts(f: &[&str], line: usize) -> Result<Counts> {
+    Ok(Counts {
+        insns: num(f.first().copied(), "instructions", line)?,
+        calls: num(f.get(1).copied(), "calls", line)?,
+        locks: num(f.get(2).copied(), "locks", line)?,
+        pauses: num(f.get(3).copied(), "pauses", line)?,
+    })
+}
+
+/// Parses profile text (see `harness/profiler/README.md`).
+pub fn parse(text: &str) -> Result<Profile> {
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+    match lines.next() {
+        Some((_, l)) if l.split_whitespace().next() == Some("harness-profile") => {
+            let v = num(l.split_whitespace().nth(1), "format version", 1)?;
+            if v != FORMAT as u64 {
+                bail!("profile format {v}, this harness reads format {FORMAT}");
+            }
+        }
+        _ => bail!("not a harness profile (no `harness-profile` first line)"),
+    }
+    let mut p = Profile {
+        mode: String::new(),
+        windows: 0,
+        unclosed: false,
+        ops: 0,
+        ops_missing: 0,
+        vcpus: 0,
+        callers: String::new(),
+        total: Counts::default(),
+        kernel: Counts::default(),
+        functions: Vec::new(),
+    };
+    for (n, l) in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let Some((&key, rest)) = f.split_first() else { continue };
+        match key {
+            "mode" => p.mode = rest.first().unwrap_or(&"").to_string(),
+            "windows" => p.windows = num(rest.first().copied(), "windows", n)?,
+            "unclosed" => p.unclosed = num(rest.first().copied(), "unclosed", n)? != 0,
+            "ops" => {
+                p.ops = num(rest.first().copied(), "ops", n)?;
+                p.ops_missing = num(rest.get(2).copied(), "ops missing", n)?;
+            }
+            "vcpus" => p.vcpus = num(rest.first().copied(), "vcpus", n)? as u32,
+            "callers" => p.callers = rest.first().unwrap_or(&"").to_string(),
+            "total" => p.total = counts(rest, n)?,
+            "kernel" => p.kernel = counts(rest, n)?,
+            "f" => {
+                let name = rest.first().with_context(|| format!("line {n}: function name missing"))?;
+                p.functions.push(Function { name: name.to_string(), counts: counts(&rest[1..], n)?, callers: Vec::new() });
+            }
+            "c" => {
+                let name = rest.first().with_context(|| format!("line {n}: caller name missing"))?;
+                let count = num(rest.get(1).copied(), "caller count", n)?;
+                let f = p.functions.last_mut().with_context(|| format!("line {n}: caller line before any function"))?;
+                f.callers.push((name.to_string(), count));
+            }
+            // informational header lines (blocks, functions) and future keys
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// Reads and parses a profile file.
+pub fn read(path: &Path) -> Result<Profile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read profile {}", path.display()))?;
+    parse(&text).with_context(|| format!("profile {}", path.display()))
+}
+
+/// One function's counts per benchmark operation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FnPerOp {
+    /// Instructions per op.
+    pub insns: f64,
+    /// Calls per op.
+    pub calls: f64,
+    /// Atomic read-modify-write instructions per op.
+    pub locks: f64,
+    /// `pause` instructions per op.
+    pub pauses: f64,
+    /// Calls per op by caller.
+    pub callers: BTreeMap<String, f64>,
+}
+
+/// A profile per benchmark operation: one boot's value of every function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerOp {
+    /// The op count it was divided by.
+    pub ops: f64,
+    /// All instructions per op (the op's whole cost in instructions).
+    pub total_insns: f64,
+    /// Kernel-function instructions per op.
+    pub kernel_insns: f64,
+    /// Per function (and bucket).
+    pub functions: BTreeMap<String, FnPerOp>,
+}
+
+impl Profile {
+    /// Divides every count by the op count: `ops` if given, else the op
+    /// count the guest passed at its closing markers. Refused for a profile
+    /// with no closed window, one with an unclosed window, or no op count.
+    pub fn per_op(&self, ops: Option<u64>) -> Result<PerOp> {
+        if self.windows == 0 {
+            bail!("the profile has no closed window (did the guest run the markers?)");
+        }
+        if self.unclosed {
+            bail!("a window was still open when the profile was written");
+        }
+        let ops = match ops {
+            Some(n) => n,
+            None if self.ops_missing == 0 => self.ops,
+            None => bail!("{} closing marker(s) gave no op count and none was passed", self.ops_missing),
+        };
+        if ops == 0 {
+            bail!("op count 0");
+        }
+        let d = ops as f64;
+        let functions = self
+            .functions
+            .iter()
+            .map(|f| {
+                let c = &f.counts;
+                let per = FnPerOp {
+                    insns: c.insns as f64 / d,
+                    calls: c.calls as f64 / d,
+                    locks: c.locks as f64 / d,
+                    pauses: c.pauses as f64 / d,
+                    callers: f.callers.iter().map(|(n, k)| (n.clone(), *k as f64 / d)).collect(),
+                };
+                (f.name.clone(), per)
+            })
+            .collect();
+        Ok(PerOp { ops: d, total_insns: self.total.insns as f64 / d, kernel_insns: self.kernel.insns as f64 / d, functions })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 10 missing 0\nvcpus 2\n\
+        callers static top 8\nblocks 9 counters 4\nfunctions 3\ntotal 450 15 2 1\nkernel 400 15 2 1\n\
+        f f2 300 5 2 1\nc f0 3\nc [rest] 2\nf f0 100 10 0 0\nc [indirect] 10\nf [user] 50 0 0 0\n";
+
+    #[test]
+    fn parses_the_plugin_format() {
+        let p = parse(TEXT).unwrap();
+        assert_eq!((p.mode.as_str(), p.windows, p.unclosed, p.ops, p.ops_missing, p.vcpus), ("marker", 1, false, 10, 0, 2));
+        assert_eq!(p.callers, "static");
+        assert_eq!(p.total, Counts { insns: 450, calls: 15, locks: 2, pauses: 1 });
+        assert_eq!(p.kernel.insns, 400);
+        assert_eq!(p.functions.len(), 3);
+        assert_eq!(p.functions[0].name, "f2");
+        assert_eq!(p.functions[0].callers, vec![("f0".to_string(), 3), ("[rest]".to_string(), 2)]);
+        assert_eq!(p.functions[2].counts, Counts { insns: 50, ..Counts::default() });
+    }
+
+    #[test]
+    fn per_op_table() {
+        let p = parse(TEXT).unwrap();
+        // (ops argument, expected ops, f2 insns/op) or an error
+        let cases: &[(Option<u64>, Option<(f64, f64)>)] = &[(None, Some((10.0, 30.0))), (Some(100), Some((100.0, 3.0))), (Some(0), None)];
+        for (arg, want) in cases {
+            let got = p.per_op(*arg);
+            match want {
+                Some((ops, f2)) => {
+                    let g = got.unwrap();
+                    assert_eq!(g.ops, *ops);
+                    assert_eq!(g.functions["f2"].insns, *f2);
+                    assert_eq!(g.total_insns, 450.0 / ops);
+                    assert_eq!(g.functions["f2"].callers["f0"], 3.0 / ops);
+                }
+                None => assert!(got.is_err(), "{arg:?}"),
+            }
+        }
+        let mut q = p.clone();
+        q.ops_missing = 1;
+        assert!(q.per_op(None).is_err());
+        assert!(q.per_op(Some(5)).is_ok());
+        q.unclosed = true;
+        assert!(q.per_op(Some(5)).is_err());
+        let mut q = p.clone();
+        q.windows = 0;
+        assert!(q.per_op(Some(5)).is_err());
+    }
+
+    #[test]
+    fn rejects_other_text() {
+        for bad in ["", "hello\n", "harness-profile 2\n", "harness-profile 1\nf x 1 2 3\n", "harness-profile 1\nc x 1\n", "harness-profile 1\nf x 1 2 3 y\n"] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

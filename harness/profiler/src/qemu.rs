@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_uint, c_void};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use qemu_plugin::install::{Args, Info};
@@ -19,7 +19,8 @@ use qemu_plugin::sys::{
     qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_num_vcpus, qemu_plugin_op,
     qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor, qemu_plugin_register,
     qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb,
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu, qemu_plugin_register_vcpu_tb_trans_cb,
+    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu,
+    qemu_plugin_register_vcpu_tb_trans_cb,
     qemu_plugin_scoreboard, qemu_plugin_scoreboard_find, qemu_plugin_scoreboard_new, qemu_plugin_tb,
     qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64, GArray, GByteArray,
 };
@@ -37,14 +38,38 @@ unsafe extern "C" {
     fn g_array_free(array: *mut GArray, free_segment: bool) -> *mut u8;
 }
 
-/// Counters per scoreboard: one scoreboard entry (per vCPU) holds this many
-/// block counters, so scoreboards are allocated in chunks.
+/// Block counters are allocated in chunks of this many.
 const CHUNK: usize = 4096;
 
-struct Chunk(*mut qemu_plugin_scoreboard);
-// SAFETY: a scoreboard handle is only used through QEMU's API, which is
-// thread-safe for it; the pointer itself is never dereferenced here.
+/// How an executed block bumps its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counting {
+    /// A callback per executed block adds 1 to the block's counter in the
+    /// plugin's own memory. Works under icount.
+    Callback,
+    /// An inline per-vCPU add on a QEMU scoreboard: cheaper, but in QEMU
+    /// 10.0.2 any inline op breaks the guest under -icount (see README).
+    Inline,
+}
+
+/// Counters of one chunk of slots.
+enum Chunk {
+    /// `CHUNK * vcpus` counters, slot-major: slot `s`, vCPU `v` at
+    /// `s * vcpus + v`. Never moved or freed, so a block's callback can
+    /// hold the address of its slot.
+    Own(Box<[AtomicU64]>),
+    /// A scoreboard whose per-vCPU entry is `CHUNK` u64s.
+    Board(*mut qemu_plugin_scoreboard),
+}
+// SAFETY: the scoreboard handle is only used through QEMU's thread-safe API;
+// our own counters are atomics.
 unsafe impl Send for Chunk {}
+
+/// Where a block's execution is counted.
+enum Counter {
+    Own(*const AtomicU64),
+    Board(qemu_plugin_u64),
+}
 
 #[derive(Default)]
 struct State {
@@ -54,24 +79,36 @@ struct State {
     tails: Vec<Tail>,
     window: Window,
     blocks: u64,
+    /// Exact-caller counts when the window opened (for per-window files).
+    dyn_base: HashMap<(u32, u32), u64>,
 }
 
 impl State {
     /// Every counter summed over vCPUs.
-    fn counters(&self) -> Vec<u64> {
+    fn counters(&self, vcpus: u32) -> Vec<u64> {
         let n = self.comps.len();
         let mut v = vec![0u64; n];
-        // SAFETY: no vCPU count changes while QEMU runs a callback.
-        let vcpus = unsafe { qemu_plugin_num_vcpus() }.max(0) as c_uint;
         for (ci, ch) in self.chunks.iter().enumerate() {
             let lo = ci * CHUNK;
             let hi = n.min(lo + CHUNK);
-            for cpu in 0..vcpus {
-                // SAFETY: the entry of vCPU `cpu` is CHUNK u64s (element size).
-                let p = unsafe { qemu_plugin_scoreboard_find(ch.0, cpu) } as *const u64;
-                for (j, slot) in v[lo..hi].iter_mut().enumerate() {
-                    // SAFETY: j < CHUNK; other vCPU threads may add concurrently (MTTCG).
-                    *slot += unsafe { std::ptr::read_volatile(p.add(j)) };
+            match ch {
+                Chunk::Own(c) => {
+                    let k = vcpus as usize;
+                    for (j, slot) in v[lo..hi].iter_mut().enumerate() {
+                        *slot += c[j * k..(j + 1) * k].iter().map(|x| x.load(Ordering::Relaxed)).sum::<u64>();
+                    }
+                }
+                Chunk::Board(b) => {
+                    // SAFETY: no vCPU is added while QEMU runs a callback.
+                    let n_cpus = unsafe { qemu_plugin_num_vcpus() }.max(0) as c_uint;
+                    for cpu in 0..n_cpus {
+                        // SAFETY: the entry of vCPU `cpu` is CHUNK u64s.
+                        let p = unsafe { qemu_plugin_scoreboard_find(*b, cpu) } as *const u64;
+                        for (j, slot) in v[lo..hi].iter_mut().enumerate() {
+                            // SAFETY: j < CHUNK.
+                            *slot += unsafe { std::ptr::read_volatile(p.add(j)) };
+                        }
+                    }
                 }
             }
         }
@@ -79,21 +116,27 @@ impl State {
     }
 
     /// The counter of a composition, made if new.
-    fn counter(&mut self, comp: Comp) -> qemu_plugin_u64 {
+    fn counter(&mut self, comp: Comp, how: Counting, vcpus: u32) -> Counter {
         let slot = match self.index.get(&comp) {
             Some(&s) => s as usize,
             None => {
                 let s = self.comps.len();
                 if s / CHUNK == self.chunks.len() {
-                    // SAFETY: a plain allocation; zeroed by QEMU.
-                    self.chunks.push(Chunk(unsafe { qemu_plugin_scoreboard_new(CHUNK * 8) }));
+                    self.chunks.push(match how {
+                        Counting::Callback => Chunk::Own((0..CHUNK * vcpus as usize).map(|_| AtomicU64::new(0)).collect()),
+                        // SAFETY: a plain allocation, zeroed by QEMU.
+                        Counting::Inline => Chunk::Board(unsafe { qemu_plugin_scoreboard_new(CHUNK * 8) }),
+                    });
                 }
                 self.index.insert(comp.clone(), s as u32);
                 self.comps.push(comp);
                 s
             }
         };
-        qemu_plugin_u64 { score: self.chunks[slot / CHUNK].0, offset: (slot % CHUNK) * 8 }
+        match &self.chunks[slot / CHUNK] {
+            Chunk::Own(c) => Counter::Own(&c[(slot % CHUNK) * vcpus as usize] as *const AtomicU64),
+            Chunk::Board(b) => Counter::Board(qemu_plugin_u64 { score: *b, offset: (slot % CHUNK) * 8 }),
+        }
     }
 }
 
@@ -101,6 +144,8 @@ struct Global {
     syms: Symbols,
     out: PathBuf,
     all: bool,
+    each: bool,
+    counting: Counting,
     callers: Callers,
     top: usize,
     vcpus: u32,
@@ -133,6 +178,8 @@ impl Register for Profiler {
         let mut symbols = None;
         let mut out = None;
         let mut all = false;
+        let mut each = false;
+        let mut counting = Counting::Callback;
         let mut callers = Callers::Static;
         let mut top = 8usize;
         for a in &args.raw {
@@ -155,8 +202,22 @@ impl Register for Profiler {
                         _ => return Err(fail(format!("callers={v}: expected off, static or full"))),
                     }
                 }
+                "each" => {
+                    each = match v {
+                        "on" | "yes" | "true" => true,
+                        "off" | "no" | "false" => false,
+                        _ => return Err(fail(format!("each={v}: expected on or off"))),
+                    }
+                }
+                "counter" => {
+                    counting = match v {
+                        "callback" => Counting::Callback,
+                        "inline" => Counting::Inline,
+                        _ => return Err(fail(format!("counter={v}: expected callback or inline"))),
+                    }
+                }
                 "top" => top = v.parse().map_err(|_| fail(format!("top={v}: expected a number")))?,
-                _ => return Err(fail(format!("unknown argument {k:?} (symbols, out, mode, callers, top)"))),
+                _ => return Err(fail(format!("unknown argument {k:?} (symbols, out, mode, each, counter, callers, top)"))),
             }
         }
         let symbols = symbols.ok_or_else(|| fail("symbols=PATH is required".into()))?;
@@ -175,6 +236,8 @@ impl Register for Profiler {
             syms,
             out,
             all,
+            each,
+            counting,
             callers,
             top,
             vcpus,
@@ -325,10 +388,21 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let comp = comp_of(&infos);
     let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
     st.blocks += 1;
-    let counter = st.counter(comp);
-    // SAFETY: registering on this block's handles during its translation.
+    let counter = st.counter(comp, g.counting, g.vcpus);
+    // SAFETY: registering on this block's handles during its translation;
+    // an own counter's address stays valid for the plugin's life.
     unsafe {
-        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
+        match counter {
+            Counter::Own(p) => qemu_plugin_register_vcpu_tb_exec_cb(
+                tb,
+                Some(on_block),
+                qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                p as *mut c_void,
+            ),
+            Counter::Board(e) => {
+                qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64, e, 1)
+            }
+        }
         for (insn, i) in cpuids {
             let tail = Tail { from: comp_of(&infos[i..]), after: comp_of(&infos[i + 1..]) };
             st.tails.push(tail);
@@ -346,6 +420,14 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     }
 }
 
+/// A block was entered: add 1 to its slot's counter of this vCPU.
+unsafe extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
+    // SAFETY: udata is the slot's first counter; the slot has one per vCPU
+    // and vcpu < max_vcpus. Only this vCPU's thread writes this counter.
+    let c = unsafe { &*(udata as *const AtomicU64).add(vcpu as usize) };
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
 unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
     let g = g();
     if g.all {
@@ -357,9 +439,12 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
     }
     let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
     let tail = st.tails[udata as usize].clone();
-    let now = st.counters();
+    let now = st.counters(g.vcpus);
     if leaf == MARK_OPEN {
         if st.window.open(now, &tail) {
+            if g.each && g.callers == Callers::Full {
+                st.dyn_base = dynamic(g);
+            }
             g.open.store(true, Ordering::SeqCst);
         } else {
             eprintln!("harness-profiler: window opened twice; the second marker is ignored");
@@ -369,6 +454,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
         if st.window.close(&now, &tail, ops) {
             g.open.store(false, Ordering::SeqCst);
             write(g, &st);
+            if g.each {
+                write_last(g, &st);
+            }
         } else {
             eprintln!("harness-profiler: window closed while none was open; ignored");
         }
@@ -394,22 +482,24 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
     let g = g();
     let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
     if g.all {
-        let now = st.counters();
+        let now = st.counters(g.vcpus);
         st.window.close(&now, &Tail::default(), 0);
     }
     write(g, &st);
 }
 
-/// Writes the profile of the closed windows (whole file, then rename).
-fn write(g: &Global, st: &State) {
-    let totals = st.window.totals(&st.comps, g.syms.slots());
-    let mut dynamic: HashMap<(u32, u32), u64> = HashMap::new();
+fn dynamic(g: &Global) -> HashMap<(u32, u32), u64> {
+    let mut d: HashMap<(u32, u32), u64> = HashMap::new();
     for m in &g.dynamic {
         for (&k, &v) in m.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            *dynamic.entry(k).or_insert(0) += v;
+            *d.entry(k).or_insert(0) += v;
         }
     }
-    let h = Header {
+    d
+}
+
+fn header(g: &Global, st: &State) -> Header {
+    Header {
         mode: if g.all { "all" } else { "marker" },
         windows: st.window.windows,
         unclosed: st.window.is_open(),
@@ -420,12 +510,41 @@ fn write(g: &Global, st: &State) {
         vcpus: g.vcpus,
         blocks: st.blocks,
         counters: st.comps.len() as u64,
-    };
-    let text = render(&h, &totals, &g.syms, &dynamic);
-    let mut tmp = g.out.clone().into_os_string();
+    }
+}
+
+/// Writes the profile of all closed windows to `out`.
+fn write(g: &Global, st: &State) {
+    let totals = st.window.totals(&st.comps, g.syms.slots());
+    put(&g.out, render(&header(g, st), &totals, &g.syms, &dynamic(g)));
+}
+
+/// Writes the last closed window alone to `out.N` (N = its number, from 1).
+fn write_last(g: &Global, st: &State) {
+    let totals = st.window.last_totals(&st.comps, g.syms.slots());
+    let mut d = dynamic(g);
+    for (k, v) in &st.dyn_base {
+        if let Some(x) = d.get_mut(k) {
+            *x -= v;
+        }
+    }
+    d.retain(|_, v| *v > 0);
+    let mut h = header(g, st);
+    h.windows = 1;
+    h.unclosed = false;
+    h.ops = st.window.last_ops;
+    h.ops_missing = (st.window.last_ops == 0) as u64;
+    let mut path = g.out.clone().into_os_string();
+    path.push(format!(".{}", st.window.windows));
+    put(&PathBuf::from(path), render(&h, &totals, &g.syms, &d));
+}
+
+/// Writes a whole file under a temporary name, then renames it.
+fn put(path: &PathBuf, text: String) {
+    let mut tmp = path.clone().into_os_string();
     tmp.push(".tmp");
-    let res = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &g.out));
+    let res = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = res {
-        eprintln!("harness-profiler: write {}: {e}", g.out.display());
+        eprintln!("harness-profiler: write {}: {e}", path.display());
     }
 }

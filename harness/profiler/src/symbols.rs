@@ -48,25 +48,31 @@ impl Symbols {
     /// symbol). Blank lines and `#` comments are skipped. Overlaps are cut
     /// at the next start; of several names at one address the first wins.
     pub fn parse(text: &str) -> Result<Symbols, String> {
+        let lines: Vec<(usize, Vec<&str>)> = text
+            .lines()
+            .enumerate()
+            .map(|(n, l)| (n + 1, l.split_whitespace().collect::<Vec<_>>()))
+            .filter(|(_, f)| !f.is_empty() && !f[0].starts_with('#'))
+            .collect();
+        // nm lines have a type letter where our lines have a hex size; a
+        // single letter a-f is both, so decide for the whole file: nm if any
+        // second field is not hex.
+        let is_hex = |s: &str| !s.is_empty() && s.trim_start_matches("0x").chars().all(|c| c.is_ascii_hexdigit());
+        let nm = lines.iter().any(|(_, f)| f.len() == 3 && !is_hex(f[1]));
         let mut raw: Vec<(u64, Option<u64>, String)> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let f: Vec<&str> = line.split_whitespace().collect();
+        for (n, f) in &lines {
             if f.len() != 3 {
-                return Err(format!("line {}: expected 3 fields, got {:?}", n + 1, line));
+                return Err(format!("line {n}: expected 3 fields, got {}", f.join(" ")));
             }
             let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16);
-            let start = hex(f[0]).map_err(|e| format!("line {}: address {:?}: {e}", n + 1, f[0]))?;
-            if f[1].len() == 1 && f[1].chars().all(|c| c.is_ascii_alphabetic()) {
+            let start = hex(f[0]).map_err(|e| format!("line {n}: address {:?}: {e}", f[0]))?;
+            if nm {
                 if matches!(f[1], "T" | "t" | "W" | "w") {
                     raw.push((start, None, f[2].to_string()));
                 }
                 continue;
             }
-            let size = hex(f[1]).map_err(|e| format!("line {}: size {:?}: {e}", n + 1, f[1]))?;
+            let size = hex(f[1]).map_err(|e| format!("line {n}: size {:?}: {e}", f[1]))?;
             raw.push((start, Some(size), f[2].to_string()));
         }
         // stable: the first of several names at one address stays first
@@ -162,9 +168,11 @@ mod tests {
 
     #[test]
     fn own_format_and_nm_format() {
-        let own = "# start size name\nffffffff81000000 10 _stext\nffffffff81000010 20 do_thing\nffffffff81000040 0 asm_label\nffffffff81000050 8 last\n";
+        let own = "# start size name\nffffffff81000000 10 _stext\nffffffff81000010 20 do_thing\nffffffff81000040 0 asm_label\nffffffff81000050 8 last\nffffffff81000060 d short_d\n";
         let s = Symbols::parse(own).unwrap();
-        assert_eq!(s.len(), 4);
+        assert_eq!(s.len(), 5);
+        // size "d" is hex 13 here, not an nm type letter
+        assert_eq!(s.name(s.locate(0xffff_ffff_8100_006c)), "short_d");
         let cases = [
             (0xffff_ffff_8100_0000u64, "_stext"),
             (0xffff_ffff_8100_000f, "_stext"),
@@ -175,6 +183,7 @@ mod tests {
             (0xffff_ffff_8100_004f, "asm_label"),
             (0xffff_ffff_8100_0057, "last"),
             (0xffff_ffff_8100_0058, "[other]"),
+            (0xffff_ffff_8100_006d, "[other]"),
             (0x401000, "[user]"),
             (0xffff_ffff_c000_1000, "[module]"),
             (0xffff_8880_0000_0000, "[other]"),

@@ -117,13 +117,18 @@ pub struct Window {
     base: Vec<u64>,
     acc: Vec<u64>,
     corrections: Vec<(Comp, i64)>,
+    open_from: Comp,
     open: bool,
+    last: Vec<u64>,
+    last_corrections: Vec<(Comp, i64)>,
     /// Windows closed so far.
     pub windows: u64,
     /// Sum of the op counts the closing markers gave (0: none given).
     pub ops: u64,
     /// Closing markers that gave no op count.
     pub ops_missing: u64,
+    /// The op count the last closing marker gave.
+    pub last_ops: u64,
 }
 
 impl Window {
@@ -139,7 +144,7 @@ impl Window {
             return false;
         }
         self.base = now;
-        self.corrections.push((tail.from.clone(), 1));
+        self.open_from = tail.from.clone();
         self.open = true;
         true
     }
@@ -153,13 +158,16 @@ impl Window {
         if self.acc.len() < now.len() {
             self.acc.resize(now.len(), 0);
         }
-        for (i, &n) in now.iter().enumerate() {
-            self.acc[i] += n - self.base.get(i).copied().unwrap_or(0);
+        self.last = now.iter().enumerate().map(|(i, &n)| n - self.base.get(i).copied().unwrap_or(0)).collect();
+        for (a, d) in self.acc.iter_mut().zip(&self.last) {
+            *a += d;
         }
-        self.corrections.push((tail.after.clone(), -1));
+        self.last_corrections = vec![(std::mem::take(&mut self.open_from), 1), (tail.after.clone(), -1)];
+        self.corrections.extend(self.last_corrections.iter().cloned());
         self.open = false;
         self.base.clear();
         self.windows += 1;
+        self.last_ops = ops;
         if ops == 0 {
             self.ops_missing += 1;
         } else {
@@ -170,11 +178,20 @@ impl Window {
 
     /// The closed windows' totals, given each slot's composition.
     pub fn totals(&self, comps: &[Comp], slots: usize) -> Totals {
+        Self::sum(&self.acc, &self.corrections, comps, slots)
+    }
+
+    /// The last closed window's totals alone.
+    pub fn last_totals(&self, comps: &[Comp], slots: usize) -> Totals {
+        Self::sum(&self.last, &self.last_corrections, comps, slots)
+    }
+
+    fn sum(counts: &[u64], corrections: &[(Comp, i64)], comps: &[Comp], slots: usize) -> Totals {
         let mut t = Totals::new(slots);
-        for (i, &n) in self.acc.iter().enumerate() {
+        for (i, &n) in counts.iter().enumerate() {
             t.add(&comps[i], n as i64);
         }
-        for (c, k) in &self.corrections {
+        for (c, k) in corrections {
             t.add(c, *k);
         }
         t
@@ -376,6 +393,8 @@ mod tests {
         let t = w.totals(&comps3, s.slots());
         assert_eq!(t.insns[1], 16);
         assert_eq!(t.insns[user as usize], 22);
+        let last = w.last_totals(&comps3, s.slots());
+        assert_eq!((last.insns[1], last.insns[user as usize], last.calls[1]), (2, 11, 1));
         assert_eq!((w.windows, w.ops, w.ops_missing), (2, 7, 1));
     }
 

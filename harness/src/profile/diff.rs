@@ -14,21 +14,29 @@ use crate::stats::median;
 pub struct Options {
     /// A function's change is called only if |Δ insns/op| exceeds this many
     /// times its noise (the larger per-side max−min across boots, or the
-    /// A/A change and spreads when an A/A pair is given).
+    /// A/A change and spreads when an A/A pair is given). 3 because a range
+    /// of 2 or 3 boots underestimates the boot-to-boot spread of
+    /// allocator- and timing-dependent functions (see the A/A check in
+    /// harness/profiler/README.md).
     pub spread_factor: f64,
     /// ... and this fraction of base's whole op (instructions per op).
     pub rel_floor: f64,
     /// ... and this many instructions per op.
     pub abs_floor: f64,
-    /// Boots a side needs before anything is called.
+    /// Boots a side needs before anything is called. 3: with 2 boots a side
+    /// an A/A fork+exec profile still called 8 allocator, slab and RCU
+    /// functions (README).
     pub min_boots: usize,
+    /// Also require every variant boot beyond every base boot (the two
+    /// sides' ranges do not overlap).
+    pub separated: bool,
     /// Callers shown per function (most changed first).
     pub callers_per_row: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { spread_factor: 1.0, rel_floor: 1e-4, abs_floor: 1.0, min_boots: 2, callers_per_row: 4 }
+        Options { spread_factor: 3.0, rel_floor: 1e-4, abs_floor: 1.0, min_boots: 3, separated: true, callers_per_row: 4 }
     }
 }
 
@@ -104,7 +112,8 @@ pub struct Row {
     pub noise: f64,
     /// |delta| must exceed this to be called.
     pub threshold: f64,
-    /// |delta| > threshold with enough boots on both sides.
+    /// |delta| > threshold, enough boots on both sides, and (if asked) the
+    /// two sides' ranges apart.
     pub called: bool,
     /// Callers, most changed first.
     pub callers: Vec<CallerRow>,
@@ -125,6 +134,8 @@ pub struct Diff {
     pub kernel: (Stat, Stat),
     /// Every function seen on either side, largest |delta| first.
     pub rows: Vec<Row>,
+    /// The options it was made with (the rule).
+    pub options: Options,
 }
 
 fn values(boots: &[PerOp], name: &str, pick: impl Fn(&FnPerOp) -> f64) -> Vec<f64> {
@@ -190,13 +201,21 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>,
                 pauses: pair(|f| f.pauses),
                 noise,
                 threshold,
-                called: enough && delta.abs() > threshold,
+                called: enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min),
                 callers,
             }
         })
         .collect();
     rows.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()).then(x.name.cmp(&y.name)));
-    Diff { base_boots: base.len(), variant_boots: variant.len(), aa: aa.is_some(), total: (tb, tv), kernel: (kernel(base), kernel(variant)), rows }
+    Diff {
+        base_boots: base.len(),
+        variant_boots: variant.len(),
+        aa: aa.is_some(),
+        total: (tb, tv),
+        kernel: (kernel(base), kernel(variant)),
+        rows,
+        options: o.clone(),
+    }
 }
 
 fn short(x: f64) -> String {
@@ -230,6 +249,16 @@ impl Diff {
             self.base_boots,
             self.variant_boots,
             if self.aa { "A/A and boot ranges" } else { "boot ranges (max-min)" }
+        );
+        let o = &self.options;
+        let _ = writeln!(
+            out,
+            "* called: |delta| > max({} x noise, {} x base op, {} insn/op){}, >= {} boots a side",
+            o.spread_factor,
+            o.rel_floor,
+            o.abs_floor,
+            if o.separated { ", boot ranges apart" } else { "" },
+            o.min_boots
         );
         let _ = writeln!(
             out,
@@ -265,8 +294,13 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// A boot: total insns/op and (name, insns, calls, callers) rows.
-    fn boot(total: f64, fs: &[(&str, f64, f64, &[(&str, f64)])]) -> PerOp {
+    /// (name, insns/op, calls/op, callers) of one function in a test boot.
+    type FnRow<'a> = (&'a str, f64, f64, &'a [(&'a str, f64)]);
+    /// base boots, variant boots, A/A arms, options, expected threshold, expected called.
+    type Case = (Vec<f64>, Vec<f64>, Option<(Vec<f64>, Vec<f64>)>, Options, f64, bool);
+
+    /// A boot: total insns/op and its function rows.
+    fn boot(total: f64, fs: &[FnRow]) -> PerOp {
         let functions: BTreeMap<String, FnPerOp> = fs
             .iter()
             .map(|(n, i, c, callers)| {
@@ -317,17 +351,26 @@ mod tests {
     fn thresholds_table() {
         // (base boots, variant boots, aa (arm1, arm2) values, options) -> (threshold, called)
         let one = |x: f64| boot(10_000.0, &[("f", x, 1.0, &[])]);
-        let cases: Vec<(Vec<f64>, Vec<f64>, Option<(Vec<f64>, Vec<f64>)>, Options, f64, bool)> = vec![
+        let two = Options { min_boots: 2, ..Options::default() };
+        let cases: Vec<Case> = vec![
             // identical boots: only the floors: max(1e-4*10000=1, 1) = 1
-            (vec![100.0, 100.0], vec![102.0, 102.0], None, Options::default(), 1.0, true),
+            (vec![100.0, 100.0], vec![102.0, 102.0], None, two.clone(), 1.0, true),
+            // ... but not with fewer boots than the default asks
+            (vec![100.0, 100.0], vec![102.0, 102.0], None, Options::default(), 1.0, false),
+            (vec![100.0, 100.0, 100.0], vec![102.0, 102.0, 102.0], None, Options::default(), 1.0, true),
             // a single boot per side is never called
-            (vec![100.0], vec![200.0], None, Options::default(), 1.0, false),
-            // variant spread counts as noise too
-            (vec![100.0, 100.0], vec![102.0, 110.0], None, Options::default(), 8.0, false),
-            // an A/A pair that moved by 5 raises the threshold
-            (vec![100.0, 100.0], vec![104.0, 104.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), Options::default(), 5.0, false),
-            // a larger factor
-            (vec![100.0, 102.0], vec![105.0, 105.0], None, Options { spread_factor: 3.0, ..Options::default() }, 6.0, false),
+            (vec![100.0], vec![200.0], None, Options { min_boots: 1, ..two.clone() }, 1.0, true),
+            (vec![100.0], vec![200.0], None, two.clone(), 1.0, false),
+            // variant spread counts as noise too (3 x 8)
+            (vec![100.0, 100.0], vec![102.0, 110.0], None, two.clone(), 24.0, false),
+            // an A/A pair that moved by 5 raises the threshold (3 x 5)
+            (vec![100.0, 100.0], vec![116.0, 116.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), two.clone(), 15.0, true),
+            (vec![100.0, 100.0], vec![114.0, 114.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), two.clone(), 15.0, false),
+            // a factor of 1
+            (vec![100.0, 102.0], vec![105.0, 105.0], None, Options { spread_factor: 1.0, ..two.clone() }, 2.0, true),
+            // above the threshold, but the ranges overlap
+            (vec![100.0, 110.0], vec![108.0, 125.0], None, Options { spread_factor: 0.5, ..two.clone() }, 8.5, false),
+            (vec![100.0, 110.0], vec![108.0, 125.0], None, Options { spread_factor: 0.5, separated: false, ..two.clone() }, 8.5, true),
         ];
         for (b, v, aa, o, threshold, called) in cases {
             let b: Vec<PerOp> = b.into_iter().map(one).collect();
@@ -349,7 +392,7 @@ mod tests {
             )
         };
         let per = |insns| super::super::parse(&text(insns)).unwrap().per_op(Some(100)).unwrap();
-        let d = diff(&[per(5000), per(5002)], &[per(6000), per(6004)], None, &Options::default());
+        let d = diff(&[per(5000), per(5002), per(5001)], &[per(6000), per(6004), per(6002)], None, &Options::default());
         assert_eq!(d.rows[0].name, "do_x");
         assert!((d.rows[0].delta - 10.01).abs() < 1e-9, "{}", d.rows[0].delta);
         assert!(d.rows[0].called);

@@ -237,7 +237,8 @@ mod tests {
     fn per_op_table() {
         let p = parse(TEXT).unwrap();
         // (ops argument, expected ops, f2 insns/op) or an error
-        let cases: &[(Option<u64>, Option<(f64, f64)>)] = &[(None, Some((10.0, 30.0))), (Some(100), Some((100.0, 3.0))), (Some(0), None)];
+        type Case = (Option<u64>, Option<(f64, f64)>);
+        let cases: &[Case] = &[(None, Some((10.0, 30.0))), (Some(100), Some((100.0, 3.0))), (Some(0), None)];
         for (arg, want) in cases {
             let got = p.per_op(*arg);
             match want {

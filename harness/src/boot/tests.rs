@@ -439,9 +439,10 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
 /// The real machine's edge without QEMU: a program that, like a QEMU hit
 /// by its TCG race, prints an assertion and dies from SIGABRT. `Qemu` sees
 /// the signal, the lifecycle boots the job again, and after the last
-/// attempt the job fails once, as the e2e test with a real QEMU shows.
+/// attempt the job fails once, as the e2e test with a real QEMU shows; a
+/// program that exits with a status fails the job at once.
 #[test]
-fn the_real_machine_sees_a_qemu_that_aborts_before_ssh() {
+fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
     let w = world("qemu-aborts", "{}");
     let fake_qemu = w._dir.path().join("qemu-system-x86_64");
     std::fs::write(&fake_qemu, "#!/bin/sh\necho \"qemu: iotlb_to_section: Assertion \\`section' failed.\"\nkill -ABRT $$\n").unwrap();
@@ -456,4 +457,11 @@ fn the_real_machine_sees_a_qemu_that_aborts_before_ssh() {
     assert_eq!(cuts, [(SIGABRT, Cause::QemuSignal, true), (SIGABRT, Cause::QemuSignal, true), (last.as_str(), Cause::QemuSignal, false)]);
     assert_eq!(rec.events.last(), Some(&failed(format!("boot failed: {last}"), Cause::QemuSignal)));
     assert!(w.run.log("boots/base-2cpu-b0.3/qemu.log").is_file());
+
+    // one that exits with a status: the kernel's boot failed, no retry
+    std::fs::write(&ctx.qemu, "#!/bin/sh\necho \"qemu: could not load kernel '/k/bzImage'\"\nexit 1\n").unwrap();
+    let mut rec = Recorder::default();
+    Boot { ctx: &mut ctx, machine: &mut machine, sink: &mut rec, job: &job(1) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    let why = "QEMU exited with status 1 before SSH came up: qemu: could not load kernel '/k/bzImage'";
+    assert_eq!(rec.events[2..], [cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"), Cause::QemuExit)]);
 }

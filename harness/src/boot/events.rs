@@ -144,7 +144,7 @@ pub enum BootEvent {
         cause: Cause,
         /// Why, in words (with what the last of the attempts adds).
         error: String,
-        /// What the console showed by then (before SSH only).
+        /// What the console showed by then.
         findings: Vec<Finding>,
         /// The job boots again: QEMU's failure, attempts are left.
         again: bool,

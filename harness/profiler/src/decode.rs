@@ -77,11 +77,14 @@ pub fn classify(b: &[u8]) -> Insn {
 mod tests {
     use super::*;
 
+    /// bytes, lock, pause, cpuid, branch
+    type Case<'a> = (&'a [u8], bool, bool, bool, Option<Branch>);
+
     #[test]
     fn table() {
         let call = |rel| Some(Branch { call: true, rel });
         let jmp = |rel| Some(Branch { call: false, rel });
-        let cases: &[(&[u8], bool, bool, bool, Option<Branch>)] = &[
+        let cases: &[Case] = &[
             // bytes, lock, pause, cpuid, branch
             (&[0xF3, 0x90], false, true, false, None),
             (&[0x90], false, false, false, None),

@@ -4,8 +4,7 @@
 //! e2e kernel cache (`target/e2e-work`), so run it after the e2e tests or
 //! with their kernels copied in.
 
-mod common;
-use common::{repo, scratch, run_ok};
+use crate::common::{repo, scratch, run_ok};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,7 +36,7 @@ impl Drop for Cluster {
 
 fn harness(runs: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
-    c.env("HARNESS_WORK_DIR", repo().join("target/e2e-work"))
+    c.env("HARNESS_WORK_DIR", crate::common::e2e_work())
         .env("HARNESS_RUNS_DIR", runs)
         .env("HARNESS_IMAGES_DIR", repo().join("images"))
         .env("SLURM_CONF", slurm_conf())

@@ -5,19 +5,15 @@
 //! binary). They share `target/e2e-work` with `e2e.rs`, so kernels built
 //! there are cache hits here.
 
-mod common;
-use common::{repo, scratch};
+use crate::common::{repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The harness binary, run in `cwd` (outside the checkout) with no images directory.
 fn harness(cwd: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
     c.current_dir(cwd)
-        .env("HARNESS_WORK_DIR", repo().join("target/e2e-work"))
+        .env("HARNESS_WORK_DIR", crate::common::e2e_work())
         .env("HARNESS_RUNS_DIR", cwd.join("runs"))
         .env_remove("HARNESS_IMAGES_DIR")
         .env("HARNESS_NO_PROGRESS", "1")
@@ -43,7 +39,7 @@ fn slow_exec_patch() -> String {
 #[test]
 #[ignore = "~15 minutes on 2 cores: a kernel build and 10 icount boots (the e2e test icount_calls_a_one_percent_exec_regression covers the same rule in CI); run with --ignored"]
 fn try_calls_a_one_patch_mbox_regressed() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("try-mbox");
     std::fs::write(dir.join("slow.mbox"), format!("From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\n{}", slow_exec_patch())).unwrap();
     let out = harness(&dir).args(["try", "slow.mbox", "--profile", "exact", "--gate"]).output().unwrap();
@@ -62,7 +58,7 @@ fn try_calls_a_one_patch_mbox_regressed() {
 /// the patch and the hunk.
 #[test]
 fn try_names_the_patch_and_hunk_that_do_not_apply() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("try-conflict");
     std::fs::create_dir_all(dir.join("series")).unwrap();
     let p = slow_exec_patch().replace(" static int bprm_execve(struct linux_binprm *bprm)\n", " static int bprm_execve(struct linux_binprm *bprm, int x)\n");
@@ -122,11 +118,11 @@ fn history() -> (PathBuf, Vec<String>) {
 /// slow-exec patch, under the instruction-counting clock at 2 vCPUs, names
 /// the slow-exec commit. About 20 icount boots and one full kernel build
 /// plus three incremental ones: ~35 minutes on 2 cores, so by hand:
-/// `cargo test --test reproduce bisect_names -- --ignored --nocapture`.
+/// `cargo test --test it qemu::reproduce::bisect_names -- --ignored --nocapture`.
 #[test]
 #[ignore = "~35 minutes: a full kernel build and ~20 icount boots"]
 fn bisect_names_the_slow_exec_commit() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let (tree, ids) = history();
     let dir = scratch("bisect");
     let t = std::time::Instant::now();

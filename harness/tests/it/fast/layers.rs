@@ -3,8 +3,7 @@
 //! outside its `#[cfg(test)] mod tests`) only to modules of layers below its
 //! own, or to its own top-level module.
 
-mod common;
-use common::repo;
+use crate::common::repo;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -69,7 +68,7 @@ fn references(path: &[String], src: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     for (ln, line) in outside_tests(src).lines().enumerate() {
         let mut rest = line;
-        while let Some(i) = rest.find(|c| c == 'c' || c == 's') {
+        while let Some(i) = rest.find(['c', 's']) {
             let tail = &rest[i..];
             let boundary = i == 0 || !rest[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_');
             if boundary && tail.starts_with("crate::") {

@@ -3,19 +3,15 @@
 //! They share one work directory (`target/e2e-work`) so the base kernel is
 //! built once and reused from the kernel cache, and they run one at a time.
 
-mod common;
-use common::{repo, scratch, run_ok};
+use crate::common::{repo, scratch, run_ok};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 fn work_dir() -> PathBuf {
-    repo().join("target/e2e-work")
+    crate::common::e2e_work()
 }
 
 fn harness(runs: &Path) -> Command {
@@ -64,7 +60,7 @@ fn boots_kept(run: &Path) -> Vec<Value> {
 /// reverted), 2 and 4 vCPUs, static doexec, several boots; a table results.
 #[test]
 fn quick_matrix_runs_end_to_end() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let runs = scratch("quick");
     let mut c = harness(&runs);
     c.args(["run", "--quick"]).arg(repo().join("matrix.yaml"));
@@ -111,7 +107,7 @@ fn quick_matrix_runs_end_to_end() {
 /// against itself is not, and every record says which clock its numbers are in.
 #[test]
 fn icount_calls_a_one_percent_exec_regression() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("icount");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let matrix = dir.join("matrix.yaml");
@@ -168,7 +164,7 @@ fn icount_calls_a_one_percent_exec_regression() {
 /// Every seed benchmark runs in a 6.12 guest and gives plausible samples.
 #[test]
 fn every_benchmark_runs_in_a_guest() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("benchmarks");
     let matrix = dir.join("matrix.yaml");
     std::fs::write(
@@ -238,7 +234,7 @@ fn every_benchmark_runs_in_a_guest() {
 /// cells still get their samples.
 #[test]
 fn failures_are_outcomes_and_the_rest_runs() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("failures");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let matrix = dir.join("matrix.yaml");
@@ -306,7 +302,7 @@ fn qemus_of(run: &Path) -> Vec<u32> {
 /// `--resume` finishes the remaining boots.
 #[test]
 fn interrupt_then_resume() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("resume");
     let matrix = dir.join("matrix.yaml");
     std::fs::write(
@@ -363,7 +359,7 @@ fn interrupt_then_resume() {
 /// `harness check` reports problems with their location and what to do.
 #[test]
 fn check_reports_errors_with_locations() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("check");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let small = dir.join("small.config");
@@ -405,7 +401,7 @@ fn check_reports_errors_with_locations() {
 #[test]
 #[ignore = "builds every variant of matrix.yaml; run with --ignored"]
 fn every_default_variant_builds_boots_and_runs_at_26_vcpus() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let runs = scratch("smoke");
     let mut c = harness(&runs);
     c.args(["run", "--profile", "smoke"]).arg(repo().join("matrix.yaml"));
@@ -432,7 +428,7 @@ fn every_default_variant_builds_boots_and_runs_at_26_vcpus() {
 #[test]
 #[ignore = "448 vCPUs under TCG take many minutes; run with --ignored"]
 fn base_boots_and_runs_at_26_256_and_448_vcpus() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let runs = scratch("scale");
     let mut c = harness(&runs);
     c.args(["run", "--profile", "scale"]).arg(repo().join("matrix.yaml"));
@@ -509,7 +505,7 @@ fn small_matrix(dir: &Path, extra_fragment: Option<&Path>, duration_s: u32) -> P
 /// next run starts clean and finishes.
 #[test]
 fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("killed-boot");
     // long enough that the run is still measuring when the check is done
     let matrix = small_matrix(&dir, None, 300);
@@ -588,7 +584,7 @@ fn run_until_make_has_jobs(dir: &Path, tag: &str) -> (std::process::Child, i32, 
 /// is usable at once (check takes the lock and rolls the tree back).
 #[test]
 fn killed_mid_build_leaves_no_make() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("killed-build");
     let (mut child, make, matrix, _) = run_until_make_has_jobs(&dir, "killed");
     unsafe {
@@ -608,7 +604,7 @@ fn killed_mid_build_leaves_no_make() {
 /// variant its cells show no failure.
 #[test]
 fn interrupted_build_is_not_a_failure() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("interrupted-build");
     let (mut child, _, _, runs) = run_until_make_has_jobs(&dir, "int");
     unsafe {
@@ -637,7 +633,7 @@ fn interrupted_build_is_not_a_failure() {
 /// The real QEMU is sent SIGABRT, as its failed assertion would.
 #[test]
 fn a_qemu_crash_boots_again_and_is_not_the_kernels_failure() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::serial();
     let dir = scratch("qemu-crash");
     // (scenario, QEMUs to abort, abort only once the guest is measuring)
     for (name, crashes, measuring) in [("before-ssh", 1usize, false), ("measuring", 1, true), ("always", 3, false)] {

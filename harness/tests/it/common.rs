@@ -1,0 +1,56 @@
+//! Helpers shared by the integration tests: where the checkout is, the
+//! real-QEMU tests' shared work directory and the lock that keeps them one
+//! at a time, fresh scratch directories, and running the harness expecting
+//! success.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository checkout.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// A fresh, empty scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `c`, prints its output, asserts it succeeded, returns its stdout.
+pub fn run_ok(mut c: Command) -> String {
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stderr}\n{stdout}");
+    assert!(out.status.success(), "harness failed: {:?}\n{stderr}", out.status);
+    stdout
+}
+
+/// The work directory the real-QEMU tests share (kernel cache, tree copy,
+/// ccache): `$HARNESS_E2E_WORK`, else `target/e2e-work` of this checkout.
+/// Pointing several checkouts at one directory shares their kernels.
+pub fn e2e_work() -> PathBuf {
+    std::env::var_os("HARNESS_E2E_WORK").map(PathBuf::from).unwrap_or_else(|| repo().join("target/e2e-work"))
+}
+
+/// Held for the whole of one real-QEMU test: an exclusive lock on
+/// `<e2e_work>.lock`, so tests in this process (each call opens the file
+/// anew, and flock conflicts between open files) and in other processes
+/// using the same work directory run one at a time instead of finding the
+/// work directory taken.
+pub struct Serial {
+    _file: std::fs::File,
+}
+
+/// Waits for and takes the real-QEMU tests' lock (see [`Serial`]).
+pub fn serial() -> Serial {
+    let work = e2e_work();
+    std::fs::create_dir_all(work.parent().unwrap()).unwrap();
+    let path = work.with_extension("lock");
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+    file.lock().unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    Serial { _file: file }
+}

@@ -1,0 +1,6 @@
+//! Tests without a kernel or QEMU: fixtures, synthetic runs, the docs, the layering rule.
+
+mod docs;
+mod history;
+mod html;
+mod layers;

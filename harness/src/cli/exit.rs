@@ -8,7 +8,7 @@ use std::process::ExitCode;
 /// | code | meaning |
 /// |---|---|
 /// | 0 | done: the command finished (no gate failed; `bisect` found the first bad commit) |
-/// | 1 | `--gate`: a key metric regressed or fails more (with `--strict`, also a gate warning) |
+/// | 1 | `--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning) |
 /// | 2 | bad input or a failure that stopped the harness (the message names the file, line or item); `check` found an error; `try`: the series does not apply, or a variant could not be patched, configured or built |
 /// | 3 | `bisect`: undecided, the bisection stopped at a step the rule cannot decide (the ends do not differ, or a midpoint is like both or neither) |
 /// | 130 | interrupted by SIGINT, SIGTERM or SIGHUP (results so far are saved; resume with `--resume`) |
@@ -54,7 +54,7 @@ impl Exit {
     pub const fn meaning(self) -> &'static str {
         match self {
             Exit::Done => "done: the command finished (no gate failed; `bisect` found the first bad commit)",
-            Exit::Regressed => "`--gate`: a key metric regressed or fails more (with `--strict`, also a gate warning)",
+            Exit::Regressed => "`--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning)",
             Exit::Error => "bad input or a failure that stopped the harness; `check` found an error",
             Exit::DoesNotApply => "`try`: the series does not apply (nothing was built)",
             Exit::VariantFailed => "`try`: a variant could not be patched, configured or built",

@@ -299,3 +299,18 @@ fn the_docs_name_the_commands_and_options_help_prints() {
     }
     assert!(bad.is_empty(), "the docs and --help disagree:\n{}", bad.join("\n"));
 }
+
+/// Every exit code `harness --help` lists is in the README's exit-code
+/// table, and the table lists no other.
+#[test]
+fn the_readme_lists_every_exit_code() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let section = help.split("Exit codes:").nth(1).expect("harness --help has an exit-code section");
+    let mut from_help: Vec<u32> = section.lines().filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    from_help.dedup();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let table = readme.split("## Exit codes").nth(1).expect("the README has an Exit codes section");
+    let from_readme: Vec<u32> = table.lines().take_while(|l| !l.starts_with("## ")).filter_map(|l| l.strip_prefix("| `")?.split('`').next()?.parse().ok()).collect();
+    assert_eq!(from_readme, from_help, "README.md's exit codes against harness --help's");
+}

@@ -9,6 +9,7 @@
 //! stage) and the clock are chosen in [`accel`].
 
 mod accel;
+mod profiling;
 mod variants;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -168,11 +169,12 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     };
     let kernels = initrds(&guest, arts)?;
     let GuestParts { keys, .. } = guest;
-    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host::cpus(), accel, pace: Pace::default() };
+    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host::cpus(), accel, pace: Pace::default(), profiler: None };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
         ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
     }
     accel::record_clock(run, ctx.clock())?;
+    ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     boot_jobs(&mut ctx, jobs, &kernels, &done)?;
     ui.finish();
     Ok(())

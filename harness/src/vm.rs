@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::Clock;
 use crate::proc::{Child, Cmd};
 
+mod plugin;
+pub use plugin::{find_profiler, Plugin, PROFILER_ENV, PROFILER_SO};
+
 /// The accelerator a guest runs under.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -132,6 +135,9 @@ pub struct VmSpec {
     /// Host port forwarded to the guest's port 22, bound to 127.0.0.1:
     /// 0 (QEMU picks) until [`Vm::start`] reads back the port QEMU bound.
     pub ssh_port: u16,
+    /// The kernel profiler plugin (loaded under TCG only).
+    #[serde(default)]
+    pub plugin: Option<Plugin>,
 }
 
 /// More vCPUs than this need x2APIC with interrupt remapping.
@@ -190,6 +196,9 @@ pub fn qemu_args(s: &VmSpec) -> Vec<String> {
     a.push(format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", s.ssh_port));
     a.push("-device".into());
     a.push("virtio-net-pci,netdev=net0".into());
+    if let (Accel::Tcg, Some(p)) = (s.accel, &s.plugin) {
+        a.extend(["-plugin".to_string(), p.arg()]);
+    }
     a
 }
 
@@ -521,6 +530,27 @@ mod tests {
             cmdline: "console=ttyS0".into(),
             console: "/r/console.log".into(),
             ssh_port: 40022,
+            plugin: None,
+        }
+    }
+
+    #[test]
+    fn the_profiler_plugin_is_loaded_under_tcg_only() {
+        let p = Plugin { so: "/t/p.so".into(), symbols: "/k/vmlinux.syms".into(), out: "/r/profiles/b.profile".into() };
+        // (accel, clock, expected -plugin value)
+        let cases = [
+            (Accel::Tcg, Clock::Icount, Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on")),
+            (Accel::Tcg, Clock::Wall, Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on")),
+            (Accel::Kvm, Clock::Wall, None),
+        ];
+        for (accel, clock, want) in cases {
+            let mut s = spec(2, accel);
+            s.clock = clock;
+            assert!(!qemu_args(&s).contains(&"-plugin".to_string()), "no plugin asked");
+            s.plugin = Some(p.clone());
+            let a = qemu_args(&s);
+            let got = a.iter().position(|x| x == "-plugin").map(|i| a[i + 1].as_str());
+            assert_eq!(got, want, "{accel:?} {clock:?}");
         }
     }
 

@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 
 use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
-use super::{answer_grace, boot_deadline, console_guest_time, stuck_under_kvm, BootCtx, Pace, QEMU_CRASH_ATTEMPTS};
+use super::{answer_grace, boot_deadline, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, QEMU_CRASH_ATTEMPTS};
 use crate::bench;
 use crate::config::{BenchKind, Benchmark, Clock};
 use crate::guest::{Deadline, Output, Timeout};
@@ -41,13 +41,20 @@ pub struct BootFailure {
 /// its console and QEMU's log in `dir`. Returns the kernel command line.
 pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, initrd: &Path, dir: &Path) -> Result<String> {
     let clock = if ctx.accel == vm::Accel::Tcg { ctx.m.guest.clock } else { Clock::Wall };
-    let cmdline = vm::kernel_cmdline(&CmdlineSpec {
-        aslr: ctx.m.guest.aslr,
-        overcommit: ctx.overcommit(vcpus),
-        accel: ctx.accel,
-        clock,
-        extra: ctx.m.guest.cmdline.clone(),
-    });
+    let plugin = match profile_plugin(ctx, kernel, dir) {
+        Ok(p) => p,
+        Err(e) => {
+            let id = dir.file_name().unwrap_or_default().to_string_lossy();
+            ctx.run.notice(ctx.ui, format!("{id}: this boot has no kernel profile: {e:#}"))?;
+            None
+        }
+    };
+    let mut extra = ctx.m.guest.cmdline.clone();
+    if plugin.is_some() {
+        // the profile's symbols are the vmlinux's addresses
+        extra.push("nokaslr".into());
+    }
+    let cmdline = vm::kernel_cmdline(&CmdlineSpec { aslr: ctx.m.guest.aslr, overcommit: ctx.overcommit(vcpus), accel: ctx.accel, clock, extra });
     let g = &ctx.m.guest;
     let spec = VmSpec {
         qemu: ctx.qemu.clone(),
@@ -63,6 +70,7 @@ pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, init
         cmdline: cmdline.clone(),
         console: dir.join("console.log"),
         ssh_port: 0,
+        plugin,
     };
     m.start(spec, &dir.join("qemu.log"))?;
     Ok(cmdline)

@@ -111,6 +111,9 @@ pub struct BootCtx<'a> {
     pub accel: Accel,
     /// Guest pace measured so far in this run.
     pub pace: Pace,
+    /// The kernel profiler plugin, when this run's boots are profiled
+    /// (each kernel's symbols beside its image, see [`profile_plugin`]).
+    pub profiler: Option<PathBuf>,
 }
 
 impl BootCtx<'_> {
@@ -183,6 +186,26 @@ pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
         .or_else(|| pick(&|l| l.contains("KVM")))
 }
 
+/// The profiler of a boot of `kernel` whose log directory is `dir`, when
+/// the run profiles and the boot runs under the instruction-counting clock:
+/// the kernel's symbols file beside its image, the profile in the run's
+/// `profiles/<boot id>.profile`. `Err`: the plugin's inputs would make QEMU
+/// abort (then the boot goes without).
+pub fn profile_plugin(ctx: &BootCtx, kernel: &Path, dir: &Path) -> Result<Option<crate::vm::Plugin>> {
+    let Some(so) = ctx.profiler.clone().filter(|_| ctx.m.guest.kernel_profile && ctx.clock() == MeasureClock::TcgIcount) else {
+        return Ok(None);
+    };
+    let profiles = ctx.run.records().join(PROFILES_DIR);
+    std::fs::create_dir_all(&profiles)?;
+    let id = dir.file_name().unwrap_or_default().to_string_lossy();
+    let p = crate::vm::Plugin { so, symbols: kernel.with_file_name(crate::profile::symbols::FILE), out: profiles.join(format!("{id}.profile")) };
+    p.check()?;
+    Ok(Some(p))
+}
+
+/// The directory of a run's (or shard's) profiles.
+pub const PROFILES_DIR: &str = "profiles";
+
 /// Runs one boot job on QEMU through every stage, its events written into
 /// the run and shown (see [`Boot::run`] for the retry rule).
 pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
@@ -209,6 +232,7 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
         host_cpus: ctx.host_cpus,
         accel: Accel::Kvm,
         pace: ctx.pace,
+        profiler: None,
     };
     probe_on(&probe, &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()), kernel, initrd, dir)
 }

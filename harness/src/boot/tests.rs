@@ -94,6 +94,7 @@ fn ctx(w: &World) -> BootCtx<'_> {
         host_cpus: 2,
         accel: Accel::Tcg,
         pace: Pace::default(),
+        profiler: None,
     }
 }
 
@@ -464,4 +465,72 @@ fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
     Boot { ctx: &mut ctx, machine: &mut machine, sink: &mut rec, job: &job(1) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
     let why = "QEMU exited with status 1 before SSH came up: qemu: could not load kernel '/k/bzImage'";
     assert_eq!(rec.events[2..], [cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"), Cause::QemuExit)]);
+}
+
+#[test]
+fn icount_boots_load_the_profiler_when_the_run_has_one() {
+    let k = tempfile::tempdir().unwrap();
+    let kernel = k.path().join("bzImage");
+    let so = k.path().join("libharness_profiler.so");
+    std::fs::write(&so, b"\x7fELF").unwrap();
+    let syms = k.path().join(crate::profile::symbols::FILE);
+    let dir = Path::new("/runs/x/logs/boots/base-2cpu-b0");
+    // (guest section, profiler set, symbols written, expected: None = no plugin, Some(true) = plugin, Some(false) = refused)
+    let cases = [
+        ("{clock: icount, accel: tcg}", true, true, Some(true)),
+        ("{clock: icount, accel: tcg}", false, true, None),
+        ("{clock: icount, accel: tcg, kernel_profile: false}", true, true, None),
+        ("{clock: wall, accel: tcg}", true, true, None),
+        ("{clock: icount, accel: tcg}", true, false, Some(false)),
+    ];
+    for (guest, set, written, want) in cases {
+        let _ = std::fs::remove_file(&syms);
+        if written {
+            std::fs::write(&syms, "ffffffff81000000 10 f\n").unwrap();
+        }
+        let w = world("profile", guest);
+        let mut c = ctx(&w);
+        c.profiler = set.then(|| so.clone());
+        match (super::profile_plugin(&c, &kernel, dir), want) {
+            (Ok(None), None) => {}
+            (Ok(Some(p)), Some(true)) => {
+                assert_eq!((p.so, p.symbols), (so.clone(), syms.clone()));
+                assert_eq!(p.out, w.run.records().join("profiles/base-2cpu-b0.profile"));
+                assert!(w.run.records().join("profiles").is_dir());
+            }
+            (Err(e), Some(false)) => assert!(format!("{e:#}").contains("read the symbols file"), "{e:#}"),
+            (got, want) => panic!("{guest} {set} {written}: {:?}, want {want:?}", got.map(|p| p.is_some())),
+        }
+    }
+}
+
+#[test]
+fn a_profiled_boot_has_nokaslr_and_a_broken_profiler_only_a_notice() {
+    let k = tempfile::tempdir().unwrap();
+    let so = k.path().join("libharness_profiler.so");
+    std::fs::write(&so, b"\x7fELF").unwrap();
+    let kernel = k.path().join("bzImage");
+    for (syms, nokaslr) in [(true, true), (false, false)] {
+        if syms {
+            std::fs::write(k.path().join(crate::profile::symbols::FILE), "ffffffff81000000 10 f\n").unwrap();
+        } else {
+            let _ = std::fs::remove_file(k.path().join(crate::profile::symbols::FILE));
+        }
+        let w = world("nokaslr", "{clock: icount, accel: tcg}");
+        let mut c = ctx(&w);
+        c.profiler = Some(so.clone());
+        let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
+        let mut rec = Recorder::default();
+        Boot { ctx: &mut c, machine: &mut fake, sink: &mut rec, job: &job(0) }.run(&kernel, Path::new("/k/initrd")).unwrap();
+        let cmdline = rec.events.iter().find_map(|e| match e {
+            BootEvent::Started(s) => Some(s.cmdline.clone()),
+            _ => None,
+        });
+        assert_eq!(cmdline.unwrap().ends_with(" nokaslr"), nokaslr);
+        let notices: Vec<String> = w.run.events().unwrap().into_iter().filter_map(|e| match e {
+            Event::Notice { message } => Some(message),
+            _ => None,
+        }).collect();
+        assert_eq!(notices.iter().any(|n| n.starts_with("base-2cpu-b0: this boot has no kernel profile: read the symbols file")), !syms, "{notices:?}");
+    }
 }

@@ -70,6 +70,7 @@ pub(super) struct RawGuest {
     pub(super) boot: Option<String>,
     pub(super) clock: Option<String>,
     pub(super) aslr: Option<bool>,
+    pub(super) kernel_profile: Option<bool>,
     pub(super) sockets: Option<u32>,
     pub(super) threads: Option<u32>,
     pub(super) numa_nodes: Option<u32>,

@@ -94,6 +94,29 @@ fn the_clock_is_chosen_per_matrix_or_profile() {
 }
 
 #[test]
+fn kernel_profiles_default_on_under_icount_only() {
+    // (guest section, kernel_profile, or the problem's start)
+    let cases = [
+        ("guest: {clock: icount}", Ok(true)),
+        ("guest: {clock: icount, kernel_profile: false}", Ok(false)),
+        ("guest: {clock: icount, kernel_profile: true}", Ok(true)),
+        ("guest: {clock: wall}", Ok(false)),
+        ("guest: {kernel_profile: false}", Ok(false)),
+        ("guest: {clock: wall, kernel_profile: true}", Err("guest.kernel_profile: kernel profiles are taken under the instruction-counting clock only")),
+    ];
+    for (guest, want) in cases {
+        let text = format!("{guest}\n{GOOD}");
+        match want {
+            Ok(on) => assert_eq!(p(&text).unwrap().guest.kernel_profile, on, "{guest}"),
+            Err(start) => {
+                let pr = problems(&text);
+                assert!(pr.iter().any(|x| x.starts_with(start)), "{guest}: {pr:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn yaml_errors_carry_file_line_column() {
     let e = p("variants:\n  - name: base\n   bad indent: [\n").unwrap_err();
     let s = e.to_string();

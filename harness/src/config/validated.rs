@@ -129,6 +129,11 @@ pub struct Guest {
     pub pvh: bool,
     /// Address-space randomisation in the guest.
     pub aslr: bool,
+    /// Profile the guest kernel with the TCG plugin in every boot (under
+    /// the instruction-counting clock only; on by default there). Absent
+    /// in runs recorded before profiles: off.
+    #[serde(default)]
+    pub kernel_profile: bool,
     /// Sockets (vCPUs are split evenly).
     pub sockets: u32,
     /// Threads per core.

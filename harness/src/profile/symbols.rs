@@ -112,6 +112,23 @@ pub fn write_symbols(vmlinux: &Path, out: &Path) -> Result<usize> {
     Ok(syms.len())
 }
 
+/// The symbols file's name in a kernel's cache directory, beside its
+/// `bzImage` and `vmlinux`.
+pub const FILE: &str = "vmlinux.syms";
+
+/// Writes the symbols file of `vmlinux` to `out` unless it is there
+/// already (written whole to a temporary file, then renamed, so a reader
+/// never sees half of one). Returns whether it wrote it.
+pub fn ensure(vmlinux: &Path, out: &Path) -> Result<bool> {
+    if out.is_file() {
+        return Ok(false);
+    }
+    let tmp = out.with_extension("syms.partial");
+    write_symbols(vmlinux, &tmp)?;
+    std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display()))?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +175,17 @@ mod tests {
         assert!(syms.windows(2).all(|w| w[0].start + w[0].size <= w[1].start), "sorted and disjoint");
         assert!(syms.iter().any(|s| s.name == "main"));
         assert!(raw_from_elf(b"not an elf").is_err());
+    }
+
+    #[test]
+    fn ensure_writes_once() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join(FILE);
+        let exe = std::env::current_exe().unwrap();
+        assert!(ensure(&exe, &out).unwrap());
+        let first = std::fs::read_to_string(&out).unwrap();
+        assert!(first.lines().count() > 100);
+        assert!(!ensure(Path::new("/nonexistent/vmlinux"), &out).unwrap(), "kept, not rewritten");
+        assert!(ensure(Path::new("/nonexistent/vmlinux"), &d.path().join("other")).is_err());
     }
 }

@@ -143,6 +143,8 @@ int main(int argc, char **argv)
 	}
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* the profiler's window: the whole tree, processes x iterations operations */
+	bench_mark(BENCH_MARK_OPEN, 0);
 	bench_block_signals(&oldmask);
 	root = fork();
 	if (root == 0) {
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
 		tree_main(fanout, iterations, usleep_us);
 	}
 	if (root < 0) {
+		bench_mark(BENCH_MARK_CLOSE, 0);
 		bench_restore_signals(&oldmask);
 		bench_err("fork failed: %s", strerror(errno));
 		return 1;
@@ -184,6 +187,7 @@ int main(int argc, char **argv)
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	bench_mark(BENCH_MARK_CLOSE, bench_stop_sig || failed ? 0 : (uint64_t)nproc * (uint64_t)iterations);
 
 	if (bench_stop_sig) {
 		bench_err("interrupted by signal %d, process tree killed", (int)bench_stop_sig);

@@ -125,6 +125,22 @@ pub enum BootEvent {
         /// CPU idle/steal over the window.
         cpu: Option<CpuWindow>,
     },
+    /// The kernel profile of a repetition's window (right after its
+    /// `RepetitionDone`, whose metrics then hold its instructions per op).
+    Profile {
+        /// Benchmark.
+        benchmark: String,
+        /// Repetition index.
+        repetition: u32,
+        /// A warm-up repetition.
+        warmup: bool,
+        /// The window's profile file, relative to the run directory.
+        path: std::path::PathBuf,
+        /// The op count the guest closed the window with.
+        ops: Option<u64>,
+        /// Why the profile cannot be used, when it cannot.
+        error: Option<String>,
+    },
     /// A repetition produced no sample.
     RepetitionFailed {
         /// Benchmark.

@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 
 use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
+use super::profiled::Windows;
 use super::{answer_grace, boot_deadline, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, QEMU_CRASH_ATTEMPTS};
 use crate::bench;
 use crate::config::{BenchKind, Benchmark, Clock};
@@ -38,8 +39,9 @@ pub struct BootFailure {
 }
 
 /// Stage [`Stage::Start`]: starts a guest of `vcpus` for the run on `m`,
-/// its console and QEMU's log in `dir`. Returns the kernel command line.
-pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, initrd: &Path, dir: &Path) -> Result<String> {
+/// its console and QEMU's log in `dir`. Returns the kernel command line
+/// and the profiler the guest loads, if any.
+pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, initrd: &Path, dir: &Path) -> Result<(String, Option<vm::Plugin>)> {
     let clock = if ctx.accel == vm::Accel::Tcg { ctx.m.guest.clock } else { Clock::Wall };
     let plugin = match profile_plugin(ctx, kernel, dir) {
         Ok(p) => p,
@@ -70,10 +72,10 @@ pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, init
         cmdline: cmdline.clone(),
         console: dir.join("console.log"),
         ssh_port: 0,
-        plugin,
+        plugin: plugin.clone(),
     };
     m.start(spec, &dir.join("qemu.log"))?;
-    Ok(cmdline)
+    Ok((cmdline, plugin))
 }
 
 /// Stage [`Stage::WaitSsh`]: waits until the guest's sshd lets the run's
@@ -197,10 +199,12 @@ pub struct Boot<'c, 'a> {
     pub job: &'c BootJob,
 }
 
-/// One attempt's own: its log directory and the pace of its repetitions.
+/// One attempt's own: its log directory, the pace of its repetitions and
+/// its profiler's windows.
 struct Try {
     dir: PathBuf,
     pace: Pace,
+    windows: Option<Windows>,
 }
 
 impl Boot<'_, '_> {
@@ -226,7 +230,7 @@ impl Boot<'_, '_> {
             MeasureClock::TcgIcount => ctx.wait(ctx.m.guest.boot_timeout_s as f64),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
-        let cmdline = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
+        let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
         self.sink.emit(BootEvent::Started(BootStart {
             boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
             attempt,
@@ -242,7 +246,7 @@ impl Boot<'_, '_> {
         };
         self.sink.emit(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
-        let mut t = Try { dir, pace: Pace::default() };
+        let mut t = Try { dir, pace: Pace::default(), windows: plugin.map(Windows::new) };
         let (end_error, failed) = match self.measure(&mut t, nproc)? {
             None => (None, None),
             Some(cut) => match self.cut(cut, attempt)? {
@@ -360,7 +364,27 @@ impl Boot<'_, '_> {
                 BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error, cause }
             }
         };
-        self.sink.emit(event).map(Ok)
+        self.with_profile(t, event).map(Ok)
+    }
+
+    /// Tells a repetition's outcome with the profiler window it closed,
+    /// if the plugin wrote one: its instructions per op join the
+    /// repetition's metrics, and the window is told as a `Profile`. A
+    /// failed repetition's window is passed over.
+    fn with_profile(&mut self, t: &mut Try, mut event: BootEvent) -> Result<()> {
+        let Some(w) = t.windows.as_mut().and_then(Windows::take) else { return self.sink.emit(event) };
+        let BootEvent::RepetitionDone { benchmark, repetition, warmup, metrics, .. } = &mut event else { return self.sink.emit(event) };
+        let (ops, error) = match w.read {
+            Ok((ops, ms)) => {
+                metrics.extend(ms);
+                (Some(ops), None)
+            }
+            Err(e) => (None, Some(e)),
+        };
+        let path = w.path.strip_prefix(&self.ctx.run.dir).unwrap_or(&w.path).to_path_buf();
+        let profile = BootEvent::Profile { benchmark: benchmark.clone(), repetition: *repetition, warmup: *warmup, path, ops, error };
+        self.sink.emit(event)?;
+        self.sink.emit(profile)
     }
 
     /// A repetition without a result: QEMU died from a signal (a cut, not

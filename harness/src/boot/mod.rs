@@ -10,6 +10,7 @@
 mod events;
 mod lifecycle;
 mod machine;
+pub mod profiled;
 mod sink;
 
 use std::path::{Path, PathBuf};

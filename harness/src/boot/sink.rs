@@ -122,6 +122,12 @@ impl Sink for RunSink<'_> {
                 let e = Event::BenchFailed { variant: variant.clone(), vcpus: *vcpus, benchmark, boot_id: s.boot_id.clone(), repetition, error, failed };
                 self.run.event(&e)?;
             }
+            BootEvent::Profile { benchmark, repetition, warmup, path, ops, error } => {
+                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+                let path = path.to_string_lossy().into_owned();
+                let e = Event::Profile { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: s.boot_id.clone(), benchmark, repetition, warmup, path, ops, error };
+                self.run.event(&e)?;
+            }
             BootEvent::Cut { stage, cause, error, findings, again } => self.cut(stage, Failed::new(stage.step(), cause), error, findings, again)?,
             BootEvent::PoweredOff { findings } => {
                 let id = &self.start()?.boot_id;

@@ -534,3 +534,36 @@ fn a_profiled_boot_has_nokaslr_and_a_broken_profiler_only_a_notice() {
         assert_eq!(notices.iter().any(|n| n.starts_with("base-2cpu-b0: this boot has no kernel profile: read the symbols file")), !syms, "{notices:?}");
     }
 }
+
+#[test]
+fn a_profiled_boot_records_each_window_and_its_instructions_per_op() {
+    let k = tempfile::tempdir().unwrap();
+    let so = k.path().join("libharness_profiler.so");
+    std::fs::write(&so, b"\x7fELF").unwrap();
+    std::fs::write(k.path().join(crate::profile::symbols::FILE), "ffffffff81000000 10 f\n").unwrap();
+    let w = world("windows", "{clock: icount, accel: tcg}");
+    let mut c = ctx(&w);
+    c.profiler = Some(so);
+    // the plugin writes a window at each closing marker: here the warm-up's
+    // and the first measured repetition's; the second wrote none
+    let profiles = w.run.records().join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let window = |ops: u64| format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal 1000 1 0 0\nkernel 800 1 0 0\nf f 800 1 0 0\nf [user] 200 0 0 0\n");
+    std::fs::write(profiles.join("base-2cpu-b0.profile.1"), window(10)).unwrap();
+    std::fs::write(profiles.join("base-2cpu-b0.profile.2"), window(4)).unwrap();
+    let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
+    let mut sink = super::RunSink::new(&w.run, &w.ui);
+    Boot { ctx: &mut c, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(&k.path().join("bzImage"), Path::new("/k/initrd")).unwrap();
+    let got: Vec<(u32, bool, String, Option<u64>)> = w.run.events().unwrap().into_iter().filter_map(|e| match e {
+        Event::Profile { repetition, warmup, path, ops, error: None, boot_id, .. } if boot_id == "base-2cpu-b0" => Some((repetition, warmup, path, ops)),
+        _ => None,
+    }).collect();
+    let rel = |n: u32| format!("profiles/base-2cpu-b0.profile.{n}");
+    assert_eq!(got, [(0, true, rel(1), Some(10)), (1, false, rel(2), Some(4))]);
+    let per_op: Vec<(u32, String, f64)> = w.run.samples().unwrap().into_iter().filter(|s| s.unit == "insns/op").map(|s| (s.repetition, s.metric, s.value)).collect();
+    let want = [
+        (0, "insns_per_op", 100.0), (0, "kernel_insns_per_op", 80.0), (0, "user_insns_per_op", 20.0),
+        (1, "insns_per_op", 250.0), (1, "kernel_insns_per_op", 200.0), (1, "user_insns_per_op", 50.0),
+    ];
+    assert_eq!(per_op, want.map(|(r, m, v)| (r, m.to_string(), v)).to_vec(), "the second measured repetition has no window");
+}

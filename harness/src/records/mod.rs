@@ -266,6 +266,32 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed: Option<Failed>,
     },
+    /// The kernel profile of one benchmark repetition's window (absent in
+    /// runs recorded before profiles).
+    Profile {
+        /// Variant.
+        variant: String,
+        /// vCPUs.
+        vcpus: u32,
+        /// Boot index.
+        boot: u32,
+        /// Boot id.
+        boot_id: String,
+        /// Benchmark.
+        benchmark: String,
+        /// Repetition.
+        repetition: u32,
+        /// A warm-up repetition: recorded, never counted.
+        warmup: bool,
+        /// The profile file, relative to the run directory.
+        path: String,
+        /// The benchmark operations in the window (its instructions per op
+        /// are samples of their own).
+        ops: Option<u64>,
+        /// Why the profile cannot be used, when it cannot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// A notice shown to the user (accelerator fallback, …).
     Notice {
         /// Text.
@@ -283,7 +309,7 @@ impl Event {
             | Event::Boot { failed, .. }
             | Event::BenchFailed { failed, .. }
             | Event::BootEnd { failed, .. } => *failed,
-            Event::Series { .. } | Event::Notice { .. } => None,
+            Event::Series { .. } | Event::Notice { .. } | Event::Profile { .. } => None,
         }
     }
 }

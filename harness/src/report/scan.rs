@@ -118,6 +118,8 @@ pub(super) fn scan(events: &[Event]) -> Scan {
             }
             Event::BootEnd { .. } => scan_boot_end(&mut s, e),
             Event::Notice { message } => s.notes.push(message.clone()),
+            // read by the differential profile (report::profiles)
+            Event::Profile { .. } => {}
         }
     }
     s

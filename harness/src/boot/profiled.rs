@@ -1,0 +1,103 @@
+//! A profiled boot's windows: each benchmark repetition opens and closes
+//! one profiler window in the guest, and the plugin writes it alone to
+//! `<boot id>.profile.N`. After a repetition the lifecycle takes the next
+//! window the plugin wrote, if any, and reads its instructions per
+//! operation as metrics of their own.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::bench::Measured;
+use crate::profile::{self, Profile};
+use crate::vm::Plugin;
+
+/// Metric names of a window's instructions per benchmark operation:
+/// all instructions, kernel functions', user space's.
+pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "user_insns_per_op"];
+
+/// Their unit.
+pub const INSNS_UNIT: &str = "insns/op";
+
+/// The windows a boot's plugin has written so far.
+#[derive(Debug)]
+pub struct Windows {
+    plugin: Plugin,
+    next: u32,
+}
+
+/// One window the plugin wrote: its file and what it says.
+#[derive(Debug)]
+pub struct Window {
+    /// The window's profile file.
+    pub path: PathBuf,
+    /// The op count the guest closed it with, and the metrics; or why the
+    /// profile cannot be used.
+    pub read: Result<(u64, Vec<Measured>), String>,
+}
+
+impl Windows {
+    /// The windows of a boot that loads `plugin`.
+    pub fn new(plugin: Plugin) -> Windows {
+        Windows { plugin, next: 1 }
+    }
+
+    /// The next window, if the plugin has written it (it writes at the
+    /// closing marker, before the benchmark answers).
+    pub fn take(&mut self) -> Option<Window> {
+        let path = self.plugin.window(self.next);
+        if !path.is_file() {
+            return None;
+        }
+        self.next += 1;
+        let read = profile::read(&path).and_then(|p| metrics(&p)).map_err(|e| format!("{e:#}"));
+        Some(Window { path, read })
+    }
+}
+
+/// A window's op count and its instructions per op (total, kernel, user):
+/// lower is better, one value a repetition.
+pub fn metrics(p: &Profile) -> Result<(u64, Vec<Measured>)> {
+    let per = p.per_op(None)?;
+    let user = per.functions.get("[user]").map_or(0.0, |f| f.insns);
+    let values = [per.total_insns, per.kernel_insns, user];
+    let ms = INSNS_PER_OP
+        .iter()
+        .zip(values)
+        .map(|(name, value)| Measured { metric: name.to_string(), value, unit: INSNS_UNIT.into(), higher_is_better: false, series: vec![], warmup_series: vec![] })
+        .collect();
+    Ok((p.ops, ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const TEXT: &str = "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 10 missing 0\nvcpus 2\n\
+        callers static top 8\ntotal 450 15 2 1\nkernel 400 15 2 1\nf f2 300 5 2 1\nf f0 100 10 0 0\nf [user] 50 0 0 0\n";
+
+    #[test]
+    fn instructions_per_op_of_a_window() {
+        let (ops, ms) = metrics(&profile::parse(TEXT).unwrap()).unwrap();
+        assert_eq!(ops, 10);
+        let got: Vec<(&str, f64, &str, bool)> = ms.iter().map(|m| (m.metric.as_str(), m.value, m.unit.as_str(), m.higher_is_better)).collect();
+        assert_eq!(got, [("insns_per_op", 45.0, "insns/op", false), ("kernel_insns_per_op", 40.0, "insns/op", false), ("user_insns_per_op", 5.0, "insns/op", false)]);
+        let no_count = TEXT.replace("ops 10 missing 0", "ops 0 missing 1");
+        assert!(metrics(&profile::parse(&no_count).unwrap()).is_err(), "a window closed with no count gives no metrics");
+    }
+
+    #[test]
+    fn windows_are_taken_in_order_once_written() {
+        let d = tempfile::tempdir().unwrap();
+        let plugin = Plugin { so: "/p.so".into(), symbols: "/s".into(), out: d.path().join("b.profile") };
+        let mut w = Windows::new(plugin.clone());
+        assert!(w.take().is_none(), "nothing written yet");
+        std::fs::write(plugin.window(1), TEXT).unwrap();
+        std::fs::write(plugin.window(2), "garbage").unwrap();
+        let first = w.take().unwrap();
+        assert_eq!((first.path, first.read.map(|r| r.0)), (plugin.window(1), Ok(10)));
+        let second = w.take().unwrap();
+        assert!(second.read.unwrap_err().contains("not a harness profile"));
+        assert!(w.take().is_none());
+    }
+}

@@ -6,4 +6,5 @@ pub mod build;
 pub mod kconfig;
 pub mod patch;
 pub mod series;
+pub mod stack;
 pub mod tree;

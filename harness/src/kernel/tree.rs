@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::patch::{self, Failure, Series};
+use super::stack::{Stack, Undone};
 use crate::proc::Cmd;
 
 /// One patch applied to the work tree.
@@ -41,7 +42,16 @@ pub struct Tree {
     pub dir: PathBuf,
     /// Identity of the source it came from.
     pub key: String,
-    stack_file: PathBuf,
+    stack: Stack,
+    origin: Origin,
+}
+
+/// What a work tree is made from again when its state is in doubt.
+enum Origin {
+    /// A copy of this source (tarball, git tree's HEAD, directory).
+    Copy(PathBuf),
+    /// A clone checked out at a commit: `git reset --hard` restores it.
+    Clone,
 }
 
 /// Identity of a source. A tarball: its path, size and mtime. A git tree:
@@ -179,8 +189,8 @@ impl Tree {
     pub fn prepare(source: &Path, work: &Path, log: &Path) -> Result<Tree> {
         let key = source_key(source)?;
         let dir = work.join("tree").join(&key);
-        let stack_file = work.join("tree").join(format!("{key}.applied.json"));
-        let tree = Tree { dir: dir.clone(), key, stack_file };
+        let stack = Stack::at(work.join("tree").join(format!("{key}.applied.json")));
+        let tree = Tree { dir: dir.clone(), key, stack, origin: Origin::Copy(source.to_path_buf()) };
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
@@ -205,7 +215,8 @@ impl Tree {
         let tree = Tree {
             dir: work.join("tree").join(&name),
             key: crate::util::hex(&h.finalize()[..8]),
-            stack_file: work.join("tree").join(format!("{name}.applied.json")),
+            stack: Stack::at(work.join("tree").join(format!("{name}.applied.json"))),
+            origin: Origin::Clone,
         };
         if !tree.dir.join(".git").exists() {
             let tmp = tree.dir.with_extension("partial");
@@ -265,52 +276,55 @@ impl Tree {
         Ok(())
     }
 
-    fn stack(&self) -> Result<Vec<Applied>> {
-        match std::fs::read_to_string(&self.stack_file) {
-            Ok(s) => serde_json::from_str(&s).with_context(|| format!("read {}", self.stack_file.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("read {}", self.stack_file.display())),
-        }
-    }
-
-    fn set_stack(&self, s: &[Applied]) -> Result<()> {
-        let tmp = self.stack_file.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(s)?).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.stack_file).with_context(|| format!("write {}", self.stack_file.display()))
-    }
-
-    /// Undoes every applied patch, newest first.
+    /// Undoes every applied patch, newest first, from the copies of the
+    /// bytes that were applied; the tree is made afresh when any patch does
+    /// not reverse or any touched file is not as it was (a patch cut halfway,
+    /// a hand edit).
     pub fn rollback(&self, log: &Path) -> Result<()> {
-        let mut stack = self.stack()?;
-        while let Some(top) = stack.last().cloned() {
-            if let Err(f) = patch::run_patch(&self.dir, &top.patch, !top.reverse, false, Some(log))? {
-                bail!(
-                    "roll the work tree back ({f}); delete {} to start from a fresh copy",
-                    self.dir.display()
-                );
-            }
-            stack.pop();
-            self.set_stack(&stack)?;
+        if self.stack.read()?.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        if let Undone::Doubt(why) = self.stack.undo(&self.dir, log)? {
+            append_log(log, &format!("the work tree {} is in doubt ({why}): making it afresh\n", self.dir.display()));
+            self.afresh(log).with_context(|| format!("make the work tree afresh ({why})"))?;
+        }
+        self.stack.clear()
+    }
+
+    /// Makes the tree as its origin has it, whatever patches did to it.
+    fn afresh(&self, log: &Path) -> Result<()> {
+        match &self.origin {
+            Origin::Copy(source) => {
+                std::fs::remove_dir_all(&self.dir).with_context(|| format!("remove {}", self.dir.display()))?;
+                self.extract(source, log)
+            }
+            Origin::Clone => {
+                let git = || Cmd::new("git").arg("-C").arg(&self.dir).log(log);
+                git().args(["reset", "--quiet", "--hard"]).run_ok().context("reset the work clone")?;
+                // files a patch created are untracked: remove those only (build products stay)
+                let touched = self.stack.touched()?;
+                if !touched.is_empty() {
+                    git().args(["clean", "-fdq", "--"]).args(touched).run_ok().context("clean the work clone")?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Applies (or reverses) a whole series. Each patch is dry-run first, so
-    /// a failure leaves no half-applied patch; earlier patches of the series
-    /// are rolled back by the caller's next [`Tree::rollback`].
+    /// a failure leaves no half-applied patch; its bytes and the touched
+    /// files' hashes are recorded before it lands, and what lands is that
+    /// copy. Earlier patches of the series are rolled back by the caller's
+    /// next [`Tree::rollback`].
     pub fn apply_series(&self, s: &Series, reverse: bool, log: &Path) -> Result<Result<(), Failure>> {
         let order: Vec<&PathBuf> = if reverse { s.patches.iter().rev().collect() } else { s.patches.iter().collect() };
         for p in order {
             if let Err(f) = patch::run_patch(&self.dir, p, reverse, true, Some(log))? {
                 return Ok(Err(f));
             }
-            let mut stack = self.stack()?;
-            stack.push(Applied::new(p, reverse)?);
-            self.set_stack(&stack)?;
-            if let Err(f) = patch::run_patch(&self.dir, p, reverse, false, Some(log))? {
-                // a dry run passed; a real failure here means the tree changed under us
-                stack.pop();
-                self.set_stack(&stack)?;
+            let copy = self.stack.push(&self.dir, p, reverse)?;
+            if let Err(f) = patch::run_patch(&self.dir, &copy, reverse, false, Some(log))? {
+                // a dry run passed; the entry stays, so the next rollback judges the tree
                 bail!("apply {} after a clean dry run: {f}", p.display());
             }
         }
@@ -396,7 +410,12 @@ mod tests {
 
     #[test]
     fn io_errors_name_their_path() {
-        let t = Tree { dir: PathBuf::from("/nonexistent/harness-tree"), key: "k".into(), stack_file: PathBuf::from("/nonexistent/s") };
+        let t = Tree {
+            dir: PathBuf::from("/nonexistent/harness-tree"),
+            key: "k".into(),
+            stack: Stack::at(PathBuf::from("/nonexistent/s.json")),
+            origin: Origin::Clone,
+        };
         let e = format!("{:#}", t.version().unwrap_err());
         assert!(e.starts_with("read /nonexistent/harness-tree/Makefile: "), "{e}");
     }
@@ -460,5 +479,13 @@ mod tests {
         std::fs::write(dir.join("mm/vmalloc.c"), "edited\n").unwrap();
         let e = source_key(&dir).unwrap_err().to_string();
         assert!(e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"), "{e}");
+    }
+}
+
+/// Adds `text` to the log at `p`, as far as it can.
+fn append_log(p: &Path, text: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+        let _ = f.write_all(text.as_bytes());
     }
 }

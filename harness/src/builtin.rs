@@ -45,8 +45,9 @@ pub const FILES: &[(&str, &[u8])] = files![
     "patches/vmalloc-lazy-nr-nonatomic/0001-mm-vmalloc-non-atomic-vmap_lazy_nr-update-in-free_vm.patch",
 ];
 
-/// Writes the embedded files under `<work>/builtin/<hash>/` (once; the hash
-/// is over every file, so a new harness gets a new directory) and returns
+/// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,
+/// verified at every use: [`crate::util::write_dir_once`]; the hash is over
+/// every file, so a new harness gets a new directory) and returns
 /// that directory: `matrix.yaml`, `images/`, `kconfigs/`, `patches/`.
 pub fn materialise(work: &Path) -> Result<PathBuf> {
     let mut h = Sha256::new();
@@ -56,25 +57,8 @@ pub fn materialise(work: &Path) -> Result<PathBuf> {
         h.update(data);
     }
     let dir = work.join("builtin").join(crate::util::hex(&h.finalize()[..8]));
-    if dir.join("matrix.yaml").is_file() {
-        return Ok(dir);
-    }
-    let tmp = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&tmp);
-    for (p, data) in FILES {
-        let dst = tmp.join(p);
-        std::fs::create_dir_all(dst.parent().unwrap_or(&tmp)).with_context(|| format!("create {}", dst.display()))?;
-        std::fs::write(&dst, data).with_context(|| format!("write {}", dst.display()))?;
-    }
-    match std::fs::rename(&tmp, &dir) {
-        Ok(()) => Ok(dir),
-        // another harness wrote the same files first
-        Err(_) if dir.join("matrix.yaml").is_file() => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            Ok(dir)
-        }
-        Err(e) => Err(e).with_context(|| format!("move the embedded files into {}", dir.display())),
-    }
+    crate::util::write_dir_once(&dir, FILES).context("write the embedded files")?;
+    Ok(dir)
 }
 
 /// The benchmark sources: `flag` when given, else `images/` beside the
@@ -134,5 +118,36 @@ mod tests {
         let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         assert_eq!(images_dir(None, &top.join("matrix.yaml"), &work).unwrap(), top.join("images"));
         assert_eq!(images_dir(Some(Path::new("/x")), &elsewhere, &work).unwrap(), PathBuf::from("/x"));
+    }
+
+    fn holds_every_file(dir: &Path) -> bool {
+        FILES.iter().all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
+    }
+
+    #[test]
+    fn a_half_written_directory_is_not_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = materialise(tmp.path()).unwrap();
+        // what a harness killed while writing (or racing another) left behind
+        std::fs::remove_file(dir.join("images/doexec.c")).unwrap();
+        std::fs::write(dir.join("images/forkexec.c"), "torn").unwrap();
+        let again = materialise(tmp.path()).unwrap();
+        assert!(holds_every_file(&again), "a damaged directory is written afresh");
+    }
+
+    #[test]
+    fn concurrent_first_uses_all_get_whole_files() {
+        for _ in 0..5 {
+            let tmp = tempfile::tempdir().unwrap();
+            let work = tmp.path().to_path_buf();
+            let got: Vec<Result<PathBuf>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| materialise(&work))).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for g in got {
+                let d = g.unwrap();
+                assert!(holds_every_file(&d), "{}", d.display());
+            }
+        }
     }
 }

@@ -36,6 +36,72 @@ pub fn hex(b: &[u8]) -> String {
     hex::encode(b)
 }
 
+/// The marker [`write_dir_once`] writes last into a directory it makes.
+pub const COMPLETE: &str = ".complete";
+
+/// Whether `dir` holds its completion marker and every one of `files` as given.
+fn holds(dir: &Path, files: &[(&str, &[u8])]) -> bool {
+    dir.join(COMPLETE).is_file() && files.iter().all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
+}
+
+/// A name beside `dir` no other process or thread uses: `<dir>.<what>-<pid>-<n>`.
+fn private_name(dir: &Path, what: &str) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dir.with_file_name(format!("{name}.{what}-{}-{n}", std::process::id()))
+}
+
+/// Makes `dir` hold `files` (paths relative to it, and their bytes), safe
+/// against every other process doing the same at once: each writer fills a
+/// private temporary directory, writes the completion marker last and
+/// renames the whole into place, so `dir` is whole or absent. A `dir` found
+/// without its marker or with a file other than `files` say (a harness
+/// killed while writing, an older harness's race) is moved aside and made
+/// again; one that verifies is left alone.
+pub fn write_dir_once(dir: &Path, files: &[(&str, &[u8])]) -> Result<()> {
+    if holds(dir, files) {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    }
+    if dir.exists() {
+        let aside = private_name(dir, "damaged");
+        if std::fs::rename(dir, &aside).is_ok() {
+            let _ = std::fs::remove_dir_all(&aside);
+        }
+    }
+    let tmp = private_name(dir, "partial");
+    let written = fill(&tmp, files);
+    let moved = written.and_then(|()| std::fs::rename(&tmp, dir).with_context(|| format!("move {} into {}", tmp.display(), dir.display())));
+    match moved {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            // another writer put a whole directory there first
+            if holds(dir, files) {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Writes `files` under `tmp`, then the completion marker, each synced.
+fn fill(tmp: &Path, files: &[(&str, &[u8])]) -> Result<()> {
+    let marker = [(COMPLETE, &b"complete\n"[..])];
+    for (p, data) in files.iter().chain(&marker) {
+        let dst = tmp.join(p);
+        std::fs::create_dir_all(dst.parent().unwrap_or(tmp)).with_context(|| format!("create {}", dst.display()))?;
+        let mut f = std::fs::File::create(&dst).with_context(|| format!("write {}", dst.display()))?;
+        f.write_all(data).with_context(|| format!("write {}", dst.display()))?;
+        f.sync_all().with_context(|| format!("sync {}", dst.display()))?;
+    }
+    Ok(())
+}
+
 /// An exclusive lock (`flock`) on a lock file that names its holder (`pid
 /// N, harness <command>`); released when dropped or when the process dies.
 pub struct Flock {

@@ -138,21 +138,23 @@ pub fn collect(sources: &[Source], log: &Path) -> Result<Vec<(String, Vec<u8>)>>
     Ok(all)
 }
 
-/// Writes `patches`, in order, as the quilt series `dir/<name>/` (replacing
-/// what was there).
+/// Writes `patches`, in order, as the quilt series `dir/<name>/`
+/// (replacing what was there), whole or not at all, safe against another
+/// harness writing the same series at once ([`crate::util::write_dir_once`]).
 pub fn write_quilt(patches: &[(String, Vec<u8>)], dir: &Path, name: &str) -> Result<()> {
-    let sdir = dir.join(name);
-    let _ = std::fs::remove_dir_all(&sdir);
-    std::fs::create_dir_all(&sdir).with_context(|| format!("create {}", sdir.display()))?;
+    let mut names: Vec<String> = Vec::new();
     let mut listed = String::new();
-    for (n, (file, data)) in patches.iter().enumerate() {
+    for (n, (file, _)) in patches.iter().enumerate() {
         // two sources may both have a 0001-…: keep the names apart
-        let file = if sdir.join(file).exists() { format!("{:04}-{file}", n + 1) } else { file.clone() };
-        std::fs::write(sdir.join(&file), data).with_context(|| format!("write {}", sdir.join(&file).display()))?;
+        let file = if names.contains(file) { format!("{:04}-{file}", n + 1) } else { file.clone() };
         listed.push_str(&file);
         listed.push('\n');
+        names.push(file);
     }
-    std::fs::write(sdir.join("series"), listed).with_context(|| format!("write {}", sdir.join("series").display()))
+    let mut files: Vec<(&str, &[u8])> = names.iter().map(String::as_str).zip(patches.iter().map(|(_, d)| d.as_slice())).collect();
+    files.push(("series", listed.as_bytes()));
+    let sdir = dir.join(name);
+    crate::util::write_dir_once(&sdir, &files).with_context(|| format!("write the series {}", sdir.display()))
 }
 
 #[cfg(test)]
@@ -236,5 +238,26 @@ mod tests {
         assert!(std::fs::read_to_string(&s.patches[1]).unwrap().contains("-b\n+c\n"));
         let e = format!("{:#}", collect(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &root.join("log")).unwrap_err());
         assert!(e.contains("holds no commit"), "{e}");
+    }
+
+    #[test]
+    fn concurrent_tries_of_one_series_each_see_it_whole() {
+        let patches: Vec<(String, Vec<u8>)> = (0..20).map(|i| (format!("{i:04}-p.patch"), P1.repeat(50).into_bytes())).collect();
+        let want: Vec<Vec<u8>> = patches.iter().map(|p| p.1.clone()).collect();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("try");
+        // each `try` writes the series, then reads it back as its run would, while the others do the same
+        let one_try = || -> Result<Vec<Vec<u8>>> {
+            write_quilt(&patches, &out, "series")?;
+            let s = crate::kernel::patch::load_series(&out, "series")?;
+            s.patches.iter().map(|p| std::fs::read(p).with_context(|| format!("read {}", p.display()))).collect()
+        };
+        let got: Vec<Result<Vec<Vec<u8>>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..6).map(|_| s.spawn(|| (0..10).map(|_| one_try()).collect::<Vec<_>>())).collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        for g in got {
+            assert_eq!(g.unwrap(), want);
+        }
     }
 }

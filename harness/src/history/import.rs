@@ -93,33 +93,53 @@ pub fn run_key(meta: &RunMeta, events: &[Event]) -> RunKey {
     }
 }
 
-/// Hash of the run's records (`run.json`, samples, events).
-fn content_hash(dir: &Path) -> Result<String> {
+/// Hash of the run's records: `run.json`, its samples and events, and
+/// every shard's, with whether the shard is still running (a shard that
+/// finishes, or dies, changes the run's cells).
+fn content_hash(run: &Run) -> Result<String> {
     let mut h = Sha256::new();
-    for f in ["run.json", "samples.jsonl", "events.jsonl"] {
-        let p = dir.join(f);
-        let data = if p.exists() { std::fs::read(&p).with_context(|| format!("read {}", p.display()))? } else { Vec::new() };
+    let mut feed = |p: &Path| -> Result<()> {
+        let data = if p.exists() { std::fs::read(p).with_context(|| format!("read {}", p.display()))? } else { Vec::new() };
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
+        Ok(())
+    };
+    for f in ["run.json", "samples.jsonl", "events.jsonl"] {
+        feed(&run.dir.join(f))?;
+    }
+    let shards = run.shard_dirs()?;
+    for s in &shards {
+        for f in ["samples.jsonl", "events.jsonl"] {
+            feed(&s.run.records().join(f))?;
+        }
+    }
+    for s in &shards {
+        h.update(format!("{} {}\n", s.shard, if s.writer.is_some() { "running" } else { "stopped" }).as_bytes());
     }
     Ok(hex(&h.finalize()[..16]))
 }
 
 /// Adds the run in `run_dir` to the history. `work_dir` holds the kernel
-/// cache, whose stored `.config`s give the config hashes.
+/// cache, whose stored `.config`s give the config hashes. The run is known
+/// by the id its `run.json` holds, wherever its directory is now (a copy
+/// or a renamed directory is the same run); its cells are its report's,
+/// shards merged and the jobs a failed shard owes counted as failed. The
+/// write transaction is taken at once (`BEGIN IMMEDIATE`), so a busy
+/// database makes it wait rather than fail midway.
 pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Sources) -> Result<Added> {
     let run = Run::open(run_dir)?;
     let dir = std::fs::canonicalize(&run.dir).with_context(|| format!("resolve {}", run.dir.display()))?;
-    let hash = content_hash(&dir)?;
-    let tx = db.transaction()?;
-    let had: Option<String> = tx.query_row("SELECT content_hash FROM runs WHERE run_id = ?1", [&run.id], |r| r.get(0)).optional()?;
+    let meta = run.meta()?;
+    let hash = content_hash(&run)?;
+    let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let had: Option<String> = tx.query_row("SELECT content_hash FROM runs WHERE run_id = ?1", [&meta.id], |r| r.get(0)).optional()?;
     if had.as_deref() == Some(hash.as_str()) {
         return Ok(Added::Unchanged);
     }
-    let (meta, events) = (run.meta()?, run.events()?);
-    let r = report::build_from(&meta, &run.samples()?, &events, &Floors::none("none (history)"));
+    let events = run.events()?;
+    let r = report::build(&run, &Floors::none("none (history)"))?;
     for t in ["runs", "cells", "boots", "variants"] {
-        tx.execute(&format!("DELETE FROM {t} WHERE run_id = ?1"), [&run.id])?;
+        tx.execute(&format!("DELETE FROM {t} WHERE run_id = ?1"), [&meta.id])?;
     }
     insert_run(&tx, &meta, &events, &r, &dir, &hash, sources)?;
     insert_variants(&tx, &meta, &events, work_dir, sources)?;

@@ -35,12 +35,13 @@ pub fn open(path: &Path) -> Result<Connection> {
     schema::open(path)
 }
 
-/// Opens the database only when it exists.
+/// Opens the database to read it, only when it exists (read-only when
+/// it cannot be written: [`schema::open_to_read`]).
 pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
     if !path.is_file() {
         return Ok(None);
     }
-    schema::open(path).map(Some)
+    schema::open_to_read(path).map(Some)
 }
 
 /// How change points are found, in words (printed with every trend).

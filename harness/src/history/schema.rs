@@ -81,13 +81,38 @@ pub fn open(path: &Path) -> Result<Connection> {
     }
     let mut db = Connection::open(path).with_context(|| format!("open the history database {}", path.display()))?;
     db.busy_timeout(std::time::Duration::from_secs(30))?;
+    // WAL: readers never block the writer, and a finishing run's write waits its turn
+    let _mode: String = db.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).with_context(|| format!("use WAL in {}", path.display()))?;
     migrate(&mut db).with_context(|| format!("migrate the history database {}", path.display()))?;
+    Ok(db)
+}
+
+/// Opens the database at `path` to read it: as [`open`] does when the file
+/// can be written, else read-only as it is (a copy on a read-only mount, an
+/// archive), which must then be of this harness's schema version.
+pub fn open_to_read(path: &Path) -> Result<Connection> {
+    if std::fs::OpenOptions::new().write(true).open(path).is_ok() {
+        return open(path);
+    }
+    use rusqlite::OpenFlags;
+    let escaped = path.to_string_lossy().replace('%', "%25").replace('?', "%3f").replace('#', "%23");
+    // immutable: no lock or -shm file is needed, which a read-only place cannot hold
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let db = Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
+        .with_context(|| format!("open the history database {} read-only", path.display()))?;
+    let have: u32 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).with_context(|| format!("read {}", path.display()))?;
+    if have != VERSION {
+        bail!(
+            "read the history database {}: it is read-only and of schema version {have}, this harness reads {VERSION}; copy it somewhere writable",
+            path.display()
+        );
+    }
     Ok(db)
 }
 
 /// Applies every migration after the database's version.
 pub fn migrate(db: &mut Connection) -> Result<()> {
-    let tx = db.transaction()?;
+    let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let have: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if have > VERSION {
         bail!("read schema version {have}: this harness knows up to {VERSION}; use a newer harness");

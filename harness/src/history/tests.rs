@@ -215,3 +215,84 @@ fn trends_link_to_run_reports_relative_to_the_page() {
     assert!(page.contains("runs/r1/report.html") && page.contains("p ≤ 0.001"));
     assert!(crate::report::trend::table(&t).contains("no change point over 1 night(s)"));
 }
+
+#[test]
+fn a_copied_or_renamed_run_directory_imports_once() {
+    let root_dir = scratch("copy");
+    let root = root_dir.path().to_path_buf();
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let dir = write_run(&root, &records("n1", 0, 100.0, |_| {}));
+    let copy = root.join("archive/n1-copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["run.json", "samples.jsonl", "events.jsonl"] {
+        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+    }
+    assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::New);
+    assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::Unchanged);
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Unchanged, "the original after its copy");
+    let runs: i64 = db.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)).unwrap();
+    assert_eq!(runs, 1);
+}
+
+#[test]
+fn a_sharded_run_is_updated_when_its_shards_finish() {
+    let root_dir = scratch("shards");
+    let root = root_dir.path().to_path_buf();
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let (meta, samples, mut events) = records("sh", 0, 100.0, |_| {});
+    for e in &mut events {
+        // each boot job's own index, as the plan numbers them
+        if let Event::BootEnd { boot, boot_id: Some(id), .. } = e {
+            *boot = id.rsplit('b').next().unwrap().parse().unwrap();
+        }
+    }
+    let dir = write_run(&root, &(meta.clone(), vec![], vec![]));
+    let shard = dir.join("shards/0-of-1");
+    std::fs::create_dir_all(&shard).unwrap();
+    let lines = |v: Vec<String>| v.into_iter().map(|l| l + "\n").collect::<String>();
+    let write = |only_base: bool| {
+        let keep = |v: &str| !only_base || v == "base";
+        let s: Vec<String> = samples.iter().filter(|s| keep(&s.variant)).map(|s| serde_json::to_string(s).unwrap()).collect();
+        let e: Vec<String> = events
+            .iter()
+            .filter(|e| match e {
+                Event::Boot { variant, .. } | Event::BootEnd { variant, .. } => keep(variant),
+                _ => true,
+            })
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        std::fs::write(shard.join("samples.jsonl"), lines(s)).unwrap();
+        std::fs::write(shard.join("events.jsonl"), lines(e)).unwrap();
+    };
+    write(true);
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
+    let failed = |db: &Connection| -> (i64, i64) {
+        db.query_row("SELECT n, boots_failed FROM cells WHERE variant = 'v'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+    };
+    assert_eq!(failed(&db), (0, 5), "the jobs a dead shard owes count as failed");
+    write(false);
+    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Replaced, "the shard's records changed");
+    assert_eq!(failed(&db), (5, 0));
+}
+
+#[test]
+fn a_read_only_copy_of_the_database_can_be_read() {
+    let root_dir = scratch("readonly");
+    let root = root_dir.path().to_path_buf();
+    let path = root.join("h.sqlite");
+    {
+        let mut db = open(&path).unwrap();
+        add(&mut db, &write_run(&root, &records("r1", 0, 100.0, |_| {})), &root, Sources::Records).unwrap();
+    }
+    let copy = root.join("ro/h.sqlite");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(&path, &copy).unwrap();
+    // an immutable file is read-only even for root (tests may run as root)
+    let chattr = |flag: &str| crate::proc::Cmd::new("chattr").arg(flag).arg(&copy).capture().run().map(|f| f.success()).unwrap_or(false);
+    if !chattr("+i") {
+        return;
+    }
+    let got = open_existing(&copy).map(|db| db.map(|db| series(&db, &Filter::default(), &Params::default()).map(|s| s.len())));
+    chattr("-i");
+    assert_eq!(got.unwrap().unwrap().unwrap(), 2);
+}

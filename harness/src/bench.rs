@@ -249,7 +249,31 @@ pub fn parse_vmalloc(out: &str) -> Result<Parsed> {
     Ok(p)
 }
 
-/// Parses one repetition's output for its benchmark.
+/// A repetition that ran and made no progress: a rate (a higher-is-better
+/// metric) of 0 in every interval, such as a doexec whose workers never
+/// ran (`measured_execs=0`). A 0 is no measurement: the repetition fails.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoProgress {
+    /// The metric that stayed at 0.
+    pub metric: String,
+    /// The counts the benchmark printed (`info measured_…=`), as `k=v`.
+    pub counted: String,
+}
+
+impl std::fmt::Display for NoProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no progress: {} was 0 in every interval", self.metric)?;
+        if !self.counted.is_empty() {
+            write!(f, " ({})", self.counted)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoProgress {}
+
+/// Parses one repetition's output for its benchmark; a rate of 0 is
+/// [`NoProgress`].
 pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
     match b.kind {
         BenchKind::TestVmalloc { .. } => parse_vmalloc(out),
@@ -257,6 +281,10 @@ pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
             let p = parse_samples(out)?;
             if p.metrics.is_empty() {
                 bail!("the benchmark printed no sample line");
+            }
+            if let Some(m) = p.metrics.iter().find(|m| m.higher_is_better && m.value == 0.0) {
+                let counted: Vec<String> = p.info.iter().filter(|(k, _)| k.starts_with("measured_")).map(|(k, v)| format!("{k}={v}")).collect();
+                return Err(NoProgress { metric: m.metric.clone(), counted: counted.join(" ") }.into());
             }
             Ok(p)
         }
@@ -296,6 +324,38 @@ pub fn metric_count(b: &Benchmark) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 448-vCPU doexec of issue 19: 0 execs/s in every second is no
+    /// measurement; a rate that is 0 only in some seconds, or a lower-is-
+    /// better metric of 0, still is one.
+    #[test]
+    fn a_rate_of_zero_is_no_progress() {
+        let m = crate::config::parse(
+            "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: s, kind: doexec}\n  - {name: f, kind: fork_prlimit}\n",
+            std::path::Path::new("/nonexistent/m.yaml"),
+            None,
+        )
+        .unwrap();
+        let (doexec, fork) = (&m.benchmarks[0], &m.benchmarks[1]);
+        let line = |v: f64, t: u32| format!("sample metric=execs_per_s value={v} unit=execs/s better=higher t={t}\n");
+        let cases: [(&Benchmark, String, Option<&str>); 5] = [
+            (doexec, format!("{}{}info measured_execs=0 workers=448\n", line(0.0, 0), line(0.0, 1)), Some("no progress: execs_per_s was 0 in every interval (measured_execs=0)")),
+            (doexec, format!("{}{}", line(0.0, 0), line(0.0, 1)), Some("no progress: execs_per_s was 0 in every interval")),
+            (doexec, format!("{}{}info measured_execs=7\n", line(0.0, 0), line(14.0, 1)), None),
+            (fork, "sample metric=wall_s value=0 unit=s better=lower\nsample metric=iterations_per_s value=5 unit=iter/s better=higher\n".into(), None),
+            (fork, "sample metric=wall_s value=2 unit=s better=lower\nsample metric=iterations_per_s value=0 unit=iter/s better=higher\n".into(), Some("no progress: iterations_per_s was 0 in every interval")),
+        ];
+        for (b, out, want) in cases {
+            match (parse(b, &out), want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => {
+                    assert_eq!(e.to_string(), w, "{out}");
+                    assert!(e.downcast_ref::<NoProgress>().is_some(), "{out}");
+                }
+                (got, want) => panic!("{out}: got {:?}, want {want:?}", got.map(|p| p.metrics)),
+            }
+        }
+    }
 
     #[test]
     fn guest_span_reads_the_uptime_lines() {

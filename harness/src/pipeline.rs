@@ -169,7 +169,20 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     };
     let kernels = initrds(&guest, arts)?;
     let GuestParts { keys, .. } = guest;
-    let mut ctx = BootCtx { run, m, ui: &ui, qemu, key: keys.client, host_key: keys.host_public, host_cpus: host::cpus(), accel, pace: Pace::default(), profiler: None };
+    let mut ctx = BootCtx {
+        run,
+        m,
+        ui: &ui,
+        qemu,
+        key: keys.client,
+        host_key: keys.host_public,
+        host_cpus: host::cpus(),
+        accel,
+        pace: Pace::default(),
+        profiler: None,
+        seen: boot::Seen::default(),
+        strikes: boot::Strikes::from_events(&run.events()?),
+    };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
         ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
     }
@@ -257,30 +270,35 @@ fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
 /// Boots every job not done yet; a variant that was not built ends its
 /// jobs with the reason.
 fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
-    let pvh = ctx.m.guest.pvh;
     for job in jobs {
         if is_done(done, job) {
             ctx.ui.inc();
             continue;
         }
         proc::check_interrupted()?;
-        match kernels.get(&job.variant) {
-            Some(Ok((art, initrd))) => boot::run_job(ctx, job, art, pvh, initrd)?,
-            Some(Err(e)) => ctx.run.event(&Event::BootEnd {
-                variant: job.variant.clone(),
-                vcpus: job.vcpus,
-                boot: job.boot,
-                boot_id: None,
-                findings: vec![],
-                error: Some(format!("variant not built: {e}")),
-                busy_wall_per_guest_s: None,
-                failed: Some(Failed::new(Stage::Boot, Cause::NotBuilt)),
-            })?,
-            None => bail!("find a kernel for variant {}", job.variant),
-        }
+        boot_one(ctx, job, kernels)?;
         ctx.ui.inc();
     }
     Ok(())
+}
+
+/// Boots one job; a variant that was not built ends the job with the
+/// reason.
+fn boot_one(ctx: &mut BootCtx, job: &BootJob, kernels: &Kernels) -> Result<()> {
+    match kernels.get(&job.variant) {
+        Some(Ok((art, initrd))) => boot::run_job(ctx, job, art, ctx.m.guest.pvh, initrd),
+        Some(Err(e)) => ctx.run.event(&Event::BootEnd {
+            variant: job.variant.clone(),
+            vcpus: job.vcpus,
+            boot: job.boot,
+            boot_id: None,
+            findings: vec![],
+            error: Some(format!("variant not built: {e}")),
+            busy_wall_per_guest_s: None,
+            failed: Some(Failed::new(Stage::Boot, Cause::NotBuilt)),
+        }),
+        None => bail!("find a kernel for variant {}", job.variant),
+    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,8 @@ pub struct BootStart {
 /// One step of a boot job, in the order they happen: `Job`, then per
 /// attempt `Started`, and either `Cut` before SSH or `SshReady`,
 /// `Environment`, repetitions, maybe a `Cut`, `PoweredOff`; the job ends
-/// with `Ended` once (an attempt cut with `again` has none).
+/// with `Ended` once (an attempt cut with `again` has none). A job given
+/// up on ([`super::Strikes`]) is `Job` then `NotBooted`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BootEvent {
     /// A job begins.
@@ -180,6 +181,12 @@ pub enum BootEvent {
         busy_wall_per_guest_s: Option<f64>,
         /// Where and why the job failed, when it did.
         failed: Option<Failed>,
+    },
+    /// The job is done without booting: its cell's boots before it failed
+    /// before SSH ([`crate::records::Cause::NotBooted`]).
+    NotBooted {
+        /// Why, naming the earlier failure.
+        error: String,
     },
 }
 

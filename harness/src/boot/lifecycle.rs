@@ -15,7 +15,7 @@ use anyhow::{bail, Result};
 use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
 use super::profiled::Windows;
-use super::{answer_grace, boot_deadline, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, QEMU_CRASH_ATTEMPTS};
+use super::{answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE};
 use crate::bench;
 use crate::config::{BenchKind, Benchmark, Clock};
 use crate::guest::{Deadline, Output, Timeout};
@@ -140,6 +140,25 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
     }
 }
 
+/// How a host wait under icount is bounded, in words.
+fn icount_bound() -> String {
+    format!(
+        "under icount a host wait is its guest time through the pace, at most {SEEN_MULTIPLE}x the slowest of its kind the run measured (at least {} s), at most {} s",
+        SEEN_FLOOR.as_secs(),
+        ICOUNT_WAIT_CAP.as_secs()
+    )
+}
+
+/// A boot that passed its host `deadline` under icount says so: the
+/// console's guest time never reached `boot_timeout_s`, the host stopped
+/// waiting first.
+fn icount_deadline(ctx: &BootCtx, mut f: BootFailure, deadline: Duration) -> BootFailure {
+    if ctx.clock() == MeasureClock::TcgIcount && f.cause == Cause::BootTimeout && !f.error.starts_with("no SSH after") {
+        f.error = format!("no SSH within {} host seconds ({}): {}", deadline.as_secs(), icount_bound(), f.error);
+    }
+    f
+}
+
 /// `e`, unless the run was interrupted: then the interruption, as `Err`.
 fn interruption(e: anyhow::Error) -> Result<anyhow::Error> {
     if e.downcast_ref::<proc::Interrupted>().is_some() {
@@ -215,6 +234,9 @@ impl Boot<'_, '_> {
     pub fn run(&mut self, kernel: &Path, initrd: &Path) -> Result<()> {
         let j = self.job;
         self.sink.emit(BootEvent::Job { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot })?;
+        if let Some(error) = self.ctx.strikes.given_up(&j.variant, j.vcpus) {
+            return self.sink.emit(BootEvent::NotBooted { error });
+        }
         let mut attempt = 1;
         while let Attempt::QemuCrashed = self.attempt(kernel, initrd, attempt)? {
             attempt += 1;
@@ -227,7 +249,7 @@ impl Boot<'_, '_> {
         let (ctx, job) = (&*self.ctx, self.job);
         let dir = new_boot_dir(ctx.run, job)?;
         let deadline = match ctx.clock() {
-            MeasureClock::TcgIcount => ctx.wait(ctx.m.guest.boot_timeout_s as f64),
+            MeasureClock::TcgIcount => bounded(ctx.clock(), ctx.wait(ctx.m.guest.boot_timeout_s as f64), ctx.seen.ssh_bound(job.vcpus)),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
         let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
@@ -242,8 +264,10 @@ impl Boot<'_, '_> {
         }))?;
         let ready_s = match wait_ssh(ctx, self.machine, deadline)? {
             Ok(r) => r,
-            Err(f) => return self.failed_boot(f, attempt),
+            Err(f) => return self.failed_boot(icount_deadline(ctx, f, deadline), attempt),
         };
+        self.ctx.seen.ssh(job.vcpus, ready_s);
+        self.ctx.strikes.reached(&job.variant, job.vcpus);
         self.sink.emit(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
         let mut t = Try { dir, pace: Pace::default(), windows: plugin.map(Windows::new) };
@@ -274,6 +298,7 @@ impl Boot<'_, '_> {
             return Ok(Attempt::QemuCrashed);
         }
         let failed = Some(Failed::new(Stage::WaitSsh.step(), f.cause));
+        self.ctx.strikes.failed(&self.job.variant, self.job.vcpus, f.cause, &error);
         self.sink.emit(BootEvent::Ended { findings, error: Some(format!("boot failed: {error}")), busy_wall_per_guest_s: None, failed })?;
         Ok(Attempt::Ended)
     }
@@ -337,7 +362,8 @@ impl Boot<'_, '_> {
     fn repetition(&mut self, t: &mut Try, b: &Benchmark, nproc: u32, rep: u32) -> Result<std::result::Result<(), MeasureCut>> {
         let cmd = bench::command(b, nproc);
         let grace = answer_grace(self.ctx.accel, self.ctx.overcommit(self.job.vcpus));
-        let wait = self.ctx.wait(b.timeout_s as f64) + grace;
+        let seen = self.ctx.seen.repetition_bound(&b.name, self.job.vcpus);
+        let wait = bounded(self.ctx.clock(), self.ctx.wait(b.timeout_s as f64) + grace, seen);
         let out = match self.machine.run(&cmd, wait) {
             Ok(out) => out,
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
@@ -351,14 +377,17 @@ impl Boot<'_, '_> {
         }
         let vmalloc = matches!(b.kind, BenchKind::TestVmalloc { .. });
         let event = match bench::parse(b, &out.stdout) {
-            Ok(p) if out.status == Some(0) || vmalloc => BootEvent::RepetitionDone {
+            Ok(p) if out.status == Some(0) || vmalloc => {
+                self.ctx.seen.repetition(&b.name, self.job.vcpus, out.elapsed.as_secs_f64());
+                BootEvent::RepetitionDone {
                 benchmark: b.name.clone(),
                 params: serde_json::to_value(&b.kind)?,
                 repetition: rep,
                 warmup: rep < self.ctx.m.sampling.warmup_repetitions,
-                metrics: p.metrics,
-                cpu: p.cpu,
-            },
+                    metrics: p.metrics,
+                    cpu: p.cpu,
+                }
+            }
             other => {
                 let (cause, error) = failure(b, &out, other.err());
                 BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error, cause }
@@ -396,7 +425,9 @@ impl Boot<'_, '_> {
             let why = format!("QEMU died from signal {sig} ({}) in repetition {rep}: {}", signal_name(sig), last_line(&qlog).unwrap_or("no QEMU output"));
             return Ok(MeasureCut { why, cause: Cause::QemuSignal });
         }
-        let (cause, why) = if e.downcast_ref::<Timeout>().is_some() {
+        let (cause, why) = if e.downcast_ref::<Timeout>().is_some() && self.ctx.clock() == MeasureClock::TcgIcount {
+            (Cause::GuestHung, format!("guest stopped answering: no result within {} host seconds ({})", wait.as_secs(), icount_bound()))
+        } else if e.downcast_ref::<Timeout>().is_some() {
             (Cause::GuestHung, format!("guest stopped answering: no result {} s after the benchmark's timeout", (wait.as_secs()).saturating_sub(b.timeout_s)))
         } else {
             (Cause::Ssh, format!("{e:#}"))
@@ -430,6 +461,7 @@ impl Boot<'_, '_> {
 /// Why a repetition failed that did produce output.
 fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause, String) {
     match (out.status, parsed) {
+        (Some(0), Some(e)) if e.downcast_ref::<bench::NoProgress>().is_some() => (Cause::NoProgress, format!("{e:#}")),
         (Some(124) | Some(137), _) => (Cause::BenchTimeout, format!("killed at its {} s timeout", b.timeout_s)),
         (status, None) => (Cause::BenchError, format!("exited with {status:?}: {}", out.stderr.trim())),
         (status, Some(e)) => (Cause::BenchError, format!("{e:#} (status {status:?}; {})", out.stderr.trim())),

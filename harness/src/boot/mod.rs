@@ -7,6 +7,7 @@
 //! turns guest-time deadlines into host waits. Only an interruption or a
 //! failure to write records returns `Err`.
 
+mod bounds;
 mod events;
 mod lifecycle;
 mod machine;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
 pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu};
@@ -115,6 +117,11 @@ pub struct BootCtx<'a> {
     /// The kernel profiler plugin, when this run's boots are profiled
     /// (each kernel's symbols beside its image, see [`profile_plugin`]).
     pub profiler: Option<PathBuf>,
+    /// The slowest boots to SSH and repetitions so far: the bounds of
+    /// waits under icount.
+    pub seen: Seen,
+    /// The cells whose boots failed before SSH, one after the other.
+    pub strikes: Strikes,
 }
 
 impl BootCtx<'_> {
@@ -131,8 +138,10 @@ impl BootCtx<'_> {
         }
     }
 
+    /// The host wait for `guest_s` guest seconds: through the pace, at
+    /// most [`ICOUNT_WAIT_CAP`] under icount.
     fn wait(&self, guest_s: f64) -> Duration {
-        self.pace.wait(self.clock(), guest_s)
+        bounded(self.clock(), self.pace.wait(self.clock(), guest_s), None)
     }
 }
 
@@ -234,6 +243,8 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
         accel: Accel::Kvm,
         pace: ctx.pace,
         profiler: None,
+        seen: Seen::default(),
+        strikes: Strikes::default(),
     };
     probe_on(&probe, &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()), kernel, initrd, dir)
 }

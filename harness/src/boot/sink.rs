@@ -140,6 +140,13 @@ impl Sink for RunSink<'_> {
                 let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: Some(s.boot_id.clone()), findings, error, busy_wall_per_guest_s, failed };
                 self.run.event(&e)?;
             }
+            BootEvent::NotBooted { error } => {
+                let (variant, vcpus, boot) = self.job()?;
+                self.ui.notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
+                let failed = Some(Failed::new(crate::records::Stage::Boot, crate::records::Cause::NotBooted));
+                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: None, findings: vec![], error: Some(error), busy_wall_per_guest_s: None, failed };
+                self.run.event(&e)?;
+            }
         }
         Ok(())
     }

@@ -53,6 +53,8 @@ fn kvm_failure_reason_prefers_the_real_error() {
 // The lifecycle on the scripted fake: every rule, each test in
 // milliseconds, asserting the exact events.
 
+mod bounds;
+
 use super::fake::{Answer, Call, Fake, Script, Until};
 use crate::bench::Measured;
 use crate::config::Matrix;
@@ -95,6 +97,8 @@ fn ctx(w: &World) -> BootCtx<'_> {
         accel: Accel::Tcg,
         pace: Pace::default(),
         profiler: None,
+        seen: Seen::default(),
+        strikes: Strikes::default(),
     }
 }
 
@@ -302,24 +306,27 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     let scripts = vec![Script { until: Until::Hangs, ..Script::ssh(vec![]) }, past, Script::ssh(vec![slow]), Script { until: Until::Hangs, ..Script::ssh(vec![]) }];
     let mut fake = Fake::new(scripts);
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
-    // before any measured pace: the backstop of 60 wall seconds per guest second
+    // before any measured pace: the backstop of 60 wall seconds per guest second, capped
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, deadline, false));
-    assert_eq!(fake.calls[1], Call::WaitSsh(Duration::from_secs(6000)));
+    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(1800, deadline), false));
+    assert_eq!(fake.calls[1], Call::WaitSsh(ICOUNT_WAIT_CAP));
     // the console's guest time passes boot_timeout_s first
     let (_, events) = boot(&mut ctx, &mut fake, &job(1));
     let why = "no SSH after 150 guest seconds (guest.boot_timeout_s is 100 guest seconds under icount)";
     assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, why, false));
-    // a boot that measures: its waits stretch by the backstop, then by the pace it measured
+    // a boot that measures: its waits stretch by the backstop (capped), then by the pace it measured,
+    // bounded by 5x the repetition it measured (120 s)
+    ctx.strikes = Strikes::default();
     let (_, events) = boot(&mut ctx, &mut fake, &job(2));
     let bench_waits: Vec<Duration> = fake.calls.iter().filter_map(|c| match c { Call::Run(cmd, w) if cmd.starts_with("/bench/") => Some(*w), _ => None }).collect();
-    assert_eq!(bench_waits[0], Duration::from_secs(60 * 60 + 30), "60 guest seconds at the backstop, then the grace");
-    assert_eq!(bench_waits[1], Duration::from_secs_f64(60.0 * 12.0 * 1.5 + 30.0), "the pace measured, with its margin");
+    assert_eq!(bench_waits[0], ICOUNT_WAIT_CAP, "60 guest seconds at the backstop and the grace, capped");
+    assert_eq!(bench_waits[1], Duration::from_secs(600), "5x the slowest repetition, under the pace's 60 x 12 x 1.5 + 30 s");
     assert!(matches!(events.last(), Some(BootEvent::Ended { error: None, busy_wall_per_guest_s: Some(p), .. }) if *p == 12.0), "{events:?}");
     assert_eq!(ctx.pace.measured(), Some(12.0));
+    // the pace would give 1800 s; the run's slowest boot to SSH (2 s) bounds it at its floor
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, deadline, false));
-    assert_eq!(fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))), Some(&Call::WaitSsh(Duration::from_secs(1800))));
+    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(120, deadline), false));
+    assert_eq!(fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))), Some(&Call::WaitSsh(SEEN_FLOOR)));
 }
 
 #[test]
@@ -566,4 +573,12 @@ fn a_profiled_boot_records_each_window_and_its_instructions_per_op() {
         (1, "insns_per_op", 250.0), (1, "kernel_insns_per_op", 200.0), (1, "user_insns_per_op", 50.0),
     ];
     assert_eq!(per_op, want.map(|(r, m, v)| (r, m.to_string(), v)).to_vec(), "the second measured repetition has no window");
+}
+
+/// The reason a boot under icount gives when the host stopped waiting.
+fn host_deadline(s: u64, why: &str) -> String {
+    format!(
+        "no SSH within {s} host seconds (under icount a host wait is its guest time through the pace, at most 5x the slowest \
+         of its kind the run measured (at least 120 s), at most 1800 s): {why}"
+    )
 }

@@ -67,6 +67,13 @@ pub enum Cause {
     BenchTimeout,
     /// A benchmark exited with an error or printed nothing readable.
     BenchError,
+    /// A repetition made no progress: it ran its duration and counted no
+    /// operation (a rate of 0 is no measurement).
+    NoProgress,
+    /// The job was not booted: the boots of its variant at its vCPU count
+    /// before it failed before SSH, one after the other
+    /// (`boot::BOOTS_BEFORE_GIVING_UP`).
+    NotBooted,
     /// The shard that owed the job failed or never ran.
     ShardLost,
     /// Something on the host side failed (SSH, a file, a process).

@@ -135,10 +135,14 @@ fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>) {
 }
 
 fn scan_boot_end(s: &mut Scan, e: &Event) {
-    let Event::BootEnd { boot_id, findings, error, variant, vcpus, .. } = e else { return };
+    let Event::BootEnd { boot_id, findings, error, variant, vcpus, boot, failed, .. } = e else { return };
     s.jobs_ended += 1;
     if let Some(id) = boot_id {
         s.ended.insert(id.clone(), (variant.clone(), *vcpus));
+    }
+    if boot_id.is_none() && failed.is_some_and(|f| f.cause == crate::records::Cause::NotBooted) {
+        // a job given up on counts as an ended boot without samples: a failed one
+        s.ended.insert(format!("{variant}-{vcpus}cpu-b{boot} (not booted)"), (variant.clone(), *vcpus));
     }
     if let Some(b) = boot_id.as_ref().and_then(|id| s.boots.iter_mut().find(|b| &b.boot_id == id)) {
         for f in findings {

@@ -446,3 +446,29 @@ fn a_timed_out_boot_is_counted_for_the_test() {
     let (with, without) = (c.decision.unwrap().p.unwrap(), measured_only[0].p.unwrap());
     assert!(with < without / 2.0, "the timed-out boots rank worst: p {with} against {without} without them");
 }
+
+/// A cell given up after two boots failed before SSH (issue 19): its
+/// not-booted jobs count as failed boots, so it reads failed in 3/3 with
+/// the reason.
+#[test]
+fn a_given_up_cell_reads_failed_in_every_boot() {
+    use crate::records::{Cause, Failed, Stage};
+    let meta = meta_with(&["base", "hang"], "{boots: 3, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 3, 100.0, &mut rec);
+    let timeout = Some(Failed::new(Stage::Boot, Cause::BootTimeout));
+    for b in 0..2 {
+        let id = format!("hang-2cpu-b{b}");
+        rec.1.push(boot("hang", &id, Some("no SSH within 120 host seconds")));
+        let error = Some("boot failed: no SSH within 120 host seconds".to_string());
+        rec.1.push(Event::BootEnd { variant: "hang".into(), vcpus: 2, boot: b, boot_id: Some(id), findings: vec![], error, busy_wall_per_guest_s: None, failed: timeout });
+    }
+    let why = "not booted: the 2 boots of hang at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH within 120 host seconds";
+    let failed = Some(Failed::new(Stage::Boot, Cause::NotBooted));
+    rec.1.push(Event::BootEnd { variant: "hang".into(), vcpus: 2, boot: 2, boot_id: None, findings: vec![], error: Some(why.into()), busy_wall_per_guest_s: None, failed });
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let hang = &r.rows[0].cells[1];
+    assert_eq!((hang.boots_ended, hang.boots_failed), (3, 3), "{hang:?}");
+    assert!(cell_text(hang).starts_with("FAILED: "), "{}", cell_text(hang));
+    assert!(r.complete);
+}

@@ -12,6 +12,7 @@ mod build;
 mod calibrate;
 mod check;
 mod exit;
+mod explain;
 mod gc;
 mod history;
 mod report;
@@ -119,6 +120,8 @@ enum Command {
     Bisect(bisect::Args),
     /// Tabulate a finished or interrupted run again and write report files.
     Report(report::Args),
+    /// Why a cell changed: its differential kernel profile (a variant against base).
+    Explain(explain::Args),
 }
 
 /// Entry point used by the binary.
@@ -166,6 +169,7 @@ fn dispatch(mut cli: Cli) -> Result<Exit> {
         Command::Try(a) => trial::run(a, g),
         Command::Bisect(a) => bisect::run(a, g),
         Command::Report(a) => report::run(a, g),
+        Command::Explain(a) => explain::run(a, g),
     }
 }
 

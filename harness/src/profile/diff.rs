@@ -10,7 +10,7 @@ use super::{FnPerOp, PerOp};
 use crate::stats::median;
 
 /// How the noise threshold is made.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Options {
     /// A function's change is called only if |Δ insns/op| exceeds this many
     /// times its noise (the larger per-side max−min across boots, or the
@@ -41,7 +41,7 @@ impl Default for Options {
 }
 
 /// A value across boots.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Stat {
     /// Median over boots.
     pub median: f64,
@@ -70,7 +70,7 @@ impl Stat {
 }
 
 /// Base and variant medians of one per-op quantity.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Pair {
     /// Base median.
     pub base: f64,
@@ -79,7 +79,7 @@ pub struct Pair {
 }
 
 /// One caller of a function, calls per op.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CallerRow {
     /// Caller function or pseudo-caller.
     pub name: String,
@@ -88,7 +88,7 @@ pub struct CallerRow {
 }
 
 /// One function of the differential profile.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Row {
     /// Function or bucket.
     pub name: String,
@@ -120,7 +120,7 @@ pub struct Row {
 }
 
 /// A differential profile.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Diff {
     /// Boots of base.
     pub base_boots: usize,

@@ -145,6 +145,49 @@ pub fn read(path: &Path) -> Result<Profile> {
     parse(&text).with_context(|| format!("profile {}", path.display()))
 }
 
+/// The sum of several windows' profiles (one boot's measured
+/// repetitions): every count added, functions by name (most instructions
+/// first), callers by name; `None` for none. Its per-op values are the
+/// boot's whole instructions over its whole op count.
+pub fn sum(profiles: &[Profile]) -> Option<Profile> {
+    let (first, rest) = profiles.split_first()?;
+    let add = |a: &mut Counts, b: &Counts| {
+        a.insns += b.insns;
+        a.calls += b.calls;
+        a.locks += b.locks;
+        a.pauses += b.pauses;
+    };
+    let mut p = first.clone();
+    let mut by_name: BTreeMap<String, (Counts, BTreeMap<String, u64>)> = BTreeMap::new();
+    for q in profiles {
+        for f in &q.functions {
+            let e = by_name.entry(f.name.clone()).or_default();
+            add(&mut e.0, &f.counts);
+            for (c, k) in &f.callers {
+                *e.1.entry(c.clone()).or_default() += k;
+            }
+        }
+    }
+    for q in rest {
+        p.windows += q.windows;
+        p.unclosed |= q.unclosed;
+        p.ops += q.ops;
+        p.ops_missing += q.ops_missing;
+        add(&mut p.total, &q.total);
+        add(&mut p.kernel, &q.kernel);
+    }
+    p.functions = by_name
+        .into_iter()
+        .map(|(name, (counts, callers))| {
+            let mut callers: Vec<(String, u64)> = callers.into_iter().collect();
+            callers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            Function { name, counts, callers }
+        })
+        .collect();
+    p.functions.sort_by(|a, b| b.counts.insns.cmp(&a.counts.insns).then(a.name.cmp(&b.name)));
+    Some(p)
+}
+
 /// One function's counts per benchmark operation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FnPerOp {
@@ -261,6 +304,20 @@ mod tests {
         let mut q = p.clone();
         q.windows = 0;
         assert!(q.per_op(Some(5)).is_err());
+    }
+
+    #[test]
+    fn sum_adds_windows() {
+        let p = parse(TEXT).unwrap();
+        assert_eq!(sum(&[]), None);
+        assert_eq!(sum(std::slice::from_ref(&p)).unwrap(), p);
+        let other = TEXT.replace("ops 10", "ops 30").replace("f f0 100 10 0 0\nc [indirect] 10", "f f0 900 10 0 0\nc [indirect] 10\nc f2 4");
+        let s = sum(&[p.clone(), parse(&other).unwrap()]).unwrap();
+        assert_eq!((s.windows, s.ops, s.total.insns, s.kernel.insns), (2, 40, 900, 800));
+        let names: Vec<(&str, u64)> = s.functions.iter().map(|f| (f.name.as_str(), f.counts.insns)).collect();
+        assert_eq!(names, [("f0", 1000), ("f2", 600), ("[user]", 100)]);
+        assert_eq!(s.functions[0].callers, vec![("[indirect]".to_string(), 20), ("f2".to_string(), 4)]);
+        assert_eq!(s.per_op(None).unwrap().functions["f0"].insns, 25.0);
     }
 
     #[test]

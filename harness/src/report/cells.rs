@@ -171,6 +171,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
             "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
         }),
         shards: Vec::new(),
+        profiles: Vec::new(),
     }
 }
 

@@ -12,6 +12,7 @@ mod cells;
 pub mod compare;
 pub mod gate;
 pub mod html;
+pub mod profiles;
 mod rule;
 mod scan;
 pub mod shards;
@@ -165,6 +166,10 @@ pub struct Report {
     pub clock_text: String,
     /// The shards of a run split with `run --shard` (empty otherwise).
     pub shards: Vec<shards::ShardState>,
+    /// The differential kernel profile of every called cell that has
+    /// profiles on both sides (empty without profiles).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<profiles::CellProfile>,
 }
 
 /// Calibrated floors for a run: `(benchmark, metric, vCPUs)` → floor, and
@@ -198,6 +203,9 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.notes.splice(0..0, acc.notes);
     r.complete &= acc.all_done;
     r.shards = acc.shards;
+    let mut notes = Vec::new();
+    r.profiles = profiles::called_cells(&run.dir, &events, &r, &mut notes);
+    r.notes.extend(notes);
     Ok(r)
 }
 

@@ -155,9 +155,31 @@ pub fn table(r: &Report) -> String {
     out.push_str(&format!("clock: {}\n", r.clock_text));
     out.push_str(&t.to_string());
     out.push('\n');
+    out.push_str(&profiles_text(r));
     out.push_str(&format!("floors: {}\n", r.floor_source));
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// Under the table, each called cell's differential kernel profile: its
+/// top rows (`harness explain` prints them all).
+fn profiles_text(r: &Report) -> String {
+    let mut out = String::new();
+    for p in &r.profiles {
+        out.push_str(&format!(
+            "why {} changed: {} at {} vCPUs, kernel profile against base (top {}; all: harness explain {} --variant {} --bench {} --vcpus {})\n",
+            p.variant,
+            p.benchmark,
+            p.vcpus,
+            super::profiles::TEXT_ROWS,
+            r.run_id,
+            p.variant,
+            p.benchmark,
+            p.vcpus
+        ));
+        out.push_str(&p.diff.text(super::profiles::TEXT_ROWS));
     }
     out
 }

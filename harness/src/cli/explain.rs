@@ -1,0 +1,52 @@
+//! `harness explain`: the differential kernel profile of one cell of a
+//! run (a variant against base on one benchmark at one vCPU count), every
+//! function ranked by |Δ instructions per op| with its calls, atomics and
+//! pauses per op, share of the op and noise threshold. With `--json` it
+//! prints the cell's profile as one object (`benchmark`, `vcpus`,
+//! `variant`, `diff`: as in `report.json`'s `profiles`).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::{print_json, Exit, Global};
+use crate::report::profiles::{self, CellProfile};
+use crate::store;
+
+/// `harness explain`'s arguments.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    /// The run directory.
+    run_dir: PathBuf,
+    /// The variant to explain against base.
+    #[arg(long)]
+    variant: String,
+    /// The benchmark (its name in the matrix).
+    #[arg(long)]
+    bench: String,
+    /// The vCPU count.
+    #[arg(long)]
+    vcpus: u32,
+    /// Functions shown (default: every function that ran on either side).
+    #[arg(long)]
+    top: Option<usize>,
+}
+
+/// Prints the cell's differential profile.
+pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    let run = store::Run::open(&a.run_dir)?;
+    let events = run.events()?;
+    let mut notes = Vec::new();
+    let diff = profiles::cell(&run.dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
+    for n in &notes {
+        crate::ui::notice(n);
+    }
+    let cell = CellProfile { benchmark: a.bench, vcpus: a.vcpus, variant: a.variant, diff };
+    if g.json {
+        print_json(&cell)?;
+    } else {
+        println!("{} against base: {} at {} vCPUs, run {}", cell.variant, cell.benchmark, cell.vcpus, run.id);
+        print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
+    }
+    Ok(Exit::Done)
+}

@@ -1,0 +1,211 @@
+//! The differential kernel profile of a cell: base's and a variant's
+//! boots' profiles (each boot's measured repetitions' windows summed, so a
+//! boot is one value as everywhere in the report), compared function by
+//! function with [`crate::profile::diff`] and its per-function noise
+//! threshold. Every called cell of a report gets one (under the cell in
+//! the text, in `report.json`); `harness explain` asks for any cell.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use super::Report;
+use crate::profile::{self, diff, PerOp};
+use crate::records::Event;
+use crate::stats::Verdict;
+
+/// Rows of a cell's differential profile shown under it in the text report.
+pub const TEXT_ROWS: usize = 8;
+
+/// The differential profile of one cell: a variant against base on one
+/// benchmark at one vCPU count.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellProfile {
+    /// Benchmark.
+    pub benchmark: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Variant.
+    pub variant: String,
+    /// Base against the variant, every function.
+    pub diff: diff::Diff,
+}
+
+/// Each ended boot's measured windows of `benchmark` for `variant` at
+/// `vcpus`: boot id → profile paths (relative to the run directory).
+/// Warm-up windows, unusable ones and boots that never ended are left out.
+pub fn windows(events: &[Event], variant: &str, vcpus: u32, benchmark: &str) -> BTreeMap<String, Vec<String>> {
+    let ended: BTreeSet<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::BootEnd { boot_id: Some(id), .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events {
+        if let Event::Profile { variant: v, vcpus: n, benchmark: b, boot_id, warmup: false, path, ops: Some(_), error: None, .. } = e {
+            if v == variant && *n == vcpus && b == benchmark && ended.contains(boot_id) {
+                out.entry(boot_id.clone()).or_default().push(path.clone());
+            }
+        }
+    }
+    out
+}
+
+/// One [`PerOp`] per boot of the cell (its windows summed), read from the
+/// run directory `dir`; a boot whose profiles cannot be read is left out
+/// and said in `notes`.
+pub fn boots(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark: &str, notes: &mut Vec<String>) -> Vec<PerOp> {
+    let mut out = Vec::new();
+    for (boot_id, paths) in windows(events, variant, vcpus, benchmark) {
+        let read: Result<Vec<_>> = paths.iter().map(|p| profile::read(&dir.join(p))).collect();
+        match read.and_then(|ps| profile::sum(&ps).map_or_else(|| bail!("no window"), |p| p.per_op(None))) {
+            Ok(p) => out.push(p),
+            Err(e) => notes.push(format!("{boot_id} {benchmark}: its kernel profile is left out: {e:#}")),
+        }
+    }
+    out
+}
+
+/// The differential profile of `variant` against base for `benchmark` at
+/// `vcpus`, from the run directory `dir`'s events.
+pub fn cell(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark: &str, notes: &mut Vec<String>) -> Result<diff::Diff> {
+    let base = boots(dir, events, "base", vcpus, benchmark, notes);
+    let var = boots(dir, events, variant, vcpus, benchmark, notes);
+    for (arm, b) in [("base", &base), (variant, &var)] {
+        if b.is_empty() {
+            bail!("{arm} has no kernel profile of {benchmark} at {vcpus} vCPUs (profiles are taken under the instruction-counting clock with the profiler plugin built)");
+        }
+    }
+    Ok(diff::diff(&base, &var, None, &diff::Options::default()))
+}
+
+/// Whether a cell's verdict says its measurements changed.
+fn called(v: Verdict) -> bool {
+    matches!(v, Verdict::Regressed | Verdict::Improved | Verdict::Unsure)
+}
+
+/// The differential profile of every called cell of `r` that has profiles
+/// on both sides, once per (benchmark, vCPUs, variant) whichever of its
+/// metrics was called.
+pub fn called_cells(dir: &Path, events: &[Event], r: &Report, notes: &mut Vec<String>) -> Vec<CellProfile> {
+    let has_profiles = events.iter().any(|e| matches!(e, Event::Profile { .. }));
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for row in r.rows.iter().filter(|_| has_profiles) {
+        for c in &row.cells {
+            let Some(d) = &c.decision else { continue };
+            let key = (row.benchmark.clone(), row.vcpus, c.variant.clone());
+            if !called(d.performance) || !seen.insert(key) {
+                continue;
+            }
+            if let Ok(diff) = cell(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) {
+                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile_event(variant: &str, boot_id: &str, warmup: bool, n: u32, ops: Option<u64>) -> Event {
+        profile_of("s", variant, boot_id, warmup, n, ops)
+    }
+
+    fn profile_of(benchmark: &str, variant: &str, boot_id: &str, warmup: bool, n: u32, ops: Option<u64>) -> Event {
+        Event::Profile {
+            variant: variant.into(),
+            vcpus: 2,
+            boot: 0,
+            boot_id: boot_id.into(),
+            benchmark: benchmark.into(),
+            repetition: n,
+            warmup,
+            path: format!("profiles/{boot_id}.profile.{n}"),
+            ops,
+            error: None,
+        }
+    }
+
+    fn end(boot_id: &str) -> Event {
+        Event::BootEnd { variant: String::new(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: None, busy_wall_per_guest_s: None, failed: None }
+    }
+
+    fn window(f_insns: u64, ops: u64) -> String {
+        format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal {t} 1 0 0\nkernel {f_insns} 1 0 0\nf f {f_insns} 1 0 0\nf [user] 100 0 0 0\n", t = f_insns + 100)
+    }
+
+    #[test]
+    fn a_cell_diffs_ended_boots_measured_windows() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        let mut events = Vec::new();
+        for (arm, f) in [("base", 1000), ("v", 3000)] {
+            for b in 0..3 {
+                let id = format!("{arm}-2cpu-b{b}");
+                events.push(profile_event(arm, &id, true, 1, Some(10)));
+                std::fs::write(d.path().join(format!("profiles/{id}.profile.1")), window(99999, 10)).unwrap();
+                for n in [2, 3] {
+                    events.push(profile_event(arm, &id, false, n, Some(10)));
+                    std::fs::write(d.path().join(format!("profiles/{id}.profile.{n}")), window(f + b, 10)).unwrap();
+                }
+                events.push(end(&id));
+            }
+        }
+        // a boot that never ended and a window closed with no count count for nothing
+        events.push(profile_event("v", "v-2cpu-b9", false, 2, Some(10)));
+        events.push(profile_event("v", "v-2cpu-b0", false, 4, None));
+        let w = windows(&events, "v", 2, "s");
+        assert_eq!(w.keys().collect::<Vec<_>>(), ["v-2cpu-b0", "v-2cpu-b1", "v-2cpu-b2"]);
+        assert_eq!(w["v-2cpu-b0"], ["profiles/v-2cpu-b0.profile.2", "profiles/v-2cpu-b0.profile.3"]);
+        let mut notes = vec![];
+        let diff = cell(d.path(), &events, "v", 2, "s", &mut notes).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        let top = &diff.rows[0];
+        assert_eq!((top.name.as_str(), top.base.median, top.variant.median, top.called), ("f", 100.1, 300.1, true));
+        let e = cell(d.path(), &events, "gone", 2, "s", &mut notes).unwrap_err();
+        assert!(format!("{e:#}").starts_with("gone has no kernel profile of s at 2 vCPUs"), "{e:#}");
+        std::fs::write(d.path().join("profiles/v-2cpu-b1.profile.2"), "garbage").unwrap();
+        let diff = cell(d.path(), &events, "v", 2, "s", &mut notes).unwrap();
+        assert_eq!(diff.variant_boots, 2);
+        assert!(notes[0].starts_with("v-2cpu-b1 s: its kernel profile is left out"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_called_cell_gets_its_profile_under_it_in_the_text_and_json() {
+        use crate::report::tests::{boots as boot_rows, meta_with};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        let meta = meta_with(&["base", "slow", "same"], "{boots: 5, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        for (arm, level, f) in [("base", 100.0, 1000), ("slow", 80.0, 3000), ("same", 100.0, 1000)] {
+            boot_rows(arm, 5, level, &mut rec);
+            for b in 0..5 {
+                let id = format!("{arm}-2cpu-b{b}");
+                rec.1.push(profile_of("d", arm, &id, false, 1, Some(10)));
+                std::fs::write(d.path().join(format!("profiles/{id}.profile.1")), window(f + b, 10)).unwrap();
+            }
+        }
+        let r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        let mut notes = vec![];
+        let got = called_cells(d.path(), &rec.1, &r, &mut notes);
+        assert_eq!(got.iter().map(|c| (c.variant.as_str(), c.benchmark.as_str(), c.vcpus)).collect::<Vec<_>>(), [("slow", "d", 2)], "only the called cell");
+        assert_eq!(got[0].diff.rows[0].name, "f");
+        let r = Report { profiles: got, ..r };
+        let text = crate::report::table(&r);
+        assert!(text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8; all: harness explain r --variant slow --bench d --vcpus 2)"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["profiles"][0]["diff"]["rows"][0]["name"], "f");
+        // no profiles in the run: nothing, and report.json has no key
+        let plain = crate::report::build_from(&meta, &rec.0, &[], &crate::report::Floors::none("none"));
+        assert!(called_cells(d.path(), &[], &plain, &mut notes).is_empty());
+        assert!(serde_json::to_value(&plain).unwrap().get("profiles").is_none());
+    }
+}

@@ -146,14 +146,15 @@ fn icount_calls_a_one_percent_exec_regression() {
     let samples = jsonl(&run.join("samples.jsonl"));
     assert!(samples.iter().all(|s| s["clock"] == "tcg-icount"));
     for arm in ["base", "base-again"] {
-        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm).map(|s| s["value"].as_f64().unwrap()).collect();
+        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm && s["metric"] == "execs_per_s").map(|s| s["value"].as_f64().unwrap()).collect();
         assert_eq!(v.len(), 5, "{arm}: one sample per boot");
         let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
         assert!(hi / lo - 1.0 < 0.005, "{arm}: boots differ by more than 0.5%: {v:?}");
     }
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
     let verdict = |variant: &str| -> String {
-        let cell = report["rows"][0]["cells"].as_array().unwrap().iter().find(|c| c["variant"] == variant).unwrap().clone();
+        let row = report["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "execs_per_s").unwrap();
+        let cell = row["cells"].as_array().unwrap().iter().find(|c| c["variant"] == variant).unwrap().clone();
         cell["decision"]["verdict"].as_str().unwrap().to_string()
     };
     assert_eq!(verdict("slow-exec"), "regressed", "{table}");

@@ -96,11 +96,11 @@ impl Host {
     }
 }
 
-/// A KVM probe boot that failed on this host, remembered in the work
+/// A KVM probe boot that failed on a host, remembered in the work
 /// directory until the host kernel or QEMU changes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailedProbe {
-    /// The host kernel and QEMU version it failed with ([`probe_key`]).
+    /// The host, its kernel and QEMU version it failed with ([`probe_key`]).
     pub key: String,
     /// When (RFC 3339).
     pub when: String,
@@ -108,26 +108,39 @@ pub struct FailedProbe {
     pub reason: String,
 }
 
-/// `work/kvm-probe.json`: the last failed KVM probe.
+/// `work/kvm-probe.json`: the failed KVM probes, one per host (a work
+/// directory may be shared by several hosts).
 pub fn probe_path(work: &Path) -> PathBuf {
     work.join("kvm-probe.json")
 }
 
-/// Host kernel and QEMU version: a failed probe holds until either changes.
+/// Host name, host kernel and QEMU version: a failed probe holds for its
+/// host until either of the others changes.
 pub fn probe_key(qemu: &Path) -> String {
-    format!("{} / {}", kernel_release(), qemu_version(qemu))
+    format!("{} / {} / {}", hostname(), kernel_release(), qemu_version(qemu))
+}
+
+/// Every failed probe remembered in `work` (a file an older harness wrote,
+/// one probe without a host, is read as none).
+fn failed_probes(work: &Path) -> Vec<FailedProbe> {
+    std::fs::read(probe_path(work)).ok().and_then(|d| serde_json::from_slice(&d).ok()).unwrap_or_default()
 }
 
 /// The failed probe remembered in `work` for `key`, if any.
 pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
-    let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work)).ok()?).ok()?;
-    (p.key == key).then_some(p)
+    failed_probes(work).into_iter().find(|p| p.key == key)
 }
 
-/// Remembers a probe boot that failed on KVM's account for `key`.
+/// Remembers a probe boot that failed on KVM's account for `key`, keeping
+/// the other hosts' (written whole: a temporary file renamed into place).
 pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()> {
-    let probe = FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() };
-    std::fs::write(probe_path(work), serde_json::to_vec_pretty(&probe)?).with_context(|| format!("write {}", probe_path(work).display()))
+    let mut all = failed_probes(work);
+    all.retain(|p| p.key != key);
+    all.push(FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() });
+    let path = probe_path(work);
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
 }
 
 #[cfg(test)]
@@ -150,5 +163,16 @@ mod tests {
         let p = failed_probe(work.path(), "6.1 / QEMU 10").unwrap();
         assert_eq!(p.reason, "kvm: entry failed");
         assert!(failed_probe(work.path(), "6.2 / QEMU 10").is_none());
+    }
+
+    #[test]
+    fn failed_probes_are_remembered_per_host() {
+        assert!(probe_key(Path::new("/nonexistent/qemu")).starts_with(&hostname()), "the key names the host");
+        // one work directory on a shared file system, two hosts
+        let work = tempfile::tempdir().unwrap();
+        remember_failed_probe(work.path(), "lab1 / 6.1 / QEMU 10", "kvm: entry failed").unwrap();
+        remember_failed_probe(work.path(), "lab2 / 6.1 / QEMU 10", "KVM internal error").unwrap();
+        assert_eq!(failed_probe(work.path(), "lab1 / 6.1 / QEMU 10").map(|p| p.reason).as_deref(), Some("kvm: entry failed"));
+        assert_eq!(failed_probe(work.path(), "lab2 / 6.1 / QEMU 10").map(|p| p.reason).as_deref(), Some("KVM internal error"));
     }
 }

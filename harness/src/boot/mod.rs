@@ -226,11 +226,20 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
     Boot { ctx, machine: &mut machine, sink: &mut sink, job }.run(kernel, initrd)
 }
 
+/// Why a KVM probe boot failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeFailure {
+    /// In words: QEMU's KVM complaint, else the boot's error.
+    pub why: String,
+    /// QEMU itself blamed KVM (only then is the failure worth remembering for the host).
+    pub kvm_fault: bool,
+    /// The boot's cause ([`crate::records::Cause::Panic`]: the kernel's own failure).
+    pub cause: crate::records::Cause,
+}
+
 /// The KVM probe: one short boot of `kernel` at 1 vCPU under KVM. `Ok(None)`:
-/// KVM works. `Ok(Some((reason, kvm_fault)))`: it does not; `kvm_fault` says
-/// whether QEMU itself blamed KVM (only then is the failure worth
-/// remembering for the host).
-pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<(String, bool)>> {
+/// KVM works. `Ok(Some(failure))`: the boot failed, and why.
+pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
     std::fs::create_dir_all(dir)?;
     let probe = BootCtx {
         run: ctx.run,
@@ -250,7 +259,7 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
 }
 
 /// The KVM probe boot on `machine`, under `probe`'s accelerator.
-fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<(String, bool)>> {
+fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
     start(probe, machine, 1, kernel, initrd, dir)?;
     match wait_ssh(probe, machine, PROBE_DEADLINE)? {
         Ok(_) => {
@@ -259,7 +268,7 @@ fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &
         }
         Err(f) => {
             let fault = kvm_failure_reason(&f.qemu_log).filter(|r| r.contains("KVM") || r.contains("kvm") || r.contains("Assertion"));
-            Ok(Some((fault.clone().unwrap_or(f.error), fault.is_some())))
+            Ok(Some(ProbeFailure { kvm_fault: fault.is_some(), why: fault.unwrap_or(f.error), cause: f.cause }))
         }
     }
 }

@@ -440,8 +440,9 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), None);
     assert_eq!(fake.calls.last(), Some(&Call::PowerOff(Duration::from_secs(5))));
     assert_eq!(fake.calls[1], Call::WaitSsh(PROBE_DEADLINE));
-    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("KVM internal error. Suberror: 1".to_string(), true)));
-    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), Some(("kernel panic during boot (panic)".to_string(), false)));
+    let got = |f: Option<ProbeFailure>| f.map(|f| (f.why, f.kvm_fault, f.cause));
+    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("KVM internal error. Suberror: 1".to_string(), true, Cause::Qemu)));
+    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("kernel panic during boot (panic)".to_string(), false, Cause::Panic)));
 }
 
 /// The real machine's edge without QEMU: a program that, like a QEMU hit

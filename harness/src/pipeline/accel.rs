@@ -3,12 +3,14 @@
 //! host and QEMU failed before; otherwise KVM, proved by one short probe
 //! boot before any job. The clock the numbers are in goes to `run.json`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
 use super::Kernels;
-use crate::boot::{self, BootCtx};
+use crate::boot::{self, BootCtx, ProbeFailure};
+use crate::kernel::build::Artifact;
+use crate::records::Cause;
 use crate::config::{AccelChoice, Clock, Matrix};
 use crate::host;
 use crate::store::Run;
@@ -38,20 +40,59 @@ pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key
     Ok(Accel::Tcg)
 }
 
-/// The KVM probe stage: one short 1-vCPU boot of the first kernel that
-/// built. A failure QEMU blames on KVM is remembered for this host kernel and
-/// QEMU version; any other failure only sends this run to TCG.
+/// The kernel the probe boots: `base`'s when it built, else the first that built.
+fn probe_kernel(kernels: &Kernels) -> Option<&(Artifact, PathBuf)> {
+    kernels.get("base").and_then(|k| k.as_ref().ok()).or_else(|| kernels.values().find_map(|k| k.as_ref().ok()))
+}
+
+/// What a probe boot's outcome means for the run.
+#[derive(Debug, PartialEq)]
+enum AfterProbe {
+    /// KVM works, or the probe says nothing against it.
+    Kvm,
+    /// The probe's kernel failed by itself (a panic): KVM is not blamed,
+    /// the jobs boot under KVM and record the kernel's failures.
+    KernelFault(String),
+    /// KVM does not work here: TCG, and remember it when QEMU blamed KVM.
+    Tcg {
+        /// Why.
+        why: String,
+        /// QEMU blamed KVM: remember it for this host.
+        remember: bool,
+    },
+}
+
+fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
+    match f {
+        None => AfterProbe::Kvm,
+        Some(f) if !f.kvm_fault && f.cause == Cause::Panic => AfterProbe::KernelFault(f.why),
+        Some(f) => AfterProbe::Tcg { why: f.why, remember: f.kvm_fault },
+    }
+}
+
+/// The KVM probe stage: one short 1-vCPU boot of `base`'s kernel (else the
+/// first that built). A failure QEMU blames on KVM is remembered for this
+/// host, host kernel and QEMU version; a kernel's own failure (a panic)
+/// leaves the run on KVM; any other failure only sends this run to TCG.
 pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -> Result<Accel> {
-    let Some((art, initrd)) = kernels.values().find_map(|k| k.as_ref().ok()) else { return Ok(Accel::Kvm) };
+    let Some((art, initrd)) = probe_kernel(kernels) else { return Ok(Accel::Kvm) };
     ctx.ui.stage("probe", "booting once under KVM to see whether it works here");
     let kernel = art.boot_image(ctx.m.guest.pvh);
     let dir = ctx.run.log("kvm-probe");
-    let Some((why, kvm_fault)) = boot::probe_kvm(ctx, kernel, initrd, &dir)? else { return Ok(Accel::Kvm) };
-    if kvm_fault {
-        host::remember_failed_probe(work, probe_key, &why)?;
+    match after_probe(boot::probe_kvm(ctx, kernel, initrd, &dir)?) {
+        AfterProbe::Kvm => Ok(Accel::Kvm),
+        AfterProbe::KernelFault(why) => {
+            ctx.run.notice(ctx.ui, format!("the KVM probe's kernel failed by itself ({why}); KVM is not blamed, the boots run under KVM"))?;
+            Ok(Accel::Kvm)
+        }
+        AfterProbe::Tcg { why, remember } => {
+            if remember {
+                host::remember_failed_probe(work, probe_key, &why)?;
+            }
+            ctx.run.notice(ctx.ui, format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"))?;
+            Ok(Accel::Tcg)
+        }
     }
-    ctx.run.notice(ctx.ui, format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"))?;
-    Ok(Accel::Tcg)
 }
 
 /// Writes the clock the run's numbers are in to `run.json`.
@@ -74,4 +115,53 @@ pub(super) fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
         run.write_meta(&meta)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(name: &str) -> Result<(Artifact, PathBuf), String> {
+        let dir = PathBuf::from(format!("/k/{name}"));
+        let a = Artifact {
+            key: name.into(),
+            bzimage: dir.join("bzImage"),
+            vmlinux: dir.join("vmlinux"),
+            modules: None,
+            release: "6.12.0".into(),
+            build_s: 0.0,
+            nr_cpus: None,
+            dir,
+        };
+        Ok((a, PathBuf::from(format!("/k/{name}.initrd"))))
+    }
+
+    #[test]
+    fn the_probe_boots_base() {
+        let cases: [(&[&str], &[&str], Option<&str>); 4] = [
+            (&["a-lockdep", "base", "z"], &[], Some("base")),
+            (&["a-lockdep", "base"], &["base"], Some("a-lockdep")),
+            (&["base"], &[], Some("base")),
+            (&["a", "base"], &["a", "base"], None),
+        ];
+        for (names, broken, want) in cases {
+            let k: Kernels = names.iter().map(|n| (n.to_string(), if broken.contains(n) { Err("not built".into()) } else { built(n) })).collect();
+            let got = probe_kernel(&k).map(|(_, i)| i.file_stem().unwrap().to_string_lossy().into_owned());
+            assert_eq!(got.as_deref(), want, "{names:?} broken {broken:?}");
+        }
+    }
+
+    #[test]
+    fn a_kernel_that_panics_in_the_probe_does_not_send_the_run_to_tcg() {
+        let f = |why: &str, kvm_fault, cause| Some(ProbeFailure { why: why.into(), kvm_fault, cause });
+        let cases = [
+            (None, AfterProbe::Kvm),
+            (f("KVM internal error", true, Cause::Qemu), AfterProbe::Tcg { why: "KVM internal error".into(), remember: true }),
+            (f("kernel panic during boot (panic)", false, Cause::Panic), AfterProbe::KernelFault("kernel panic during boot (panic)".into())),
+            (f("no SSH in 60 s", false, Cause::BootTimeout), AfterProbe::Tcg { why: "no SSH in 60 s".into(), remember: false }),
+        ];
+        for (probe, want) in cases {
+            assert_eq!(after_probe(probe), want);
+        }
+    }
 }

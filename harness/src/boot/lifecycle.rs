@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
@@ -369,7 +369,8 @@ impl Boot<'_, '_> {
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };
         let log = t.dir.join(format!("bench-{}-r{rep}.log", b.name));
-        std::fs::write(&log, format!("$ {cmd}\n# status {:?}\n{}\n# stderr\n{}", out.status, out.stdout, out.stderr))?;
+        std::fs::write(&log, format!("$ {cmd}\n# status {:?}\n{}\n# stderr\n{}", out.status, out.stdout, out.stderr))
+            .with_context(|| format!("write {}", log.display()))?;
         if let Some(g) = bench::guest_span(&out.stdout) {
             let wall = out.elapsed.as_secs_f64();
             self.ctx.pace.observe(wall, g);
@@ -442,14 +443,16 @@ impl Boot<'_, '_> {
     fn power_off(&mut self, answering: bool, dir: &Path) -> Result<Vec<Finding>> {
         if answering {
             if let Ok(d) = self.machine.run("dmesg", self.ctx.wait(60.0)) {
-                std::fs::write(dir.join("dmesg.log"), &d.stdout)?;
+                let p = dir.join("dmesg.log");
+                std::fs::write(&p, &d.stdout).with_context(|| format!("write {}", p.display()))?;
             }
             self.machine.power_off(self.ctx.wait(15.0));
         } else {
             self.machine.kill();
         }
         let mut findings = vm::scan_console(&self.machine.console());
-        for f in vm::scan_console(&std::fs::read_to_string(dir.join("dmesg.log")).unwrap_or_default()) {
+        let dmesg = std::fs::read(dir.join("dmesg.log")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        for f in vm::scan_console(&dmesg) {
             if !findings.iter().any(|x| x.signature == f.signature) {
                 findings.push(f);
             }
@@ -492,7 +495,7 @@ fn new_boot_dir(run: &Run, job: &BootJob) -> Result<PathBuf> {
         attempt += 1;
         dir = run.log("boots").join(format!("{}.{attempt}", job.id()));
     }
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     Ok(dir)
 }
 

@@ -98,7 +98,7 @@ impl Machine for Qemu {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        std::fs::read(&self.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     }
 
     fn exit(&mut self, grace: Duration) -> Result<Exit> {

@@ -17,7 +17,7 @@ mod sink;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
 pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
@@ -206,7 +206,7 @@ pub fn profile_plugin(ctx: &BootCtx, kernel: &Path, dir: &Path) -> Result<Option
         return Ok(None);
     };
     let profiles = ctx.run.records().join(PROFILES_DIR);
-    std::fs::create_dir_all(&profiles)?;
+    std::fs::create_dir_all(&profiles).with_context(|| format!("create {}", profiles.display()))?;
     let id = dir.file_name().unwrap_or_default().to_string_lossy();
     let p = crate::vm::Plugin { so, symbols: kernel.with_file_name(crate::profile::symbols::FILE), out: profiles.join(format!("{id}.profile")) };
     p.check()?;
@@ -240,7 +240,7 @@ pub struct ProbeFailure {
 /// The KVM probe: one short boot of `kernel` at 1 vCPU under KVM. `Ok(None)`:
 /// KVM works. `Ok(Some(failure))`: the boot failed, and why.
 pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let probe = BootCtx {
         run: ctx.run,
         m: ctx.m,

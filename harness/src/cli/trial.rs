@@ -76,7 +76,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let m = trial::matrix(&req, &g.work_dir)?;
     let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
     if let Some(why) = trial::preflight(&m, &scratch)? {
-        eprintln!("try: {why}");
+        eprintln!("try: {}", crate::ui::printable(&why.to_string()));
         if g.json {
             print_json(&Refused { does_not_apply: &why })?;
         }
@@ -86,7 +86,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let dir = pipeline::start(m, &opts)?;
     let failures = trial::failures(&store::Run::open(&dir)?)?;
     for f in &failures {
-        eprintln!("try: {f}");
+        eprintln!("try: {}", crate::ui::printable(&f.to_string()));
     }
     let gated = finish_report(&dir, g, gating)?;
     Ok(exit(&failures, gated))

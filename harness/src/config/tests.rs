@@ -174,3 +174,20 @@ fn missing_fragment_and_series_files_are_named() {
     let pr = problems(&text);
     assert!(pr.iter().any(|x| x == "kernel.fragments[0]: no file `/m/kconfigs/none.config`"), "{pr:?}");
 }
+
+#[test]
+fn timeouts_have_upper_bounds() {
+    let with = |build: u64, boot: u64, bench: u64| {
+        let text = GOOD.replace("    workers: 3\n", &format!("    workers: 3\n    timeout_s: {bench}\n"));
+        format!("{text}kernel:\n  build_timeout_min: {build}\nguest:\n  boot_timeout_s: {boot}\n")
+    };
+    assert!(p(&with(10_080, 86_400, 86_400)).is_ok(), "a week's build, a day's boot and benchmark are allowed");
+    let cases = [
+        (with(u64::MAX, 300, 600), "kernel.build_timeout_min: 18446744073709551615 is more than 10080 (a week)"),
+        (with(90, u64::MAX / 1000, 600), "guest.boot_timeout_s: 18446744073709551 is more than 86400 (a day)"),
+        (with(90, 300, 86_401), "benchmarks[0].timeout_s: 86401 is more than 86400 (a day)"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(problems(&text), vec![want.to_string()]);
+    }
+}

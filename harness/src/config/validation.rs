@@ -174,7 +174,22 @@ fn validate_kernel(k: &RawKernel, rel: &Rel, p: &mut Vec<String>) -> Kernel {
     if build_timeout_min == 0 {
         p.push("kernel.build_timeout_min: must be at least 1".into());
     }
+    at_most(build_timeout_min, MAX_BUILD_TIMEOUT_MIN, "kernel.build_timeout_min", "a week", p);
     Kernel { source, base_config, fragments, build_timeout_min }
+}
+
+/// The longest build `kernel.build_timeout_min` may allow: a week, in minutes.
+pub const MAX_BUILD_TIMEOUT_MIN: u64 = 7 * 24 * 60;
+
+/// The longest `guest.boot_timeout_s` and a benchmark's `timeout_s`: a day,
+/// in seconds (a deadline scaled by the pace must neither wrap nor panic).
+pub const MAX_TIMEOUT_S: u64 = 24 * 60 * 60;
+
+/// A problem at `at` when `v` is more than `max` (`what`, in words).
+fn at_most(v: u64, max: u64, at: &str, what: &str, p: &mut Vec<String>) {
+    if v > max {
+        p.push(format!("{at}: {v} is more than {max} ({what})"));
+    }
 }
 
 /// Files named relative to the matrix; each missing one is a problem at `at[i]`.
@@ -214,6 +229,7 @@ fn validate_benchmarks(raw: &[RawBenchmark], p: &mut Vec<String>) -> Vec<Benchma
         if b.timeout_s == Some(0) {
             p.push(format!("{at}.timeout_s: must be at least 1"));
         }
+        at_most(b.timeout_s.unwrap_or(0), MAX_TIMEOUT_S, &format!("{at}.timeout_s"), "a day", p);
     }
     if raw.is_empty() {
         p.push("benchmarks: at least one benchmark is needed".into());
@@ -322,6 +338,7 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
     if g.kernel_profile == Some(true) && clock != Clock::Icount {
         p.push("guest.kernel_profile: kernel profiles are taken under the instruction-counting clock only (the plugin slows a wall-clock guest); set guest.clock to icount or drop it".into());
     }
+    at_most(g.boot_timeout_s.unwrap_or(0), MAX_TIMEOUT_S, "guest.boot_timeout_s", "a day", p);
     let (sockets, threads) = (g.sockets.unwrap_or(1), g.threads.unwrap_or(1));
     if sockets == 0 || threads == 0 {
         p.push("guest: sockets and threads must be at least 1".into());

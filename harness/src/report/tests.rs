@@ -472,3 +472,33 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
     assert!(cell_text(hang).starts_with("FAILED: "), "{}", cell_text(hang));
     assert!(r.complete);
 }
+
+#[test]
+fn guest_text_is_escaped_in_the_table_and_neutralised_in_the_csv() {
+    use super::text::csv;
+    let meta = meta_with(&["base", "broken"], "{boots: 1, repetitions: 1}");
+    let events = vec![
+        Event::Build {
+            variant: "broken".into(),
+            key: None,
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: vec![],
+            error: Some("=HYPERLINK(\"http://x\") \u{1b}[2J\u{9b}".into()),
+            failed: None,
+        },
+        boot("base", "b0", None),
+        boot_end("base", "b0", None),
+    ];
+    let r = build_from(&meta, &[sample("base", "b0", 1, 1.0, false)], &events, &Floors::none("none"));
+    let t = table(&r);
+    assert!(!t.chars().any(|c| c == '\u{1b}' || c == '\u{9b}'), "{t:?}");
+    assert!(t.contains("\\x1b[2J"), "{t}");
+    let rows = parse_csv(&csv(&r));
+    let broken = rows.iter().find(|r| r[5] == "broken").unwrap();
+    assert!(broken[25].starts_with("'=HYPERLINK"), "a spreadsheet must not run it: {:?}", broken[25]);
+    for (text, want) in [("+1", "'+1"), ("-x", "'-x"), ("@SUM(A1)", "'@SUM(A1)"), ("ok", "ok"), ("", "")] {
+        assert_eq!(super::text::neutral(text), want);
+    }
+}

@@ -7,6 +7,7 @@ use comfy_table::{presets, ContentArrangement, Table};
 
 use super::{Cell, Report, Row};
 use crate::stats::{Decision, Summary, Verdict};
+use crate::ui::printable;
 
 /// Compact number: 3 significant digits or more for big values.
 pub fn num(x: f64) -> String {
@@ -133,7 +134,13 @@ fn shorten(s: &str, n: usize) -> String {
     }
 }
 
-/// The terminal table.
+/// `s` with its lines kept and every other control character escaped
+/// ([`crate::ui::printable`]): guest text in a table cell prints as text.
+pub fn printable_lines(s: &str) -> String {
+    s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+}
+
+/// The terminal table (guest text escaped).
 pub fn table(r: &Report) -> String {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
@@ -147,18 +154,18 @@ pub fn table(r: &Report) -> String {
         let dir = if row.higher_is_better { "↑" } else { "↓" };
         let mut line = vec![format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit), row.vcpus.to_string()];
         for v in &r.variants {
-            line.push(row.cells.iter().find(|c| &c.variant == v).map(cell_text).unwrap_or_default());
+            line.push(row.cells.iter().find(|c| &c.variant == v).map(|c| printable_lines(&cell_text(c))).unwrap_or_default());
         }
         t.add_row(line);
     }
-    let mut out = format!("run {} (started {}){}\n", r.run_id, r.started, if r.complete { "" } else { " — INCOMPLETE" });
+    let mut out = format!("run {} (started {}){}\n", printable(&r.run_id), printable(&r.started), if r.complete { "" } else { " — INCOMPLETE" });
     out.push_str(&format!("clock: {}\n", r.clock_text));
     out.push_str(&t.to_string());
     out.push('\n');
     out.push_str(&profiles_text(r));
     out.push_str(&format!("floors: {}\n", r.floor_source));
     for n in &r.notes {
-        out.push_str(&format!("note: {n}\n"));
+        out.push_str(&format!("note: {}\n", printable(n)));
     }
     out
 }
@@ -184,6 +191,17 @@ fn profiles_text(r: &Report) -> String {
     out
 }
 
+/// A text cell of the CSV that a spreadsheet would take for a formula
+/// (`=`, `+`, `-`, `@`, a tab or a carriage return first) gets a `'` in
+/// front, so guest text opened in a spreadsheet is text, never run.
+pub fn neutral(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    }
+}
+
 /// A number in a CSV cell as Rust prints it (`1`, `0.25`), not in the
 /// shortest round-trip form the `csv` crate would write (`1.0`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -198,12 +216,12 @@ impl serde::Serialize for Num {
 /// One line of the CSV: a cell of a row. The header is these fields' names.
 #[derive(Debug, Default, serde::Serialize)]
 struct CsvRecord<'a> {
-    benchmark: &'a str,
-    metric: &'a str,
-    unit: &'a str,
+    benchmark: String,
+    metric: String,
+    unit: String,
     higher_is_better: bool,
     vcpus: u32,
-    variant: &'a str,
+    variant: String,
     boots: usize,
     reps: usize,
     median: Option<Num>,
@@ -223,7 +241,7 @@ struct CsvRecord<'a> {
     verdict: &'a str,
     boots_failed: usize,
     boots_ended: usize,
-    failure: &'a str,
+    failure: String,
 }
 
 impl<'a> CsvRecord<'a> {
@@ -234,12 +252,12 @@ impl<'a> CsvRecord<'a> {
         let w = d.and_then(|d| d.worse_by());
         let num = |x: Option<f64>| x.map(Num);
         CsvRecord {
-            benchmark: &row.benchmark,
-            metric: &row.metric,
-            unit: &row.unit,
+            benchmark: neutral(&row.benchmark),
+            metric: neutral(&row.metric),
+            unit: neutral(&row.unit),
             higher_is_better: row.higher_is_better,
             vcpus: row.vcpus,
-            variant: &c.variant,
+            variant: neutral(&c.variant),
             boots: c.n,
             reps: c.reps_per_boot.iter().sum(),
             median: num(sm.map(|s| s.median)),
@@ -259,7 +277,7 @@ impl<'a> CsvRecord<'a> {
             verdict: d.map(|d| d.verdict.symbol()).unwrap_or_default(),
             boots_failed: c.boots_failed,
             boots_ended: c.boots_ended,
-            failure: c.failure.as_deref().unwrap_or_default(),
+            failure: neutral(c.failure.as_deref().unwrap_or_default()),
         }
     }
 }

@@ -7,6 +7,7 @@ use comfy_table::{presets, ContentArrangement, Table};
 use serde::Serialize;
 
 use super::num;
+use crate::ui::printable;
 
 /// One night of a trend.
 #[derive(Debug, Clone, Serialize)]
@@ -53,18 +54,19 @@ pub struct Trend {
     pub marks: Vec<TrendMark>,
 }
 
-/// The trends as text: per series a heading, its nights and its changes.
+/// The trends as text: per series a heading, its nights and its changes
+/// (what the runs say escaped: [`crate::ui::printable`]).
 pub fn table(trends: &[Trend]) -> String {
     let mut out = String::new();
     for t in trends {
-        out.push_str(&format!("{} — {}\n", t.title, t.key));
+        out.push_str(&format!("{} — {}\n", printable(&t.title), printable(&t.key)));
         let mut tab = Table::new();
         tab.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-        tab.set_header(vec!["night".to_string(), "run".into(), format!("median [interval] ({})", t.unit), "boots".into(), "change".into()]);
+        tab.set_header(vec!["night".to_string(), "run".into(), format!("median [interval] ({})", printable(&t.unit)), "boots".into(), "change".into()]);
         for (i, p) in t.points.iter().enumerate() {
             let interval = if p.ci { format!("[{}, {}]", num(p.lo), num(p.hi)) } else { format!("range [{}, {}]", num(p.lo), num(p.hi)) };
             let mark = t.marks.iter().filter(|m| m.index == i).map(|m| m.text.clone()).collect::<Vec<_>>().join("; ");
-            tab.add_row(vec![p.date.clone(), p.run_id.clone(), format!("{} {interval}", num(p.y)), p.n.to_string(), mark]);
+            tab.add_row(vec![printable(&p.date), printable(&p.run_id), format!("{} {interval}", num(p.y)), p.n.to_string(), printable(&mark)]);
         }
         out.push_str(&format!("{tab}\n"));
         if t.marks.is_empty() {
@@ -148,5 +150,13 @@ mod tests {
         assert!(s.contains(r#"href="../r3/report.html""#));
         assert_eq!(s.matches(r#"class="change""#).count(), 1);
         assert_eq!(s.matches("stroke-dasharray=\"2 2\"").count(), 1, "the first night had too few boots for a CI");
+    }
+
+    #[test]
+    fn the_history_table_escapes_what_the_runs_say() {
+        let p = TrendPoint { date: "2026-01-01".into(), run_id: "r\u{1b}]0;owned\u{7}".into(), link: String::new(), y: 1.0, lo: 1.0, hi: 1.0, ci: false, n: 1 };
+        let t = Trend { title: "t\u{1b}[1m".into(), key: "host \u{9b}x".into(), unit: "ms".into(), points: vec![p], marks: vec![] };
+        let out = table(&[t]);
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
     }
 }

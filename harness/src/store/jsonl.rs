@@ -20,8 +20,7 @@ pub fn append_line<T: Serialize>(path: &Path, v: &T) -> Result<()> {
         .open(path)
         .with_context(|| format!("open {}", path.display()))?;
     f.write_all(&line).with_context(|| format!("append to {}", path.display()))?;
-    f.sync_data().ok();
-    Ok(())
+    f.sync_data().with_context(|| format!("sync {}", path.display()))
 }
 
 /// Reads JSON lines; a last line without its newline is torn and ignored.

@@ -235,6 +235,31 @@ pub const PROGRAMS: &[(&str, &str, bool)] = &[
     ("forkexec", "forkexec.c", true),
 ];
 
+/// The benchmark sources in `images` (every `*.c` and `*.h`): file name → SHA-256.
+pub fn benchmark_sources(images: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    use sha2::{Digest, Sha256};
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(images).with_context(|| format!("read {}", images.display()))? {
+        let p = e.with_context(|| format!("read {}", images.display()))?.path();
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if p.is_file() && (name.ends_with(".c") || name.ends_with(".h")) {
+            let data = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
+            out.insert(name, crate::util::hex(&Sha256::digest(&data)));
+        }
+    }
+    Ok(out)
+}
+
+/// The compiler that builds the benchmarks, as it names itself (the first
+/// line of `gcc --version`), or `gcc not found`.
+pub fn compiler() -> Result<String> {
+    if crate::proc::which("gcc").is_none() {
+        return Ok("gcc not found".into());
+    }
+    let f = Cmd::new("gcc").arg("--version").capture().run_ok().context("ask gcc its version")?;
+    Ok(f.output.lines().next().unwrap_or("").trim().to_string())
+}
+
 /// Compiles the benchmark programs into `out`.
 pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(String, PathBuf)>> {
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;

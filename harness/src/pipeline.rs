@@ -54,7 +54,7 @@ pub fn run_label(m: &Matrix) -> String {
 /// and writes its `run.json`.
 fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta)> {
     std::fs::create_dir_all(&opts.runs_dir).with_context(|| format!("create {}", opts.runs_dir.display()))?;
-    let inputs = crate::records::inputs::pin(&m)?;
+    let inputs = crate::records::inputs::pin(&m, &opts.images_dir)?;
     let run = match at {
         Some(dir) => Run::create_at(dir)?,
         None => Run::create(&opts.runs_dir, &run_label(&m))?,
@@ -85,16 +85,16 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
 /// Finishes an interrupted run.
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
-    let (run, meta) = open_again(dir)?;
+    let (run, meta) = open_again(dir, opts)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     Ok(run.dir)
 }
 
 /// Opens a run to write it again, refusing one whose inputs changed.
-fn open_again(dir: &Path) -> Result<(Run, RunMeta)> {
+fn open_again(dir: &Path, opts: &Options) -> Result<(Run, RunMeta)> {
     let run = Run::open_to_write(dir)?;
     let meta = run.meta()?;
-    crate::records::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &run.dir)?;
+    crate::records::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &opts.images_dir, &run.dir)?;
     Ok((run, meta))
 }
 
@@ -104,7 +104,7 @@ fn open_again(dir: &Path) -> Result<(Run, RunMeta)> {
 pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, Built<String>)> {
     let _lock = work_lock(opts)?;
     let (run, meta) = match at {
-        Some(dir) if dir.join("run.json").exists() => open_again(dir)?,
+        Some(dir) if dir.join("run.json").exists() => open_again(dir, opts)?,
         _ => new_run(m, opts, at)?,
     };
     let m = &meta.matrix;
@@ -124,6 +124,7 @@ pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, B
 pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
     let run = Run::open_shard(dir, shard)?;
     let meta = run.meta()?;
+    crate::records::inputs::check_benchmarks(meta.inputs.as_ref(), &opts.images_dir, &run.dir)?;
     let builds = Run::open(dir)?.own_events()?;
     let jobs = plan::shard_jobs(&meta.matrix, &plan::boot_jobs(&meta.matrix), shard);
     let h = Host::here(&host::qemu_binary()?);
@@ -351,6 +352,7 @@ mod tests {
         let root = scratch("resume");
         write(&root.join("src/Makefile"), "VERSION = 6\n");
         write(&root.join("frag.config"), "CONFIG_A=y\n");
+        write(&root.join("images/doexec.c"), "int main(void) { return 0; }\n");
         let yaml = format!(
             "kernel:\n  source: {}\n  fragments: [frag.config]\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
             root.join("src").display()
@@ -361,7 +363,7 @@ mod tests {
             format_version: crate::records::FORMAT_VERSION,
             id: writer.id.clone(),
             started: crate::util::now_rfc3339(),
-            inputs: Some(crate::records::inputs::pin(&m).unwrap()),
+            inputs: Some(crate::records::inputs::pin(&m, &root.join("images")).unwrap()),
             matrix: m,
             host: Host::default(),
             harness_revision: None,

@@ -1,8 +1,10 @@
 //! The inputs a run is made from, pinned in `run.json` when it starts: the
 //! kernel source's identity, every file of every series the matrix names,
-//! every config fragment and the base config file. `--resume` pins them
-//! again and refuses to go on when any changed: the cells it finishes would
-//! otherwise mix kernels of two different inputs.
+//! every config fragment, the base config file, the benchmark sources and
+//! the compiler that builds them. `--resume` pins them again and refuses to
+//! go on when any changed: the cells it finishes would otherwise mix kernels
+//! (or benchmark binaries) of two different inputs; a shard, whose kernels
+//! come from the cache, is refused when it would compile other benchmarks.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,6 +27,13 @@ pub struct Inputs {
     pub fragments: BTreeMap<String, String>,
     /// The base config file and its SHA-256, when it is a file.
     pub base_config: Option<(String, String)>,
+    /// The benchmark sources (`images/`): file name → SHA-256 (empty in a
+    /// run an older harness started).
+    #[serde(default)]
+    pub benchmarks: BTreeMap<String, String>,
+    /// The compiler that builds the benchmarks, as `gcc --version` names itself.
+    #[serde(default)]
+    pub compiler: String,
 }
 
 fn file_hash(p: &Path) -> Result<String> {
@@ -32,8 +41,9 @@ fn file_hash(p: &Path) -> Result<String> {
     Ok(crate::util::hex(&Sha256::digest(&data)))
 }
 
-/// Hashes the inputs of `m` as they are now.
-pub fn pin(m: &Matrix) -> Result<Inputs> {
+/// Hashes the inputs of `m` as they are now, with the benchmark sources
+/// in `images` and the compiler that would build them.
+pub fn pin(m: &Matrix, images: &Path) -> Result<Inputs> {
     let mut series = BTreeMap::new();
     for name in m.series_names() {
         let s = patch::load_series(&m.series_dir, &name)?;
@@ -60,7 +70,8 @@ pub fn pin(m: &Matrix) -> Result<Inputs> {
             source.push_str(&format!(" {}={}", v.name, tree::resolve_ref(&m.kernel.source, r)?));
         }
     }
-    Ok(Inputs { source, series, fragments, base_config })
+    let (benchmarks, compiler) = (crate::image::benchmark_sources(images)?, crate::image::compiler()?);
+    Ok(Inputs { source, series, fragments, base_config, benchmarks, compiler })
 }
 
 /// What differs between the inputs pinned at the start and now, one phrase
@@ -92,14 +103,60 @@ pub fn changes(pinned: &Inputs, now: &Inputs, source: &Path) -> Vec<String> {
         let f = pinned.base_config.as_ref().map(|b| b.0.clone()).unwrap_or_default();
         out.push(format!("base config {f} changed"));
     }
+    out.extend(benchmark_changes(pinned, now));
     out
+}
+
+/// What differs in the benchmark sources and their compiler, one phrase
+/// per change; nothing for a run an older harness pinned without them.
+pub fn benchmark_changes(pinned: &Inputs, now: &Inputs) -> Vec<String> {
+    let mut out = Vec::new();
+    if pinned.benchmarks.is_empty() && pinned.compiler.is_empty() {
+        return out;
+    }
+    for (f, h) in &pinned.benchmarks {
+        match now.benchmarks.get(f) {
+            Some(c) if c == h => {}
+            Some(_) => out.push(format!("benchmark source {f} changed")),
+            None => out.push(format!("benchmark source {f} is missing")),
+        }
+    }
+    for f in now.benchmarks.keys().filter(|f| !pinned.benchmarks.contains_key(*f)) {
+        out.push(format!("benchmark source {f} was added"));
+    }
+    if pinned.compiler != now.compiler {
+        out.push(format!("the compiler of the benchmarks changed ({}, now {})", pinned.compiler, now.compiler));
+    }
+    out
+}
+
+/// Refuses a shard whose host would compile other benchmark binaries than
+/// the run pinned (its kernels come from the cache by key; its benchmarks
+/// are compiled where it runs).
+pub fn check_benchmarks(pinned: Option<&Inputs>, images: &Path, run_dir: &Path) -> Result<()> {
+    let Some(pinned) = pinned else { return Ok(()) };
+    let now = Inputs {
+        benchmarks: crate::image::benchmark_sources(images)?,
+        compiler: crate::image::compiler()?,
+        ..Inputs::default()
+    };
+    let c = benchmark_changes(pinned, &now);
+    if !c.is_empty() {
+        bail!(
+            "run a shard of {}: this host would compile other benchmark binaries than the run pinned ({}); \
+             its numbers would not compare with the other shards' — use the same benchmark sources (--images-dir) and compiler",
+            run_dir.display(),
+            c.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// Refuses to resume a run whose inputs changed since it started. Runs
 /// written before inputs were pinned are resumed as they are.
-pub fn check_unchanged(pinned: Option<&Inputs>, m: &Matrix, run_dir: &Path) -> Result<()> {
+pub fn check_unchanged(pinned: Option<&Inputs>, m: &Matrix, images: &Path, run_dir: &Path) -> Result<()> {
     let Some(pinned) = pinned else { return Ok(()) };
-    let now = pin(m).with_context(|| format!("resume {}: read its inputs again", run_dir.display()))?;
+    let now = pin(m, images).with_context(|| format!("resume {}: read its inputs again", run_dir.display()))?;
     let c = changes(pinned, &now, &m.kernel.source);
     if !c.is_empty() {
         bail!(
@@ -132,15 +189,18 @@ mod tests {
             root.join("src").display()
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let pinned = pin(&m).unwrap();
-        assert!(changes(&pinned, &pin(&m).unwrap(), &m.kernel.source).is_empty());
-        check_unchanged(Some(&pinned), &m, &root).unwrap();
+        let images = root.join("images");
+        write(&images.join("doexec.c"), "int main(void) { return 0; }\n");
+        write(&images.join("bench-common.h"), "#define X 1\n");
+        let pinned = pin(&m, &images).unwrap();
+        assert!(changes(&pinned, &pin(&m, &images).unwrap(), &m.kernel.source).is_empty());
+        check_unchanged(Some(&pinned), &m, &images, &root).unwrap();
 
         write(&root.join("patches/s/0001-t.patch"), "--- a/x\n+++ b/x\n@@ edited\n");
         write(&root.join("frag.config"), "CONFIG_A=n\n");
         write(&root.join("base.config"), "CONFIG_B=n\n");
         write(&root.join("src/mm/vmalloc.c"), "edited\n");
-        let c = changes(&pinned, &pin(&m).unwrap(), &m.kernel.source);
+        let c = changes(&pinned, &pin(&m, &images).unwrap(), &m.kernel.source);
         let frag = root.join("frag.config");
         let want = [
             format!("the kernel source {} changed", root.join("src").display()),
@@ -149,9 +209,34 @@ mod tests {
             format!("base config {} changed", root.join("base.config").display()),
         ];
         assert_eq!(c, want);
-        let e = format!("{:#}", check_unchanged(Some(&pinned), &m, &root).unwrap_err());
+        let e = format!("{:#}", check_unchanged(Some(&pinned), &m, &images, &root).unwrap_err());
         assert!(e.contains("inputs changed since it started (the kernel source") && e.contains("series s: 0001-t.patch changed"), "{e}");
-        check_unchanged(None, &m, &root).expect("a run from before pinning resumes");
+        check_unchanged(None, &m, &images, &root).expect("a run from before pinning resumes");
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    /// Issue 22 item 11: the benchmark binaries' sources and compiler are pinned too.
+    #[test]
+    fn changed_benchmark_sources_or_compiler_are_named() {
+        let root = scratch("bench-inputs");
+        let images = root.join("images");
+        write(&images.join("doexec.c"), "int main(void) { return 0; }\n");
+        write(&images.join("bench-common.h"), "#define X 1\n");
+        write(&images.join("README"), "not a source\n");
+        let pinned = Inputs { benchmarks: crate::image::benchmark_sources(&images).unwrap(), compiler: "gcc (Debian 12.2.0-14) 12.2.0".into(), ..Inputs::default() };
+        assert_eq!(pinned.benchmarks.keys().collect::<Vec<_>>(), ["bench-common.h", "doexec.c"]);
+        write(&images.join("bench-common.h"), "#define X 2\n");
+        write(&images.join("forkexec.c"), "int main(void) { return 1; }\n");
+        let now = Inputs { benchmarks: crate::image::benchmark_sources(&images).unwrap(), compiler: "gcc (Debian 14.2.0-19) 14.2.0".into(), ..Inputs::default() };
+        let want = [
+            "benchmark source bench-common.h changed",
+            "benchmark source forkexec.c was added",
+            "the compiler of the benchmarks changed (gcc (Debian 12.2.0-14) 12.2.0, now gcc (Debian 14.2.0-19) 14.2.0)",
+        ];
+        assert_eq!(changes(&pinned, &now, Path::new("/src")), want);
+        assert_eq!(benchmark_changes(&pinned, &now), want, "what a shard checks");
+        let old = Inputs::default();
+        assert!(benchmark_changes(&old, &now).is_empty(), "a run from before pinning them is not refused");
         std::fs::remove_dir_all(root).ok();
     }
 }

@@ -314,3 +314,17 @@ fn the_readme_lists_every_exit_code() {
     let from_readme: Vec<u32> = table.lines().take_while(|l| !l.starts_with("## ")).filter_map(|l| l.strip_prefix("| `")?.split('`').next()?.parse().ok()).collect();
     assert_eq!(from_readme, from_help, "README.md's exit codes against harness --help's");
 }
+
+/// Issue 22 item 12: the README says plainly that `try` runs a series'
+/// build as the user, and the guide says how to run it in a throwaway
+/// account or container.
+#[test]
+fn the_docs_say_try_builds_a_series_as_the_user() {
+    let repo = repo();
+    let readme = read(&repo.join("README.md"));
+    assert!(readme.contains("as the user who runs it") && readme.contains("docs/reproduce.md#a-series-from-a-mailing-list-runs-as-you"), "README.md");
+    let guide = read(&repo.join("docs/reproduce.md"));
+    assert!(guide.contains("## A series from a mailing list runs as you"), "docs/reproduce.md");
+    assert!(guide.contains("useradd") && guide.contains("docker run --rm"), "a throwaway account and a container, step by step");
+}
+

@@ -344,6 +344,14 @@ impl Tree {
     }
 }
 
+/// Adds `text` to the log at `p`, as far as it can.
+fn append_log(p: &Path, text: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,13 +487,5 @@ mod tests {
         std::fs::write(dir.join("mm/vmalloc.c"), "edited\n").unwrap();
         let e = source_key(&dir).unwrap_err().to_string();
         assert!(e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"), "{e}");
-    }
-}
-
-/// Adds `text` to the log at `p`, as far as it can.
-fn append_log(p: &Path, text: &str) {
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
-        let _ = f.write_all(text.as_bytes());
     }
 }

@@ -1,8 +1,11 @@
 //! `harness bisect`: runs or resumes a bisection; prints the rule, each
-//! step's evidence and the first bad commit (exit 0), or why it stopped
-//! undecided (exit 3). With `--json` the rule and the steps go to stderr
-//! and stdout gets one object: `{"bisect_dir": DIR, "first_bad": ID,
-//! "subject": "<id> <subject>"}` or `{"bisect_dir": DIR, "undecided": WHY}`.
+//! step's evidence and every commit that carries a share of the change,
+//! with its share (exit 0), or why none could be placed (exit 3). With
+//! `--json` the rule and the steps go to stderr and stdout gets one object:
+//! `{"bisect_dir": DIR, "culprits": [{"commit": ID, "subject": "<id>
+//! <subject>", "share": 0.98, "maybe": [ID...]}], "open": [WHY...]}`, with
+//! `first_bad` and `subject` besides when one commit carries it and
+//! nothing is left open.
 
 use std::path::{Path, PathBuf};
 
@@ -42,18 +45,18 @@ pub(super) struct Args {
     /// The matrix profile (`none` for none).
     #[arg(long, default_value = "none")]
     profile: String,
-    /// Boots of each end.
-    #[arg(long, default_value_t = 5)]
-    end_boots: u32,
-    /// Boots per batch at a midpoint.
-    #[arg(long, default_value_t = 5)]
+    /// Rounds per look at a candidate (a round boots it and both ends once).
+    #[arg(long, default_value_t = bisect::Rule::default().batch)]
     batch: u32,
-    /// Most boots at a midpoint.
-    #[arg(long, default_value_t = 15)]
-    max_boots: u32,
-    /// Overall level of each step's tests (split over its looks).
-    #[arg(long, default_value_t = 0.05)]
+    /// Most rounds at a candidate.
+    #[arg(long, default_value_t = bisect::Rule::default().max_rounds)]
+    max_rounds: u32,
+    /// Overall level of each step's interval (split over its looks).
+    #[arg(long, default_value_t = bisect::Rule::default().alpha)]
     alpha: f64,
+    /// Runs without a value after which a candidate is skipped.
+    #[arg(long, default_value_t = bisect::Rule::default().skip_after)]
+    skip_after: u32,
     /// Finish an interrupted bisection.
     #[arg(long, value_name = "BISECT_DIR")]
     resume: Option<PathBuf>,
@@ -74,9 +77,22 @@ impl Args {
             clock: self.clock,
             ..Default::default()
         };
-        let rule = bisect::Rule { end_boots: self.end_boots, batch: self.batch, max_boots: self.max_boots, alpha: self.alpha };
+        let rule = bisect::Rule { batch: self.batch, max_rounds: self.max_rounds, alpha: self.alpha, skip_after: self.skip_after, ..Default::default() };
         bisect::Request { git: self.git.unwrap_or_default(), good: self.good.unwrap_or_default(), bad: self.bad.unwrap_or_default(), trial, metric: self.metric, rule }
     }
+}
+
+/// One commit of `harness bisect --json`'s `culprits`.
+#[derive(Serialize, Debug, PartialEq)]
+struct Named {
+    /// Its id.
+    commit: String,
+    /// `<short id> <subject>`.
+    subject: String,
+    /// Its share of the change.
+    share: f64,
+    /// Skipped commits that could carry the share instead.
+    maybe: Vec<String>,
 }
 
 /// `harness bisect --json`: how the bisection ended.
@@ -84,15 +100,42 @@ impl Args {
 struct Ended<'a> {
     /// The bisection's directory.
     bisect_dir: &'a Path,
-    /// The first bad commit's id.
+    /// The one commit that carries the change, when one does and nothing is left open.
     #[serde(skip_serializing_if = "Option::is_none")]
-    first_bad: Option<&'a str>,
-    /// `<short id> <subject>` of the first bad commit.
+    first_bad: Option<String>,
+    /// Its `<short id> <subject>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     subject: Option<String>,
-    /// Why the bisection stopped undecided.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    undecided: Option<&'a str>,
+    /// Every commit that carries a share.
+    culprits: Vec<Named>,
+    /// Segments that could not be placed, and why.
+    open: Vec<String>,
+}
+
+/// The one culprit, when nothing else is left open.
+fn sole<'a>(c: &'a [Named], open: &[String]) -> Option<&'a Named> {
+    match c {
+        [one] if open.is_empty() => Some(one),
+        _ => None,
+    }
+}
+
+/// What the end prints, one line each.
+fn lines(e: &Ended) -> Vec<String> {
+    let mut out = vec![];
+    if let Some(one) = sole(&e.culprits, &e.open) {
+        out.push(format!("first bad commit: {} (carries {:.0}% of the change)", one.subject, one.share * 100.0));
+    } else {
+        out.extend(e.culprits.iter().map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)));
+    }
+    for c in &e.culprits {
+        out.extend(c.maybe.iter().map(|m| format!("  (or the skipped {m}, which could not be measured)")));
+    }
+    out.extend(e.open.iter().map(|o| format!("not placed: {o}")));
+    if e.culprits.is_empty() && e.open.is_empty() {
+        out.push("undecided: no commit carries the change".into());
+    }
+    out
 }
 
 /// Starts (or with `--resume` goes on with) the bisection and runs it to its end.
@@ -103,31 +146,33 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         Some(d) => d,
         None => bisect::start(&a.request(), &g.runs_dir, &g.work_dir)?,
     };
-    eprintln!("bisect: {} (resume with `harness bisect --resume {}`)", dir.display(), dir.display());
-    let (tree, matrix) = bisect::tree_of(&dir)?;
-    let opts = run_options(g, &matrix, quiet)?;
-    let json = g.json;
-    let say = move |s: &str| if json { eprintln!("{s}") } else { println!("{s}") };
-    let outcome = bisect::run(&dir, &opts, &say)?;
-    let ended = match &outcome {
-        bisect::Outcome::FirstBad(c) => Ended { bisect_dir: &dir, first_bad: Some(c), subject: Some(bisect::describe(&tree, c)), undecided: None },
-        bisect::Outcome::Undecided(why) => Ended { bisect_dir: &dir, first_bad: None, subject: None, undecided: Some(why) },
-    };
-    if json {
-        print_json(&ended)?;
-    } else if let Some(s) = &ended.subject {
-        println!("first bad commit: {s}");
-    } else if let Some(why) = ended.undecided {
-        println!("undecided: {why}");
-    }
-    Ok(exit(&outcome))
+    finish(&dir, g, quiet)
 }
 
-/// The exit code of a bisection's end.
-fn exit(o: &bisect::Outcome) -> Exit {
-    match o {
-        bisect::Outcome::FirstBad(_) => Exit::Done,
-        bisect::Outcome::Undecided(_) => Exit::Undecided,
+/// Runs the bisection in `dir` to its end and prints it (also `try --per-patch`'s end).
+pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
+    eprintln!("bisect: {} (resume with `harness bisect --resume {}`)", dir.display(), dir.display());
+    let opts = run_options(g, &bisect::matrix_of(dir)?, quiet)?;
+    let json = g.json;
+    let say = move |s: &str| if json { eprintln!("{s}") } else { println!("{s}") };
+    let found = bisect::run(dir, &opts, &say)?;
+    let culprits: Vec<Named> = found.culprits.iter().map(|c| Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone() }).collect();
+    let one = sole(&culprits, &found.open).map(|c| (c.commit.clone(), c.subject.clone()));
+    let ended = Ended { bisect_dir: dir, first_bad: one.as_ref().map(|o| o.0.clone()), subject: one.map(|o| o.1), culprits, open: found.open.clone() };
+    if json {
+        print_json(&ended)?;
+    } else {
+        lines(&ended).iter().for_each(|l| println!("{l}"));
+    }
+    Ok(exit(&found))
+}
+
+/// The exit code of a bisection's end: done when a commit carries a share.
+fn exit(f: &bisect::Found) -> Exit {
+    if f.culprits.is_empty() {
+        Exit::Undecided
+    } else {
+        Exit::Done
     }
 }
 
@@ -137,17 +182,22 @@ mod tests {
 
     #[test]
     fn undecided_has_its_own_code() {
-        assert_eq!(exit(&bisect::Outcome::FirstBad("c4".into())), Exit::Done);
-        assert_eq!(exit(&bisect::Outcome::Undecided("step 2 at c3: …".into())), Exit::Undecided);
-        assert_eq!(exit(&bisect::Outcome::Undecided(String::new())).code(), 3);
+        let c = bisect::Culprit { commit: "c4".into(), share: 1.0, maybe: vec![] };
+        assert_eq!(exit(&bisect::Found { culprits: vec![c], open: vec![] }), Exit::Done);
+        assert_eq!(exit(&bisect::Found { culprits: vec![], open: vec!["c0..c6: the ends do not differ".into()] }).code(), 3);
     }
 
     #[test]
-    fn the_json_record_is_as_documented() {
+    fn the_json_record_and_the_lines_are_as_documented() {
         let dir = Path::new("/runs/bisect-1");
-        let found = Ended { bisect_dir: dir, first_bad: Some("abc"), subject: Some("abc exec: slower".into()), undecided: None };
-        assert_eq!(serde_json::to_string(&found).unwrap(), r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower"}"#);
-        let stopped = Ended { bisect_dir: dir, first_bad: None, subject: None, undecided: Some("step 1 at c3: …") };
-        assert_eq!(serde_json::to_string(&stopped).unwrap(), r#"{"bisect_dir":"/runs/bisect-1","undecided":"step 1 at c3: …"}"#);
+        let n = |c: &str, share| Named { commit: c.into(), subject: format!("{c} exec: slower"), share, maybe: vec![] };
+        let found = Ended { bisect_dir: dir, first_bad: Some("abc".into()), subject: Some("abc exec: slower".into()), culprits: vec![n("abc", 1.0)], open: vec![] };
+        assert_eq!(
+            serde_json::to_string(&found).unwrap(),
+            r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[]}],"open":[]}"#
+        );
+        assert_eq!(lines(&found), ["first bad commit: abc exec: slower (carries 100% of the change)"]);
+        let two = Ended { bisect_dir: dir, first_bad: None, subject: None, culprits: vec![n("a", 0.52), n("b", 0.48)], open: vec!["a..b: why".into()] };
+        assert_eq!(lines(&two), ["carries 52% of the change: a exec: slower", "carries 48% of the change: b exec: slower", "not placed: a..b: why"]);
     }
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// | 0 | done: the command finished (no gate failed; `bisect` found the first bad commit) |
 /// | 1 | `--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning) |
 /// | 2 | bad input or a failure that stopped the harness (the message names the file, line or item); `check` found an error; `try`: the series does not apply, or a variant could not be patched, configured or built |
-/// | 3 | `bisect`: undecided, the bisection stopped at a step the rule cannot decide (the ends do not differ, or a midpoint is like both or neither) |
+/// | 3 | `bisect`: undecided, no commit could be named (the ends do not differ, or every segment stayed open) |
 /// | 130 | interrupted by SIGINT, SIGTERM or SIGHUP (results so far are saved; resume with `--resume`) |
 ///
 /// `try`'s refusals and failed variants share code 2 with bad input, as
@@ -29,7 +29,7 @@ pub enum Exit {
     DoesNotApply,
     /// `try`: a variant could not be patched, configured or built.
     VariantFailed,
-    /// `bisect`: stopped at a step the rule cannot decide.
+    /// `bisect`: no commit could be named.
     Undecided,
     /// Interrupted by a signal; the results so far are saved.
     Interrupted,
@@ -58,7 +58,7 @@ impl Exit {
             Exit::Error => "bad input or a failure that stopped the harness; `check` found an error",
             Exit::DoesNotApply => "`try`: the series does not apply (nothing was built)",
             Exit::VariantFailed => "`try`: a variant could not be patched, configured or built",
-            Exit::Undecided => "`bisect`: undecided, stopped at a step the rule cannot decide",
+            Exit::Undecided => "`bisect`: undecided, no commit could be named",
             Exit::Interrupted => "interrupted (results so far are saved; resume with `--resume`)",
         }
     }

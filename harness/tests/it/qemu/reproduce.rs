@@ -129,7 +129,7 @@ fn bisect_names_the_slow_exec_commit() {
     let out = harness(&dir)
         .args(["bisect", "--git"])
         .arg(&tree)
-        .args(["--good", "good", "--bad", "c4", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-boots", "10"])
+        .args(["--good", "good", "--bad", "c4", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-rounds", "10"])
         .output()
         .unwrap();
     let (stdout, stderr) = show(&out);

@@ -1,0 +1,344 @@
+//! The bisection replayed from its evidence (pure): segments of the history
+//! with their ends, each narrowed on the commit graph by the step rule, an
+//! "in between" candidate splitting its segment in two, a candidate that
+//! gives no value skipped; the end is every commit that carries a share of
+//! the change, with its share, and every segment that could not be placed.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::graph::{Graph, Mid};
+use super::rule::{judge, Block, Call, Rule, Share};
+
+/// What one measurement boots: a segment's two ends and the candidate (none
+/// when only the ends are measured).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Arms {
+    /// The good end.
+    pub good: String,
+    /// The bad end.
+    pub bad: String,
+    /// The candidate.
+    pub cand: Option<String>,
+}
+
+/// What the measurements of one [`Arms`] gave so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seen {
+    /// Complete blocks (a value of every arm in one round).
+    pub blocks: Vec<Block>,
+    /// Rounds asked for.
+    pub rounds: u32,
+    /// Runs in a row, latest last, in which the candidate gave no value.
+    pub dry: u32,
+    /// Why it gave none (the first failure of the latest such run), or
+    /// which end gave none.
+    pub why: Option<String>,
+    /// Runs in a row, latest last, in which an end gave no value.
+    pub end_dry: u32,
+}
+
+/// A commit that carries a share of the change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Culprit {
+    /// The commit.
+    pub commit: String,
+    /// Its share of the good → bad change (1 for all of it).
+    pub share: f64,
+    /// Skipped commits just before it that could carry the share instead.
+    pub maybe: Vec<String>,
+}
+
+/// How a bisection ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Found {
+    /// The commits that carry a share, oldest segment first.
+    pub culprits: Vec<Culprit>,
+    /// Segments that could not be placed, and why.
+    pub open: Vec<String>,
+}
+
+/// The replay's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// The end.
+    Done(Found),
+    /// The measurement it needs next.
+    Measure(Arms),
+}
+
+/// A stretch of history between two measured ends, narrowed step by step.
+#[derive(Debug, Clone)]
+struct Segment {
+    good: String,
+    bad: String,
+    /// Shares of the whole change at the ends.
+    at: (f64, f64),
+    goods: Vec<String>,
+    bad_now: String,
+    /// The share estimates (of this segment's change) of the latest like-good
+    /// and like-bad candidates, with whether each carries a share beyond its end.
+    last_good: (f64, bool),
+    last_bad: (f64, bool),
+    skip: Vec<String>,
+    /// The ends are known to differ.
+    confirmed: bool,
+}
+
+impl Segment {
+    fn new(good: &str, bad: &str, at: (f64, f64), confirmed: bool) -> Segment {
+        Segment { good: good.into(), bad: bad.into(), at, goods: vec![good.into()], bad_now: bad.into(), last_good: (0.0, false), last_bad: (1.0, false), skip: vec![], confirmed }
+    }
+
+    fn arms(&self, cand: Option<&str>) -> Arms {
+        Arms { good: self.good.clone(), bad: self.bad.clone(), cand: cand.map(str::to_string) }
+    }
+
+    /// The whole change's share at a fraction `f` of this segment.
+    fn scale(&self, f: f64) -> f64 {
+        self.at.0 + f * (self.at.1 - self.at.0)
+    }
+}
+
+/// Replays the bisection of `good..bad`: the end, or the measurement it
+/// needs next; `lines` gets each step's evidence.
+pub fn next(g: &dyn Graph, good: &str, bad: &str, ev: &BTreeMap<Arms, Seen>, rule: &Rule, lines: &mut Vec<String>) -> Result<Next> {
+    let mut todo = vec![Segment::new(good, bad, (0.0, 1.0), false)];
+    let mut found = Found::default();
+    while let Some(mut s) = todo.pop() {
+        match walk(g, &mut s, ev, rule, lines)? {
+            Walk::Measure(a) => return Ok(Next::Measure(a)),
+            Walk::Found(c) => found.culprits.push(c),
+            Walk::Open(why) => found.open.push(why),
+            Walk::Split(c, f) => {
+                // the later half first on the stack, so the earlier one is bisected first;
+                // a half that carries less than min_share of the whole change is told, not bisected
+                let fc = s.scale(f);
+                for half in [Segment::new(&c, &s.bad, (fc, s.at.1), true), Segment::new(&s.good, &c, (s.at.0, fc), true)] {
+                    if half.at.1 - half.at.0 >= rule.min_share {
+                        todo.push(half);
+                    } else {
+                        let why = format!("{}..{}: carries {:.0}% of the change, less than the {:.0}% a segment needs to be bisected", short(&half.good), short(&half.bad), (half.at.1 - half.at.0) * 100.0, rule.min_share * 100.0);
+                        lines.push(why.clone());
+                        found.open.push(why);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Next::Done(found))
+}
+
+enum Walk {
+    Measure(Arms),
+    Found(Culprit),
+    Open(String),
+    Split(String, f64),
+}
+
+/// Narrows one segment as far as the evidence goes.
+fn walk(g: &dyn Graph, s: &mut Segment, ev: &BTreeMap<Arms, Seen>, rule: &Rule, lines: &mut Vec<String>) -> Result<Walk> {
+    let seg = format!("{}..{}", short(&s.good), short(&s.bad));
+    let rule = &rule.for_share(s.at.1 - s.at.0);
+    loop {
+        let c = match g.midpoint(&s.bad_now, &s.goods, &s.skip)? {
+            Mid::Found { first_bad, maybe } if s.confirmed => return Ok(found(s, &seg, first_bad, maybe, lines)),
+            // nothing in between, and the ends not yet compared: compare them
+            Mid::Found { .. } => None,
+            Mid::Test(c) => Some(c),
+        };
+        let arms = s.arms(c.as_deref());
+        let seen = ev.get(&arms).cloned().unwrap_or_default();
+        if seen.end_dry >= rule.skip_after {
+            return Ok(Walk::Open(format!("{seg}: an end gave no value in {} runs: {}", seen.end_dry, seen.why.unwrap_or_default())));
+        }
+        if let (Some(c), true) = (&c, seen.dry >= rule.skip_after) {
+            lines.push(format!("{seg}: skip {} after {} runs without a value: {}", short(c), seen.dry, seen.why.as_deref().unwrap_or("no value")));
+            s.skip.push(c.clone());
+            continue;
+        }
+        let blocks: Vec<Block> = match c {
+            Some(_) => seen.blocks.clone(),
+            None => seen.blocks.iter().map(|b| Block { cand: b.bad, ..*b }).collect(),
+        };
+        let (call, share) = judge(&blocks, seen.rounds, rule);
+        if share.is_some() {
+            s.confirmed = true;
+        }
+        let Some(c) = c else {
+            match call {
+                Call::More => return Ok(Walk::Measure(arms)),
+                Call::Undecided(why) => return Ok(Walk::Open(format!("{seg}: {why}"))),
+                _ => continue,
+            }
+        };
+        if call != Call::More {
+            lines.push(step_line(&seg, &c, &call, share.as_ref()));
+        }
+        match call {
+            Call::Good => {
+                s.goods.push(c);
+                s.last_good = share.map_or((0.0, false), |x| (x.est, x.lo > 0.0));
+            }
+            Call::Bad => {
+                s.bad_now = c;
+                s.last_bad = share.map_or((1.0, false), |x| (x.est, x.hi < 1.0));
+            }
+            Call::Between => return Ok(Walk::Split(c, share.map_or(0.5, |x| x.est))),
+            Call::More => return Ok(Walk::Measure(arms)),
+            Call::Undecided(why) => return Ok(Walk::Open(format!("{seg}: at {}: {why}", short(&c)))),
+        }
+    }
+}
+
+/// The end of a segment: its first bad commit, with the share of the whole
+/// change between the latest like-good and like-bad estimates; a share
+/// left on either side (an estimate clear of its end, yet under
+/// `min_share`) is told, not placed.
+fn found(s: &Segment, seg: &str, first_bad: String, maybe: Vec<String>, lines: &mut Vec<String>) -> Walk {
+    let share = s.scale(s.last_bad.0) - s.scale(s.last_good.0);
+    lines.push(format!("{seg}: first bad commit {} carries {:.0}% of the change", short(&first_bad), share * 100.0));
+    if s.last_good.1 {
+        lines.push(format!("{seg}: the last like-good commit already carries {:.0}% of the change: a smaller share before it is not placed", (s.scale(s.last_good.0) - s.at.0) * 100.0));
+    }
+    if s.last_bad.1 {
+        lines.push(format!("{seg}: {} carries {:.0}% less than the bad end: a smaller share after it is not placed", short(&s.bad_now), (s.at.1 - s.scale(s.last_bad.0)) * 100.0));
+    }
+    Walk::Found(Culprit { commit: first_bad, share, maybe })
+}
+
+/// One decided step, as each bisection prints it.
+fn step_line(seg: &str, c: &str, call: &Call, s: Option<&Share>) -> String {
+    let said = match call {
+        Call::Good => "like good".to_string(),
+        Call::Bad => "like bad".to_string(),
+        Call::Between => "in between: both halves are bisected".to_string(),
+        Call::More => "more rounds".to_string(),
+        Call::Undecided(why) => format!("undecided: {why}"),
+    };
+    match s {
+        Some(s) => format!("{seg}: {} carries {:.2} [{:.2}, {:.2}] of the change ({:+.2}% between the ends, {} blocks): {said}", short(c), s.est, s.lo, s.hi, s.change * 100.0, s.n),
+        None => format!("{seg}: {}: {said}", short(c)),
+    }
+}
+
+/// A commit id as printed.
+pub fn short(c: &str) -> &str {
+    &c[..c.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::graph::{Git, Linear};
+    use super::super::io;
+    use super::*;
+    use crate::proc::Cmd;
+    use std::path::Path;
+
+    /// Runs a bisection on simulated measurements: `value(point, round)`
+    /// (None: no value, the build failed); returns what it found, the lines
+    /// and how often each candidate was measured.
+    fn drive(g: &dyn Graph, good: &str, bad: &str, value: &dyn Fn(&str, u32) -> Option<f64>) -> (Found, Vec<String>, BTreeMap<String, usize>) {
+        let rule = Rule::default();
+        let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
+        let mut asked: BTreeMap<String, usize> = BTreeMap::new();
+        for _ in 0..200 {
+            let mut lines = vec![];
+            match next(g, good, bad, &ev, &rule, &mut lines).unwrap() {
+                Next::Done(f) => return (f, lines, asked),
+                Next::Measure(arms) => {
+                    let mut vals: BTreeMap<String, BTreeMap<u32, f64>> = BTreeMap::new();
+                    let points = [("base", Some(&arms.good)), ("bad", Some(&arms.bad)), ("mid", arms.cand.as_ref())];
+                    for (name, p) in points.iter().filter_map(|(n, p)| p.map(|p| (n, p))) {
+                        *asked.entry(p.clone()).or_default() += 1;
+                        for r in 0..rule.batch {
+                            if let Some(v) = value(p, r) {
+                                vals.entry(name.to_string()).or_default().insert(r, v);
+                            }
+                        }
+                    }
+                    io::add(ev.entry(arms.clone()).or_default(), &arms, rule.batch, &vals, &|v| (v == "mid").then(|| "mid: build: error: implicit declaration of function 'x'".to_string()));
+                }
+            }
+        }
+        panic!("no end after 200 measurements: {asked:?}");
+    }
+
+    /// The one culprit, carrying all of the change, and its skipped alternatives.
+    fn one(f: &Found) -> (&str, Vec<String>) {
+        assert!(f.culprits.len() == 1 && (f.culprits[0].share - 1.0).abs() < 0.05, "{f:?}");
+        (f.culprits[0].commit.as_str(), f.culprits[0].maybe.clone())
+    }
+
+    fn noise(p: &str, r: u32) -> f64 {
+        // a small spread that differs by point and round, the same every time
+        let h = p.bytes().fold(r * 7919, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        f64::from(h % 97) / 97.0 * 0.004 - 0.002
+    }
+
+    /// A tiny history: c0 (good); a topic branch t1 t2 t3 (t2 the slowdown)
+    /// and main m1 m2 m3 interleaved in time; the merge; a1 (bad).
+    fn merge_repo(dir: &Path) -> BTreeMap<String, String> {
+        let mut ids = BTreeMap::new();
+        let mut t = 0;
+        let mut git = |args: &[&str]| {
+            t += 1;
+            let date = format!("2026-01-01T00:{t:02}:00Z");
+            let c = Cmd::new("git").arg("-C").arg(dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args);
+            c.env("GIT_AUTHOR_DATE", &date).env("GIT_COMMITTER_DATE", &date).capture().run_ok().unwrap().output
+        };
+        git(&["init", "-q", "-b", "main"]);
+        let mut commit = |git: &mut dyn FnMut(&[&str]) -> String, name: &str| {
+            std::fs::write(dir.join(name), name).unwrap();
+            git(&["add", name]);
+            git(&["commit", "-q", "-m", name]);
+            ids.insert(name.to_string(), git(&["rev-parse", "HEAD"]).trim().to_string());
+        };
+        commit(&mut git, "c0");
+        git(&["branch", "topic"]);
+        for (b, n) in [("topic", "t1"), ("main", "m1"), ("topic", "t2"), ("main", "m2"), ("topic", "t3"), ("main", "m3")] {
+            git(&["checkout", "-q", b]);
+            commit(&mut git, n);
+        }
+        git(&["checkout", "-q", "main"]);
+        git(&["merge", "-q", "--no-ff", "-m", "merge topic", "topic"]);
+        let m = git(&["rev-parse", "HEAD"]).trim().to_string();
+        commit(&mut git, "a1");
+        ids.insert("merge".into(), m);
+        ids
+    }
+
+    #[test]
+    fn fault2_a_merge_containing_history_names_the_branch_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ids = merge_repo(tmp.path());
+        let slow = |c: &str| Cmd::new("git").arg("-C").arg(tmp.path()).args(["merge-base", "--is-ancestor", &ids["t2"], c]).capture().run().unwrap().success();
+        let value = |c: &str, r: u32| Some(if slow(c) { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
+        let (found, lines, asked) = drive(&Git { tree: tmp.path().into() }, &ids["c0"], &ids["a1"], &value);
+        let name = |c: &str| ids.iter().find(|(_, v)| *v == c).map(|(k, _)| k.clone()).unwrap_or_default();
+        let named: Vec<(String, f64)> = found.culprits.iter().map(|c| (name(&c.commit), c.share)).collect();
+        println!("fault 2: named {named:?}; tested {:?}", asked.keys().map(|c| name(c)).collect::<Vec<_>>());
+        assert_eq!(named.iter().map(|n| n.0.as_str()).collect::<Vec<_>>(), ["t2"], "the branch commit, not the merge: {lines:#?}");
+        assert!((named[0].1 - 1.0).abs() < 0.05, "{named:?}");
+        assert!(found.open.is_empty(), "{:?}", found.open);
+    }
+
+    #[test]
+    fn fault3_a_candidate_that_gives_no_value_is_skipped_with_a_bound_and_its_reason() {
+        let h = Linear((0..=6).map(|i| format!("c{i}")).collect());
+        // c3 never builds; c4 is the slowdown
+        let value = |c: &str, r: u32| (c != "c3").then(|| if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
+        let (found, lines, asked) = drive(&h, "c0", "c6", &value);
+        println!("fault 3: c3 measured {} times; {found:?}", asked.get("c3").copied().unwrap_or(0));
+        assert_eq!(asked.get("c3").copied(), Some(Rule::default().skip_after as usize), "{asked:?}");
+        assert!(lines.iter().any(|l| l.contains("skip c3 after 2 runs without a value: mid: build: error: implicit declaration")), "{lines:#?}");
+        // c4 is the first bad commit, unless the untested c3 is (as `git bisect skip` says)
+        assert_eq!(one(&found), ("c4", vec!["c3".to_string()]));
+        // c4 itself untestable: c5 is named, c4 given as the other candidate
+        let value = |c: &str, r: u32| (c != "c4").then(|| if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
+        let (found, _, _) = drive(&h, "c0", "c6", &value);
+        assert_eq!(one(&found), ("c5", vec!["c4".to_string()]));
+    }
+}

@@ -28,6 +28,26 @@ pub struct Output {
     pub elapsed: Duration,
 }
 
+/// The most a guest command may print (stdout and stderr together): 64 MiB.
+/// A benchmark that prints more is stopped and its repetition recorded as
+/// over the limit, so a flooding guest cannot exhaust the host's memory.
+pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// A guest command printed more than [`MAX_OUTPUT`].
+#[derive(Debug, thiserror::Error)]
+#[error("output over limit: the guest command printed more than {} MiB", .0 >> 20)]
+pub struct OverLimit(pub usize);
+
+/// Adds `bytes` to `buf`, refusing when `buf` and `other` together would
+/// hold more than `limit` bytes.
+pub fn take(buf: &mut Vec<u8>, other: usize, bytes: &[u8], limit: usize) -> std::result::Result<(), OverLimit> {
+    if buf.len() + other + bytes.len() > limit {
+        return Err(OverLimit(limit));
+    }
+    buf.extend_from_slice(bytes);
+    Ok(())
+}
+
 /// The command did not finish within its timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("wait for a guest command: no result after {0:?}")]
@@ -133,7 +153,7 @@ impl Guest {
             match ch.read(&mut buf) {
                 Ok(0) => {}
                 Ok(n) => {
-                    out.extend_from_slice(&buf[..n]);
+                    take(&mut out, err.len(), &buf[..n], MAX_OUTPUT)?;
                     progressed = true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -142,7 +162,7 @@ impl Guest {
             match ch.stderr().read(&mut buf) {
                 Ok(0) => {}
                 Ok(n) => {
-                    err.extend_from_slice(&buf[..n]);
+                    take(&mut err, out.len(), &buf[..n], MAX_OUTPUT)?;
                     progressed = true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -257,5 +277,14 @@ mod tests {
         let e = Guest::connect(port, &client, &forged_pub, Duration::from_secs(10)).err().expect("the client key is not authorized");
         assert!(e.downcast_ref::<ForeignHostKey>().is_none() && format!("{e:#}").contains("log in as root"), "{e:#}");
         drop(sshd);
+    }
+
+    #[test]
+    fn output_is_taken_up_to_the_limit() {
+        let mut out = Vec::new();
+        for (other, bytes, ok, len) in [(0, 4, true, 4), (2, 4, true, 8), (3, 1, false, 8), (0, 3, false, 8)] {
+            assert_eq!(take(&mut out, other, &vec![b'x'; bytes], 10).is_ok(), ok, "{other} {bytes}");
+            assert_eq!(out.len(), len);
+        }
     }
 }

@@ -41,6 +41,8 @@ pub enum Answer {
     Dies(Exit),
     /// The run is interrupted while the command runs.
     Interrupted,
+    /// The command prints more than the harness takes.
+    Floods,
 }
 
 /// One scripted boot.
@@ -163,6 +165,7 @@ impl Machine for Fake {
             Answer::Hangs => Err(Timeout(wait).into()),
             Answer::Dies(exit) => Err(self.gone(exit)),
             Answer::Interrupted => Err(crate::proc::Interrupted.into()),
+            Answer::Floods => Err(crate::guest::OverLimit(crate::guest::MAX_OUTPUT).into()),
         }
     }
 

@@ -18,7 +18,7 @@ use super::profiled::Windows;
 use super::{answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE};
 use crate::bench;
 use crate::config::{BenchKind, Benchmark, Clock};
-use crate::guest::{Deadline, Output, Timeout};
+use crate::guest::{Deadline, Output, OverLimit, Timeout};
 use crate::plan::BootJob;
 use crate::proc;
 use crate::records::{BootEnv, Cause, Failed};
@@ -366,6 +366,11 @@ impl Boot<'_, '_> {
         let wait = bounded(self.ctx.clock(), self.ctx.wait(b.timeout_s as f64) + grace, seen);
         let out = match self.machine.run(&cmd, wait) {
             Ok(out) => out,
+            Err(e) if e.downcast_ref::<OverLimit>().is_some() => {
+                // the guest answers; only this repetition is no measurement
+                let failed = BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: format!("{e:#}"), cause: Cause::OutputOverLimit };
+                return self.sink.emit(failed).map(Ok);
+            }
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };
         let log = t.dir.join(format!("bench-{}-r{rep}.log", b.name));

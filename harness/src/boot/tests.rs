@@ -583,3 +583,23 @@ fn host_deadline(s: u64, why: &str) -> String {
          of its kind the run measured (at least 120 s), at most 1800 s): {why}"
     )
 }
+
+/// Issue 22 item 8: a repetition whose output goes over the limit is
+/// recorded as such, and the boot goes on with the next one.
+#[test]
+fn a_repetition_over_the_output_limit_fails_alone() {
+    let w = world("flood", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Floods, says(1.0, 1.0)])]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let over = BootEvent::RepetitionFailed {
+        benchmark: "s".into(),
+        repetition: 1,
+        error: "output over limit: the guest command printed more than 64 MiB".into(),
+        cause: Cause::OutputOverLimit,
+    };
+    assert!(events.contains(&over), "{events:#?}");
+    assert!(!events.iter().any(|e| matches!(e, BootEvent::Cut { .. })), "{events:#?}");
+}
+

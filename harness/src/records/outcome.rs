@@ -74,6 +74,9 @@ pub enum Cause {
     /// before it failed before SSH, one after the other
     /// (`boot::BOOTS_BEFORE_GIVING_UP`).
     NotBooted,
+    /// A guest command's output went over the harness's limit
+    /// (`guest::MAX_OUTPUT`): the repetition is no measurement.
+    OutputOverLimit,
     /// The shard that owed the job failed or never ran.
     ShardLost,
     /// Something on the host side failed (SSH, a file, a process).

@@ -1,9 +1,10 @@
 //! `harness try`: refuses a series that does not apply before building
 //! anything, runs base against base + series, says plainly what failed, and
-//! prints the verdict table. With `--json` it prints the report as one
-//! object (as `harness report --json`), or, when the series does not
-//! apply, one object `{"does_not_apply": WHY}`; what failed is on stderr
-//! either way.
+//! prints the verdict table; with `--per-patch` it bisects the series'
+//! prefixes instead and prints what `harness bisect` prints (its `--json`
+//! object too). With `--json` it prints the report as one object (as
+//! `harness report --json`), or, when the series does not apply, one
+//! object `{"does_not_apply": WHY}`; what failed is on stderr either way.
 
 use std::path::PathBuf;
 
@@ -12,7 +13,7 @@ use serde::Serialize;
 
 use super::report::{finish_report, Gating};
 use super::{print_json, run_options, Exit, Global};
-use crate::{config, pipeline, store, trial};
+use crate::{bisect, config, pipeline, store, trial};
 
 /// `harness try`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -46,6 +47,9 @@ pub(super) struct Args {
     /// The effect floor (a fraction: 0.005 is 0.5%).
     #[arg(long)]
     floor: Option<f64>,
+    /// Bisect the series' prefixes: name the patch (or patches) that carry the change (one --bench, one --vcpus).
+    #[arg(long)]
+    per_patch: bool,
     #[command(flatten)]
     gating: Gating,
     /// No progress output.
@@ -55,9 +59,9 @@ pub(super) struct Args {
 
 impl Args {
     /// The request the library takes, and the options only the command uses.
-    fn request(self) -> (trial::Request, Gating, bool) {
-        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, gating, quiet } = self;
-        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, gating, quiet)
+    fn request(self) -> (trial::Request, Gating, bool, bool) {
+        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, per_patch, gating, quiet } = self;
+        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, gating, quiet, per_patch)
     }
 }
 
@@ -71,7 +75,7 @@ struct Refused<'a> {
 /// Runs the two-variant matrix; a refusal or a variant that could not be
 /// made decides the exit code before the gate does.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    let (req, gating, quiet) = a.request();
+    let (req, gating, quiet, per_patch) = a.request();
     crate::proc::install_signal_handler()?;
     let m = trial::matrix(&req, &g.work_dir)?;
     let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
@@ -81,6 +85,10 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             print_json(&Refused { does_not_apply: &why })?;
         }
         return Ok(Exit::DoesNotApply);
+    }
+    if per_patch {
+        let dir = bisect::start_series(m, None, bisect::Rule::default(), &g.runs_dir)?;
+        return super::bisect::finish(&dir, g, quiet);
     }
     let opts = run_options(g, &m.path, quiet)?;
     let dir = pipeline::start(m, &opts)?;
@@ -117,5 +125,21 @@ mod tests {
         assert_eq!(exit(&[boot, build.clone()], Exit::Regressed), Exit::VariantFailed);
         assert_eq!(exit(&[build], Exit::Done).code(), 2);
         assert_eq!(Exit::DoesNotApply.code(), 2);
+    }
+
+    #[test]
+    fn per_patch_is_asked_for_by_its_flag() {
+        use clap::Parser;
+        let args = |extra: &[&str]| {
+            let argv = [&["harness", "try", "s.mbox", "--bench", "static-doexec", "--vcpus", "2"][..], extra].concat();
+            match super::super::Cli::try_parse_from(argv).unwrap().cmd {
+                super::super::Command::Try(a) => a.request(),
+                _ => unreachable!(),
+            }
+        };
+        assert!(args(&["--per-patch"]).3);
+        let (req, _, _, per_patch) = args(&[]);
+        assert!(!per_patch);
+        assert_eq!((req.bench, req.vcpus), (vec!["static-doexec".to_string()], vec![2]));
     }
 }

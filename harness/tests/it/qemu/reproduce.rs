@@ -54,6 +54,43 @@ fn try_calls_a_one_patch_mbox_regressed() {
     assert_eq!(cell["decision"]["verdict"], "regressed", "{stdout}");
 }
 
+/// A comment-only patch at the top of a 6.12 source file (no change in behaviour).
+fn comment_patch(n: u32, file: &str) -> String {
+    format!(
+        "From: Harness Tests <tests@harness.invalid>\nSubject: [PATCH {n}/3] {file}: a comment (test fixture)\n\n---\n\
+         --- a/{file}\n+++ b/{file}\n@@ -1,3 +1,4 @@\n // SPDX-License-Identifier: GPL-2.0-only\n\
+         +/* harness test fixture: a comment, no change in behaviour */\n /*\n  *  linux/{file}\n"
+    )
+}
+
+/// `harness try --per-patch` on a three-patch format-patch directory whose
+/// middle patch is the slow-exec fixture (the others add a comment), under
+/// the instruction-counting clock at 2 vCPUs: the bisection of its prefixes
+/// names patch 2, and only it. Three kernels besides base and ~30 icount
+/// boots (two looks of 5 rounds, 3 boots a round): by hand,
+/// `cargo test --test it try_per_patch -- --ignored --nocapture`.
+#[test]
+#[ignore = "~45 minutes on 2 cores: three incremental kernel builds and ~30 icount boots; run with --ignored"]
+fn try_per_patch_names_the_middle_patch() {
+    let _g = crate::common::serial();
+    let dir = scratch("try-per-patch");
+    let series = dir.join("series");
+    std::fs::create_dir_all(&series).unwrap();
+    let slow = slow_exec_patch().replacen("Subject: [PATCH]", "Subject: [PATCH 2/3]", 1);
+    std::fs::write(series.join("0001-init-version-a-comment.patch"), comment_patch(1, "init/version.c")).unwrap();
+    std::fs::write(series.join("0002-exec-a-fixed-cost-per-exec.patch"), slow).unwrap();
+    std::fs::write(series.join("0003-exit-a-comment.patch"), comment_patch(3, "kernel/exit.c")).unwrap();
+    let t = std::time::Instant::now();
+    let out = harness(&dir).args(["try", "series", "--per-patch", "--profile", "exact", "--bench", "static-doexec", "--vcpus", "2"]).output().unwrap();
+    let (stdout, stderr) = show(&out);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("bisected the series in {:.0} s", t.elapsed().as_secs_f64());
+    assert!(stdout.contains("rule: ") && stdout.contains("like "), "{stdout}");
+    let named: Vec<&str> = stdout.lines().filter(|l| l.starts_with("first bad commit: ") || l.starts_with("carries ")).collect();
+    assert_eq!(named.len(), 1, "{stdout}");
+    assert!(named[0].starts_with("first bad commit: patch 2/3: 0002-exec-a-fixed-cost-per-exec.patch"), "{stdout}");
+}
+
 /// A series that does not apply is refused before anything is built, naming
 /// the patch and the hunk.
 #[test]

@@ -457,9 +457,9 @@ impl Vm {
         }
     }
 
-    /// The console so far.
+    /// The console so far (at most [`MAX_CONSOLE`] of it: [`read_console`]).
     pub fn console(&self) -> String {
-        std::fs::read(&self.spec.console).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        read_console(&self.spec.console, MAX_CONSOLE)
     }
 
     /// Waits up to `grace` for QEMU to exit by itself, then kills it.
@@ -509,6 +509,36 @@ pub fn kvm_max_vcpus() -> Option<u32> {
     // SAFETY: a read-only capability query on an open /dev/kvm descriptor.
     let r = unsafe { libc::ioctl(f.as_raw_fd(), KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS) };
     (r > 0).then_some(r as u32)
+}
+
+/// The most of a console the harness reads into memory: 64 MiB.
+pub const MAX_CONSOLE: u64 = 64 << 20;
+
+/// The console file at `path`, read lossily (one invalid byte loses
+/// nothing else), and at most `limit` bytes of it: a longer console (a
+/// flooding guest) is read as its head, a line saying how much was left
+/// out, and its last sixteenth of `limit`, where a final panic would be.
+/// Empty when it cannot be read.
+pub fn read_console(path: &Path, limit: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if len <= limit {
+        let mut all = Vec::new();
+        return f.read_to_end(&mut all).map(|_| lossy(&all)).unwrap_or_default();
+    }
+    let tail = limit / 16;
+    let mut head = Vec::new();
+    let _ = f.by_ref().take(limit - tail).read_to_end(&mut head);
+    let mut end = Vec::new();
+    if f.seek(SeekFrom::Start(len - tail)).is_ok() {
+        let _ = f.take(tail).read_to_end(&mut end);
+    }
+    // the tail from its first whole line
+    let from = end.iter().position(|&c| c == b'\n').map_or(0, |i| i + 1);
+    let left_out = len - head.len() as u64 - (end.len() - from) as u64;
+    format!("{}\n[console over limit: {left_out} bytes of {len} not read]\n{}", lossy(&head), lossy(&end[from..]))
 }
 
 #[cfg(test)]
@@ -652,5 +682,22 @@ mod tests {
         assert_eq!(parse_qemu_version("QEMU emulator version 7.2.15 (Debian)"), Some((7, 2)));
         assert_eq!(q35_max_cpus(7, 2), 288);
         assert_eq!(q35_max_cpus(10, 0), 4096);
+    }
+
+    #[test]
+    fn a_flooding_console_is_read_up_to_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("console.log");
+        let mut text = b"[    0.1] Linux version 6.12\n\xff odd byte\n".to_vec();
+        text.extend(std::iter::repeat_n(b"flood flood flood\n".to_vec(), 10_000).flatten());
+        text.extend(b"[  900.0] Kernel panic - not syncing: Fatal exception\n");
+        std::fs::write(&p, &text).unwrap();
+        let got = read_console(&p, 16 << 10);
+        assert!(got.len() < (16 << 10) + 200, "{}", got.len());
+        assert!(got.starts_with("[    0.1] Linux version 6.12\n\u{fffd} odd byte\n"), "lossy, from the start");
+        assert!(got.contains("console over limit:") && got.ends_with("Kernel panic - not syncing: Fatal exception\n"), "{}", &got[got.len() - 200..]);
+        assert_eq!(scan_console(&got).len(), 1, "the panic at the end is still found");
+        assert_eq!(read_console(&p, 1 << 30).len(), String::from_utf8_lossy(&text).len(), "a console under the limit is read whole");
+        assert_eq!(read_console(&dir.path().join("none"), 10), "");
     }
 }

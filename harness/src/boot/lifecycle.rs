@@ -114,6 +114,9 @@ pub fn wait_ssh(ctx: &BootCtx, m: &mut dyn Machine, deadline: Duration) -> Resul
 /// the console, QEMU gone, no SSH forward, a KVM guest QEMU stopped, or
 /// (under icount) the guest-time deadline passed.
 fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
+    if let Some(why) = console_flood(m) {
+        return Some((Cause::OutputOverLimit, why));
+    }
     let console = m.console();
     let findings = vm::scan_console(&console);
     if findings.iter().any(|f| f.kind == vm::Trouble::Panic) {
@@ -138,6 +141,12 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
         )),
         _ => None,
     }
+}
+
+/// Why to stop a boot whose console floods (more than
+/// [`vm::MAX_CONSOLE`] written), if it does.
+fn console_flood(m: &dyn Machine) -> Option<String> {
+    (m.console_bytes() > vm::MAX_CONSOLE).then(|| format!("console over limit: the guest wrote more than {} MiB to its console", vm::MAX_CONSOLE >> 20))
 }
 
 /// How a host wait under icount is bounded, in words.
@@ -346,6 +355,9 @@ impl Boot<'_, '_> {
             let of = m.sampling.warmup_repetitions + m.sampling.repetitions;
             for rep in 0..of {
                 proc::check_interrupted()?;
+                if let Some(why) = console_flood(&*self.machine) {
+                    return Ok(Some(MeasureCut { why: format!("{} during {}: {why}", Stage::Measure.name(), bname), cause: Cause::OutputOverLimit }));
+                }
                 self.sink.emit(BootEvent::Repetition { benchmark: bname.clone(), repetition: rep, of })?;
                 if let Err(cut) = self.repetition(t, b, nproc, rep)? {
                     return Ok(Some(MeasureCut { why: format!("{} during {}: {}", Stage::Measure.name(), bname, cut.why), ..cut }));

@@ -33,6 +33,11 @@ pub trait Machine {
     fn run(&mut self, cmd: &str, wait: Duration) -> Result<Output>;
     /// The console so far (also once the guest is off).
     fn console(&self) -> String;
+    /// How many bytes the guest wrote to its console so far (a flood is
+    /// over [`crate::vm::MAX_CONSOLE`]).
+    fn console_bytes(&self) -> u64 {
+        self.console().len() as u64
+    }
     /// QEMU's own output so far.
     fn log(&self) -> String;
     /// Whether the guest has exited and how, waiting up to `grace` for it
@@ -94,7 +99,11 @@ impl Machine for Qemu {
     }
 
     fn console(&self) -> String {
-        std::fs::read(&self.console).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        crate::vm::read_console(&self.console, crate::vm::MAX_CONSOLE)
+    }
+
+    fn console_bytes(&self) -> u64 {
+        std::fs::metadata(&self.console).map_or(0, |m| m.len())
     }
 
     fn log(&self) -> String {

@@ -603,3 +603,17 @@ fn a_repetition_over_the_output_limit_fails_alone() {
     assert!(!events.iter().any(|e| matches!(e, BootEvent::Cut { .. })), "{events:#?}");
 }
 
+/// Issue 22 item 8: a boot whose console floods is stopped, as over the limit.
+#[test]
+fn a_boot_whose_console_floods_is_stopped() {
+    let w = world("console-flood", "{}");
+    let mut ctx = ctx(&w);
+    let flood = "[    1.0] flood\n".repeat((crate::vm::MAX_CONSOLE as usize) / 16 + 1);
+    let mut fake = Fake::new(vec![Script { console: flood, ..Script::ssh(vec![says(1.0, 1.0)]) }]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let why = "console over limit: the guest wrote more than 64 MiB to its console";
+    assert_eq!(events.last(), Some(&failed(format!("boot failed: {why}"), Cause::OutputOverLimit)), "{:?}", events.last());
+    assert!(!fake.calls.iter().any(|c| matches!(c, Call::Run(..))), "no benchmark runs");
+}
+

@@ -244,16 +244,18 @@ fn with_worst(c: &Comparison) -> (Vec<f64>, Vec<f64>) {
 /// (`worst`) rank below every measured boot in the Mann-Whitney test.
 pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
     let tested: Vec<Option<Tested>> = cells.iter().map(|c| test_cell(c, rule)).collect();
-    let ps: Vec<f64> = tested.iter().map(|t| t.as_ref().map_or(f64::NAN, |t| t.p)).collect();
+    let (qs, counts) = bh_pass(tested.iter().map(|t| t.as_ref().map(|t| t.p)), rule);
+    cells.iter().zip(tested).zip(qs).map(|((c, t), q)| decide_one(c, t, q, rule, counts)).collect()
+}
+
+/// The one BH pass of a call: each cell's q (NaN where untested) and
+/// (cells that passed, cells tested).
+fn bh_pass(ps: impl Iterator<Item = Option<f64>>, rule: &Rule) -> (Vec<f64>, (usize, usize)) {
+    let ps: Vec<f64> = ps.map(|p| p.unwrap_or(f64::NAN)).collect();
     let qs = benjamini_hochberg(&ps);
     let m = qs.iter().filter(|q| q.is_finite()).count();
     let passed = qs.iter().filter(|&&q| q <= rule.alpha).count();
-    cells
-        .iter()
-        .zip(tested)
-        .zip(qs)
-        .map(|((c, t), q)| decide_one(c, t, q, rule, (passed, m)))
-        .collect()
+    (qs, (passed, m))
 }
 
 /// A cell tested elsewhere (across two runs, see [`super::across`]): its p
@@ -277,10 +279,7 @@ pub struct Pretested {
 /// Decides pretested cells (None: not testable, `?`) with one BH pass over
 /// them; no minimum detectable effect is computed for them.
 pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decision> {
-    let ps: Vec<f64> = cells.iter().map(|c| c.map_or(f64::NAN, |c| c.p)).collect();
-    let qs = benjamini_hochberg(&ps);
-    let m = qs.iter().filter(|q| q.is_finite()).count();
-    let passed = qs.iter().filter(|&&q| q <= rule.alpha).count();
+    let (qs, (passed, m)) = bh_pass(cells.iter().map(|c| c.map(|c| c.p)), rule);
     cells
         .iter()
         .zip(qs)

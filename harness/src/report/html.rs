@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::svg::{self, Point};
-use super::{cell_text, Cell, Report, Row};
+use super::{cell_text, num, Cell, Report, Row};
 use crate::stats::Verdict;
 
 #[derive(Serialize)]
@@ -63,6 +63,7 @@ pub fn render(r: &Report) -> Result<String> {
             plots.push(plot(r, row));
         }
     }
+    let bars: Vec<ProfileChart> = r.profiles.iter().map(profile_chart).collect();
     let mut env = minijinja::Environment::new();
     env.add_template("report.html", include_str!("report.html")).context("load the report template")?;
     let t = env.get_template("report.html")?;
@@ -70,8 +71,28 @@ pub fn render(r: &Report) -> Result<String> {
         r => minijinja::Value::from(minijinja::value::Serde(r)),
         rows => minijinja::Value::from(minijinja::value::Serde(&rows)),
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
+        profiles => minijinja::Value::from(minijinja::value::Serde(&bars)),
     };
     t.render(ctx).context("render the HTML report")
+}
+
+/// A called cell's differential profile as a chart.
+#[derive(Serialize)]
+struct ProfileChart {
+    title: String,
+    svg: String,
+}
+
+/// Functions in a cell's chart.
+const CHART_ROWS: usize = 12;
+
+fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
+    let bars: Vec<svg::Bar> = p.diff.rows.iter().take(CHART_ROWS).map(|r| svg::Bar { name: r.name.clone(), delta: r.delta, called: r.called }).collect();
+    let (tb, tv) = p.diff.total;
+    ProfileChart {
+        title: format!("{} against base: {} at {} vCPUs, {} → {} instructions per op", p.variant, p.benchmark, p.vcpus, num(tb.median), num(tv.median)),
+        svg: svg::delta_bars(&bars),
+    }
 }
 
 /// A row of the table: one cell per variant, empty where it has none.

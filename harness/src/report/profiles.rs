@@ -201,6 +201,8 @@ mod tests {
         let text = crate::report::table(&r);
         assert!(text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8; all: harness explain r --variant slow --bench d --vcpus 2)"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
+        let html = crate::report::html::render(&r).unwrap();
+        assert!(html.contains("Why cells changed: kernel profiles") && html.contains(r#"<rect class="delta""#), "a bar chart of the top functions");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["profiles"][0]["diff"]["rows"][0]["name"], "f");
         // no profiles in the run: nothing, and report.json has no key

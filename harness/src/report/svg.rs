@@ -141,6 +141,47 @@ pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
     out
 }
 
+/// One bar of a differential profile's chart: a function, its Δ
+/// instructions per op, whether the change is called.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    /// Function.
+    pub name: String,
+    /// Δ instructions per op (variant − base).
+    pub delta: f64,
+    /// Above its noise threshold.
+    pub called: bool,
+}
+
+/// Horizontal bar chart of a differential profile's rows: Δ instructions
+/// per op from a zero line, more in red, fewer in blue, a change under its
+/// noise threshold pale.
+pub fn delta_bars(bars: &[Bar]) -> String {
+    const ROW: f64 = 18.0;
+    const NAME: f64 = 260.0;
+    const WIDTH: f64 = 720.0;
+    let h = T + ROW * bars.len().max(1) as f64 + B;
+    let m = bars.iter().map(|b| b.delta.abs()).fold(0.0, f64::max).max(1e-9);
+    let (x0, half) = (NAME + (WIDTH - NAME - 80.0) / 2.0, (WIDTH - NAME - 80.0) / 2.0);
+    let mut out = String::new();
+    let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {h}" width="{WIDTH}" height="{h}" font-family="sans-serif" font-size="11">"#);
+    let _ = write!(out, r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/>"##, h - B);
+    for (i, b) in bars.iter().enumerate() {
+        let y = T + ROW * i as f64;
+        let w = half * b.delta.abs() / m;
+        let x = if b.delta >= 0.0 { x0 } else { x0 - w };
+        let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
+        let op = if b.called { "1" } else { "0.3" };
+        let _ = write!(out, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, NAME - 6.0, y + 12.0, esc(&b.name));
+        let _ = write!(out, r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#, y + 3.0, ROW - 6.0, esc(&b.name), fmt(b.delta), if b.called { "" } else { " (under its threshold)" });
+        let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
+        let _ = write!(out, r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#, y + 12.0, if b.delta >= 0.0 { "start" } else { "end" }, b.delta);
+    }
+    let _ = write!(out, r#"<text x="{x0}" y="{}" text-anchor="middle">Δ instructions per op (variant − base)</text>"#, h - B + 24.0);
+    out.push_str("</svg>");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +220,19 @@ mod tests {
         assert!((((b - a) / (c - b)) - 230.0 / 192.0).abs() < 0.02, "{circles:?}");
         let short = scaling(&[("base".into(), vec![Point { ci: false, ..p(2.0, 1.0) }])], "x", false);
         assert!(short.contains("stroke-dasharray=\"2 2\"") && short.contains("range, too few boots"));
+    }
+
+    #[test]
+    fn delta_bars_grow_from_zero_by_sign() {
+        let bars = [Bar { name: "f<x>".into(), delta: 2000.0, called: true }, Bar { name: "g".into(), delta: -500.0, called: false }];
+        let s = delta_bars(&bars);
+        let rects: Vec<&str> = s.split(r#"<rect class="delta""#).skip(1).collect();
+        assert_eq!(rects.len(), 2);
+        let (w0, w1) = (attr(rects[0], "width"), attr(rects[1], "width"));
+        assert!((w0 / w1 - 4.0).abs() < 0.01, "widths follow |delta|: {w0} {w1}");
+        assert!(attr(rects[1], "x") + w1 - attr(rects[0], "x") < 0.2, "the negative bar ends where the positive one starts");
+        assert!(rects[0].contains("#d62728") && rects[1].contains("#1f77b4") && rects[1].contains("fill-opacity=\"0.3\""));
+        assert!(s.contains("f&lt;x&gt;"));
     }
 
     #[test]

@@ -162,6 +162,89 @@ fn icount_calls_a_one_percent_exec_regression() {
     assert!(!["regressed", "improved", "unsure"].contains(&aa.as_str()), "base against itself was called {aa}: {table}");
 }
 
+/// The profiler plugin built into the release directory of the target
+/// directory the harness binary is in, where the harness looks for it.
+fn build_profiler() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_harness"));
+    let target = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "harness-profiler"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(st.success(), "cargo build --release -p harness-profiler");
+    assert!(target.join("release/libharness_profiler.so").is_file());
+}
+
+/// Issue 18: under icount at 2 vCPUs every boot carries a kernel profile.
+/// A patch that adds a counted cost to exec (the `exec-cost` fixture: a
+/// 1000-iteration `dec`/`jnz` loop, 2000 instructions, in its own function
+/// called from `bprm_execve`) is named by the differential profile as the
+/// largest change, at 2000 instructions per exec within 5%; base against
+/// base-again calls no function. 3 boots an arm (the profile's minimum).
+#[test]
+fn icount_profile_names_the_function_a_patch_slowed() {
+    let _g = crate::common::serial();
+    build_profiler();
+    let dir = scratch("profile");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n\
+             guest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
+             benchmarks:\n\
+             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+             sampling: {{boots: 3, repetitions: 1, warmup_repetitions: 0}}\n",
+            kernel_yaml(&fixtures)
+        ),
+    )
+    .unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    run_ok(c);
+    let run = only_run_dir(&runs);
+
+    // a profile per boot, closed with the benchmark's own exec count
+    let profiles = events(&run, "profile");
+    assert_eq!(profiles.len(), 9, "{profiles:?}");
+    for p in &profiles {
+        assert!(p["ops"].as_u64().unwrap() > 1000, "{p}");
+        assert!(p["error"].is_null(), "{p}");
+        assert!(run.join(p["path"].as_str().unwrap()).is_file(), "{p}");
+    }
+    // instructions per exec as samples of their own, repeating across boots
+    let samples = jsonl(&run.join("samples.jsonl"));
+    for arm in ["base", "base-again"] {
+        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm && s["metric"] == "insns_per_op").map(|s| s["value"].as_f64().unwrap()).collect();
+        assert_eq!(v.len(), 3, "{arm}");
+        let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        assert!(hi / lo - 1.0 < 0.005, "{arm}: instructions per exec differ by more than 0.5% across boots: {v:?}");
+    }
+    let explain = |variant: &str| -> Value {
+        let mut c = harness(&runs);
+        c.args(["--json", "explain"]).arg(&run).args(["--variant", variant, "--bench", "static-doexec", "--vcpus", "2"]);
+        serde_json::from_str(&run_ok(c)).unwrap()
+    };
+    let cost = explain("exec-cost");
+    let top = &cost["diff"]["rows"][0];
+    assert_eq!(top["name"], "harness_exec_counted_cost", "{:#}", cost["diff"]["rows"][0]);
+    let delta = top["delta"].as_f64().unwrap();
+    assert!((delta / 2000.0 - 1.0).abs() < 0.05, "{delta} instructions per exec, 2000 added");
+    assert_eq!(top["called"], true, "{top}");
+    assert!((top["calls"]["variant"].as_f64().unwrap() - 1.0).abs() < 0.01, "called once per exec: {top}");
+    let aa = explain("base-again");
+    let called: Vec<&Value> = aa["diff"]["rows"].as_array().unwrap().iter().filter(|r| r["called"] == true).collect();
+    assert!(called.is_empty(), "base against base-again called {called:#?}");
+    let mut c = harness(&runs);
+    c.arg("explain").arg(&run).args(["--variant", "exec-cost", "--bench", "static-doexec", "--vcpus", "2", "--top", "12"]);
+    let text = run_ok(c);
+    assert!(text.lines().any(|l| l.starts_with("* harness_exec_counted_cost")), "{text}");
+}
+
 /// Every seed benchmark runs in a 6.12 guest and gives plausible samples.
 #[test]
 fn every_benchmark_runs_in_a_guest() {

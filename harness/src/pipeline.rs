@@ -9,6 +9,7 @@
 //! stage) and the clock are chosen in [`accel`].
 
 mod accel;
+mod parallel;
 mod profiling;
 mod variants;
 
@@ -30,6 +31,7 @@ use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::Accel;
 
+pub use parallel::jobs_at_once;
 pub use variants::{from_cache, Built};
 
 /// How `run` was asked to go.
@@ -43,6 +45,10 @@ pub struct Options {
     pub images_dir: PathBuf,
     /// No progress output.
     pub quiet: bool,
+    /// Boot jobs at once (`--jobs`); `None`: the default for the clock.
+    pub jobs: Option<u32>,
+    /// Several boots at once even under a wall clock.
+    pub allow_concurrent_wall: bool,
 }
 
 /// The label of a run's id: the profile, or the matrix file's name.
@@ -69,6 +75,7 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
         harness_revision: host::harness_revision(),
         clock: None,
         inputs: Some(inputs),
+        jobs: None,
     };
     run.write_meta(&meta)?;
     Ok((run, meta))
@@ -189,9 +196,28 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     }
     accel::record_clock(run, ctx.clock())?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
-    boot_jobs(&mut ctx, jobs, &kernels, &done)?;
+    let n = at_once(&ctx, opts)?;
+    match n {
+        1 => boot_jobs(&mut ctx, jobs, &kernels, &done)?,
+        n => parallel::boot_at_once(&mut ctx, n, jobs, &kernels, &done)?,
+    }
     ui.finish();
     Ok(())
+}
+
+/// How many boot jobs run at once, said at the start and written to
+/// `run.json` (a shard's run.json is the build's: its notice says it).
+fn at_once(ctx: &BootCtx, opts: &Options) -> Result<u32> {
+    let (cpus, mem) = (host::cpus(), host::memory_available_mib().unwrap_or_else(host::memory_total_mib));
+    let n = jobs_at_once(ctx.clock(), opts.jobs, opts.allow_concurrent_wall, cpus, mem, ctx.m.guest.memory_mib)?;
+    let how = if opts.jobs.is_some() { "--jobs" } else { "the default for the clock: under icount the host's CPUs and memory, else 1" };
+    ctx.run.notice(ctx.ui, format!("{n} boot job(s) at once under the {} clock ({how}; {cpus} CPUs, {mem} MiB available)", ctx.clock()))?;
+    if ctx.run.shard.is_none() {
+        let mut meta = ctx.run.meta()?;
+        meta.jobs = Some(n);
+        ctx.run.write_meta(&meta)?;
+    }
+    Ok(n)
 }
 
 fn ended_jobs(run: &Run) -> Result<Ended> {
@@ -277,17 +303,17 @@ fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ende
             continue;
         }
         proc::check_interrupted()?;
-        boot_one(ctx, job, kernels)?;
+        boot_one(ctx, job, kernels, None)?;
         ctx.ui.inc();
     }
     Ok(())
 }
 
-/// Boots one job; a variant that was not built ends the job with the
-/// reason.
-fn boot_one(ctx: &mut BootCtx, job: &BootJob, kernels: &Kernels) -> Result<()> {
+/// Boots one job (its QEMU started by `spawn` when given); a variant that
+/// was not built ends the job with the reason.
+fn boot_one(ctx: &mut BootCtx, job: &BootJob, kernels: &Kernels, spawn: Option<boot::Spawner>) -> Result<()> {
     match kernels.get(&job.variant) {
-        Some(Ok((art, initrd))) => boot::run_job(ctx, job, art, ctx.m.guest.pvh, initrd),
+        Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, job, art, ctx.m.guest.pvh, initrd, spawn),
         Some(Err(e)) => ctx.run.event(&Event::BootEnd {
             variant: job.variant.clone(),
             vcpus: job.vcpus,
@@ -368,9 +394,10 @@ mod tests {
             host: Host::default(),
             harness_revision: None,
             clock: None,
+            jobs: None,
         };
         writer.write_meta(&meta).unwrap();
-        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true };
+        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false };
         // another work directory resumes the run while its writer lives
         let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
         assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");

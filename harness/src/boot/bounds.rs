@@ -59,6 +59,17 @@ impl Seen {
         keep_slowest(self.reps.entry((benchmark.to_string(), vcpus)).or_insert(0.0), wall_s);
     }
 
+    /// Keeps the slowest of this and `other` (what a boot running at the
+    /// same time measured).
+    pub fn merge(&mut self, other: &Seen) {
+        for (&n, &s) in &other.ssh {
+            self.ssh(n, s);
+        }
+        for ((b, n), &s) in &other.reps {
+            self.repetition(b, *n, s);
+        }
+    }
+
     /// The bound of a wait for SSH at `vcpus`, once one was measured.
     pub fn ssh_bound(&self, vcpus: u32) -> Option<Duration> {
         self.ssh.get(&vcpus).map(|&s| bound(s))
@@ -107,6 +118,19 @@ impl Strikes {
             let cause = serde_json::to_value(cause).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
             format!("not booted: the {n} boots of {variant} at {vcpus} vCPUs before it failed before SSH ({cause}), the last: {why}")
         })
+    }
+
+    /// Adds what one job of `variant` at `vcpus` did, run on a copy of the
+    /// strikes (`before` it, `after` it) while others ran at the same time:
+    /// it failed before SSH (a strike more), reached SSH (forgiven), or was
+    /// not booted (nothing).
+    pub fn merge_job(&mut self, before: &Strikes, after: &Strikes, variant: &str, vcpus: u32) {
+        let key = (variant.to_string(), vcpus);
+        match (before.failed.get(&key), after.failed.get(&key)) {
+            (_, None) => self.reached(variant, vcpus),
+            (b, Some((n, why, cause))) if b.map_or(0, |b| b.0) < *n => self.failed(variant, vcpus, *cause, why),
+            _ => {}
+        }
     }
 
     /// The strikes a run's records hold (a resumed run goes on counting):

@@ -13,6 +13,11 @@ use anyhow::{Context, Result};
 use crate::guest::{Guest, Output};
 use crate::vm::{Exit, Vm, VmSpec};
 
+/// Starts QEMU for a machine on another thread: boot jobs running at once
+/// (`run --jobs`) hand their QEMU to the main thread to spawn, since a
+/// child's parent-death signal follows the thread that spawned it.
+pub type Spawner = std::sync::Arc<dyn Fn(VmSpec, &Path) -> Result<Vm> + Send + Sync>;
+
 /// Asked between SSH attempts whether to give up waiting: `Some(why)` stops.
 pub type Abort<'a> = dyn FnMut(&mut dyn Machine) -> Option<String> + 'a;
 
@@ -59,12 +64,18 @@ pub struct Qemu {
     started: Instant,
     console: PathBuf,
     log: PathBuf,
+    spawn: Option<Spawner>,
 }
 
 impl Qemu {
     /// A machine logging in with `key`, pinning `host_key`.
     pub fn new(key: PathBuf, host_key: String) -> Qemu {
-        Qemu { key, host_key, vm: None, guest: None, started: Instant::now(), console: PathBuf::new(), log: PathBuf::new() }
+        Qemu { key, host_key, vm: None, guest: None, started: Instant::now(), console: PathBuf::new(), log: PathBuf::new(), spawn: None }
+    }
+
+    /// A machine whose QEMU `spawn` starts (on the thread it serves).
+    pub fn spawning(key: PathBuf, host_key: String, spawn: Spawner) -> Qemu {
+        Qemu { spawn: Some(spawn), ..Qemu::new(key, host_key) }
     }
 
     fn vm(&mut self) -> Result<&mut Vm> {
@@ -77,7 +88,10 @@ impl Machine for Qemu {
         self.kill();
         (self.console, self.log) = (spec.console.clone(), log.to_path_buf());
         self.started = Instant::now();
-        self.vm = Some(Vm::start(spec, log)?);
+        self.vm = Some(match &self.spawn {
+            Some(spawn) => spawn(spec, log)?,
+            None => Vm::start(spec, log)?,
+        });
         Ok(())
     }
 

@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
 pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
-pub use machine::{Abort, Machine, Qemu};
+pub use machine::{Abort, Machine, Qemu, Spawner};
 pub use sink::RunSink;
 
 use crate::config::Matrix;
@@ -55,6 +55,14 @@ impl Pace {
     pub fn observe(&mut self, wall: f64, guest: f64) {
         if guest > 0.05 && wall.is_finite() && wall > 0.0 {
             let p = wall / guest;
+            self.wall_per_guest = Some(self.wall_per_guest.map_or(p, |q| q.max(p)));
+        }
+    }
+
+    /// Keeps the slower of this pace and `other` (what another boot
+    /// running at the same time measured).
+    pub fn merge(&mut self, other: Pace) {
+        if let Some(p) = other.wall_per_guest {
             self.wall_per_guest = Some(self.wall_per_guest.map_or(p, |q| q.max(p)));
         }
     }
@@ -219,9 +227,18 @@ pub const PROFILES_DIR: &str = "profiles";
 /// Runs one boot job on QEMU through every stage, its events written into
 /// the run and shown (see [`Boot::run`] for the retry rule).
 pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
+    run_job_spawning(ctx, job, art, pvh, initrd, None)
+}
+
+/// [`run_job`], QEMU started by `spawn` when given (a job on a worker
+/// thread of `run --jobs`).
+pub fn run_job_spawning(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path, spawn: Option<Spawner>) -> Result<()> {
     let kernel = art.boot_image(pvh);
     let (run, ui) = (ctx.run, ctx.ui);
-    let mut machine = Qemu::new(ctx.key.clone(), ctx.host_key.clone());
+    let mut machine = match spawn {
+        Some(s) => Qemu::spawning(ctx.key.clone(), ctx.host_key.clone(), s),
+        None => Qemu::new(ctx.key.clone(), ctx.host_key.clone()),
+    };
     let mut sink = RunSink::new(run, ui);
     Boot { ctx, machine: &mut machine, sink: &mut sink, job }.run(kernel, initrd)
 }

@@ -182,6 +182,8 @@ fn run_options(g: &Global, matrix: &Path, quiet: bool) -> Result<pipeline::Optio
         runs_dir: g.runs_dir.clone(),
         images_dir: crate::builtin::images_dir(g.images_dir.as_deref(), matrix, &g.work_dir)?,
         quiet,
+        jobs: None,
+        allow_concurrent_wall: false,
     })
 }
 

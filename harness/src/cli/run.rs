@@ -27,6 +27,14 @@ pub(super) struct Args {
     /// The shared run directory a shard writes into.
     #[arg(long, value_name = "DIR", requires = "shard")]
     run_dir: Option<PathBuf>,
+    /// Boot jobs at once. Default: under icount as many as the host's CPUs
+    /// and available memory hold guests; under a wall clock 1.
+    #[arg(long, value_name = "N")]
+    jobs: Option<u32>,
+    /// Allow --jobs above 1 under a wall clock (guests then share the
+    /// host's CPUs; the report says so).
+    #[arg(long)]
+    allow_concurrent_wall: bool,
     #[command(flatten)]
     gating: Gating,
     /// No progress output.
@@ -37,21 +45,25 @@ pub(super) struct Args {
 /// Runs (or resumes) the matrix, adds the finished run to the history and
 /// prints its report.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
+    let at_once = |mut o: pipeline::Options| {
+        (o.jobs, o.allow_concurrent_wall) = (a.jobs, a.allow_concurrent_wall);
+        o
+    };
     if let (Some(shard), Some(dir)) = (a.shard, &a.run_dir) {
-        return run_shard(g, dir, shard, a.quiet);
+        return run_shard(g, dir, shard, at_once(run_options(g, &store::Run::open(dir)?.meta()?.matrix.path, a.quiet)?));
     }
     let (matrix, profile) = a.m.resolve()?;
     crate::proc::install_signal_handler()?;
     let run_dir = match a.resume {
         Some(dir) => {
             let meta = store::Run::open(&dir)?.meta()?;
-            let opts = run_options(g, &meta.matrix.path, a.quiet)?;
+            let opts = at_once(run_options(g, &meta.matrix.path, a.quiet)?);
             eprintln!("resuming {}", dir.display());
             pipeline::resume(&dir, &opts)?
         }
         None => {
             let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let opts = run_options(g, &matrix, a.quiet)?;
+            let opts = at_once(run_options(g, &matrix, a.quiet)?);
             pipeline::start(m, &opts)?
         }
     };
@@ -70,11 +82,10 @@ struct ShardDone<'a> {
 
 /// `harness run --shard K/N --run-dir DIR`: the shard's boot jobs; the
 /// report is the report job's (`harness report DIR`).
-fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, quiet: bool) -> Result<Exit> {
+fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, opts: pipeline::Options) -> Result<Exit> {
     crate::proc::install_signal_handler()?;
     let dir = std::path::absolute(dir).context("resolve --run-dir")?;
-    let meta = store::Run::open(&dir)?.meta()?;
-    pipeline::shard(&dir, shard, &run_options(g, &meta.matrix.path, quiet)?)?;
+    pipeline::shard(&dir, shard, &opts)?;
     if g.json {
         print_json(&ShardDone { shard: shard.to_string(), run_dir: &dir })?;
     } else {

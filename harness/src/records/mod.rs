@@ -42,6 +42,10 @@ pub struct RunMeta {
     /// start; `--resume` refuses when they changed (absent in older runs).
     #[serde(default)]
     pub inputs: Option<inputs::Inputs>,
+    /// How many boot jobs ran at once (`run --jobs`), once boots begin
+    /// (absent in older runs: one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u32>,
 }
 
 pub use crate::host::Host;

@@ -167,11 +167,22 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         host: format!("{} ({} CPUs, {} MiB, {}; {})", meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu),
         complete: s.jobs_ended >= crate::plan::boot_jobs(m).len(),
         clock,
-        clock_text: clock.map(|c| format!("{}: {}", c.name(), c.describe())).unwrap_or_else(|| {
+        clock_text: clock.map(|c| format!("{}: {}{}", c.name(), c.describe(), at_once(c, meta.jobs))).unwrap_or_else(|| {
             "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
         }),
         shards: Vec::new(),
         profiles: Vec::new(),
+    }
+}
+
+/// What the clock line adds when boots ran at once (`run --jobs`).
+fn at_once(clock: crate::vm::MeasureClock, jobs: Option<u32>) -> String {
+    match jobs.filter(|&n| n > 1) {
+        None => String::new(),
+        Some(n) if clock == crate::vm::MeasureClock::TcgIcount => format!("; {n} boots at once"),
+        Some(n) => format!(
+            "; {n} boots at once under a wall clock (--allow-concurrent-wall): the guests shared the host's CPUs, so these numbers are not those of one boot at a time"
+        ),
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
         harness_revision: None,
         clock: None,
         inputs: None,
+        jobs: None,
     }
 }
 
@@ -449,11 +450,11 @@ fn a_timed_out_boot_is_counted_for_the_test() {
 
 /// A cell given up after two boots failed before SSH (issue 19): its
 /// not-booted jobs count as failed boots, so it reads failed in 3/3 with
-/// the reason.
+/// the reason; the clock line says when boots ran at once.
 #[test]
 fn a_given_up_cell_reads_failed_in_every_boot() {
     use crate::records::{Cause, Failed, Stage};
-    let meta = meta_with(&["base", "hang"], "{boots: 3, repetitions: 2}");
+    let mut meta = meta_with(&["base", "hang"], "{boots: 3, repetitions: 2}");
     let mut rec = (Vec::new(), Vec::new());
     boots("base", 3, 100.0, &mut rec);
     let timeout = Some(Failed::new(Stage::Boot, Cause::BootTimeout));
@@ -466,11 +467,17 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
     let why = "not booted: the 2 boots of hang at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH within 120 host seconds";
     let failed = Some(Failed::new(Stage::Boot, Cause::NotBooted));
     rec.1.push(Event::BootEnd { variant: "hang".into(), vcpus: 2, boot: 2, boot_id: None, findings: vec![], error: Some(why.into()), busy_wall_per_guest_s: None, failed });
+    meta.clock = Some(crate::vm::MeasureClock::TcgIcount);
+    meta.jobs = Some(2);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let hang = &r.rows[0].cells[1];
     assert_eq!((hang.boots_ended, hang.boots_failed), (3, 3), "{hang:?}");
     assert!(cell_text(hang).starts_with("FAILED: "), "{}", cell_text(hang));
     assert!(r.complete);
+    assert!(r.clock_text.ends_with("; 2 boots at once"), "{}", r.clock_text);
+    meta.clock = Some(crate::vm::MeasureClock::TcgWall);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    assert!(r.clock_text.contains("2 boots at once under a wall clock (--allow-concurrent-wall)"), "{}", r.clock_text);
 }
 
 #[test]

@@ -87,6 +87,7 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
         harness_revision: None,
         clock: Some(MeasureClock::TcgIcount),
         inputs: None,
+        jobs: None,
     };
     let wiggle = [0.0, 0.004, -0.003, 0.002, -0.005, 0.003, -0.001][(i % 7) as usize];
     let (mut samples, mut events) = (Vec::new(), Vec::new());

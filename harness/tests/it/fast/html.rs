@@ -46,6 +46,7 @@ fn html_report_renders_its_plots_in_a_browser() {
         harness_revision: None,
         clock: None,
         inputs: None,
+        jobs: None,
     };
     let mut samples = Vec::new();
     let mut events = Vec::new();

@@ -374,8 +374,8 @@ fn failures_are_outcomes_and_the_rest_runs() {
 /// the second failure gives its cell up, the third boot is recorded as
 /// failed without booting, and the cell reads failed in 3/3 with the
 /// reason; base's cell is whole. Seed 4 boots base first (base0, hang0,
-/// base1, hang1, hang2, base2), so every wait of the hung kernel is bounded
-/// by a measurement.
+/// base1, hang1, hang2, base2) one at a time (`--jobs 1`), so every wait
+/// of the hung kernel is bounded by a measurement.
 #[test]
 fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     let _g = crate::common::serial();
@@ -396,7 +396,7 @@ fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     .unwrap();
     let runs = dir.join("runs");
     let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
+    c.arg("run").arg(&matrix).args(["--jobs", "1"]);
     let t0 = Instant::now();
     let table = run_ok(c);
     let took = t0.elapsed();
@@ -428,6 +428,67 @@ fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     // minutes, not hours: the build of the hung kernel, 3 measured boots and 2 bounded waits
     assert!(took < Duration::from_secs(20 * 60), "the run took {took:?}");
     assert!(qemus_of(&run).is_empty());
+}
+
+/// Boots at once under icount (`--jobs 2`) measure what one boot at a time
+/// does: the same cells (base at 2 vCPUs, 4 boots) with `--jobs 1` and
+/// `--jobs 2` agree within their boot-to-boot spread, two QEMUs really ran
+/// side by side, and `run.json` records how many ran at once.
+#[test]
+fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
+    let _g = crate::common::serial();
+    let dir = scratch("jobs");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "{}variants:\n  - name: base\nguest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
+             benchmarks:\n\
+             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+             sampling: {{boots: 4, repetitions: 1, warmup_repetitions: 0}}\n",
+            kernel_yaml(&fixtures)
+        ),
+    )
+    .unwrap();
+    let mut values = Vec::new();
+    for jobs in [1u32, 2] {
+        let runs = dir.join(format!("runs-{jobs}"));
+        std::fs::create_dir_all(&runs).unwrap();
+        let mut c = harness(&runs);
+        c.arg("run").arg(&matrix).args(["--jobs", &jobs.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let t0 = Instant::now();
+        let mut child = c.spawn().unwrap();
+        let mut most = 0;
+        assert!(within(Duration::from_secs(1800), || {
+            most = most.max(qemus_of(&runs).len());
+            child.try_wait().unwrap().is_some()
+        }));
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        eprintln!("--jobs {jobs}: {:?}, at most {most} QEMU(s) at once", t0.elapsed());
+        assert!(stderr.contains(&format!("{jobs} boot job(s) at once under the tcg-icount clock (--jobs")), "{stderr}");
+        assert_eq!(most, jobs as usize, "--jobs {jobs}");
+        let run = only_run_dir(&runs);
+        let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+        assert_eq!(meta["jobs"], jobs, "{meta}");
+        let v: Vec<f64> = jsonl(&run.join("samples.jsonl")).iter().map(|s| s["value"].as_f64().unwrap()).collect();
+        assert_eq!(v.len(), 4, "one sample per boot: {v:?}");
+        let ids: std::collections::BTreeSet<String> = events(&run, "boot").iter().map(|b| b["boot_id"].as_str().unwrap().to_string()).collect();
+        assert_eq!(ids.len(), 4, "each boot has its own log directory: {ids:?}");
+        values.push(v);
+    }
+    let range = |v: &[f64]| v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min);
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        (s[1] + s[2]) / 2.0
+    };
+    let (one, two) = (&values[0], &values[1]);
+    let spread = range(one).max(range(two));
+    eprintln!("--jobs 1: {one:?} (median {}), --jobs 2: {two:?} (median {}), spread {spread}", median(one), median(two));
+    assert!((median(one) - median(two)).abs() <= spread, "--jobs 1 {one:?} and --jobs 2 {two:?} differ by more than their spread {spread}");
 }
 
 /// QEMU processes whose command line mentions this run directory.

@@ -23,7 +23,13 @@ pub(super) fn profiler(run: &Run, m: &Matrix, ui: &Ui, clock: MeasureClock, kern
         return Ok(None);
     }
     let exe = std::env::current_exe().unwrap_or_default();
-    let Some(so) = vm::find_profiler(&exe, std::env::var_os(vm::PROFILER_ENV).as_deref()) else {
+    let found = vm::find_profiler(&exe, std::env::var_os(vm::PROFILER_ENV).as_deref());
+    with_plugin(run, ui, found, kernels)
+}
+
+/// [`profiler`] once the plugin was looked for: `found`.
+fn with_plugin(run: &Run, ui: &Ui, found: Option<PathBuf>, kernels: &Kernels) -> Result<Option<PathBuf>> {
+    let Some(so) = found else {
         let msg = format!(
             "no kernel profiles in this run: the profiler plugin is not built (build it with `cargo build --release -p harness-profiler`, or set {} to its {})",
             vm::PROFILER_ENV,
@@ -39,4 +45,37 @@ pub(super) fn profiler(run: &Run, m: &Matrix, ui: &Ui, clock: MeasureClock, kern
         }
     }
     Ok(Some(so))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::build::Artifact;
+    use crate::records::Event;
+
+    #[test]
+    fn symbols_are_written_once_per_kernel_and_a_missing_plugin_said_once() {
+        let d = tempfile::tempdir().unwrap();
+        let run = Run::create(d.path(), "t").unwrap();
+        let ui = Ui::new(0, true);
+        let kdir = d.path().join("kernels/k1");
+        std::fs::create_dir_all(&kdir).unwrap();
+        // any ELF with code symbols stands in for a vmlinux
+        let vmlinux = std::env::current_exe().unwrap();
+        let art = Artifact { key: "k1".into(), dir: kdir.clone(), bzimage: kdir.join("bzImage"), vmlinux, modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
+        let mut kernels: Kernels = Default::default();
+        kernels.insert("base".into(), Ok((art, d.path().join("base.cpio"))));
+        kernels.insert("broken".into(), Err("build failed".into()));
+        assert_eq!(with_plugin(&run, &ui, None, &kernels).unwrap(), None);
+        assert!(!kdir.join(symbols::FILE).exists(), "no symbols without a plugin");
+        let so = d.path().join("p.so");
+        assert_eq!(with_plugin(&run, &ui, Some(so.clone()), &kernels).unwrap(), Some(so));
+        assert!(std::fs::read_to_string(kdir.join(symbols::FILE)).unwrap().lines().count() > 100);
+        let notices: Vec<String> = run.events().unwrap().into_iter().filter_map(|e| match e {
+            Event::Notice { message } => Some(message),
+            _ => None,
+        }).collect();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(notices[0].contains("the profiler plugin is not built (build it with `cargo build --release -p harness-profiler`"), "{notices:?}");
+    }
 }

@@ -199,9 +199,17 @@ fn rule_of(m: &Matrix) -> Rule {
     }
 }
 
-/// The samples of boots that ended; the others are named in a note.
+/// The samples of boots that ended; the others are named in a note. A
+/// rate of 0 (a higher-is-better metric: no progress, as harnesses before
+/// the `no_progress` rule recorded it) is no measurement: its repetition
+/// counts as failed, with a note.
 fn counted<'a>(s: &mut Scan, samples: &'a [Sample]) -> Vec<&'a Sample> {
-    let counted: Vec<&Sample> = samples.iter().filter(|x| s.ended.contains_key(&x.boot_id)).collect();
+    let stuck: Vec<&Sample> = samples.iter().filter(|x| x.higher_is_better && x.value == 0.0 && s.ended.contains_key(&x.boot_id)).collect();
+    for x in &stuck {
+        s.bench_failed.insert((x.boot_id.clone(), x.benchmark.clone()));
+        s.notes.push(format!("{}: {} repetition {}: {} of 0 is no progress, not a measurement: the repetition counts as failed", x.boot_id, x.benchmark, x.repetition, x.metric));
+    }
+    let counted: Vec<&Sample> = samples.iter().filter(|x| s.ended.contains_key(&x.boot_id) && !(x.higher_is_better && x.value == 0.0)).collect();
     let cut: BTreeSet<&str> = samples.iter().filter(|x| !s.ended.contains_key(&x.boot_id)).map(|x| x.boot_id.as_str()).collect();
     if !cut.is_empty() {
         let ids: Vec<&str> = cut.into_iter().collect();

@@ -509,3 +509,23 @@ fn guest_text_is_escaped_in_the_table_and_neutralised_in_the_csv() {
         assert_eq!(super::text::neutral(text), want);
     }
 }
+
+/// A rate of 0 recorded before the `no_progress` rule (issue 19: the
+/// 448-vCPU doexec) is no measurement: the cell never shows it, its
+/// repetition counts as failed, a note says why.
+#[test]
+fn a_rate_of_zero_on_record_is_a_failed_repetition_not_a_value() {
+    let meta = meta_with(&["base", "v"], "{boots: 3, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 3, 100.0, &mut rec);
+    boots("v", 3, 100.0, &mut rec);
+    for s in rec.0.iter_mut().filter(|s| s.boot_id == "v-2cpu-b1" && !s.warmup) {
+        s.value = 0.0;
+    }
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let v = &r.rows[0].cells[1];
+    assert!(v.values.iter().all(|&x| x > 0.0), "{:?}", v.values);
+    assert_eq!((v.n, v.boots_ended, v.boots_failed), (2, 3, 1), "{v:?}");
+    assert!(r.notes.iter().any(|n| n == "v-2cpu-b1: d repetition 1: execs_per_s of 0 is no progress, not a measurement: the repetition counts as failed"), "{:?}", r.notes);
+    assert!(!cell_text(v).contains(" 0 "), "{}", cell_text(v));
+}

@@ -181,3 +181,69 @@ fn bisect_names_the_slow_exec_commit() {
     let (stdout2, _) = show(&again);
     assert!(stdout2.contains(&format!("first bad commit: {}", &ids[3][..7])), "{stdout2}");
 }
+
+/// A merge-containing history from the same 6.12 tree: from `good`, main
+/// gets m1 and m2 (notes), a topic branch gets t1 (a note) and t2 (the
+/// slow-exec patch), the topic is merged into main, then a1 (a note). Made
+/// once (a shared clone of [`history`]'s repository) and reused.
+fn merge_history() -> (PathBuf, [String; 2]) {
+    let (base, _) = history();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-merge-history");
+    let git = |args: &[&str]| -> String {
+        let out = Command::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    if !dir.join(".git/refs/tags/a1").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let ok = Command::new("git").args(["clone", "-q", "--shared", "--branch", "good"]).arg(&base).arg(&dir).status().unwrap();
+        assert!(ok.success());
+        git(&["checkout", "-q", "-b", "main"]);
+        let note = |file: &str, tag: &str| {
+            std::fs::write(dir.join(format!("Documentation/{file}")), format!("{tag}\n")).unwrap();
+            git(&["add", "-f", &format!("Documentation/{file}")]);
+            git(&["commit", "-qm", &format!("docs: harness note {tag}")]);
+            git(&["tag", tag]);
+        };
+        git(&["branch", "topic"]);
+        note("harness-main.txt", "m1");
+        git(&["checkout", "-q", "topic"]);
+        note("harness-topic.txt", "t1");
+        let p = repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch");
+        let ok = Command::new("patch").args(["-p1", "-s", "-d"]).arg(&dir).arg("-i").arg(&p).status().unwrap();
+        assert!(ok.success());
+        git(&["commit", "-qam", "exec: a fixed cost per exec, on a topic branch (test fixture)"]);
+        git(&["tag", "t2"]);
+        git(&["checkout", "-q", "main"]);
+        note("harness-main.txt", "m2");
+        git(&["merge", "-q", "--no-ff", "-m", "Merge branch 'topic'", "topic"]);
+        git(&["tag", "merge"]);
+        note("harness-main.txt", "a1");
+    }
+    (dir.clone(), [git(&["rev-parse", "t2"]), git(&["rev-parse", "merge"])])
+}
+
+/// `harness bisect` over [`merge_history`] (good..a1: m1, m2, t1, t2, the
+/// merge, a1), icount at 2 vCPUs: names t2 on the topic branch, not the
+/// merge. Incremental kernel builds and ~45 icount boots (3 per round):
+/// `cargo test --test it qemu::reproduce::bisect_over_a_merge -- --ignored --nocapture`.
+#[test]
+#[ignore = "~60 minutes: incremental kernel builds and ~45 icount boots"]
+fn bisect_over_a_merge_names_the_branch_commit() {
+    let _g = crate::common::serial();
+    let (tree, [t2, merge]) = merge_history();
+    let dir = scratch("bisect-merge");
+    let t = std::time::Instant::now();
+    let out = harness(&dir)
+        .args(["bisect", "--git"])
+        .arg(&tree)
+        .args(["--good", "good", "--bad", "a1", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-rounds", "10"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = show(&out);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("bisected the merge history in {:.0} s", t.elapsed().as_secs_f64());
+    let named = stdout.lines().find(|l| l.starts_with("first bad commit: ")).unwrap_or_default();
+    assert!(named.contains(&t2[..7]) && named.contains("on a topic branch"), "{stdout}");
+    assert!(!named.contains(&merge[..7]), "{stdout}");
+}

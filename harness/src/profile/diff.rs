@@ -153,68 +153,71 @@ fn med(xs: &[f64]) -> f64 {
 pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>, o: &Options) -> Diff {
     let total = |b: &[PerOp]| Stat::of(&b.iter().map(|p| p.total_insns).collect::<Vec<_>>());
     let kernel = |b: &[PerOp]| Stat::of(&b.iter().map(|p| p.kernel_insns).collect::<Vec<_>>());
-    let (tb, tv) = (total(base), total(variant));
+    let totals = (total(base), total(variant));
     let names: BTreeSet<&String> = base.iter().chain(variant).flat_map(|p| p.functions.keys()).collect();
     let enough = base.len() >= o.min_boots && variant.len() >= o.min_boots;
-    let mut rows: Vec<Row> = names
-        .into_iter()
-        .map(|name| {
-            let b = Stat::of(&values(base, name, |f| f.insns));
-            let v = Stat::of(&values(variant, name, |f| f.insns));
-            let mut noise = b.range().max(v.range());
-            if let Some((a1, a2)) = aa {
-                let s1 = Stat::of(&values(a1, name, |f| f.insns));
-                let s2 = Stat::of(&values(a2, name, |f| f.insns));
-                noise = noise.max((s2.median - s1.median).abs()).max(s1.range()).max(s2.range());
-            }
-            let threshold = (o.spread_factor * noise).max(o.rel_floor * tb.median).max(o.abs_floor);
-            let delta = v.median - b.median;
-            let pair = |pick: fn(&FnPerOp) -> f64| Pair { base: med(&values(base, name, pick)), variant: med(&values(variant, name, pick)) };
-            let callers: BTreeSet<&String> =
-                base.iter().chain(variant).filter_map(|p| p.functions.get(name)).flat_map(|f| f.callers.keys()).collect();
-            let mut callers: Vec<CallerRow> = callers
-                .into_iter()
-                .map(|c| {
-                    let side = |boots: &[PerOp]| {
-                        med(&boots.iter().map(|p| p.functions.get(name).and_then(|f| f.callers.get(c)).copied().unwrap_or(0.0)).collect::<Vec<_>>())
-                    };
-                    CallerRow { name: c.clone(), calls: Pair { base: side(base), variant: side(variant) } }
-                })
-                .collect();
-            callers.sort_by(|x, y| {
-                let d = |r: &CallerRow| (r.calls.variant - r.calls.base).abs();
-                d(y).total_cmp(&d(x)).then(y.calls.variant.total_cmp(&x.calls.variant)).then(x.name.cmp(&y.name))
-            });
-            callers.truncate(o.callers_per_row);
-            Row {
-                name: name.clone(),
-                base: b,
-                variant: v,
-                delta,
-                delta_of_op: if tb.median > 0.0 { delta / tb.median } else { 0.0 },
-                share: Pair {
-                    base: if tb.median > 0.0 { b.median / tb.median } else { 0.0 },
-                    variant: if tv.median > 0.0 { v.median / tv.median } else { 0.0 },
-                },
-                calls: pair(|f| f.calls),
-                locks: pair(|f| f.locks),
-                pauses: pair(|f| f.pauses),
-                noise,
-                threshold,
-                called: enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min),
-                callers,
-            }
-        })
-        .collect();
+    let mut rows: Vec<Row> = names.into_iter().map(|name| row(name, base, variant, aa, o, totals, enough)).collect();
     rows.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()).then(x.name.cmp(&y.name)));
     Diff {
         base_boots: base.len(),
         variant_boots: variant.len(),
         aa: aa.is_some(),
-        total: (tb, tv),
+        total: totals,
         kernel: (kernel(base), kernel(variant)),
         rows,
         options: o.clone(),
+    }
+}
+
+/// A function's noise: the larger spread of its boots on either side, and
+/// with an A/A pair also that pair's difference and spreads.
+fn noise_of(name: &str, b: &Stat, v: &Stat, aa: Option<(&[PerOp], &[PerOp])>) -> f64 {
+    let mut noise = b.range().max(v.range());
+    if let Some((a1, a2)) = aa {
+        let s1 = Stat::of(&values(a1, name, |f| f.insns));
+        let s2 = Stat::of(&values(a2, name, |f| f.insns));
+        noise = noise.max((s2.median - s1.median).abs()).max(s1.range()).max(s2.range());
+    }
+    noise
+}
+
+/// A function's callers with their calls per op on either side, the most
+/// changed first, at most `keep`.
+fn callers_of(name: &str, base: &[PerOp], variant: &[PerOp], keep: usize) -> Vec<CallerRow> {
+    let names: BTreeSet<&String> = base.iter().chain(variant).filter_map(|p| p.functions.get(name)).flat_map(|f| f.callers.keys()).collect();
+    let side = |boots: &[PerOp], c: &str| med(&boots.iter().map(|p| p.functions.get(name).and_then(|f| f.callers.get(c)).copied().unwrap_or(0.0)).collect::<Vec<_>>());
+    let mut callers: Vec<CallerRow> = names.into_iter().map(|c| CallerRow { name: c.clone(), calls: Pair { base: side(base, c), variant: side(variant, c) } }).collect();
+    callers.sort_by(|x, y| {
+        let d = |r: &CallerRow| (r.calls.variant - r.calls.base).abs();
+        d(y).total_cmp(&d(x)).then(y.calls.variant.total_cmp(&x.calls.variant)).then(x.name.cmp(&y.name))
+    });
+    callers.truncate(keep);
+    callers
+}
+
+/// One function's row: its change per op against its threshold.
+fn row(name: &str, base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>, o: &Options, (tb, tv): (Stat, Stat), enough: bool) -> Row {
+    let b = Stat::of(&values(base, name, |f| f.insns));
+    let v = Stat::of(&values(variant, name, |f| f.insns));
+    let noise = noise_of(name, &b, &v, aa);
+    let threshold = (o.spread_factor * noise).max(o.rel_floor * tb.median).max(o.abs_floor);
+    let delta = v.median - b.median;
+    let pair = |pick: fn(&FnPerOp) -> f64| Pair { base: med(&values(base, name, pick)), variant: med(&values(variant, name, pick)) };
+    let share = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
+    Row {
+        name: name.to_string(),
+        base: b,
+        variant: v,
+        delta,
+        delta_of_op: share(delta, tb.median),
+        share: Pair { base: share(b.median, tb.median), variant: share(v.median, tv.median) },
+        calls: pair(|f| f.calls),
+        locks: pair(|f| f.locks),
+        pauses: pair(|f| f.pauses),
+        noise,
+        threshold,
+        called: enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min),
+        callers: callers_of(name, base, variant, o.callers_per_row),
     }
 }
 

@@ -156,14 +156,36 @@ pub fn series(db: &Connection, f: &Filter, p: &Params) -> Result<Vec<Series>> {
     Ok(out)
 }
 
+/// Fewest nights in the last segment before tonight is tested against them.
+pub const TONIGHT_MIN_NIGHTS: usize = 5;
+
 /// Where a new run's cell stands against its series.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Standing {
     /// No earlier night of this series.
     New,
-    /// No change point over the nights up to this run.
+    /// Tonight cannot be tested yet: the last segment before it has fewer
+    /// than [`TONIGHT_MIN_NIGHTS`] nights (a change point needs nights on
+    /// both sides, so tonight alone never shows as one).
+    NotYetTestable {
+        /// Nights in the last segment before tonight.
+        nights: usize,
+    },
+    /// Tonight lies inside the last segment's 95% prediction interval (or
+    /// within the minimum magnitude of its median), and no change point.
     Same {
         /// Nights compared, this run included.
+        nights: usize,
+    },
+    /// Tonight lies outside the last segment's 95% prediction interval,
+    /// by at least the minimum magnitude: a change point shows once enough
+    /// nights follow it.
+    Tonight {
+        /// Tonight against the segment's median, relative.
+        change: f64,
+        /// Whether it is for the worse.
+        worse: bool,
+        /// Nights in the segment.
         nights: usize,
     },
     /// The latest change point up to this run.
@@ -177,12 +199,47 @@ pub enum Standing {
     },
 }
 
+/// Tonight's `value` against the nights `before` it (no change point up
+/// to tonight): their last segment (after their own latest change point)
+/// gives a 95% prediction interval for one more night, `median ± t·s·√(1 +
+/// 1/n)` with `s` the nights' robust spread (1.4826 × MAD, at least 1e-12 of
+/// the median); outside it and at least `p.min_magnitude` away from the
+/// median, tonight is a change in the making.
+pub fn tonight(before: &[f64], value: f64, p: &changepoint::Params, higher_is_better: bool) -> Standing {
+    let start = changepoint::e_divisive(before, p).last().map_or(0, |c| c.index);
+    let seg = &before[start..];
+    if seg.len() < TONIGHT_MIN_NIGHTS {
+        return Standing::NotYetTestable { nights: seg.len() };
+    }
+    let med = crate::stats::median(seg).unwrap_or(f64::NAN);
+    let dev: Vec<f64> = seg.iter().map(|v| (v - med).abs()).collect();
+    let spread = (1.4826 * crate::stats::median(&dev).unwrap_or(0.0)).max(med.abs() * 1e-12);
+    let n = seg.len() as f64;
+    let t = statrs::distribution::StudentsT::new(0.0, 1.0, n - 1.0).map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.975)).unwrap_or(f64::INFINITY);
+    let change = value / med - 1.0;
+    let outside = (value - med).abs() > t * spread * (1.0 + 1.0 / n).sqrt();
+    if outside && change.abs() >= p.min_magnitude {
+        Standing::Tonight { change, worse: (change < 0.0) == higher_is_better, nights: seg.len() }
+    } else {
+        Standing::Same { nights: before.len() + 1 }
+    }
+}
+
 impl Standing {
     /// In words, for the report.
     pub fn text(&self) -> String {
         match self {
             Standing::New => "new cell".into(),
+            Standing::NotYetTestable { nights } => {
+                format!("not yet testable ({nights} night(s) since the last change; tonight is tested against {TONIGHT_MIN_NIGHTS})")
+            }
             Standing::Same { nights } => format!("same as history ({nights} nights)"),
+            Standing::Tonight { change, worse, nights } => format!(
+                "tonight {:+.1}% ({}) against the last {nights} nights, outside their 95% prediction interval; a change point shows once {} nights follow",
+                change * 100.0,
+                if *worse { "worse" } else { "better" },
+                changepoint::Params::default().min_size
+            ),
             Standing::Changed { date, change, worse } => {
                 format!("changed on {date} by {:+.1}% ({})", change * 100.0, if *worse { "worse" } else { "better" })
             }
@@ -220,10 +277,11 @@ pub fn standings(db: &Connection, meta: &RunMeta, events: &[Event], r: &Report, 
                 continue;
             }
             nights.reverse();
+            let before: Vec<f64> = nights.iter().map(|n| n.median).collect();
             nights.push(Night { run_id: meta.id.clone(), started: meta.started.clone(), run_dir: String::new(), median: s.median, lo: s.ci_lo, hi: s.ci_hi, ci_exact: s.ci_exact, n: c.n });
             let standing = match changes(&nights, p).pop() {
                 Some(ch) => Standing::Changed { date: ch.date, change: ch.change, worse: (ch.change < 0.0) == row.higher_is_better },
-                None => Standing::Same { nights: nights.len() },
+                None => tonight(&before, s.median, p, row.higher_is_better),
             };
             out.push((ri, ci, standing));
         }

@@ -296,3 +296,29 @@ fn a_read_only_copy_of_the_database_can_be_read() {
     chattr("-i");
     assert_eq!(got.unwrap().unwrap().unwrap(), 2);
 }
+
+/// Issue 21: tonight is tested against the last segment's nights, and is
+/// "not yet testable" where it cannot be; a change point never shows on
+/// tonight alone.
+#[test]
+fn tonight_is_tested_against_the_last_segment_or_is_not_yet_testable() {
+    use super::query::{tonight, Standing};
+    let p = crate::stats::changepoint::Params::default();
+    let flat: Vec<f64> = (0..12).map(|i| 1000.0 * (1.0 + 0.002 * ((i * 7 % 5) as f64 - 2.0))).collect();
+    assert_eq!(tonight(&flat[..3], 1000.0, &p, true), Standing::NotYetTestable { nights: 3 });
+    assert_eq!(tonight(&flat, 1001.0, &p, true), Standing::Same { nights: 13 });
+    match tonight(&flat, 950.0, &p, true) {
+        Standing::Tonight { change, worse: true, nights: 12 } => assert!((change + 0.05).abs() < 0.002, "{change}"),
+        other => panic!("a 5% drop tonight: {other:?}"),
+    }
+    // lower is better: a rise is worse
+    assert!(matches!(tonight(&flat, 1050.0, &p, false), Standing::Tonight { worse: true, .. }));
+    // beyond the interval but below the 2% magnitude: same
+    assert_eq!(tonight(&flat, 1015.0, &p, true), Standing::Same { nights: 13 });
+    // after a step, only the nights since it count
+    let mut stepped: Vec<f64> = flat.iter().map(|v| v * 0.9).collect();
+    stepped.extend(&flat[..4]);
+    assert_eq!(tonight(&stepped, 1000.0, &p, true), Standing::NotYetTestable { nights: 4 });
+    let text = Standing::Tonight { change: -0.05, worse: true, nights: 12 }.text();
+    assert!(text.starts_with("tonight -5.0% (worse) against the last 12 nights"), "{text}");
+}

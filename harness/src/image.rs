@@ -413,9 +413,8 @@ mod tests {
 
     #[test]
     fn cpio_round_trips_through_gnu_cpio() {
-        let dir = std::env::temp_dir().join(format!("harness-cpio-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let mut a = Archive::default();
         a.file("/etc/passwd", 0o644, b"root:x:0:0::/root:/bin/sh\n".to_vec());
         a.link("/bin/sh", "busybox");
@@ -430,9 +429,8 @@ mod tests {
 
     #[test]
     fn runner_kills_the_whole_benchmark_at_its_timeout() {
-        let dir = std::env::temp_dir().join(format!("harness-runner-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::write(dir.join("run"), run_script()).unwrap();
         // a grandchild that leaves for its own process group, as forkprlimit's tree does
         let marker = format!("harness-runner-test-{}", std::process::id());
@@ -454,8 +452,8 @@ mod tests {
 
     #[test]
     fn module_walk_does_not_follow_symlinks() {
-        let dir = std::env::temp_dir().join(format!("harness-mods-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let rel = dir.join("mods/lib/modules/6.12.117");
         std::fs::create_dir_all(rel.join("kernel/lib")).unwrap();
         std::fs::write(rel.join("kernel/lib/test_vmalloc.ko"), b"ours").unwrap();

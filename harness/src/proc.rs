@@ -452,8 +452,8 @@ mod tests {
 
     #[test]
     fn deadline_kills_the_whole_group() {
-        let dir = std::env::temp_dir().join(format!("harness-proc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let pidfile = dir.join("grandchild.pid");
         // the grandchild would outlive a plain kill of the direct child
         let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
@@ -503,8 +503,8 @@ mod tests {
 
     #[test]
     fn the_watchdog_kills_registered_groups_when_the_pipe_closes() {
-        let dir = std::env::temp_dir().join(format!("harness-proc-watch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let pidfile = dir.join("grandchild.pid");
         let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
         let child = Cmd::new("sh").args(["-c", &script]).spawn().unwrap();
@@ -532,7 +532,8 @@ mod tests {
 
     #[test]
     fn log_receives_command_line_and_output() {
-        let dir = std::env::temp_dir().join(format!("harness-proc-log-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let log = dir.join("x.log");
         Cmd::new("echo").arg("hello").log(&log).run_ok().unwrap();
         let text = std::fs::read_to_string(&log).unwrap();

@@ -239,9 +239,8 @@ mod tests {
 
     #[test]
     fn a_request_becomes_base_against_base_plus_series() {
-        let root = std::env::temp_dir().join(format!("harness-trial-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let patch = "From: A <a@x>\nSubject: [PATCH] exec: slower\n\n---\n--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1 +1 @@\n-a\n+b\n";
         std::fs::write(root.join("one.mbox"), format!("From 1234 Mon Sep 17 00:00:00 2001\n{patch}")).unwrap();
         let req = Request {
@@ -274,8 +273,8 @@ mod tests {
 
     #[test]
     fn preflight_names_the_patch_and_hunk_that_do_not_apply() {
-        let root = std::env::temp_dir().join(format!("harness-trial-pre-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(root.join("src/fs")).unwrap();
         std::fs::write(root.join("src/Makefile"), "VERSION = 6\n").unwrap();
         std::fs::write(root.join("src/fs/exec.c"), "one\ntwo\nthree\n").unwrap();

@@ -156,8 +156,8 @@ mod tests {
 
     #[test]
     fn a_held_lock_names_its_holder() {
-        let dir = std::env::temp_dir().join(format!("harness-flock-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let p = dir.join("lock");
         let held = Flock::try_take(&p, "run").unwrap().unwrap();
         let who = format!("pid {}, harness run", std::process::id());

@@ -74,7 +74,8 @@ mod tests {
 
     #[test]
     fn second_lock_is_refused() {
-        let dir = std::env::temp_dir().join(format!("harness-lock-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let _a = WorkLock::acquire(&dir, "run").unwrap();
         // flock locks belong to the open file description: a second open conflicts
         let e = WorkLock::acquire(&dir, "run").err().expect("second lock must fail").to_string();
@@ -86,7 +87,8 @@ mod tests {
     /// refused at once by another run.
     #[test]
     fn run_waits_for_check_but_not_for_another_run() {
-        let dir = std::env::temp_dir().join(format!("harness-lockwait-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let check = WorkLock::acquire(&dir, "check").unwrap();
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(700));

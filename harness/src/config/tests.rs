@@ -160,8 +160,8 @@ fn base_config_is_a_known_target_or_an_existing_file() {
         let pr = problems(&format!("kernel:\n  base_config: '{bad}'\n{GOOD}"));
         assert!(pr.iter().any(|x| x.starts_with("kernel.base_config: ") && x.contains("no file `/m/")), "{bad}: {pr:?}");
     }
-    let dir = std::env::temp_dir().join(format!("harness-baseconfig-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     std::fs::write(dir.join("myconfig"), "CONFIG_SMP=y\n").unwrap();
     let m = parse(&format!("kernel:\n  base_config: myconfig\n{GOOD}"), &dir.join("matrix.yaml"), None).unwrap();
     assert_eq!(m.kernel.base_config, BaseConfig::File(dir.join("myconfig")));

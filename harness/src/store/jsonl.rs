@@ -78,9 +78,8 @@ mod tests {
 
     #[test]
     fn torn_lines_are_ignored_and_cut() {
-        let dir = std::env::temp_dir().join(format!("harness-store-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let p = dir.join("x.jsonl");
         append_line(&p, &serde_json::json!({"a": 1})).unwrap();
         append_line(&p, &serde_json::json!({"a": 2})).unwrap();

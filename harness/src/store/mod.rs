@@ -259,9 +259,8 @@ mod tests {
 
     #[test]
     fn unusable_lines_are_skipped_with_their_place() {
-        let dir = std::env::temp_dir().join(format!("harness-store-bad-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let p = dir.join("samples.jsonl");
         let good = serde_json::to_string(&sample(1.5)).unwrap();
         // what an old harness wrote for an infinite mean
@@ -283,9 +282,8 @@ mod tests {
 
     #[test]
     fn non_finite_samples_are_not_written() {
-        let dir = std::env::temp_dir().join(format!("harness-store-inf-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let run = Run { records: dir.clone(), dir: dir.clone(), id: "r".into(), shard: None, _lock: None };
         for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
             let e = format!("{:#}", run.sample(&sample(bad)).unwrap_err());
@@ -305,7 +303,8 @@ mod tests {
     /// lock holder cuts.
     #[test]
     fn a_run_being_written_is_locked_and_read_without_cutting() {
-        let runs = std::env::temp_dir().join(format!("harness-runlock-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = tmp.path().to_path_buf();
         let writer = Run::create(&runs, "t").unwrap();
         std::fs::write(writer.dir.join("run.json"), "{}").unwrap();
         let events = writer.dir.join("events.jsonl");
@@ -329,8 +328,8 @@ mod tests {
     /// run's readers merge them, a shard's handle reads only its own.
     #[test]
     fn shards_write_apart_and_are_read_merged() {
-        let runs = std::env::temp_dir().join(format!("harness-shards-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&runs);
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = tmp.path().to_path_buf();
         let dir = runs.join("r");
         let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 0, n: 2 }).err().expect("no run.json yet"));
         assert!(e.contains("run `harness build --run-dir"), "{e}");

@@ -47,36 +47,57 @@ pub(crate) fn is_key(key_metrics: &[String], benchmark: &str, metric: &str) -> b
     key_metrics.is_empty() || key_metrics.iter().any(|k| k == benchmark || *k == format!("{benchmark}.{metric}"))
 }
 
+/// How the gate judges one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// The cell fails the gate.
+    Fails,
+    /// The cell only warns (fails it with `--strict`).
+    Warns,
+}
+
+/// One cell's call and the gate's text for it; `None` when it passes.
+pub fn judge(it: &GateItem) -> Option<(Call, String)> {
+    let d = it.decision;
+    let what = || format!("{} {} at {} vCPUs ({}): {}", it.variant, it.metric, it.vcpus, it.benchmark, decision_text(d).replace('\n', "; "));
+    let fails_hard = d.failures.is_some_and(|f| f.significant);
+    if let Some((k, 0)) = it.faults.filter(|f| f.0 > 0) {
+        Some((Call::Fails, format!("{}; kernel faults (panic, oops, BUG, hang) in {k} of its boots and in none of base's", what())))
+    } else if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
+        Some((Call::Fails, what()))
+    } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
+        Some((Call::Warns, what()))
+    } else {
+        None
+    }
+}
+
 /// Judges cells in key metrics (`bench` or `bench.metric`; every metric when
 /// the matrix names none).
 pub fn gate<'a>(items: impl IntoIterator<Item = GateItem<'a>>, key_metrics: &[String]) -> Gate {
     let mut g = Gate::default();
-    for it in items {
-        if !is_key(key_metrics, it.benchmark, it.metric) {
-            continue;
-        }
-        let d = it.decision;
-        let what = || format!("{} {} at {} vCPUs ({}): {}", it.variant, it.metric, it.vcpus, it.benchmark, decision_text(d).replace('\n', "; "));
-        let fails_hard = d.failures.is_some_and(|f| f.significant);
-        if let Some((k, 0)) = it.faults.filter(|f| f.0 > 0) {
-            g.failures.push(format!("{}; kernel faults (panic, oops, BUG, hang) in {k} of its boots and in none of base's", what()));
-        } else if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
-            g.failures.push(what());
-        } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
-            g.warnings.push(what());
+    for it in items.into_iter().filter(|it| is_key(key_metrics, it.benchmark, it.metric)) {
+        match judge(&it) {
+            Some((Call::Fails, t)) => g.failures.push(t),
+            Some((Call::Warns, t)) => g.warnings.push(t),
+            None => {}
         }
     }
     g
 }
 
-/// The gate over every compared cell of a report.
-pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
-    let items = r.rows.iter().flat_map(|row| {
+/// Every compared cell of a report (a variant's cell with a decision) as a gate item.
+pub fn report_items(r: &Report) -> impl Iterator<Item = GateItem<'_>> {
+    r.rows.iter().flat_map(|row| {
         let base_faults = row.cells.first().map_or(0, |b| b.kernel_faults);
         row.cells.iter().filter_map(move |c| {
             let faults = Some((c.kernel_faults, base_faults));
             Some(GateItem { benchmark: &row.benchmark, metric: &row.metric, vcpus: row.vcpus, variant: &c.variant, decision: c.decision.as_ref()?, faults })
         })
-    });
-    gate(items, key_metrics)
+    })
+}
+
+/// The gate over every compared cell of a report.
+pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
+    gate(report_items(r), key_metrics)
 }

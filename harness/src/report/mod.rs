@@ -3,7 +3,7 @@
 //! its repetitions), each variant compared with `base` under the decision rule
 //! of [`crate::stats`], failure rates and failed steps shown as cells. Reads
 //! the run's records only; never spawns. Text, CSV and the gate live in
-//! [`text`] and [`gate`], the HTML page in [`html`], nightly trends in
+//! [`text`] and [`gate`], JUnit XML for CI in [`junit`], the HTML page in [`html`], nightly trends in
 //! [`trend`]; a sharded run's shards are accounted in [`shards`]. What the
 //! events say is read in `scan`, cells and the one BH pass are made in
 //! `cells`, and the rule is put in words in `rule`.
@@ -12,6 +12,7 @@ mod cells;
 pub mod compare;
 pub mod gate;
 pub mod html;
+pub mod junit;
 pub mod profiles;
 mod rule;
 mod scan;

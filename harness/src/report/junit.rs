@@ -1,0 +1,104 @@
+//! JUnit XML for CI: one `<testsuite>` per run (its id, the counts), one
+//! `<testcase>` per key cell compared against base (classname
+//! `benchmark.metric`, name `<variant> at <N> vCPUs`), a `<failure>` for each
+//! cell the gate fails (its message the gate's text: the change, its interval
+//! and verdict), `<skipped>` for a cell without a verdict (insufficient), and
+//! a gate warning as the testcase's `<system-out>` (a failure with
+//! `--strict`). Pure: built from the report and the gate's calls.
+//!
+//! Text is escaped by a small escaper of our own rather than an XML crate:
+//! the document is flat, written once and never read back, and five entities
+//! plus the control characters XML 1.0 forbids are all it needs.
+
+use std::fmt::Write as _;
+
+use super::gate::{is_key, judge, report_items, Call};
+use super::Report;
+use crate::stats::Verdict;
+
+/// What one testcase holds beside its names.
+enum Outcome {
+    Passed,
+    Failed(String),
+    Warned(String),
+    Skipped(String),
+}
+
+/// The JUnit XML document of a report's key cells (`strict`: gate warnings fail).
+pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
+    let cases: Vec<(String, String, Outcome)> = report_items(r)
+        .filter(|it| is_key(key_metrics, it.benchmark, it.metric))
+        .map(|it| {
+            let outcome = match judge(&it) {
+                Some((Call::Fails, t)) => Outcome::Failed(t),
+                Some((Call::Warns, t)) if strict => Outcome::Failed(t),
+                Some((Call::Warns, t)) => Outcome::Warned(t),
+                None if it.decision.verdict == Verdict::Insufficient => {
+                    Outcome::Skipped(format!("insufficient: {}", super::decision_text(it.decision).replace('\n', "; ")))
+                }
+                None => Outcome::Passed,
+            };
+            (format!("{}.{}", it.benchmark, it.metric), format!("{} at {} vCPUs", it.variant, it.vcpus), outcome)
+        })
+        .collect();
+    let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
+    let skipped = cases.iter().filter(|c| matches!(c.2, Outcome::Skipped(_))).count();
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
+    let id = escape(&r.run_id);
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"harness {id}\" id=\"{id}\" timestamp=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
+        escape(&r.started),
+        cases.len()
+    );
+    let _ = writeln!(x, "    <properties>\n      <property name=\"run_id\" value=\"{id}\"/>\n    </properties>");
+    for (class, name, outcome) in &cases {
+        testcase(&mut x, class, name, outcome);
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+/// One `<testcase>` element.
+fn testcase(x: &mut String, class: &str, name: &str, outcome: &Outcome) {
+    let head = format!("    <testcase classname=\"{}\" name=\"{}\"", escape(class), escape(name));
+    let _ = match outcome {
+        Outcome::Passed => writeln!(x, "{head}/>"),
+        Outcome::Failed(t) => {
+            let t = escape(t);
+            writeln!(x, "{head}>\n      <failure message=\"{t}\" type=\"gate\">{t}</failure>\n    </testcase>")
+        }
+        Outcome::Warned(t) => {
+            writeln!(x, "{head}>\n      <system-out>gate warning (fatal with --strict): {}</system-out>\n    </testcase>", escape(t))
+        }
+        Outcome::Skipped(t) => writeln!(x, "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>", escape(t)),
+    };
+}
+
+/// Text fit for XML 1.0 content and attribute values: the five markup
+/// characters as entities, tab and line breaks as character references, and
+/// the characters XML 1.0 forbids (other C0 controls, U+FFFE, U+FFFF) written
+/// out as `\u{..}`.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => {
+                let _ = write!(out, "&#{};", c as u32);
+            }
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -19,6 +19,10 @@ pub(super) struct Args {
     run_dir: PathBuf,
     #[command(flatten)]
     gating: Gating,
+    /// Also write the key cells against base as JUnit XML into FILE (for CI),
+    /// after the report files.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// `harness compare`'s arguments.
@@ -71,7 +75,7 @@ impl Gating {
 
 /// Tabulates the run again and writes its report files.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    finish_report(&a.run_dir, g, a.gating)
+    finish_report(&a.run_dir, g, a.gating, a.junit.as_deref())
 }
 
 /// A run's report with the floors of the stored calibration that fits it.
@@ -119,8 +123,9 @@ fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
 }
 
 /// Builds the report of a run, writes report.json/report.csv/report.html
-/// into it, prints it, and applies the gate.
-pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating) -> Result<Exit> {
+/// into it, prints it, applies the gate, and writes the JUnit XML when asked
+/// (last: an unwritable path loses nothing the run directory holds).
+pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: Option<&Path>) -> Result<Exit> {
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
     let mut r = build_report(&run, &g.work_dir)?;
@@ -139,7 +144,19 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating) -> Resul
         print!("{}", report::table(&r));
         println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
-    Ok(gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics)))
+    let exit = gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics));
+    if let Some(p) = junit {
+        write_junit(&r, &meta.matrix.key_metrics, gating, p)?;
+    }
+    Ok(exit)
+}
+
+/// Writes the JUnit XML of a report into `path`; the error names the path.
+fn write_junit(r: &report::Report, key_metrics: &[String], gating: Gating, path: &Path) -> Result<()> {
+    let xml = report::junit::junit(r, key_metrics, gating.strict);
+    std::fs::write(path, xml).with_context(|| format!("write the junit report {}", path.display()))?;
+    eprintln!("junit: {}", path.display());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,10 @@ pub(super) struct Args {
     allow_concurrent_wall: bool,
     #[command(flatten)]
     gating: Gating,
+    /// Also write the key cells against base as JUnit XML into FILE (for CI),
+    /// after the report files.
+    #[arg(long, value_name = "FILE", conflicts_with = "shard")]
+    junit: Option<PathBuf>,
     /// No progress output.
     #[arg(long, short)]
     quiet: bool,
@@ -68,7 +72,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         }
     };
     add_to_history(g, &run_dir);
-    finish_report(&run_dir, g, a.gating)
+    finish_report(&run_dir, g, a.gating, a.junit.as_deref())
 }
 
 /// `harness run --shard K/N --json`: the shard that finished.

@@ -52,16 +52,28 @@ pub(super) struct Args {
     per_patch: bool,
     #[command(flatten)]
     gating: Gating,
+    /// Also write the key cells against base as JUnit XML into FILE (for CI),
+    /// after the report files.
+    #[arg(long, value_name = "FILE", conflicts_with = "per_patch")]
+    junit: Option<PathBuf>,
     /// No progress output.
     #[arg(long, short)]
     quiet: bool,
 }
 
+/// The options only the command uses.
+struct Outputs {
+    gating: Gating,
+    junit: Option<PathBuf>,
+    quiet: bool,
+    per_patch: bool,
+}
+
 impl Args {
     /// The request the library takes, and the options only the command uses.
-    fn request(self) -> (trial::Request, Gating, bool, bool) {
-        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, per_patch, gating, quiet } = self;
-        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, gating, quiet, per_patch)
+    fn request(self) -> (trial::Request, Outputs) {
+        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, per_patch, gating, junit, quiet } = self;
+        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, Outputs { gating, junit, quiet, per_patch })
     }
 }
 
@@ -75,7 +87,7 @@ struct Refused<'a> {
 /// Runs the two-variant matrix; a refusal or a variant that could not be
 /// made decides the exit code before the gate does.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    let (req, gating, quiet, per_patch) = a.request();
+    let (req, Outputs { gating, junit, quiet, per_patch }) = a.request();
     crate::proc::install_signal_handler()?;
     let m = trial::matrix(&req, &g.work_dir)?;
     let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
@@ -96,7 +108,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     for f in &failures {
         eprintln!("try: {}", crate::ui::printable(&f.to_string()));
     }
-    let gated = finish_report(&dir, g, gating)?;
+    let gated = finish_report(&dir, g, gating, junit.as_deref())?;
     Ok(exit(&failures, gated))
 }
 
@@ -128,7 +140,7 @@ mod tests {
     }
 
     #[test]
-    fn per_patch_is_asked_for_by_its_flag() {
+    fn per_patch_and_junit_are_asked_for_by_their_flags() {
         use clap::Parser;
         let args = |extra: &[&str]| {
             let argv = [&["harness", "try", "s.mbox", "--bench", "static-doexec", "--vcpus", "2"][..], extra].concat();
@@ -137,9 +149,12 @@ mod tests {
                 _ => unreachable!(),
             }
         };
-        assert!(args(&["--per-patch"]).3);
-        let (req, _, _, per_patch) = args(&[]);
-        assert!(!per_patch);
+        assert!(args(&["--per-patch"]).1.per_patch);
+        let (req, out) = args(&[]);
+        assert!(!out.per_patch && out.junit.is_none());
+        assert_eq!(args(&["--junit", "ci.xml"]).1.junit, Some(PathBuf::from("ci.xml")));
+        let both = ["harness", "try", "s.mbox", "--per-patch", "--junit", "ci.xml"];
+        assert!(super::super::Cli::try_parse_from(both).is_err(), "a bisection writes no junit");
         assert_eq!((req.bench, req.vcpus), (vec!["static-doexec".to_string()], vec![2]));
     }
 }

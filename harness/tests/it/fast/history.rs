@@ -173,3 +173,27 @@ fn real_runs_history_page_renders_in_a_browser() {
     let longest = json.as_array().unwrap().iter().map(|s| s["nights"].as_array().unwrap().len()).max().unwrap();
     assert!(longest >= 5, "the runs form one series of at least five nights (same matrix, profile, host and clock); longest: {longest}");
 }
+
+/// `report --junit`: night 20's regressed cell is a JUnit failure; a path
+/// that cannot be written is an error naming it, after the report files.
+#[test]
+fn report_writes_junit_and_an_unwritable_path_is_an_error_after_the_report_files() {
+    let work = scratch("report-junit");
+    let night = synthetic_night(&work.join("runs"), 20);
+    let xml_path = work.join("junit.xml");
+    harness(&work, &["report", night.to_str().unwrap(), "--junit", xml_path.to_str().unwrap()]);
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    assert!(xml.contains(r#"<testsuite name="harness night20" id="night20""#) && xml.contains(r#"tests="1" failures="1""#), "{xml}");
+    assert!(xml.contains(r#"<testcase classname="d.execs_per_s" name="v at 2 vCPUs">"#) && xml.contains("<failure message=\"v execs_per_s at 2 vCPUs (d): worse by"), "{xml}");
+    std::fs::remove_file(night.join("report.json")).unwrap();
+    let bad = work.join("no-such-dir").join("junit.xml");
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .env("HARNESS_WORK_DIR", &work)
+        .env("HARNESS_HISTORY_DB", work.join("history.sqlite"))
+        .args(["report", night.to_str().unwrap(), "--junit", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("write the junit report {}", bad.display())), "{stderr}");
+    assert!(night.join("report.json").exists(), "the report files are written first");
+}

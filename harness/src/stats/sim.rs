@@ -1,12 +1,16 @@
 //! Simulated experiments with a boot random effect: the rule's A/A false-call
 //! rate and its power against a 5% change, per profile sampling. The table in
 //! docs/verdicts.md ("The rule, simulated") comes from `simulation_table` (ignored by
-//! default; see its comment for the command).
+//! default; see its comment for the command), and the table at each shipped
+//! profile's real number of comparisons ("At the profiles' real number of
+//! comparisons") from `profile_simulation_table`.
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{bootstrap_ratio_of_medians, classify, decide_all, mann_whitney_u, median, Comparison, Rule, Verdict};
+use super::{
+    benjamini_hochberg, bootstrap_ratio_of_medians, classify, decide_all, mann_whitney_u, median, Comparison, Rule, Verdict,
+};
 
 /// Within-boot spread of one repetition (relative sd).
 const WITHIN_SD: f64 = 0.01;
@@ -180,5 +184,127 @@ fn simulated_sampling_is_the_shipped_sampling() {
     for (name, boots, reps) in PROFILES {
         let m = crate::config::load(&file, (name != "nightly").then_some(name)).unwrap();
         assert_eq!((m.sampling.boots as usize, m.sampling.repetitions as usize), (boots, reps), "{name}");
+    }
+}
+
+/// The changes whose detection the per-profile table reports (throughput down).
+const PROFILE_EFFECTS: [f64; 3] = [-0.02, -0.03, -0.05];
+/// Boot-to-boot spread of the per-profile table (relative sd), with
+/// [`WITHIN_SD`] between repetitions of a boot.
+const PROFILE_BOOT_SD: f64 = 0.01;
+
+/// A shipped profile as the simulation sees it: its sampling, its floor and
+/// its number of comparisons `m` (every one in one BH pass).
+struct ProfileShape {
+    name: &'static str,
+    boots: usize,
+    reps: usize,
+    floor: f64,
+    m: usize,
+}
+
+/// The comparisons of a report: every metric of every benchmark of every
+/// variant but base, at every vCPU count (`check::comparison_count`, which
+/// `stats` may not call: it is a layer above).
+fn comparisons(m: &crate::config::Matrix) -> usize {
+    let metrics = |b: &String| m.benchmark(b).map(crate::bench::metric_count).unwrap_or(0);
+    m.variants.iter().skip(1).flat_map(|v| &v.benchmarks).map(metrics).sum::<usize>() * m.vcpus.len()
+}
+
+/// The shipped profiles that compare something (`scale` has one variant),
+/// read from matrix.yaml: sampling and floor from `config::load`, `m` as
+/// `harness check` counts it ([`comparisons`]).
+fn shipped_profiles() -> Vec<ProfileShape> {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
+    let names = ["quick", "premerge", "smoke", "nightly", "exact", "reproduce"];
+    names
+        .iter()
+        .map(|&name| {
+            let m = crate::config::load(&file, (name != "nightly").then_some(name)).unwrap();
+            let (boots, reps) = (m.sampling.boots as usize, m.sampling.repetitions as usize);
+            ProfileShape { name, boots, reps, floor: m.statistics.floor, m: comparisons(&m) }
+        })
+        .collect()
+}
+
+/// One report of `m` throughput comparisons, the first changed by `effect`,
+/// decided as `decide_all` does (one BH pass over all m); the bootstrap is
+/// only drawn for cells with q ≤ alpha, the only ones that can be called.
+/// Returns (the changed cell's verdict when q ≤ alpha, any other cell called).
+fn report_run(rng: &mut ChaCha8Rng, p: &ProfileShape, effect: f64, rule: &Rule) -> (Option<Verdict>, bool) {
+    let cells: Vec<(Vec<f64>, Vec<f64>)> = (0..p.m)
+        .map(|i| {
+            let e = if i == 0 { effect } else { 0.0 };
+            (arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, 0.0), arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, e))
+        })
+        .collect();
+    let ps: Vec<f64> = cells.iter().map(|(a, b)| mann_whitney_u(a, b).unwrap().p).collect();
+    let qs = benjamini_hochberg(&ps);
+    let decided = |i: usize| -> Option<Verdict> {
+        (qs[i] <= rule.alpha).then(|| {
+            let ci = bootstrap_ratio_of_medians(&cells[i].0, &cells[i].1, rule.resamples, rule.seed).unwrap();
+            classify(qs[i], &ci, p.floor, rule.alpha, true)
+        })
+    };
+    let other_called = (1..p.m).any(|i| matches!(decided(i), Some(Verdict::Regressed | Verdict::Improved)));
+    (decided(0), other_called)
+}
+
+/// Per profile: the share of `runs` reports in which one changed cell is
+/// called regressed, per [`PROFILE_EFFECTS`], and the share of A/A reports
+/// (nothing changed) with any regressed or improved call.
+fn profile_rates(p: &ProfileShape, runs: usize, resamples: usize, seed: u64) -> ([f64; 3], f64) {
+    let rule = Rule { resamples, floor: p.floor, ..Rule::default() };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let share = |k: usize| k as f64 / runs as f64;
+    let mut power = [0.0; 3];
+    for (slot, &effect) in power.iter_mut().zip(&PROFILE_EFFECTS) {
+        let hits = (0..runs).filter(|_| report_run(&mut rng, p, effect, &rule).0 == Some(Verdict::Regressed)).count();
+        *slot = share(hits);
+    }
+    let aa = (0..runs)
+        .filter(|_| {
+            let (first, others) = report_run(&mut rng, p, 0.0, &rule);
+            others || matches!(first, Some(Verdict::Regressed | Verdict::Improved))
+        })
+        .count();
+    (power, share(aa))
+}
+
+#[test]
+fn shipped_profiles_count_their_comparisons() {
+    let m: Vec<(&str, usize)> = shipped_profiles().iter().map(|p| (p.name, p.m)).collect();
+    let want = [("quick", 2), ("premerge", 11), ("smoke", 11), ("nightly", 33), ("exact", 1), ("reproduce", 33)];
+    assert_eq!(m, want);
+}
+
+#[test]
+fn quick_profile_calls_one_changed_cell_only_by_luck() {
+    // 4 boots: smallest p 0.029, times m = 2 is above alpha, so BH passes the
+    // changed cell only when the unchanged one also reaches p 0.029 by chance
+    // (2 of the 70 orderings): at most about 3% of runs, whatever the change
+    let quick = shipped_profiles().into_iter().find(|p| p.name == "quick").unwrap();
+    let (power, _) = profile_rates(&quick, 200, 200, 3);
+    assert!(power.iter().all(|&x| x <= 0.08), "{power:?}");
+}
+
+/// The per-profile table in docs/verdicts.md ("At the profiles' real number
+/// of comparisons"). Reproduce with
+/// `cargo test --release --lib profile_simulation_table -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn profile_simulation_table() {
+    let runs = 5000;
+    println!("| profile | m | boots × reps | floor | 2% drop: regressed | 3% drop: regressed | 5% drop: regressed | A/A: any false call |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (i, p) in shipped_profiles().iter().enumerate() {
+        let head = format!("| {} | {} | {} × {} | {}% |", p.name, p.m, p.boots, p.reps, p.floor * 100.0);
+        if p.boots < Rule::default().min_boots {
+            println!("{head} – | – | – | – (fewer than 3 boots: every cell is ?) |");
+            continue;
+        }
+        let (power, aa) = profile_rates(p, runs, 1000, 2000 + i as u64);
+        let pct = |x: f64| format!("{:.1}%", x * 100.0);
+        println!("{head} {} | {} | {} | {} |", pct(power[0]), pct(power[1]), pct(power[2]), pct(aa));
     }
 }

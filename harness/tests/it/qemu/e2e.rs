@@ -34,6 +34,24 @@ fn kernel_yaml(series_dir: &Path) -> String {
     )
 }
 
+/// An icount matrix at 2 vCPUs measuring static doexec (1 + 1 guest
+/// seconds) with the test series as its series directory: the `variants:`
+/// items, extra `guest:` keys (", key: value" each), the `sampling:` keys
+/// and any further top-level YAML.
+fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, sampling: &str, rest: &str) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    let yaml = format!(
+        "{}variants:\n{variants}guest: {{memory_mib: 1024, clock: icount{guest}}}\nvcpus: [2]\n\
+         benchmarks:\n\
+         \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+         sampling: {{{sampling}}}\n{rest}",
+        kernel_yaml(&fixtures)
+    );
+    std::fs::write(&matrix, yaml).unwrap();
+    matrix
+}
+
 fn only_run_dir(runs: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
@@ -109,20 +127,7 @@ fn quick_matrix_runs_end_to_end() {
 fn icount_calls_a_one_percent_exec_regression() {
     let _g = crate::common::serial();
     let dir = scratch("icount");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    std::fs::write(
-        &matrix,
-        format!(
-            "{}variants:\n  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n\
-             guest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
-             benchmarks:\n\
-             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-             sampling: {{boots: 5, repetitions: 1, warmup_repetitions: 0}}\nstatistics: {{floor: 0.003}}\n",
-            kernel_yaml(&fixtures)
-        ),
-    )
-    .unwrap();
+    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n", "", "boots: 5, repetitions: 1, warmup_repetitions: 0", "statistics: {floor: 0.003}\n");
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);
@@ -188,20 +193,7 @@ fn icount_profile_names_the_function_a_patch_slowed() {
     let _g = crate::common::serial();
     build_profiler();
     let dir = scratch("profile");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    std::fs::write(
-        &matrix,
-        format!(
-            "{}variants:\n  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n\
-             guest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
-             benchmarks:\n\
-             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-             sampling: {{boots: 3, repetitions: 1, warmup_repetitions: 0}}\n",
-            kernel_yaml(&fixtures)
-        ),
-    )
-    .unwrap();
+    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n", "", "boots: 3, repetitions: 1, warmup_repetitions: 0", "");
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);
@@ -380,20 +372,7 @@ fn failures_are_outcomes_and_the_rest_runs() {
 fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     let _g = crate::common::serial();
     let dir = scratch("silent-hang");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    std::fs::write(
-        &matrix,
-        format!(
-            "{}variants:\n  - name: base\n  - name: hang\n    apply: [hang]\n\
-             guest: {{memory_mib: 1024, clock: icount, boot_timeout_s: 60}}\nvcpus: [2]\n\
-             benchmarks:\n\
-             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-             sampling: {{boots: 3, repetitions: 1, warmup_repetitions: 0, seed: 4}}\n",
-            kernel_yaml(&fixtures)
-        ),
-    )
-    .unwrap();
+    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: hang\n    apply: [hang]\n", ", boot_timeout_s: 60", "boots: 3, repetitions: 1, warmup_repetitions: 0, seed: 4", "");
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix).args(["--jobs", "1"]);
@@ -438,19 +417,7 @@ fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
 fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
     let _g = crate::common::serial();
     let dir = scratch("jobs");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    std::fs::write(
-        &matrix,
-        format!(
-            "{}variants:\n  - name: base\nguest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
-             benchmarks:\n\
-             \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-             sampling: {{boots: 4, repetitions: 1, warmup_repetitions: 0}}\n",
-            kernel_yaml(&fixtures)
-        ),
-    )
-    .unwrap();
+    let matrix = icount_doexec_matrix(&dir, "  - name: base\n", "", "boots: 4, repetitions: 1, warmup_repetitions: 0", "");
     let mut values = Vec::new();
     for jobs in [1u32, 2] {
         let runs = dir.join(format!("runs-{jobs}"));

@@ -233,8 +233,7 @@ fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
     if n > vm::XAPIC_LIMIT {
         out.push(item(Level::Ok, &what, "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)"));
     }
-    // QEMU under TCG needs ~10 MiB per vCPU on top of guest RAM (4.4 GB RSS at 448)
-    let need = m.guest.memory_mib + n as u64 * 10;
+    let need = host::guest_need_mib(m.guest.memory_mib, n);
     if let Some(avail) = lim.host_mem.filter(|&a| need > a) {
         out.push(item(Level::Warn, &what, format!("needs ~{need} MiB on the host (guest {} + QEMU), {avail} MiB available", m.guest.memory_mib)));
     }
@@ -490,6 +489,18 @@ mod tests {
              sampling: {{boots: 9, repetitions: 2}}\nprofiles:\n  p: {{sampling: {{boots: {boots}}}}}\n"
         );
         crate::config::parse(&y, std::path::Path::new("/x/m.yaml"), profile).unwrap()
+    }
+
+    /// The memory check estimates what the Slurm shard job asks for: one
+    /// formula.
+    #[test]
+    fn check_estimates_the_memory_a_shard_job_asks_for() {
+        let y = "variants:\n  - name: base\nvcpus: [2, 26]\nguest: {memory_mib: 8192}\nbenchmarks:\n  - {name: s, kind: doexec}\n";
+        let m = crate::config::parse(y, Path::new("/nonexistent/m.yaml"), None).unwrap();
+        let lim = Limits { q35_max: None, nr_cpus: (512, "test".into()), kvm: None, kvm_max: None, host_mem: Some(100) };
+        let items = vcpu_checks(&m, 26, &lim);
+        let (_, asks) = crate::slurm::resources(&m);
+        assert!(items.iter().any(|i| format!("{i:?}").contains(&format!("needs ~{asks} MiB on the host"))), "slurm asks {asks} MiB; check said {items:?}");
     }
 
     #[test]

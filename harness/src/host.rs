@@ -53,6 +53,14 @@ pub fn memory_available_mib() -> Option<u64> {
     meminfo_mib("MemAvailable")
 }
 
+/// Host memory (MiB) one guest of `guest_mib` and `vcpus` takes: its own
+/// memory, 1 GiB for QEMU (its TCG translation cache) and the harness, and
+/// 10 MiB per vCPU of QEMU's per-CPU state (4.4 GB RSS at 448 vCPUs). What
+/// `check` estimates and what a Slurm shard job asks for.
+pub fn guest_need_mib(guest_mib: u64, vcpus: u32) -> u64 {
+    guest_mib + 1024 + 10 * u64::from(vcpus)
+}
+
 fn proc_line(p: &str) -> String {
     std::fs::read_to_string(p).unwrap_or_default().trim().to_string()
 }

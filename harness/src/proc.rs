@@ -168,6 +168,8 @@ pub struct Cmd {
 pub struct Finished {
     /// Exit code, or None when killed by a signal.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
     /// Killed because the deadline passed.
     pub timed_out: bool,
     /// Wall time.
@@ -369,10 +371,12 @@ impl Child {
     }
 
     fn finish(&mut self, code: Option<i32>, timed_out: bool) -> Finished {
-        let mut output = String::new();
+        use std::os::unix::process::ExitStatusExt;
+        let (mut output, mut signal) = (String::new(), None);
         if let Some(h) = self.handle.take() {
             if let Ok(Some(out)) = h.try_wait() {
                 output = String::from_utf8_lossy(&out.stdout).into_owned();
+                signal = out.status.signal();
             }
         }
         // the group may still hold grandchildren (make's jobs): end them too
@@ -387,7 +391,7 @@ impl Child {
                 }
             }
         }
-        Finished { code, timed_out, elapsed: self.started.elapsed(), output }
+        Finished { code, signal, timed_out, elapsed: self.started.elapsed(), output }
     }
 
     /// Kills the group: SIGTERM, a short grace, then SIGKILL; reaps the child.

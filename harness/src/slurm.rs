@@ -42,12 +42,17 @@ pub struct Job {
     pub mem_mib: u64,
 }
 
-/// What the largest guest of `m` needs: its vCPUs as cores, and its memory
-/// plus 1 GiB for QEMU (its TCG translation cache) and the harness, plus
-/// 4 MiB per vCPU of QEMU's per-CPU state.
+/// What the largest guest of `m` needs: its vCPUs as cores, and the host
+/// memory `check` estimates for it ([`crate::host::guest_need_mib`]).
 pub fn resources(m: &Matrix) -> (u32, u64) {
     let vcpus = m.vcpus.iter().copied().max().unwrap_or(1);
-    (vcpus, m.guest.memory_mib + 1024 + 4 * u64::from(vcpus))
+    (vcpus, crate::host::guest_need_mib(m.guest.memory_mib, vcpus))
+}
+
+/// What the build job asks for: `cpus` cores, as many `make -j` jobs, each
+/// with [`crate::kernel::build::MIB_PER_BUILD_JOB`] of memory.
+fn build_mem_mib(cpus: u32) -> u64 {
+    u64::from(cpus) * crate::kernel::build::MIB_PER_BUILD_JOB
 }
 
 /// A word for a shell script: single-quoted, quotes escaped.
@@ -107,7 +112,7 @@ pub fn scripts(j: &Job) -> Result<Vec<(&'static str, String)>> {
     let profile = j.profile.as_deref().map(|p| format!(" --profile {}", sh(p))).unwrap_or_default();
     let build = format!(
         "{}{}harness build {}{profile} --run-dir \"$RUN_DIR\" --quiet\n",
-        header(j, "build", "Builds every kernel of the matrix once into the shared kernel cache and writes the run directory.", j.cpus, j.mem_mib.max(4096)),
+        header(j, "build", "Builds every kernel of the matrix once into the shared kernel cache and writes the run directory.", j.cpus, build_mem_mib(j.cpus)),
         common(j),
         path_sh(&j.matrix)
     );
@@ -219,6 +224,16 @@ mod tests {
         assert!(!s["build.sbatch"].contains("--array"));
     }
 
+    /// The build job asks for 1.5 GiB per `make -j` job: its CPUs, which
+    /// `make -j` takes inside the job.
+    #[test]
+    fn the_build_job_asks_for_memory_by_its_make_jobs() {
+        let s: std::collections::BTreeMap<_, _> = scripts(&job()).unwrap().into_iter().collect();
+        let b = &s["build.sbatch"];
+        assert!(b.contains("#SBATCH --cpus-per-task=26\n") && b.contains(&format!("#SBATCH --mem={}M\n", 26 * 1536)), "{b}");
+        assert_eq!(crate::kernel::build::build_jobs(26, Some(26 * 1536)), 26);
+    }
+
     #[test]
     fn unquotable_sbatch_values_are_refused() {
         let mut j = job();
@@ -241,6 +256,6 @@ mod tests {
     fn the_largest_guest_sets_the_request() {
         let y = "variants:\n  - name: base\nvcpus: [2, 26]\nguest: {memory_mib: 8192}\nbenchmarks:\n  - {name: s, kind: doexec}\n";
         let m = crate::config::parse(y, Path::new("/nonexistent/m.yaml"), None).unwrap();
-        assert_eq!(resources(&m), (26, 8192 + 1024 + 104));
+        assert_eq!(resources(&m), (26, 8192 + 1024 + 260));
     }
 }

@@ -107,7 +107,7 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
             }
             let cached = work.join("tree").join(format!("{}.{t}", tree.key));
             if !cached.is_file() {
-                make(tree).arg(t).log(log).deadline(Duration::from_secs(600)).run_ok().with_context(|| format!("make {t}"))?;
+                make_ok(make(tree).arg(t).deadline(Duration::from_secs(600)), &format!("make {t}"), log)?;
                 std::fs::copy(tree.dir.join(".config"), &cached).with_context(|| format!("write {}", cached.display()))?;
             }
             kconfig::read(&cached)?
@@ -127,7 +127,7 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
     }
     let dot_config = tree.dir.join(".config");
     std::fs::write(&dot_config, kconfig::render(&merged)).with_context(|| format!("write {}", dot_config.display()))?;
-    make(tree).arg("olddefconfig").log(log).deadline(Duration::from_secs(600)).run_ok().context("make olddefconfig")?;
+    make_ok(make(tree).arg("olddefconfig").deadline(Duration::from_secs(600)), "make olddefconfig", log)?;
     let text = std::fs::read_to_string(&dot_config).with_context(|| format!("read {}", dot_config.display()))?;
     let config = kconfig::parse(&text).map_err(|e| anyhow::anyhow!("read the final .config: {e}"))?;
     let lost = kconfig::lost(&requested, &config);
@@ -186,9 +186,82 @@ pub fn error_lines(log: &str) -> Vec<String> {
         .collect()
 }
 
+/// A make the host failed, not the kernel: out of disk, a compiler killed
+/// (the OOM killer's SIGKILL), make itself killed by a signal. The run stops
+/// with it and records nothing against the variant, so `--resume` builds
+/// again.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: the host failed, not the kernel ({why}; see {log}); nothing was recorded against the variant: free the host and run again with --resume")]
+pub struct HostFault {
+    /// The step (`build the kernel`, `make olddefconfig`).
+    pub what: String,
+    /// What the host did.
+    pub why: String,
+    /// The log it shows in.
+    pub log: String,
+}
+
+/// Why a failed make was the host's doing, from how it ended (`code`
+/// `None`: killed by a signal, `signal` which) and its log; `None` when it
+/// is the kernel's (a compile error).
+pub fn host_fault(code: Option<i32>, signal: Option<i32>, log: &str) -> Option<String> {
+    let lower = log.to_ascii_lowercase();
+    if lower.contains("no space left on device") || lower.contains("disk quota exceeded") {
+        return Some("no space left on device".into());
+    }
+    if log.contains("Killed signal terminated program") || log.contains("internal compiler error: Killed") {
+        return Some("the compiler was killed, most likely out of memory".into());
+    }
+    if code.is_none() {
+        return Some(match signal {
+            Some(s) => format!("make was killed by signal {s}"),
+            None => "make was killed by a signal".into(),
+        });
+    }
+    None
+}
+
+/// Whether `e` is a host failure: a [`HostFault`], or a file write that
+/// found the disk full.
+pub fn is_host_fault(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<HostFault>() || c.downcast_ref::<std::io::Error>().and_then(|io| io.raw_os_error()).is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+    })
+}
+
+/// Runs `cmd` (a make logged to `log`); a failure the host caused is a
+/// [`HostFault`], any other a plain error.
+fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
+    let f = cmd.log(log).run()?;
+    if f.success() {
+        return Ok(());
+    }
+    crate::proc::check_interrupted()?;
+    let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
+    if let Some(why) = host_fault(f.code, f.signal, &text) {
+        return Err(HostFault { what: what.into(), why, log: log.display().to_string() }.into());
+    }
+    let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
+    let tail: Vec<&str> = text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+    anyhow::bail!("{what}: {how} (log: {})\n{}", log.display(), tail.join("\n"))
+}
+
+/// Memory a kernel build's compiler job may take, in MiB (a large
+/// translation unit with debug info takes over 1 GiB).
+pub const MIB_PER_BUILD_JOB: u64 = 1536;
+
+/// `make -j`: the host's CPUs, capped so every job has
+/// [`MIB_PER_BUILD_JOB`] of the memory available (`None`: unknown, no cap),
+/// at least 1.
+pub fn build_jobs(cpus: u32, available_mib: Option<u64>) -> u32 {
+    let by_mem = available_mib.map_or(u64::from(cpus), |m| m / MIB_PER_BUILD_JOB);
+    (u64::from(cpus).min(by_mem) as u32).max(1)
+}
+
 /// Builds the configured tree and stores the kernel under `work/kernels/<key>`.
+/// A failure the host caused is an `Err` holding a [`HostFault`].
 pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Duration, log: &Path) -> Result<Result<Artifact, BuildFailure>> {
-    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let jobs = build_jobs(crate::host::cpus(), crate::host::memory_available_mib());
     let modules = cfg.config.get("MODULES").map(|v| v == "y").unwrap_or(false);
     let mut targets = vec!["bzImage", "vmlinux"];
     if modules {
@@ -199,7 +272,10 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     if !f.success() {
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
+        if let (false, Some(why)) = (f.timed_out, host_fault(f.code, f.signal, &text)) {
+            return Err(HostFault { what: "build the kernel".into(), why, log: log.display().to_string() }.into());
+        }
         return Ok(Err(BuildFailure { timed_out: f.timed_out, errors: error_lines(&text) }));
     }
     let dir = work.join("kernels").join(key);
@@ -207,14 +283,8 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let mods = if modules {
-        make(tree)
-            .arg("modules_install")
-            .arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display()))
-            .arg("INSTALL_MOD_STRIP=1")
-            .log(log)
-            .deadline(Duration::from_secs(600))
-            .run_ok()
-            .context("install modules")?;
+        let install = make(tree).arg("modules_install").arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display())).arg("INSTALL_MOD_STRIP=1");
+        make_ok(install.deadline(Duration::from_secs(600)), "make modules_install", log)?;
         Some(dir.join("mods"))
     } else {
         None
@@ -254,5 +324,34 @@ mod tests {
             error_lines(log),
             vec!["mm/memory.c:12:5: error: 'x' undeclared", "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"]
         );
+    }
+
+    /// The host's failures, told from the kernel's.
+    #[test]
+    fn host_faults_are_told_from_compile_errors() {
+        type Case = (Option<i32>, Option<i32>, &'static str, Option<&'static str>);
+        let cases: [Case; 7] = [
+            (Some(2), None, "mm/memory.c:12:5: error: 'x' undeclared\nmake: *** [Makefile:1] Error 2", None),
+            (Some(2), None, "ld: final link failed: No space left on device", Some("no space left on device")),
+            (Some(2), None, "fatal error: error writing to /tmp/ccX.s: Disk quota exceeded", Some("no space left on device")),
+            (Some(2), None, "gcc: fatal error: Killed signal terminated program cc1\ncompilation terminated.", Some("the compiler was killed, most likely out of memory")),
+            (Some(2), None, "mm/x.c:1: internal compiler error: Killed (program cc1)", Some("the compiler was killed, most likely out of memory")),
+            (None, Some(9), "  CC mm/a.o\n", Some("make was killed by signal 9")),
+            (Some(2), None, "gcc: internal compiler error: Segmentation fault signal terminated program cc1", None),
+        ];
+        for (code, signal, log, want) in cases {
+            assert_eq!(host_fault(code, signal, log).as_deref(), want, "{log}");
+        }
+        let full = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOSPC)).context("write .config");
+        assert!(is_host_fault(&full));
+        assert!(!is_host_fault(&anyhow::anyhow!("make olddefconfig: exited with Some(2)")));
+    }
+
+    /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.
+    #[test]
+    fn build_jobs_are_capped_by_memory() {
+        for (cpus, avail, want) in [(8, Some(64 * 1024), 8), (8, Some(4 * 1024), 2), (8, Some(1000), 1), (2, None, 2), (1, Some(0), 1)] {
+            assert_eq!(build_jobs(cpus, avail), want, "{cpus} CPUs, {avail:?} MiB");
+        }
     }
 }

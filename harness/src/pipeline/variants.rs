@@ -195,8 +195,12 @@ impl Step<'_> {
         let cfg = match build::configure(self.tree, &self.m.kernel.base_config, &frags, self.work, &log) {
             Ok(c) => c,
             Err(e) => {
-                // a make killed by Ctrl-C is an interruption, not a failed config
+                // a make killed by Ctrl-C is an interruption, not a failed config;
+                // a full disk or a killed make is the host's, not the variant's
                 proc::check_interrupted()?;
+                if build::is_host_fault(&e) {
+                    return Err(e);
+                }
                 let msg = format!("{e:#}");
                 self.run.event(&Event::Config { variant: self.v.name.clone(), lost: vec![], error: Some(msg.clone()), failed: Some(Failed::new(Stage::Config, Cause::Config)) })?;
                 return Ok(Err(msg));
@@ -291,5 +295,49 @@ mod tests {
             })
             .collect();
         assert_eq!(patches, vec![("r", Some(refused.as_str()))], "a series that applied is recorded by make, not by patch");
+    }
+
+    /// A build the host failed (out of disk, the compiler OOM-killed, make
+    /// killed by a signal) stops the run with the host named and records no
+    /// build event, so `--resume` builds again; a compile error stays the
+    /// variant's recorded failure.
+    #[test]
+    fn a_host_failure_stops_the_build_unrecorded_and_a_compile_error_is_recorded() {
+        let cases = [
+            ("host-disk", "\techo 'fs/x.o: final link failed: No space left on device'; exit 2\n", Some("no space left on device")),
+            ("host-oom", "\techo 'gcc: fatal error: Killed signal terminated program cc1'; exit 2\n", Some("compiler was killed")),
+            ("host-signal", "\tkill -9 $$PPID; sleep 5\n", Some("make was killed by signal 9")),
+            ("compile", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
+        ];
+        for (name, recipe, host) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path();
+            write(&root.join("linux/Makefile"), &format!("bzImage vmlinux:\n{recipe}"));
+            let yaml = format!(
+                "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+                root.join("linux").display()
+            );
+            let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+            let (work, log) = (root.join("work"), root.join("tree.log"));
+            let run = Run::create(&root.join("runs"), "t").unwrap();
+            let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
+            let ui = Ui::new(0, true);
+            let step = Step { run: &run, m: &m, tree: &tree, v: m.variant("base").unwrap(), work: &work, ui: &ui };
+            let cfg = Configured { config: Default::default(), lost: vec![], text: String::new() };
+            let r = step.build(&cfg, "k".into());
+            let builds = run.events().unwrap().into_iter().filter(|e| matches!(e, Event::Build { .. })).count();
+            match host {
+                Some(words) => {
+                    let e = format!("{:#}", r.err().unwrap_or_else(|| panic!("{name}: the run went on")));
+                    assert!(e.contains(words) && e.contains("not the kernel"), "{name}: {e}");
+                    assert_eq!(builds, 0, "{name}: a host failure was recorded against the variant");
+                }
+                None => {
+                    let msg = r.unwrap().unwrap_err();
+                    assert!(msg.contains("x undeclared"), "{msg}");
+                    assert_eq!(builds, 1, "{name}");
+                }
+            }
+        }
     }
 }

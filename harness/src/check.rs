@@ -426,7 +426,7 @@ mod tests {
         let work = root.join("work");
 
         // the run: lock, tree, series applied, scratch in use
-        let run_lock = WorkLock::acquire(&work, "run").unwrap();
+        let run_lock = WorkLock::share_waiting(&work, "run", std::time::Duration::ZERO, |_| {}).unwrap();
         let log = root.join("run.log");
         let tree = Tree::prepare(&src, &work, &log).unwrap();
         let series = patch::load_series(&m.series_dir, "s").unwrap();
@@ -437,7 +437,7 @@ mod tests {
         let find = |w: &str| items.iter().find(|i| i.what == w).unwrap_or_else(|| panic!("no {w} in {items:?}"));
         assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\nTWO\nthree\n", "check rolled the run's patch back");
         assert!(work.join("scratch/in-use").exists(), "check cleared the run's scratch");
-        assert!(find("kernel tree").message.contains("a run holds the work directory (pid"), "{items:?}");
+        assert!(find("kernel tree").message.contains("a run holds the work directory (runs or shards are using"), "{items:?}");
         assert_eq!(find("series s").message, "applies (not in the base)");
         assert!(!items.iter().any(|i| i.what.starts_with("variants[")), "{items:?}");
 

@@ -125,10 +125,11 @@ pub fn build(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(PathBuf, B
 
 /// `harness run --shard K/N --run-dir DIR`: boots the shard's share of the
 /// jobs of the run `harness build` made in `dir`, with kernels from the
-/// cache only; run again, it goes on where it stopped. It takes no
-/// work-directory lock (shards on one host share the cache), and its keys
+/// cache only; run again, it goes on where it stopped. It shares the
+/// work-directory lock (with other shards and runs; `gc --yes` waits), and its keys
 /// and images go to `keys/<run-id>/shard-K-of-N/`.
 pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
+    let _lock = work_lock(opts)?;
     let run = Run::open_shard(dir, shard)?;
     let meta = run.meta()?;
     crate::records::inputs::check_benchmarks(meta.inputs.as_ref(), &opts.images_dir, &run.dir)?;
@@ -141,10 +142,12 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
     Ok(run.dir)
 }
 
-/// The work-directory lock for a run: waits out a `check` or `gc --yes`
-/// (a nightly should not fail on one), refuses another run.
+/// The work-directory lock for a run, a build or a shard: shared with
+/// other runs (each takes its turn at the kernel tree and builds a cache key
+/// under the key's own lock), it keeps `gc --yes` from deleting what they
+/// use; waits out a `check` or `gc --yes` (a nightly should not fail on one).
 fn work_lock(opts: &Options) -> Result<crate::workdir::WorkLock> {
-    crate::workdir::WorkLock::acquire_waiting(&opts.work_dir, "run", crate::workdir::BRIEF_HOLDER_WAIT, crate::ui::notice)
+    crate::workdir::WorkLock::share_waiting(&opts.work_dir, "run", crate::workdir::BRIEF_HOLDER_WAIT, crate::ui::notice)
 }
 
 /// `work/keys/<run-id>/`: a run's private keys and the initramfs images

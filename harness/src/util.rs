@@ -123,6 +123,17 @@ impl Flock {
         Ok(Ok(Flock { _file: f }))
     }
 
+    /// Takes a shared lock on `p` if no exclusive holder has it (`Ok(None)`
+    /// when one has). Shared holders write nothing into the file.
+    pub fn try_share(p: &Path) -> Result<Option<Flock>> {
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
+        match f.try_lock_shared() {
+            Ok(()) => Ok(Some(Flock { _file: f })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("lock {}", p.display())),
+        }
+    }
+
     /// Who holds the lock on `p`, without taking it for longer than a
     /// moment and without writing.
     pub fn holder(p: &Path) -> Option<String> {

@@ -30,9 +30,12 @@ pub type Built<T> = BTreeMap<String, Result<T, String>>;
 pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
     let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
-    let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
-    // series states against the base
-    let states = classify(m, &m.series_names(), &tree, &opts.work_dir)?;
+    let states = {
+        let _turn = tree_turn(run, &opts.work_dir, ui)?;
+        let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
+        // series states against the base
+        classify(m, &m.series_names(), &tree, &opts.work_dir)?
+    };
     for (s, st) in &states {
         run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
     }
@@ -44,6 +47,7 @@ pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTr
             continue;
         }
         ui.stage("build", &v.name);
+        let turn = tree_turn(run, &opts.work_dir, ui)?;
         let tree = variant_tree(m, v.git_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
         let own_states;
         let states = if v.git_ref == base_ref {
@@ -56,10 +60,19 @@ pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTr
         };
         let r = Step { run, m, tree: &tree, v, work: &opts.work_dir, ui }.make(states);
         tree.rollback(&run.log("tree.log"))?;
+        drop(turn);
         out.insert(v.name.clone(), r?);
         ui.inc();
     }
     Ok(out)
+}
+
+/// The run's turn at the shared kernel trees (`work/locks/tree`): other
+/// runs on the work directory wait while one prepares, patches, builds in
+/// and rolls back a tree (a run that died let go with its process; the next
+/// one rolls back what it left).
+fn tree_turn(run: &Run, work: &Path, ui: &Ui) -> Result<crate::util::Flock> {
+    crate::workdir::lock_waiting(work, "tree", "the kernel tree", &format!("run {}", run.id), |m| ui.notice(m))
 }
 
 /// What the cache holds for each variant in `needed`, by the key of the
@@ -215,6 +228,9 @@ impl Step<'_> {
 
     /// The kernel of cache key `key`: from the cache, or built into it.
     fn build(&self, cfg: &Configured, key: String) -> Result<Result<Artifact, String>> {
+        // the key's own lock: a run that needs the kernel another is building waits, then takes it from the cache
+        let by = format!("run {}", self.run.id);
+        let _key = crate::workdir::lock_waiting(self.work, &format!("kernel-{key}"), &format!("kernel {key}"), &by, |m| self.ui.notice(m))?;
         if let Some(art) = build::cached(self.work, &key) {
             self.run.event(&self.built(key, &art, true))?;
             return Ok(Ok(art));
@@ -339,5 +355,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Two runs on one work directory that need the same kernel: the
+    /// shared tree is used by one at a time, the kernel is built once, and
+    /// the second run takes it from the cache.
+    #[test]
+    fn two_runs_needing_one_kernel_build_it_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let count = root.join("builds");
+        let makefile = format!(
+            "tinyconfig olddefconfig:\n\ttouch .config\n\
+             bzImage vmlinux &:\n\techo $$PPID >> {}\n\tsleep 1\n\tmkdir -p arch/x86/boot include/config\n\
+             \techo img > arch/x86/boot/bzImage\n\techo elf > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n",
+            count.display()
+        );
+        write(&root.join("linux/Makefile"), &makefile);
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("linux").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let opts = Options {
+            work_dir: root.join("work"),
+            runs_dir: root.join("runs"),
+            images_dir: root.join("images"),
+            quiet: true,
+            jobs: None,
+            allow_concurrent_wall: false,
+        };
+        let runs: Vec<Run> = ["a", "b"].iter().map(|l| Run::create(&opts.runs_dir, l).unwrap()).collect();
+        let needed: BTreeSet<&str> = ["base"].into();
+        let built: Vec<Built<Artifact>> = std::thread::scope(|s| {
+            let hs: Vec<_> = runs.iter().map(|run| s.spawn(|| build_variants(run, &m, &opts, &needed, &Ui::new(0, true)).unwrap())).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let builds = std::fs::read_to_string(&count).unwrap();
+        assert_eq!(builds.lines().count(), 1, "the kernel was built more than once: {builds}");
+        let keys: Vec<String> = built.iter().map(|b| b["base"].as_ref().expect("built").key.clone()).collect();
+        assert_eq!(keys[0], keys[1]);
+        let cached: Vec<bool> = runs
+            .iter()
+            .flat_map(|r| r.events().unwrap())
+            .filter_map(|e| match e {
+                Event::Build { cached, error: None, .. } => Some(cached),
+                _ => None,
+            })
+            .collect();
+        assert_eq!({ let mut c = cached.clone(); c.sort(); c }, vec![false, true], "{cached:?}");
     }
 }

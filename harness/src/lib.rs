@@ -16,6 +16,7 @@ pub mod history;
 pub mod host;
 pub mod image;
 pub mod kernel;
+pub mod nightly;
 pub mod pipeline;
 pub mod plan;
 pub mod profile;

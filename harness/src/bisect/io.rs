@@ -17,8 +17,8 @@ use crate::store::Run;
 
 /// The variant names of a measurement's arms.
 const GOOD: &str = "base";
-const BAD: &str = "bad";
-const CAND: &str = "mid";
+pub(super) const BAD: &str = "bad";
+pub(super) const CAND: &str = "mid";
 
 pub(super) fn save(dir: &Path, s: &State) -> Result<()> {
     let p = dir.join("state.json");
@@ -70,7 +70,7 @@ pub(super) fn measure(dir: &Path, i: usize, st: &State, opts: &Options) -> Resul
     }
 }
 
-fn run_dir(runs: &Path) -> Option<PathBuf> {
+pub(super) fn run_dir(runs: &Path) -> Option<PathBuf> {
     std::fs::read_dir(runs).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.join("run.json").is_file())
 }
 

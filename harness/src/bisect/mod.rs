@@ -217,6 +217,20 @@ pub fn describe(dir: &Path, point: &str) -> String {
     }
 }
 
+/// The measurement runs that booted `point` as the candidate or as the bad
+/// end, the latest (narrowest segment) first, each with the variant name it
+/// had there; the good end is `base`, so a differential profile of that
+/// variant against base shows what `point` changed against the good end.
+pub fn runs_of(dir: &Path, point: &str) -> Result<Vec<(PathBuf, &'static str)>> {
+    let st = io::load(dir)?;
+    let arm = |a: &Arms| match (a.cand.as_deref(), a.bad.as_str()) {
+        (Some(c), _) if c == point => Some(io::CAND),
+        (_, b) if b == point => Some(io::BAD),
+        _ => None,
+    };
+    Ok(st.measurements.iter().enumerate().rev().filter_map(|(i, ms)| Some((io::run_dir(&dir.join(format!("m{i}")))?, arm(&ms.arms)?))).collect())
+}
+
 /// The matrix file of a bisection directory.
 pub fn matrix_of(dir: &Path) -> Result<PathBuf> {
     Ok(io::load(dir)?.matrix.path)

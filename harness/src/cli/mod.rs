@@ -15,6 +15,7 @@ mod exit;
 mod explain;
 mod gc;
 mod history;
+mod nightly;
 mod report;
 mod run;
 mod slurm;
@@ -118,6 +119,9 @@ enum Command {
     Try(trial::Args),
     /// Which commit did it? A performance bisection between a good and a bad commit.
     Bisect(bisect::Args),
+    /// The nightly robot: measure a branch's tip, add it to the history, bisect
+    /// a change point for the worse by itself, write a report to mail.
+    Nightly(nightly::Args),
     /// Tabulate a finished or interrupted run again and write report files.
     Report(report::Args),
     /// Why a cell changed: its differential kernel profile (a variant against base).
@@ -168,6 +172,7 @@ fn dispatch(mut cli: Cli) -> Result<Exit> {
         Command::History(a) => history::run(a, g),
         Command::Try(a) => trial::run(a, g),
         Command::Bisect(a) => bisect::run(a, g),
+        Command::Nightly(a) => nightly::run(a, g),
         Command::Report(a) => report::run(a, g),
         Command::Explain(a) => explain::run(a, g),
     }

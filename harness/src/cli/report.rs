@@ -37,7 +37,7 @@ pub(super) struct CompareArgs {
 }
 
 /// `--gate` and `--strict`, shared by every command that reports.
-#[derive(clap::Args, Clone, Copy, Debug)]
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub(super) struct Gating {
     /// Exit 1 when a key metric regressed (pre-merge gate).
     #[arg(long)]
@@ -126,18 +126,7 @@ fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
 /// into it, prints it, applies the gate, and writes the JUnit XML when asked
 /// (last: an unwritable path loses nothing the run directory holds).
 pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: Option<&Path>) -> Result<Exit> {
-    let run = store::Run::open(run_dir)?;
-    let meta = run.meta()?;
-    let mut r = build_report(&run, &g.work_dir)?;
-    annotate_history(&mut r, g, &run);
-    for (name, data) in [
-        ("report.json", serde_json::to_vec_pretty(&r)?),
-        ("report.csv", report::csv(&r).into_bytes()),
-        ("report.html", report::html::render(&r)?.into_bytes()),
-    ] {
-        let p = run.dir.join(name);
-        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
-    }
+    let (run, meta, r) = write_report_files(run_dir, g)?;
     if g.json {
         print_json(&r)?;
     } else {
@@ -151,8 +140,26 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: O
     Ok(exit)
 }
 
+/// Builds the report of a run (floors of the calibration that fits, the
+/// history's standings) and writes report.json/report.csv/report.html into it.
+pub(super) fn write_report_files(run_dir: &Path, g: &Global) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
+    let run = store::Run::open(run_dir)?;
+    let meta = run.meta()?;
+    let mut r = build_report(&run, &g.work_dir)?;
+    annotate_history(&mut r, g, &run);
+    for (name, data) in [
+        ("report.json", serde_json::to_vec_pretty(&r)?),
+        ("report.csv", report::csv(&r).into_bytes()),
+        ("report.html", report::html::render(&r)?.into_bytes()),
+    ] {
+        let p = run.dir.join(name);
+        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
+    }
+    Ok((run, meta, r))
+}
+
 /// Writes the JUnit XML of a report into `path`; the error names the path.
-fn write_junit(r: &report::Report, key_metrics: &[String], gating: Gating, path: &Path) -> Result<()> {
+pub(super) fn write_junit(r: &report::Report, key_metrics: &[String], gating: Gating, path: &Path) -> Result<()> {
     let xml = report::junit::junit(r, key_metrics, gating.strict);
     std::fs::write(path, xml).with_context(|| format!("write the junit report {}", path.display()))?;
     eprintln!("junit: {}", path.display());

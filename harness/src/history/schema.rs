@@ -69,6 +69,39 @@ pub const MIGRATIONS: &[&str] = &[
         series_hashes TEXT,
         PRIMARY KEY (run_id, variant)
     );",
+    // v3: the nightly robot's state: each night (a commit measured for a
+    // series of nights) and each bisection it started, with its status
+    "CREATE TABLE nightly_nights (
+        id INTEGER PRIMARY KEY,
+        nightly TEXT NOT NULL,
+        git_commit TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        runs_dir TEXT NOT NULL,
+        run_id TEXT,
+        status TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT,
+        UNIQUE (nightly, git_commit)
+    );
+    CREATE TABLE nightly_bisections (
+        id INTEGER PRIMARY KEY,
+        nightly TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        vcpus INTEGER NOT NULL,
+        good_run TEXT NOT NULL,
+        bad_run TEXT NOT NULL,
+        good_commit TEXT NOT NULL,
+        bad_commit TEXT NOT NULL,
+        change TEXT NOT NULL,
+        dir TEXT,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        result TEXT,
+        reported_night INTEGER,
+        created TEXT NOT NULL,
+        finished TEXT
+    );",
 ];
 
 /// The schema version this harness writes.

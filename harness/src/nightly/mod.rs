@@ -1,0 +1,210 @@
+//! `harness nightly`: the robot a cron job runs every night. It measures
+//! tonight's commit (a branch's tip) with a matrix, adds the run to the
+//! history, and when a key cell of base shows a change point for the worse
+//! it bisects between the last good night's commit and the first bad
+//! night's by itself, then writes a report to paste into a mail.
+//!
+//! Safe to run every night, or twice a night: its state is in the history
+//! database ([`state`]): a commit measured once is not measured again; a
+//! night whose run was interrupted is resumed; a change is claimed by one
+//! bisection only (changes whose nights overlap are one change); a
+//! bisection interrupted is resumed from its directory (its finished
+//! measurements kept); a bisection's end is told in one report only. A
+//! second nightly on the same database is refused while one runs.
+//!
+//! [`night`] is the state machine; it works through a [`Robot`] (the real
+//! one, [`real::Real`], builds, boots and bisects), so its rules are
+//! tested on a fake in milliseconds.
+
+pub mod mail;
+pub mod real;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use rusqlite::Connection;
+use serde::Serialize;
+
+pub use state::{Bisected, Bisection, KeyChange, Named, Night, Status};
+
+/// Failed attempts after which a bisection is given up (status failed).
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// What the state machine does through: measuring, reading changes, bisecting.
+pub trait Robot {
+    /// Measures `commit` with runs under `runs_dir` (starting a run, resuming
+    /// an unfinished one there, or leaving a finished one alone) and adds the
+    /// run to the history; gives the run's id.
+    fn measure(&mut self, commit: &str, runs_dir: &Path) -> Result<String>;
+    /// The change points of the key cells of base in tonight's series (the
+    /// run `run_id`'s), oldest first.
+    fn changes(&mut self, db: &Connection, run_id: &str) -> Result<Vec<KeyChange>>;
+    /// Makes a bisection's directory for `b` (its commits and cell).
+    fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf>;
+    /// Runs (or resumes) the bisection in `dir` to its end.
+    fn run_bisect(&mut self, dir: &Path, b: &Bisection) -> Result<Bisected>;
+}
+
+/// Tonight's commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tonight {
+    /// Its id.
+    pub commit: String,
+    /// Its subject.
+    pub subject: String,
+}
+
+/// A change tonight's series shows, and what the nightly made of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Seen {
+    /// The change.
+    pub change: KeyChange,
+    /// `bisection #N`, `covered by bisection #N`, or why it is not bisected.
+    pub action: String,
+}
+
+/// What one nightly invocation did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// Tonight's commit.
+    pub tonight: Tonight,
+    /// Its night.
+    pub night: Night,
+    /// Whether tonight's commit was measured already (nothing was measured now).
+    pub already: bool,
+    /// Every change point of tonight's key cells.
+    pub changes: Vec<Seen>,
+    /// Bisections whose end this report tells (told once), and those still open.
+    pub bisections: Vec<Bisection>,
+}
+
+/// The nightly's identity in the database: its matrix's id and profile.
+pub fn key(matrix_id: &str, profile: Option<&str>) -> String {
+    format!("{matrix_id}:{}", profile.unwrap_or(""))
+}
+
+/// One night: measure tonight (unless done), claim bisections for new
+/// changes for the worse, run every bisection not ended, and gather what the
+/// report tells. The report's bisections are marked told by [`told`] once
+/// it is written.
+pub fn night(db: &mut Connection, nightly: &str, dir: &Path, tonight: &Tonight, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<Outcome> {
+    let runs_dir = dir.join("nights").join(&tonight.commit[..tonight.commit.len().min(12)]);
+    let mut n = state::night(db, nightly, &tonight.commit, &tonight.subject, &runs_dir)?;
+    let already = n.finished;
+    if already {
+        say(&format!("nightly: {} was measured already ({}); looking at changes and bisections only", short(&tonight.commit), n.run_id.as_deref().unwrap_or("?")));
+    } else {
+        let run_id = robot.measure(&tonight.commit, &n.runs_dir)?;
+        state::finish_night(db, n.id, &run_id)?;
+        (n.run_id, n.finished) = (Some(run_id), true);
+    }
+    let run_id = n.run_id.clone().unwrap_or_default();
+    let changes = claim_changes(db, nightly, &robot.changes(db, &run_id)?)?;
+    for b in state::bisections(db, nightly)? {
+        if matches!(b.status, Status::Pending | Status::Running) {
+            bisect_one(db, b, robot, say)?;
+        }
+    }
+    let bisections = state::bisections(db, nightly)?.into_iter().filter(|b| b.reported_night.is_none()).collect();
+    Ok(Outcome { tonight: tonight.clone(), night: n, already, changes, bisections })
+}
+
+/// Marks the bisections that ended in `o` as told (after its report is written).
+pub fn told(db: &Connection, o: &Outcome) -> Result<()> {
+    let ids: Vec<i64> = o.bisections.iter().filter(|b| matches!(b.status, Status::Done | Status::Failed)).map(|b| b.id).collect();
+    state::reported(db, &ids, o.night.id)
+}
+
+/// The first 12 characters of a commit id.
+pub fn short(c: &str) -> &str {
+    &c[..c.len().min(12)]
+}
+
+/// Each change with what is done about it: a change for the worse between
+/// two nights of this nightly is claimed for a bisection, unless one covers
+/// its nights already; the largest change first, so of the cells that moved
+/// together the one that moved most is bisected.
+fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> Result<Vec<Seen>> {
+    let mut order: Vec<&KeyChange> = changes.iter().collect();
+    order.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
+    let mut out = vec![];
+    for c in order {
+        let action = if !c.worse {
+            "not bisected: for the better".to_string()
+        } else {
+            let good = state::night_of_run(db, nightly, &c.good_run)?;
+            let bad = state::night_of_run(db, nightly, &c.bad_run)?;
+            match (good, bad) {
+                (Some(g), Some(b)) if g.commit != b.commit => {
+                    let ids: std::collections::BTreeMap<String, i64> = nights_order(db, nightly)?;
+                    match state::claim(db, nightly, c, (&g.commit, &b.commit), &|r| ids.get(r).copied())? {
+                        Ok(id) => format!("bisection #{id} started"),
+                        Err(id) => format!("covered by bisection #{id}"),
+                    }
+                }
+                (Some(_), Some(_)) => "not bisected: both nights measured the same commit".into(),
+                (g, _) => format!("not bisected: run {} is not a night of this nightly", if g.is_none() { &c.good_run } else { &c.bad_run }),
+            }
+        };
+        out.push(Seen { change: c.clone(), action });
+    }
+    Ok(out)
+}
+
+/// Each finished night's run id with its night number.
+fn nights_order(db: &Connection, nightly: &str) -> Result<std::collections::BTreeMap<String, i64>> {
+    let mut stmt = db.prepare("SELECT run_id, id FROM nightly_nights WHERE nightly = ?1 AND run_id IS NOT NULL")?;
+    let rows = stmt.query_map([nightly], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Starts (when pending) and runs one bisection to its end; a failure
+/// counts an attempt (given up after [`MAX_ATTEMPTS`]); an interruption
+/// leaves it running, to be resumed.
+fn bisect_one(db: &Connection, mut b: Bisection, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<()> {
+    let ended = (|| -> Result<Bisected> {
+        let dir = match &b.dir {
+            Some(d) => {
+                say(&format!("nightly: resuming bisection #{} in {}", b.id, d.display()));
+                d.clone()
+            }
+            None => {
+                let d = robot.start_bisect(&b)?;
+                state::started(db, b.id, &d)?;
+                say(&format!("nightly: bisection #{} of {}..{} in {}", b.id, short(&b.good_commit), short(&b.bad_commit), d.display()));
+                b.dir = Some(d.clone());
+                d
+            }
+        };
+        robot.run_bisect(&dir, &b)
+    })();
+    match ended {
+        Ok(r) => state::ended(db, b.id, Status::Done, b.attempts, &r),
+        Err(e) if e.downcast_ref::<crate::proc::Interrupted>().is_some() || crate::proc::interrupted() => Err(e),
+        Err(e) => {
+            let attempts = b.attempts + 1;
+            let status = if attempts >= MAX_ATTEMPTS { Status::Failed } else { if b.dir.is_some() { Status::Running } else { Status::Pending } };
+            say(&format!("nightly: bisection #{} failed (attempt {attempts} of {MAX_ATTEMPTS}): {e:#}", b.id));
+            state::ended(db, b.id, status, attempts, &Bisected { error: Some(format!("{e:#}")), ..Default::default() })
+        }
+    }
+}
+
+/// Takes the nightly lock beside the history database, or says who holds it.
+pub fn lock(history_db: &Path) -> Result<crate::util::Flock> {
+    let p = history_db.with_extension("nightly.lock");
+    if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|e| anyhow::anyhow!("create {}: {e}", d.display()))?;
+    }
+    match crate::util::Flock::try_take(&p, "nightly")? {
+        Ok(l) => Ok(l),
+        Err(holder) => bail!(
+            "another nightly is running on the history {} ({holder}; lock {}): this one does nothing; run it again when that one has finished",
+            history_db.display(),
+            p.display()
+        ),
+    }
+}

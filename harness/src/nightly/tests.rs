@@ -1,0 +1,218 @@
+//! The nightly's state machine on a fake robot and a real SQLite history.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use rusqlite::Connection;
+
+use super::*;
+
+/// A robot whose measurements, changes and bisections are scripted.
+#[derive(Default)]
+struct Fake {
+    measured: Vec<String>,
+    changes: Vec<KeyChange>,
+    started: Vec<(String, String)>,
+    runs: Vec<PathBuf>,
+    /// What the next `run_bisect` calls do: Some(true) interrupted, Some(false) fail; None (or none left) end.
+    script: Vec<Option<bool>>,
+    measure_fails: bool,
+    root: PathBuf,
+}
+
+impl Robot for Fake {
+    fn measure(&mut self, commit: &str, _runs_dir: &Path) -> Result<String> {
+        self.measured.push(commit.into());
+        if self.measure_fails {
+            bail!("build the kernel: make failed");
+        }
+        Ok(format!("run-{commit}"))
+    }
+    fn changes(&mut self, _db: &Connection, _run_id: &str) -> Result<Vec<KeyChange>> {
+        Ok(self.changes.clone())
+    }
+    fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf> {
+        self.started.push((b.good_commit.clone(), b.bad_commit.clone()));
+        Ok(self.root.join(format!("bisect-{}", self.started.len())))
+    }
+    fn run_bisect(&mut self, dir: &Path, _b: &Bisection) -> Result<Bisected> {
+        self.runs.push(dir.to_path_buf());
+        match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
+            Some(true) => Err(crate::proc::Interrupted.into()),
+            Some(false) => bail!("build the kernel of c2: no space left on device"),
+            None => Ok(Bisected {
+                culprits: vec![Named { commit: "c2".into(), subject: "c2 exec: one more check".into(), share: 0.97, maybe: vec![] }],
+                steps: vec!["step 1: c2 like bad".into()],
+                profile: Some("* bprm_execve +2003".into()),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+fn change(good: &str, bad: &str, pct: f64, worse: bool) -> KeyChange {
+    KeyChange {
+        bench: "static-doexec".into(),
+        metric: "execs/s".into(),
+        vcpus: 2,
+        good_run: format!("run-{good}"),
+        bad_run: format!("run-{bad}"),
+        date: "2026-12-03".into(),
+        change: pct / 100.0,
+        interval: Some((pct / 100.0 - 0.003, pct / 100.0 + 0.003)),
+        p: 0.001,
+        worse,
+        unit: "execs/s".into(),
+    }
+}
+
+struct World {
+    _tmp: tempfile::TempDir,
+    db: Connection,
+    dir: PathBuf,
+    robot: Fake,
+    said: RefCell<Vec<String>>,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = crate::history::open(&tmp.path().join("history.sqlite")).unwrap();
+        let dir = tmp.path().join("nightly");
+        let robot = Fake { root: dir.clone(), ..Default::default() };
+        World { _tmp: tmp, db, dir, robot, said: RefCell::new(vec![]) }
+    }
+    fn night(&mut self, commit: &str) -> Result<Outcome> {
+        let t = Tonight { commit: commit.into(), subject: format!("{commit} subject") };
+        let said = &self.said;
+        let o = night(&mut self.db, "m1:nightly", &self.dir, &t, &mut self.robot, &|s| said.borrow_mut().push(s.to_string()))?;
+        told(&self.db, &o)?;
+        Ok(o)
+    }
+}
+
+#[test]
+fn a_change_for_the_worse_between_two_nights_starts_one_bisection_between_their_commits() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    assert_eq!(w.robot.measured, ["c0", "c1", "c2", "c3"]);
+    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c0", "c1", 2.0, false), change("x", "c2", -3.0, true)];
+    let o = w.night("c4").unwrap();
+    let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
+    // the largest change first
+    assert_eq!(actions, ["not bisected: run run-x is not a night of this nightly", "not bisected: for the better", "bisection #1 started"]);
+    assert_eq!(w.robot.started, [("c1".to_string(), "c2".to_string())]);
+    assert_eq!(o.bisections.len(), 1);
+    assert_eq!(o.bisections[0].status, Status::Done);
+    assert_eq!(o.bisections[0].result.as_ref().unwrap().culprits[0].commit, "c2");
+}
+
+#[test]
+fn a_second_nightly_measures_nothing_and_starts_no_second_bisection() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    w.night("c2").unwrap();
+    assert_eq!(w.robot.measured, ["c0", "c1", "c2"], "tonight's commit was measured already");
+    assert_eq!(w.robot.started.len(), 1);
+    // run twice, and the change point moved by a night once a later night came: one change, one bisection
+    let again = w.night("c2").unwrap();
+    assert!(again.already);
+    w.night("c3").unwrap();
+    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c2", "c3", -1.0, true), change("c0", "c2", -1.2, true)];
+    let o = w.night("c3").unwrap();
+    let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["covered by bisection #1", "covered by bisection #1", "bisection #2 started"]);
+    assert_eq!(w.robot.started, [("c1".to_string(), "c2".to_string()), ("c2".to_string(), "c3".to_string())], "only the next change is a new one");
+    assert_eq!(w.robot.runs.len(), 2, "a finished bisection is not run again");
+}
+
+#[test]
+fn an_interrupted_bisection_is_resumed_in_its_directory_not_started_again() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.robot.script = vec![Some(true)];
+    let e = w.night("c1").unwrap_err();
+    assert!(e.downcast_ref::<crate::proc::Interrupted>().is_some(), "{e:#}");
+    let b = &state::bisections(&w.db, "m1:nightly").unwrap()[0];
+    assert_eq!((b.status, b.dir.clone()), (Status::Running, Some(w.dir.join("bisect-1"))));
+    let o = w.night("c1").unwrap();
+    assert_eq!(w.robot.started.len(), 1);
+    assert_eq!(w.robot.runs, [w.dir.join("bisect-1"), w.dir.join("bisect-1")]);
+    assert!(w.said.borrow().iter().any(|s| s.starts_with("nightly: resuming bisection #1 in ")), "{:?}", w.said.borrow());
+    assert_eq!(o.bisections[0].status, Status::Done);
+}
+
+#[test]
+fn a_finished_bisection_is_reported_once() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    let first = w.night("c1").unwrap();
+    let text = mail::text(&first, &["static-doexec execs/s at 2 vCPUs: 2510 (same as history (5 nights))".into()]);
+    for want in [
+        "# Nightly: c1 c1 subject",
+        "- static-doexec execs/s at 2 vCPUs: -1.10% (worse; 95% interval -1.40% to -0.80%; p=0.001), first night after it 2026-12-03, between runs run-c0 and run-c1: bisection #1 started",
+        "## Bisection #1: c0..c1",
+        "    first bad commit: c2 exec: one more check (carries 97% of the change)",
+        "    step 1: c2 like bad",
+        "    * bprm_execve +2003",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+    let second = w.night("c1").unwrap();
+    assert!(second.bisections.is_empty(), "{:?}", second.bisections);
+    assert!(mail::text(&second, &[]).contains("No bisection ended since the last report."));
+    let third = w.night("c2").unwrap();
+    assert!(third.bisections.is_empty());
+}
+
+#[test]
+fn a_failing_bisection_is_tried_again_and_given_up_after_its_attempts() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.robot.script = vec![Some(false), Some(false), Some(false)];
+    let o = w.night("c1").unwrap();
+    assert_eq!(o.bisections[0].status, Status::Running, "still open after one failure");
+    assert_eq!(mail::ended_lines(&o.bisections[0]), ["running after 1 attempt(s): build the kernel of c2: no space left on device"]);
+    w.night("c1").unwrap();
+    let o = w.night("c1").unwrap();
+    assert_eq!((o.bisections[0].status, o.bisections[0].attempts), (Status::Failed, 3));
+    assert_eq!(w.robot.started.len(), 1);
+    w.night("c1").unwrap();
+    assert_eq!(w.robot.runs.len(), 3, "a failed bisection is not run again");
+}
+
+#[test]
+fn a_night_whose_run_failed_is_measured_again_then_only_once() {
+    let mut w = World::new();
+    w.robot.measure_fails = true;
+    assert!(w.night("c0").is_err());
+    w.robot.measure_fails = false;
+    w.night("c0").unwrap();
+    w.night("c0").unwrap();
+    assert_eq!(w.robot.measured, ["c0", "c0"]);
+}
+
+#[test]
+fn a_second_nightly_on_the_same_history_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("history.sqlite");
+    let _held = lock(&db).unwrap();
+    let e = format!("{:#}", lock(&db).err().unwrap());
+    assert!(e.starts_with(&format!("another nightly is running on the history {} (pid {}, harness nightly; lock ", db.display(), std::process::id())), "{e}");
+    assert!(e.ends_with("this one does nothing; run it again when that one has finished"), "{e}");
+}

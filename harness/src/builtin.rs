@@ -45,18 +45,24 @@ pub const FILES: &[(&str, &[u8])] = files![
     "patches/vmalloc-lazy-nr-nonatomic/0001-mm-vmalloc-non-atomic-vmap_lazy_nr-update-in-free_vm.patch",
 ];
 
-/// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,
-/// verified at every use: [`crate::util::write_dir_once`]; the hash is over
-/// every file, so a new harness gets a new directory) and returns
-/// that directory: `matrix.yaml`, `images/`, `kconfigs/`, `patches/`.
-pub fn materialise(work: &Path) -> Result<PathBuf> {
+/// `<work>/builtin/<hash>/`: where this harness's embedded files go (the
+/// hash is over every file), written or not.
+pub fn dir(work: &Path) -> PathBuf {
     let mut h = Sha256::new();
     for (p, data) in FILES {
         h.update(p.as_bytes());
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    let dir = work.join("builtin").join(crate::util::hex(&h.finalize()[..8]));
+    work.join("builtin").join(crate::util::hex(&h.finalize()[..8]))
+}
+
+/// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,
+/// verified at every use: [`crate::util::write_dir_once`]; the hash is over
+/// every file, so a new harness gets a new directory) and returns
+/// that directory: `matrix.yaml`, `images/`, `kconfigs/`, `patches/`.
+pub fn materialise(work: &Path) -> Result<PathBuf> {
+    let dir = dir(work);
     crate::util::write_dir_once(&dir, FILES).context("write the embedded files")?;
     Ok(dir)
 }

@@ -1,6 +1,8 @@
 //! `harness gc` and the disk-use figures of `harness check`: what the work
-//! directory (`kernels/<key>`, `tree/<key>` copies, the run images
-//! `keys/<run-id>/*.cpio`) and the runs directory hold, when each kernel and tree was last used,
+//! directory (`kernels/<key>` and their key locks, `tree/<key>` copies and
+//! the companions of copies gone, the run and shard images
+//! `keys/<run-id>/[shard-K-of-N/]*.cpio`, `try/<hash>` series, `builtin/<hash>`
+//! of other harness versions) and the runs directory hold, when each kernel and tree was last used,
 //! and which of them a policy lets go. Deciding is separate from deleting,
 //! so a dry run prints exactly what `--yes` removes.
 
@@ -110,15 +112,30 @@ fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
     units
 }
 
-/// Run images: the `work/keys/<run-id>/*.cpio` files of each run (they
-/// carry its host key; remade by `--resume`). The keys themselves stay.
+/// The `.cpio` files in `dir`.
+fn cpios(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    entries(dir).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q)
+}
+
+/// Whether run `id` (or one of its shards) wrote an event within the hour:
+/// it may still be booting from its images.
+fn busy(runs: &Path, id: &str) -> bool {
+    let young = |p: &Path| mtime(p).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
+    let run = runs.join(id);
+    young(&run.join("events.jsonl")) || entries(&run.join("shards")).iter().any(|(_, p)| young(&p.join("events.jsonl")))
+}
+
+/// Run images: the `work/keys/<run-id>/*.cpio` files of each run and of
+/// its shards (`shard-K-of-N/*.cpio`; they carry its host key; remade by
+/// `--resume`). The keys themselves stay.
 fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&work.join("keys")) {
-        let cpios: Vec<PathBuf> = entries(&p).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q).collect();
-        // a run that wrote an event within the hour may still be booting from its image
-        let busy = mtime(&runs.join(&name).join("events.jsonl")).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
-        if cpios.is_empty() || busy {
+        let mut cpios: Vec<PathBuf> = cpios(&p).collect();
+        for (_, shard) in entries(&p).into_iter().filter(|(n, q)| n.starts_with("shard-") && q.is_dir()) {
+            cpios.extend(self::cpios(&shard));
+        }
+        if cpios.is_empty() || busy(runs, &name) {
             continue;
         }
         let used = cpios.iter().filter_map(|c| mtime(c)).max().unwrap_or(SystemTime::UNIX_EPOCH);
@@ -143,14 +160,43 @@ fn select(mut units: Vec<Unit>, what: &str, policy: Policy, now: SystemTime, out
     }
 }
 
+/// Directories of `dir` as units, last used when last modified (`try`'s
+/// series, the embedded files of each harness version), but `except`.
+fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
+    entries(dir)
+        .into_iter()
+        .filter(|(_, p)| p.is_dir() && Some(p.as_path()) != except)
+        .map(|(name, p)| Unit { name, used: mtime(&p).unwrap_or(SystemTime::UNIX_EPOCH), paths: vec![p] })
+        .collect()
+}
+
+/// The companions `tree/<key>.*` of a tree copy no longer there.
+fn orphans(work: &Path, out: &mut Vec<Victim>) {
+    let all = entries(&work.join("tree"));
+    for (name, p) in &all {
+        let Some((key, _)) = name.split_once('.') else { continue };
+        if !name.ends_with(".partial") && !work.join("tree").join(key).is_dir() {
+            out.push(Victim { bytes: disk_usage(p), path: p.clone(), why: format!("belongs to tree copy gone {key}") });
+        }
+    }
+}
+
 /// Everything `policy` lets go under `work` and `runs`, as of `now`.
 pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Victim> {
     let mut out = Vec::new();
     let k = kernels(work, &mut out);
+    let before = out.len();
     select(k, "kernel", policy, now, &mut out);
+    // a deleted kernel's key lock goes with it (gc holds the work directory: no run holds a key)
+    let locks: Vec<PathBuf> = out[before..].iter().filter_map(|v| v.path.file_name()).map(|n| crate::workdir::lock_path(work, &format!("kernel-{}", n.to_string_lossy()))).filter(|p| p.is_file()).collect();
+    out.extend(locks.into_iter().map(|path| Victim { bytes: disk_usage(&path), path, why: "the lock of a deleted kernel".into() }));
     let t = trees(work, &mut out);
     select(t, "tree", policy, now, &mut out);
+    orphans(work, &mut out);
     select(run_images(work, runs), "image of run", policy, now, &mut out);
+    select(dirs(&work.join("try"), None), "try series", policy, now, &mut out);
+    let current = crate::builtin::dir(work);
+    select(dirs(&work.join("builtin"), Some(&current)), "embedded files of another harness", policy, now, &mut out);
     out
 }
 
@@ -194,7 +240,7 @@ mod tests {
 
     fn age(p: &Path, days: u64) {
         let t = SystemTime::now() - Duration::from_secs(days * 86_400);
-        std::fs::File::options().write(true).open(p).unwrap().set_modified(t).unwrap();
+        std::fs::File::open(p).unwrap().set_modified(t).unwrap();
     }
 
     #[test]
@@ -259,6 +305,69 @@ mod tests {
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
         assert!(u[0].1 >= 10_000);
+    }
+
+    /// Shard images, `try` series, old embedded files, orphaned tree
+    /// companions and the locks of deleted kernels are seen too; a shard
+    /// still writing keeps its images, and the embedded files of this
+    /// harness always stay.
+    #[test]
+    fn gc_sees_shard_images_try_series_old_builtins_and_orphans() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let (work, runs) = (root.join("work"), root.join("runs"));
+        for (id, days) in [("r1", 9), ("r2", 5), ("r3", 3)] {
+            put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 3000);
+            put(&work.join("keys").join(id).join("shard-1-of-2/base.cpio"), 3000);
+            put(&runs.join(id).join("events.jsonl"), 10);
+            age(&runs.join(id).join("events.jsonl"), days);
+            for k in 0..2 {
+                let e = runs.join(id).join(format!("shards/{k}-of-2/events.jsonl"));
+                put(&e, 10);
+                age(&e, days);
+                age(&work.join("keys").join(id).join(format!("shard-{k}-of-2/base.cpio")), days);
+            }
+        }
+        // shard 1 of r2 still writes: the run keeps its images
+        put(&runs.join("r2/shards/1-of-2/events.jsonl"), 10);
+        for (h, days) in [("a1", 1), ("a2", 20)] {
+            put(&work.join("try").join(h).join("series"), 10);
+            age(&work.join("try").join(h), days);
+        }
+        let current = crate::builtin::dir(&work);
+        put(&current.join("matrix.yaml"), 10);
+        age(&current, 50);
+        for (h, days) in [("b1", 2), ("b2", 30)] {
+            put(&work.join("builtin").join(h).join("matrix.yaml"), 10);
+            age(&work.join("builtin").join(h), days);
+        }
+        put(&work.join("tree/gone.applied.json"), 2);
+        put(&work.join("tree/gone.tinyconfig"), 2);
+        put(&work.join("tree/gone.applied/0001.patch"), 2);
+        for (key, days) in [("k1", 1), ("k2", 10)] {
+            put(&work.join("kernels").join(key).join("bzImage"), 5000);
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+            put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
+        }
+
+        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let names: Vec<String> = v.iter().map(|v| v.path.strip_prefix(&root).unwrap().display().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "work/kernels/k2",
+                "work/locks/kernel-k2",
+                "work/tree/gone.applied",
+                "work/tree/gone.applied.json",
+                "work/tree/gone.tinyconfig",
+                "work/keys/r1/shard-0-of-2/base.cpio",
+                "work/keys/r1/shard-1-of-2/base.cpio",
+                "work/try/a2",
+                "work/builtin/b2",
+            ]
+        );
+        assert!(v[2].why.contains("tree copy gone"), "{:?}", v[2]);
     }
 
     #[test]

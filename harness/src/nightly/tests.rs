@@ -216,3 +216,27 @@ fn a_second_nightly_on_the_same_history_is_refused() {
     assert!(e.starts_with(&format!("another nightly is running on the history {} (pid {}, harness nightly; lock ", db.display(), std::process::id())), "{e}");
     assert!(e.ends_with("this one does nothing; run it again when that one has finished"), "{e}");
 }
+
+#[test]
+fn a_series_change_point_becomes_a_key_change_with_its_interval() {
+    use crate::history::{Night as HNight, RunKey, Series, SeriesKey};
+    let values = [2560.0, 2561.5, 2559.0, 2560.5, 2541.0, 2540.0, 2542.5, 2540.5];
+    let nights: Vec<HNight> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| HNight { run_id: format!("r{i}"), started: format!("2026-12-0{}T01:30:00Z", i + 1), run_dir: String::new(), median: *v, lo: v - 1.0, hi: v + 1.0, ci_exact: false, n: 4 })
+        .collect();
+    let p = crate::stats::changepoint::Params { alpha: 0.05, min_magnitude: 0.005, ..Default::default() };
+    let run = RunKey { matrix_id: "m".into(), matrix_name: "matrix".into(), profile: String::new(), host: "h".into(), clock: "tcg-icount".into(), accel: "tcg".into() };
+    let key = SeriesKey { run, benchmark: "static-doexec".into(), metric: "execs/Ginsn".into(), vcpus: 2, variant: "base".into() };
+    let changes = crate::history::changes(&nights, &p);
+    let s = Series { key, unit: "execs/Ginsn".into(), higher_is_better: true, nights, changes };
+    let k = real::key_changes(&s);
+    assert_eq!(k.len(), 1, "{k:?}");
+    let c = &k[0];
+    assert_eq!((c.good_run.as_str(), c.bad_run.as_str(), c.date.as_str(), c.worse, c.vcpus), ("r3", "r4", "2026-12-05", true, 2));
+    assert!((c.change - (2540.75 / 2560.25 - 1.0)).abs() < 1e-9, "{c:?}");
+    let (lo, hi) = c.interval.unwrap();
+    assert!(lo <= c.change && c.change <= hi && hi < 0.0, "{c:?}");
+    assert!(mail::change_line(c).starts_with("static-doexec execs/Ginsn at 2 vCPUs: -0.76% (worse; 95% interval "), "{}", mail::change_line(c));
+}

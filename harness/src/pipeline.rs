@@ -89,9 +89,14 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
     Ok(run.dir)
 }
 
-/// Finishes an interrupted run.
+/// Finishes an interrupted run; a sharded one is refused (its shards
+/// finish it: booting their jobs here would give two boots one id).
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
+    if let Some(s) = Run::open(dir)?.shard_dirs()?.first() {
+        let n = s.shard.n;
+        bail!("resume {}: it is split into shards (shards/{}-of-{n}): run them again with `harness run --shard K/{n} --run-dir {}`", dir.display(), s.shard.k, dir.display());
+    }
     let (run, meta) = open_again(dir, opts)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     Ok(run.dir)
@@ -409,6 +414,10 @@ mod tests {
         write(&root.join("frag.config"), "CONFIG_A=n\n");
         let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
         assert!(e.contains(&format!("inputs changed since it started (fragment {} changed)", root.join("frag.config").display())), "{e}");
+        // a sharded run is finished by its shards: a plain resume would boot their jobs again under the same boot ids
+        drop(Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap());
+        let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
+        assert!(e.contains("it is split into shards (shards/0-of-2): run them again with `harness run --shard K/2 --run-dir"), "{e}");
         std::fs::remove_dir_all(root).ok();
     }
 }

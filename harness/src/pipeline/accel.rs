@@ -97,10 +97,10 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
 
 /// Writes the clock the run's numbers are in to `run.json`.
 pub(super) fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
-    if run.shard.is_some() {
+    if let Some(me) = run.shard {
         // run.json is the build's; each boot record carries its clock, and
-        // the report says when shards measured in different ones
-        return Ok(());
+        // a shard boots only in the clock the others measured in
+        return same_clock_as_the_shards(run, me, clock);
     }
     let mut meta = run.meta()?;
     if let Some(had) = meta.clock.filter(|&c| c != clock) {
@@ -113,6 +113,25 @@ pub(super) fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
     if meta.clock != Some(clock) {
         meta.clock = Some(clock);
         run.write_meta(&meta)?;
+    }
+    Ok(())
+}
+
+/// Refuses shard `me` when a shard of the run (itself on another host
+/// included) has boots in another clock than `clock`.
+fn same_clock_as_the_shards(run: &Run, me: crate::plan::Shard, clock: MeasureClock) -> Result<()> {
+    for s in Run::open(&run.dir)?.shard_dirs()? {
+        let other = s.run.own_events()?.into_iter().find_map(|e| match e {
+            crate::records::Event::Boot { clock: Some(c), .. } if c != clock => Some(c),
+            _ => None,
+        });
+        if let Some(c) = other {
+            bail!(
+                "shard {me} of {}: this host would measure in the {clock} clock but shard {} measured in {c}; run it on a host where {c} is available (numbers of different clocks are never mixed)",
+                run.dir.display(),
+                s.shard
+            );
+        }
     }
     Ok(())
 }
@@ -163,5 +182,27 @@ mod tests {
         for (probe, want) in cases {
             assert_eq!(after_probe(probe), want);
         }
+    }
+
+    /// A shard on a host of another clock than a shard of the run already
+    /// measured in is refused before it boots, naming both.
+    #[test]
+    fn a_shard_of_another_clock_is_refused() {
+        use crate::plan::Shard;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("r");
+        drop(Run::create_at(&dir).unwrap());
+        std::fs::write(dir.join("run.json"), "{}").unwrap();
+        let s0 = Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap();
+        let mut b = crate::report::tests::boot("base", "base-2cpu-b0", None);
+        if let crate::records::Event::Boot { clock, .. } = &mut b {
+            *clock = Some(MeasureClock::KvmWall);
+        }
+        s0.event(&b).unwrap();
+        drop(s0);
+        let s1 = Run::open_shard(&dir, Shard { k: 1, n: 2 }).unwrap();
+        record_clock(&s1, MeasureClock::KvmWall).expect("the same clock goes on");
+        let e = format!("{:#}", record_clock(&s1, MeasureClock::TcgWall).expect_err("another clock"));
+        assert!(e.contains("shard 1/2 of") && e.contains("this host would measure in the tcg-wall clock but shard 0/2 measured in kvm-wall"), "{e}");
     }
 }

@@ -147,9 +147,10 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
     let m = &meta.matrix;
     let rule = rule_of(m);
     let mut s = scan(events);
-    let counted = counted(&mut s, samples);
-    boot_cpu_windows(&mut s.boots, samples);
     let clock = run_clock(meta, events);
+    let refused = other_clocks(&mut s, events, clock);
+    let counted = counted(&mut s, samples, &refused);
+    boot_cpu_windows(&mut s.boots, samples);
     let (rows, comparisons) = rows_of(m, &s, &counted, floors, &rule, clock);
     let rule_text = rule_text(m, &rule, comparisons, &floors.source);
     Report {
@@ -199,18 +200,48 @@ fn rule_of(m: &Matrix) -> Rule {
     }
 }
 
-/// The samples of boots that ended; the others are named in a note. A
+/// The boots measured in another clock than the run's (`clock`; shards on
+/// hosts with other accelerators): never merged into a cell, they are taken
+/// out of the ended boots and named in a note.
+fn other_clocks(s: &mut Scan, events: &[Event], clock: Option<MeasureClock>) -> BTreeSet<String> {
+    let Some(clock) = clock else { return BTreeSet::new() };
+    let mut by_clock: BTreeMap<MeasureClock, BTreeSet<String>> = BTreeMap::new();
+    for e in events {
+        if let Event::Boot { boot_id, clock: Some(c), .. } = e {
+            if *c != clock {
+                by_clock.entry(*c).or_default().insert(boot_id.clone());
+            }
+        }
+    }
+    let mut refused = BTreeSet::new();
+    for (c, ids) in by_clock {
+        let ended: Vec<String> = ids.into_iter().filter(|id| s.ended.remove(id).is_some()).collect();
+        if !ended.is_empty() {
+            s.notes.push(format!(
+                "not counted: {} boot(s) measured in the {} clock, not the run's {} ({}): numbers of different clocks are never merged into one cell",
+                ended.len(),
+                c.name(),
+                clock.name(),
+                ended.join(", ")
+            ));
+        }
+        refused.extend(ended);
+    }
+    refused
+}
+
+/// The samples of boots that ended (not `refused`); the others are named in a note. A
 /// rate of 0 (a higher-is-better metric: no progress, as harnesses before
 /// the `no_progress` rule recorded it) is no measurement: its repetition
 /// counts as failed, with a note.
-fn counted<'a>(s: &mut Scan, samples: &'a [Sample]) -> Vec<&'a Sample> {
+fn counted<'a>(s: &mut Scan, samples: &'a [Sample], refused: &BTreeSet<String>) -> Vec<&'a Sample> {
     let stuck: Vec<&Sample> = samples.iter().filter(|x| x.higher_is_better && x.value == 0.0 && s.ended.contains_key(&x.boot_id)).collect();
     for x in &stuck {
         s.bench_failed.insert((x.boot_id.clone(), x.benchmark.clone()));
         s.notes.push(format!("{}: {} repetition {}: {} of 0 is no progress, not a measurement: the repetition counts as failed", x.boot_id, x.benchmark, x.repetition, x.metric));
     }
     let counted: Vec<&Sample> = samples.iter().filter(|x| s.ended.contains_key(&x.boot_id) && !(x.higher_is_better && x.value == 0.0)).collect();
-    let cut: BTreeSet<&str> = samples.iter().filter(|x| !s.ended.contains_key(&x.boot_id)).map(|x| x.boot_id.as_str()).collect();
+    let cut: BTreeSet<&str> = samples.iter().filter(|x| !s.ended.contains_key(&x.boot_id) && !refused.contains(&x.boot_id)).map(|x| x.boot_id.as_str()).collect();
     if !cut.is_empty() {
         let ids: Vec<&str> = cut.into_iter().collect();
         s.notes.push(format!("not counted: samples of {} boot(s) that never ended ({})", ids.len(), ids.join(", ")));

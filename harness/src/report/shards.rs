@@ -42,7 +42,7 @@ pub struct Accounting {
 /// (each shard with the holder of its lock, if it is running), given every
 /// event of the run, shards' included.
 pub fn account(m: &Matrix, dirs: &[(Shard, Option<String>)], events: &[Event]) -> Accounting {
-    let mut acc = Accounting { all_done: true, notes: clock_notes(events), ..Default::default() };
+    let mut acc = Accounting { all_done: true, ..Default::default() };
     let Some(n) = shard_count(dirs) else { return acc };
     let counts: BTreeSet<u32> = dirs.iter().map(|d| d.0.n).collect();
     if counts.len() > 1 {
@@ -104,26 +104,6 @@ fn owed_job(j: &plan::BootJob, shard: Shard, why: &str) -> Event {
         busy_wall_per_guest_s: None,
         failed: Some(Failed::new(Stage::Boot, Cause::ShardLost)),
     }
-}
-
-/// A note when boots measured in different clocks (shards on hosts with and
-/// without KVM, say): their numbers are not comparable.
-fn clock_notes(events: &[Event]) -> Vec<String> {
-    let clocks: BTreeSet<String> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Boot { clock: Some(c), .. } => Some(c.name().to_string()),
-            _ => None,
-        })
-        .collect();
-    if clocks.len() > 1 {
-        let list: Vec<String> = clocks.into_iter().collect();
-        return vec![format!(
-            "boots of this run measured in different clocks ({}): shards ran on hosts with different accelerators, and numbers of different clocks do not compare",
-            list.join(", ")
-        )];
-    }
-    vec![]
 }
 
 #[cfg(test)]
@@ -237,18 +217,29 @@ mod tests {
         assert_eq!(sharded, one);
     }
 
+    /// Shards on hosts of different clocks: the boots measured in another
+    /// clock than the run's are not merged into its cells but refused, each
+    /// named; the cells hold the run clock's boots alone.
     #[test]
-    fn mixed_clocks_are_noted() {
-        let clocked = |c| {
-            let mut b = crate::report::tests::boot("base", "x", None);
-            if let Event::Boot { clock, .. } = &mut b {
-                *clock = Some(c);
-            }
-            b
-        };
+    fn boots_of_another_clock_are_refused_not_merged() {
         use crate::vm::MeasureClock;
-        assert!(clock_notes(&[clocked(MeasureClock::TcgWall), clocked(MeasureClock::TcgWall)]).is_empty());
-        let n = clock_notes(&[clocked(MeasureClock::TcgWall), clocked(MeasureClock::KvmWall)]);
-        assert!(n.len() == 1 && n[0].contains("measured in different clocks"), "{n:?}");
+        let meta = meta_with(&["base", "v"], "{boots: 4, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        jobs(&meta, 0, 2).iter().for_each(|j| ran(j, &mut rec));
+        let first_kvm = rec.1.len();
+        jobs(&meta, 1, 2).iter().for_each(|j| ran(j, &mut rec));
+        for (i, e) in rec.1.iter_mut().enumerate() {
+            if let Event::Boot { clock, .. } = e {
+                *clock = Some(if i < first_kvm { MeasureClock::TcgWall } else { MeasureClock::KvmWall });
+            }
+        }
+        let dirs = [(Shard { k: 0, n: 2 }, None), (Shard { k: 1, n: 2 }, None)];
+        let (r, _) = report(&meta, &dirs, &rec);
+        assert_eq!(r.clock, Some(MeasureClock::TcgWall));
+        for c in &r.rows[0].cells {
+            assert_eq!(c.n, 2, "{}: boots of two clocks merged: {}", c.variant, cell_text(c));
+        }
+        let refused: Vec<&String> = r.notes.iter().filter(|n| n.contains("not counted: 4 boot(s) measured in the kvm-wall clock, not the run's tcg-wall")).collect();
+        assert_eq!(refused.len(), 1, "{:?}", r.notes);
     }
 }

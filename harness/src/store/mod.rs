@@ -105,6 +105,16 @@ impl Run {
             bail!("open {} for shard {shard}: it has no run.json yet (run `harness build --run-dir {}` first)", dir.display(), dir.display());
         }
         let records = shard_dir(dir, shard);
+        let reader = Run::open(dir)?;
+        if let Some(other) = reader.shard_dirs()?.iter().find(|s| s.shard.n != shard.n) {
+            bail!(
+                "open shard {shard} of {}: the run is split into {} shards (shards/{}-of-{}); a run is split one way (shard ids and boot ids would collide)",
+                dir.display(),
+                other.shard.n,
+                other.shard.k,
+                other.shard.n
+            );
+        }
         std::fs::create_dir_all(records.join("logs")).with_context(|| format!("create {}", records.display()))?;
         let lock = match Flock::try_take(&records.join("lock"), &format!("run --shard {shard}"))? {
             Ok(l) => l,
@@ -322,6 +332,21 @@ mod tests {
         assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
         drop(resumed);
         std::fs::remove_dir_all(runs).ok();
+    }
+
+    /// A run is split one way: a shard of another count than the shards
+    /// already there is refused, naming them; the same count goes on.
+    #[test]
+    fn a_shard_of_another_count_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("r");
+        drop(Run::create_at(&dir).unwrap());
+        std::fs::write(dir.join("run.json"), "{}").unwrap();
+        drop(Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap());
+        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 1, n: 3 }).err().expect("a shard of 3 beside shards of 2"));
+        assert!(e.contains("the run is split into 2 shards (shards/0-of-2)"), "{e}");
+        assert!(!dir.join("shards/1-of-3").exists(), "the refused shard made its directory");
+        assert!(Run::open_shard(&dir, Shard { k: 1, n: 2 }).is_ok());
     }
 
     /// Issue 14: shards write their own files under their own lock; the

@@ -134,6 +134,10 @@ pub fn sampling_power(m: &Matrix) -> Option<Item> {
 pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let mut out = Vec::new();
     out.push(item(Level::Ok, "matrix", format!("{}: {} variants, vCPUs {:?}, {} benchmarks", m.path.display(), m.variants.len(), m.vcpus, m.benchmarks.len())));
+    if let Some(i) = &m.instead_of {
+        let runs = m.profile.as_deref().unwrap_or("?");
+        out.push(item(Level::Ok, "profile", format!("`{}` runs as `{runs}` on this host (profiles.{}.without_kvm): {}", i.profile, i.profile, i.why)));
+    }
     out.extend(sampling_power(m));
     out.extend(tool_checks());
     let (qemu, q35_max) = qemu_check();

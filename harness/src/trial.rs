@@ -35,6 +35,9 @@ pub struct Request {
     pub matrix: Option<PathBuf>,
     /// `--profile` (`none` for none).
     pub profile: String,
+    /// The profile is the command's default, not asked for: a matrix that
+    /// does not define it runs its top level.
+    pub profile_is_default: bool,
     /// `--vcpus`: replaces the profile's vCPU counts.
     pub vcpus: Vec<u32>,
     /// `--bench`: keeps only these benchmarks.
@@ -60,7 +63,6 @@ pub fn parse_clock(s: &str) -> Result<Clock, String> {
 /// `<work>/try/<hash of its patches>/series/`.
 pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     let mut m = base_matrix(req, work)?;
-    let profile = (req.profile != "none").then_some(req.profile.as_str());
     let mut sources: Vec<Source> = req.series.iter().map(|p| Source::detect(p)).collect::<Result<_>>()?;
     let mut base_ref = None;
     match (&req.git, &req.range) {
@@ -89,7 +91,8 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
     let base = Variant { name: "base".into(), apply: vec![], revert: vec![], fragments: vec![], benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(), git_ref: base_ref };
     m.variants = vec![base.clone(), Variant { name: SERIES.into(), apply: vec![SERIES.into()], ..base }];
-    m.profile = Some(match profile {
+    // the profile that runs: the one asked for, or its `without_kvm:`
+    m.profile = Some(match &m.profile {
         Some(p) => format!("try-{p}"),
         None => "try".into(),
     });
@@ -103,8 +106,14 @@ pub fn base_matrix(req: &Request, work: &Path) -> Result<Matrix> {
         Some(p) => std::path::absolute(p).context("resolve --matrix")?,
         None => crate::builtin::materialise(work)?.join("matrix.yaml"),
     };
-    let profile = (req.profile != "none").then_some(req.profile.as_str());
+    let mut profile = (req.profile != "none").then_some(req.profile.as_str());
+    if req.profile_is_default && !crate::config::defines_profile(&path, &req.profile)? {
+        profile = None;
+    }
     let mut m = crate::config::load(&path, profile).context("load the matrix")?;
+    if req.clock.is_none() {
+        m = crate::pipeline::for_this_host(m, work)?;
+    }
     narrow(&mut m, req)?;
     Ok(m)
 }

@@ -500,6 +500,32 @@ pub fn kvm_precheck() -> Option<String> {
     }
 }
 
+/// How long a firmware-only KVM guest must live to count as working.
+const FIRMWARE_PROBE: Duration = Duration::from_secs(2);
+
+/// QEMU's arguments for a firmware-only guest under KVM: the machine and
+/// CPU model the boots use, one vCPU, no kernel, no devices.
+pub fn firmware_probe_args() -> Vec<String> {
+    let a = ["-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", "kvm", "-cpu", "host", "-smp", "1", "-m", "64M", "-serial", "none", "-monitor", "none", "-no-reboot"];
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Whether KVM runs guest code here, without a kernel: QEMU starts a
+/// firmware-only guest with the boots' machine and CPU model and must keep
+/// it running for 2 s (SeaBIOS then idles with no boot device). Gives why
+/// not: QEMU's own words when it exits early (a vCPU that KVM refuses,
+/// such as an MSR it cannot set, fails within milliseconds). The log gets
+/// QEMU's output.
+pub fn probe_kvm_firmware(qemu: &Path, log: &Path) -> Result<Option<String>> {
+    let f = Cmd::new(qemu).args(firmware_probe_args()).log(log).capture().deadline(FIRMWARE_PROBE).run()?;
+    if f.timed_out {
+        return Ok(None);
+    }
+    let last = f.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim();
+    let how = f.code.map(|c| format!("exited with {c}")).unwrap_or_else(|| "was killed by a signal".into());
+    Ok(Some(format!("a firmware-only KVM guest {how} at once: {last}")))
+}
+
 /// The host KVM's vCPU limit (KVM_CAP_MAX_VCPUS), if KVM opens.
 pub fn kvm_max_vcpus() -> Option<u32> {
     use std::os::fd::AsRawFd;

@@ -42,9 +42,11 @@ pub(super) struct Args {
     /// The matrix whose kernel config, guest and benchmarks are used (default: the built-in one).
     #[arg(long)]
     matrix: Option<PathBuf>,
-    /// The matrix profile (`none` for none).
-    #[arg(long, default_value = "none")]
-    profile: String,
+    /// The matrix profile (`none` for none). Default: `bisect`, which in the
+    /// built-in matrix is the top level, or `exact` where KVM is not usable;
+    /// a matrix without a `bisect` profile runs its top level.
+    #[arg(long)]
+    profile: Option<String>,
     /// Rounds per look at a candidate (a round boots it and both ends once).
     #[arg(long, default_value_t = bisect::Rule::default().batch)]
     batch: u32,
@@ -71,7 +73,8 @@ impl Args {
     fn request(self) -> bisect::Request {
         let trial = trial::Request {
             matrix: self.matrix,
-            profile: self.profile,
+            profile_is_default: self.profile.is_none(),
+            profile: self.profile.unwrap_or_else(|| "bisect".into()),
             vcpus: self.vcpus.into_iter().collect(),
             bench: self.bench.into_iter().collect(),
             clock: self.clock,

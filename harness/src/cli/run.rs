@@ -66,8 +66,9 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             pipeline::resume(&dir, &opts)?
         }
         None => {
-            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
+            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
+            let m = pipeline::for_this_host(m, &opts.work_dir)?;
             pipeline::start(m, &opts)?
         }
     };

@@ -29,9 +29,11 @@ pub(super) struct Args {
     /// The matrix whose kernel, guest and benchmarks are used (default: the one built into harness).
     #[arg(long)]
     matrix: Option<PathBuf>,
-    /// The matrix profile (`none` for none).
-    #[arg(long, default_value = "premerge")]
-    profile: String,
+    /// The matrix profile (`none` for none). Default: `premerge`, which in
+    /// the built-in matrix runs as `premerge-icount` where KVM is not
+    /// usable; a matrix without a `premerge` profile runs its top level.
+    #[arg(long)]
+    profile: Option<String>,
     /// vCPU counts, instead of the profile's.
     #[arg(long, value_delimiter = ',')]
     vcpus: Vec<u32>,
@@ -73,7 +75,9 @@ impl Args {
     /// The request the library takes, and the options only the command uses.
     fn request(self) -> (trial::Request, Outputs) {
         let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, per_patch, gating, junit, quiet } = self;
-        (trial::Request { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor }, Outputs { gating, junit, quiet, per_patch })
+        let profile_is_default = profile.is_none();
+        let profile = profile.unwrap_or_else(|| "premerge".into());
+        (trial::Request { series, git, range, matrix, profile, profile_is_default, vcpus, bench, clock, boots, floor }, Outputs { gating, junit, quiet, per_patch })
     }
 }
 

@@ -13,7 +13,7 @@ mod validation;
 use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
-pub use validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant};
+pub use validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant};
 pub use validation::{is_base_config_target, BASE_CONFIG_TARGETS};
 
 use raw::RawMatrix;
@@ -62,18 +62,29 @@ pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
     parse(&text, path, profile)
 }
 
+/// Whether the matrix file at `path` defines profile `name` (the file read
+/// and parsed, not validated).
+pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let raw: RawMatrix = serde_yaml::from_str(&text).map_err(|e| yaml_error(e, path))?;
+    Ok(raw.profiles.contains_key(name))
+}
+
+/// A YAML error at its file, line and column.
+fn yaml_error(e: serde_yaml::Error, path: &Path) -> ConfigError {
+    let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+    // serde_yaml appends " at line L column C"; the location leads instead
+    let mut message = e.to_string();
+    if let Some(i) = message.rfind(" at line ") {
+        message.truncate(i);
+    }
+    ConfigError::Yaml { path: path.to_path_buf(), line, column, message }
+}
+
 /// Parses and validates matrix text; `path` is used for messages and to
 /// resolve relative paths.
 pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
-    let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-        // serde_yaml appends " at line L column C"; the location leads instead
-        let mut message = e.to_string();
-        if let Some(i) = message.rfind(" at line ") {
-            message.truncate(i);
-        }
-        ConfigError::Yaml { path: path.to_path_buf(), line, column, message }
-    })?;
+    let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| yaml_error(e, path))?;
     validation::validate(raw, path, profile)
         .map_err(|problems| ConfigError::Invalid { path: path.to_path_buf(), problems })
 }

@@ -108,4 +108,5 @@ pub(super) struct RawProfile {
     pub(super) statistics: Option<RawStatistics>,
     #[serde(default)]
     pub(super) overrides: BTreeMap<String, RawOverride>,
+    pub(super) without_kvm: Option<String>,
 }

@@ -191,3 +191,22 @@ fn timeouts_have_upper_bounds() {
         assert_eq!(problems(&text), vec![want.to_string()]);
     }
 }
+
+#[test]
+fn without_kvm_names_another_profile_of_the_matrix() {
+    let with = |quick: &str, extra: &str| format!("{GOOD}    without_kvm: {quick}\n{extra}");
+    let exact = "  exact:\n    clock: icount\n    vcpus: [2]\n";
+    let m = parse(&with("exact", exact), Path::new("/m/matrix.yaml"), Some("quick")).unwrap();
+    assert_eq!((m.without_kvm.as_deref(), m.instead_of.clone()), (Some("exact"), None));
+    let m = parse(&with("exact", exact), Path::new("/m/matrix.yaml"), Some("exact")).unwrap();
+    assert_eq!(m.without_kvm, None, "the profile applied is exact, which has none");
+    let cases = [
+        (with("nope", exact), "profiles.quick.without_kvm: no profile `nope`"),
+        (with("quick", exact), "profiles.quick.without_kvm: names the profile itself"),
+        (with("exact", &format!("{exact}    without_kvm: quick\n")), "profiles.quick.without_kvm: `exact` has a `without_kvm:` of its own"),
+    ];
+    for (text, want) in cases {
+        let got = problems(&text);
+        assert!(got.iter().any(|g| g.starts_with(want)), "{want}\n{got:?}");
+    }
+}

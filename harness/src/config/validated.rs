@@ -16,6 +16,14 @@ pub struct Matrix {
     pub path: PathBuf,
     /// The profile applied, if any.
     pub profile: Option<String>,
+    /// The profile's `without_kvm:`: the profile to run instead on a host
+    /// where KVM is not usable (where the wall clock is TCG's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_kvm: Option<String>,
+    /// Set when this matrix runs in place of the profile asked for: that
+    /// profile, and why (KVM is not usable here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead_of: Option<InsteadOf>,
     /// The kernel tree and its configuration.
     pub kernel: Kernel,
     /// Directory holding one sub-directory per patch series.
@@ -34,6 +42,15 @@ pub struct Matrix {
     pub statistics: Statistics,
     /// Metrics (`benchmark` or `benchmark.metric`) that gate a pre-merge check.
     pub key_metrics: Vec<String>,
+}
+
+/// A profile run in place of the one asked for ([`Matrix::instead_of`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InsteadOf {
+    /// The profile asked for.
+    pub profile: String,
+    /// Why it does not run here.
+    pub why: String,
 }
 
 /// Kernel source and configuration.

@@ -2,7 +2,7 @@
 //! kernel, benchmarks, variants, guest, vcpus, sampling). Every problem is
 //! collected, each naming its YAML path (`variants[2].apply[0]: …`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::params::{self, BenchKind};
@@ -43,6 +43,8 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
             p.push(format!("profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"));
         }
     }
+    check_without_kvm(&raw.profiles, &mut p);
+    let without_kvm = profile.and_then(|n| raw.profiles.get(n)).and_then(|pr| pr.without_kvm.clone());
     // Profiles first: they select from and override the top level.
     if let Some(name) = profile {
         if !apply_profile(&mut raw, name, &mut p) {
@@ -71,6 +73,8 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     Ok(Matrix {
         path: path.to_path_buf(),
         profile: profile.map(str::to_string),
+        without_kvm,
+        instead_of: None,
         kernel,
         series_dir,
         variants,
@@ -81,6 +85,22 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
         statistics,
         key_metrics: raw.key_metrics,
     })
+}
+
+/// Each profile's `without_kvm:` names another profile, one that has no
+/// `without_kvm:` of its own.
+fn check_without_kvm(profiles: &BTreeMap<String, RawProfile>, p: &mut Vec<String>) {
+    for (name, prof) in profiles {
+        let Some(alt) = &prof.without_kvm else { continue };
+        match profiles.get(alt) {
+            None => p.push(format!("profiles.{name}.without_kvm: no profile `{alt}`")),
+            Some(_) if alt == name => p.push(format!("profiles.{name}.without_kvm: names the profile itself; name the profile to run where KVM is not usable")),
+            Some(a) if a.without_kvm.is_some() => {
+                p.push(format!("profiles.{name}.without_kvm: `{alt}` has a `without_kvm:` of its own; name a profile without one"))
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// Narrows and overrides the top level with profile `name`; false when

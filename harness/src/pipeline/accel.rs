@@ -5,22 +5,81 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use super::Kernels;
 use crate::boot::{self, BootCtx, ProbeFailure};
 use crate::kernel::build::Artifact;
 use crate::records::Cause;
-use crate::config::{AccelChoice, Clock, Matrix};
+use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{self, Accel, MeasureClock};
 
+/// Why KVM is not usable on this host, or None when it runs guest code:
+/// /dev/kvm does not open, a probe failed on this host and QEMU before, or
+/// a firmware-only KVM guest fails at once ([`vm::probe_kvm_firmware`],
+/// whose failure is then remembered like a failed probe boot).
+pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
+    if let Some(why) = vm::kvm_precheck() {
+        return Ok(Some(why));
+    }
+    let qemu = host::qemu_binary()?;
+    let key = host::probe_key(&qemu);
+    if let Some(f) = host::failed_probe(work, &key) {
+        return Ok(Some(format!("a KVM probe failed on this host on {}: {}", f.when, f.reason)));
+    }
+    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
+    let why = vm::probe_kvm_firmware(&qemu, &work.join("kvm-firmware-probe.log"))?;
+    if let Some(w) = &why {
+        host::remember_failed_probe(work, &key, w)?;
+    }
+    Ok(why)
+}
+
+/// `m` as it runs on this host: where its profile has a `without_kvm:` and
+/// KVM is not usable (or the matrix asks for TCG), that profile instead,
+/// loaded from the same matrix file and marked with what it replaces.
+pub fn for_this_host(m: Matrix, work: &Path) -> Result<Matrix> {
+    let (Some(alt), Some(asked)) = (m.without_kvm.clone(), m.profile.clone()) else { return Ok(m) };
+    let why = match (m.guest.accel, m.guest.clock) {
+        (AccelChoice::Kvm, _) | (_, Clock::Icount) => return Ok(m),
+        (AccelChoice::Tcg, Clock::Wall) => "the matrix asks for TCG".to_string(),
+        (AccelChoice::Auto, Clock::Wall) => match kvm_unusable(work)? {
+            Some(why) => why,
+            None => return Ok(m),
+        },
+    };
+    let mut instead = config::load(&m.path, Some(&alt)).with_context(|| format!("load profile `{alt}` (profiles.{asked}.without_kvm)"))?;
+    instead.instead_of = Some(InsteadOf { profile: asked, why });
+    Ok(instead)
+}
+
+/// The line a run prints and records when its profile replaced the one
+/// asked for.
+fn instead_notice(m: &Matrix) -> Option<String> {
+    let i = m.instead_of.as_ref()?;
+    let clock = match m.guest.clock {
+        Clock::Icount => "under the instruction-counting clock, which resolves the changes TCG's wall clock cannot (docs/clocks.md)",
+        Clock::Wall => "under the wall clock",
+    };
+    Some(format!(
+        "KVM is not usable here ({}): profile `{}` runs as `{}` (profiles.{}.without_kvm), {clock}",
+        i.why,
+        i.profile,
+        m.profile.as_deref().unwrap_or("?"),
+        i.profile
+    ))
+}
+
 /// The accelerator before any boot: TCG when the matrix or its clock asks
 /// for it, when /dev/kvm does not open, or when a probe on this host and
 /// QEMU failed before; otherwise KVM, which the probe boot must prove.
 pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key: &str) -> Result<Accel> {
+    if let Some(n) = instead_notice(m) {
+        run.notice(ui, n)?;
+    }
     let why = match (m.guest.accel, m.guest.clock) {
         (AccelChoice::Tcg, _) => return Ok(Accel::Tcg),
         (AccelChoice::Kvm, _) => return Ok(Accel::Kvm),
@@ -153,6 +212,37 @@ mod tests {
             dir,
         };
         Ok((a, PathBuf::from(format!("/k/{name}.initrd"))))
+    }
+
+    /// A matrix file whose `quick` runs as `exact` without KVM, `accel` as given.
+    fn two_profiles(dir: &Path, accel: &str) -> PathBuf {
+        let text = format!(
+            "guest: {{accel: {accel}}}\nvariants: [{{name: base}}]\nvcpus: [4]\nbenchmarks: [{{name: s, kind: doexec}}]\n\
+             profiles:\n  quick: {{without_kvm: exact}}\n  exact: {{clock: icount, vcpus: [2]}}\n"
+        );
+        let path = dir.join("matrix.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_profile_runs_as_its_without_kvm_profile_where_kvm_is_not_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        // no probe runs in any of these: the matrix decides
+        let cases = [("tcg", "quick", Some(("exact", "the matrix asks for TCG"))), ("kvm", "quick", None), ("tcg", "exact", None)];
+        for (accel, profile, want) in cases {
+            let path = two_profiles(tmp.path(), accel);
+            let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &work).unwrap();
+            let got = m.instead_of.as_ref().map(|i| (m.profile.as_deref().unwrap(), i.why.as_str()));
+            assert_eq!(got, want, "accel {accel}, profile {profile}");
+            if want.is_some() {
+                assert_eq!((m.vcpus.clone(), m.guest.clock, m.instead_of.as_ref().unwrap().profile.as_str()), (vec![2], Clock::Icount, "quick"));
+                let n = instead_notice(&m).unwrap();
+                assert!(n.starts_with("KVM is not usable here (the matrix asks for TCG): profile `quick` runs as `exact` (profiles.quick.without_kvm), under the instruction-counting clock"), "{n}");
+            }
+        }
+        assert!(!work.exists(), "nothing probed, nothing written");
     }
 
     #[test]

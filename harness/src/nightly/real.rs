@@ -47,9 +47,11 @@ pub fn subject(tree: &Path, commit: &str) -> String {
 }
 
 impl Real {
-    /// The matrix with its profile, as every night runs it (before its source is set).
+    /// The matrix with its profile, as every night runs it on this host (a
+    /// profile's `without_kvm:` where KVM is not usable), before its source is set.
     pub fn load(&self) -> Result<Matrix> {
-        crate::config::load(&self.matrix, self.profile.as_deref()).context("load the matrix")
+        let m = crate::config::load(&self.matrix, self.profile.as_deref()).context("load the matrix")?;
+        pipeline::for_this_host(m, &self.opts.work_dir)
     }
 }
 
@@ -100,9 +102,12 @@ impl Robot for Real {
     }
 
     fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf> {
+        // the profile and clock the nights ran in, so that its ends compare
+        let nights = self.load()?;
         let trial = crate::trial::Request {
             matrix: Some(self.matrix.clone()),
-            profile: self.profile.clone().unwrap_or_else(|| "none".into()),
+            profile: nights.profile.clone().unwrap_or_else(|| "none".into()),
+            clock: Some(nights.guest.clock),
             vcpus: vec![b.change.vcpus],
             bench: vec![b.change.bench.clone()],
             ..Default::default()

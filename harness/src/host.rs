@@ -116,10 +116,12 @@ pub struct FailedProbe {
     pub reason: String,
 }
 
-/// `work/kvm-probe.json`: the failed KVM probes, one per host (a work
-/// directory may be shared by several hosts).
-pub fn probe_path(work: &Path) -> PathBuf {
-    work.join("kvm-probe.json")
+/// `work/kvm-probe/<hash of key>.json`: the failed KVM probe of one host,
+/// host kernel and QEMU ([`probe_key`]); a work directory shared by several
+/// hosts holds one file per host, so no host rewrites another's.
+pub fn probe_path(work: &Path, key: &str) -> PathBuf {
+    use sha2::Digest;
+    work.join("kvm-probe").join(format!("{}.json", crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8])))
 }
 
 /// Host name, host kernel and QEMU version: a failed probe holds for its
@@ -128,26 +130,24 @@ pub fn probe_key(qemu: &Path) -> String {
     format!("{} / {} / {}", hostname(), kernel_release(), qemu_version(qemu))
 }
 
-/// Every failed probe remembered in `work` (a file an older harness wrote,
-/// one probe without a host, is read as none).
-fn failed_probes(work: &Path) -> Vec<FailedProbe> {
-    std::fs::read(probe_path(work)).ok().and_then(|d| serde_json::from_slice(&d).ok()).unwrap_or_default()
-}
-
 /// The failed probe remembered in `work` for `key`, if any.
 pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
-    failed_probes(work).into_iter().find(|p| p.key == key)
+    let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work, key)).ok()?).ok()?;
+    (p.key == key).then_some(p)
 }
 
-/// Remembers a probe boot that failed on KVM's account for `key`, keeping
-/// the other hosts' (written whole: a temporary file renamed into place).
+/// Remembers a probe boot that failed on KVM's account for `key` (written
+/// whole: a temporary file of this process and thread renamed into place).
 pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()> {
-    let mut all = failed_probes(work);
-    all.retain(|p| p.key != key);
-    all.push(FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() });
-    let path = probe_path(work);
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?).with_context(|| format!("write {}", tmp.display()))?;
+    let p = FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() };
+    let path = probe_path(work, key);
+    let dir = path.parent().unwrap_or(work);
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    // the file's name is the host's; the process and a counter make the temporary one private
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&p)?).with_context(|| format!("write {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
 }
 
@@ -171,6 +171,27 @@ mod tests {
         let p = failed_probe(work.path(), "6.1 / QEMU 10").unwrap();
         assert_eq!(p.reason, "kvm: entry failed");
         assert!(failed_probe(work.path(), "6.2 / QEMU 10").is_none());
+    }
+
+    /// Hosts sharing a work directory remember their probes at once: each
+    /// host's file is its own, so none loses another's.
+    #[test]
+    fn hosts_remembering_at_once_lose_nothing() {
+        let work = tempfile::tempdir().unwrap();
+        let keys: Vec<String> = (0..16).map(|i| format!("lab{i} / 6.1 / QEMU 10")).collect();
+        let start = std::sync::Barrier::new(keys.len());
+        std::thread::scope(|s| {
+            for k in &keys {
+                let (start, w) = (&start, work.path());
+                s.spawn(move || {
+                    start.wait();
+                    remember_failed_probe(w, k, "kvm: entry failed").unwrap();
+                });
+            }
+        });
+        let lost: Vec<&String> = keys.iter().filter(|k| failed_probe(work.path(), k).is_none()).collect();
+        assert!(lost.is_empty(), "lost {lost:?}");
+        assert_ne!(probe_path(work.path(), &keys[0]), probe_path(work.path(), &keys[1]));
     }
 
     #[test]

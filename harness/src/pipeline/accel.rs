@@ -90,7 +90,7 @@ pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key
                 "KVM is not usable here (a probe boot failed on {}: {}); delete {} to probe again",
                 failed.when,
                 failed.reason,
-                host::probe_path(work).display()
+                host::probe_path(work, probe_key).display()
             ),
             (None, None) => return Ok(Accel::Kvm),
         },

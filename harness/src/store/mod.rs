@@ -52,15 +52,19 @@ pub fn shard_dir(run_dir: &Path, shard: Shard) -> PathBuf {
     run_dir.join("shards").join(format!("{}-of-{}", shard.k, shard.n))
 }
 
-/// A run directory under `runs_dir` that does not exist yet:
+/// A run directory under `runs_dir` that did not exist, made now (claimed
+/// by `mkdir`, so two runs started in the same second never share one):
 /// `<UTC stamp>-<label>`, with `.N` added when that is taken.
 pub fn fresh_run_dir(runs_dir: &Path, label: &str) -> Result<PathBuf> {
     let stamp = crate::util::stamp();
+    std::fs::create_dir_all(runs_dir).with_context(|| format!("create {}", runs_dir.display()))?;
     for n in 0..100 {
         let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
         let dir = runs_dir.join(&id);
-        if !dir.exists() {
-            return Ok(dir);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
         }
     }
     bail!("find a free run id under {}", runs_dir.display())
@@ -332,6 +336,32 @@ mod tests {
         assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
         drop(resumed);
         std::fs::remove_dir_all(runs).ok();
+    }
+
+    /// Runs started at once with one label (two runs on one host in the
+    /// same second) each get their own id.
+    #[test]
+    fn runs_started_at_once_get_their_own_ids() {
+        let tmp = tempfile::tempdir().unwrap();
+        let start = std::sync::Barrier::new(8);
+        let ids: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        Run::create(tmp.path(), "nightly").map(|r| {
+                            let id = r.id.clone();
+                            // held until every thread made its run
+                            std::thread::sleep(std::time::Duration::from_millis(300));
+                            id
+                        })
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().map_err(|e| format!("{e:#}"))).collect::<Result<_, _>>().unwrap()
+        });
+        let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), 8, "{ids:?}");
     }
 
     /// A run is split one way: a shard of another count than the shards

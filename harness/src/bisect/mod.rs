@@ -12,6 +12,7 @@
 //! `state.json`; the steps are replayed from those runs, so `--resume`
 //! finishes an interrupted measurement and goes on where it stopped.
 
+mod evidence;
 pub mod graph;
 mod io;
 pub mod rule;
@@ -24,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+pub use evidence::profile_of;
 
 use crate::config::Matrix;
 use crate::pipeline::Options;

@@ -96,6 +96,9 @@ struct Named {
     share: f64,
     /// Skipped commits that could carry the share instead.
     maybe: Vec<String>,
+    /// Its differential kernel profile against the good end (the top
+    /// functions, as text), or why there is none.
+    profile: String,
 }
 
 /// `harness bisect --json`: how the bisection ended.
@@ -138,6 +141,9 @@ fn lines(e: &Ended) -> Vec<String> {
     if e.culprits.is_empty() && e.open.is_empty() {
         out.push("undecided: no commit carries the change".into());
     }
+    for c in &e.culprits {
+        out.push(format!("why: {}", c.profile));
+    }
     out
 }
 
@@ -159,7 +165,7 @@ pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
     let json = g.json;
     let say = move |s: &str| if json { eprintln!("{s}") } else { println!("{s}") };
     let found = bisect::run(dir, &opts, &say)?;
-    let culprits: Vec<Named> = found.culprits.iter().map(|c| Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone() }).collect();
+    let culprits: Vec<Named> = found.culprits.iter().map(|c| named(dir, c)).collect();
     let one = sole(&culprits, &found.open).map(|c| (c.commit.clone(), c.subject.clone()));
     let ended = Ended { bisect_dir: dir, first_bad: one.as_ref().map(|o| o.0.clone()), subject: one.map(|o| o.1), culprits, open: found.open.clone() };
     if json {
@@ -169,6 +175,15 @@ pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
     }
     Ok(exit(&found))
 }
+
+/// A culprit as printed, with its evidence.
+fn named(dir: &Path, c: &bisect::search::Culprit) -> Named {
+    let profile = bisect::profile_of(dir, &c.commit, TOP).unwrap_or_else(|e| format!("no differential profile: {e:#}"));
+    Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone(), profile }
+}
+
+/// The functions of a culprit's profile printed.
+const TOP: usize = 8;
 
 /// The exit code of a bisection's end: done when a commit carries a share.
 fn exit(f: &bisect::Found) -> Exit {
@@ -193,14 +208,15 @@ mod tests {
     #[test]
     fn the_json_record_and_the_lines_are_as_documented() {
         let dir = Path::new("/runs/bisect-1");
-        let n = |c: &str, share| Named { commit: c.into(), subject: format!("{c} exec: slower"), share, maybe: vec![] };
+        let n = |c: &str, share| Named { commit: c.into(), subject: format!("{c} exec: slower"), share, maybe: vec![], profile: format!("{c} against the good end:\n* pcpu_alloc_noprof 377 1473") };
         let found = Ended { bisect_dir: dir, first_bad: Some("abc".into()), subject: Some("abc exec: slower".into()), culprits: vec![n("abc", 1.0)], open: vec![] };
         assert_eq!(
             serde_json::to_string(&found).unwrap(),
-            r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[]}],"open":[]}"#
+            r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[],"profile":"abc against the good end:\n* pcpu_alloc_noprof 377 1473"}],"open":[]}"#
         );
-        assert_eq!(lines(&found), ["first bad commit: abc exec: slower (carries 100% of the change)"]);
+        assert_eq!(lines(&found), ["first bad commit: abc exec: slower (carries 100% of the change)", "why: abc against the good end:\n* pcpu_alloc_noprof 377 1473"]);
         let two = Ended { bisect_dir: dir, first_bad: None, subject: None, culprits: vec![n("a", 0.52), n("b", 0.48)], open: vec!["a..b: why".into()] };
-        assert_eq!(lines(&two), ["carries 52% of the change: a exec: slower", "carries 48% of the change: b exec: slower", "not placed: a..b: why"]);
+        assert_eq!(lines(&two)[..3], ["carries 52% of the change: a exec: slower", "carries 48% of the change: b exec: slower", "not placed: a..b: why"]);
+        assert_eq!(lines(&two)[3..], ["why: a against the good end:\n* pcpu_alloc_noprof 377 1473", "why: b against the good end:\n* pcpu_alloc_noprof 377 1473"]);
     }
 }

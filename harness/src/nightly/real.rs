@@ -116,7 +116,7 @@ impl Robot for Real {
         bisect::start(&req, &self.dir, &self.opts.work_dir)
     }
 
-    fn run_bisect(&mut self, dir: &Path, b: &Bisection) -> Result<Bisected> {
+    fn run_bisect(&mut self, dir: &Path, _b: &Bisection) -> Result<Bisected> {
         let steps = RefCell::new(Vec::new());
         let say = |s: &str| {
             eprintln!("{s}");
@@ -124,23 +124,15 @@ impl Robot for Real {
         };
         let found = bisect::run(dir, &self.opts, &say)?;
         let culprits: Vec<Named> = found.culprits.iter().map(|c| Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone() }).collect();
-        let profile = culprits.first().and_then(|c| profile_of(dir, &c.commit, b));
+        let profile = culprits.first().and_then(|c| profile_of(dir, &c.commit));
         Ok(Bisected { culprits, open: found.open, steps: steps.into_inner(), profile, error: None })
     }
 }
 
 /// The differential kernel profile of `commit`'s arm against the good end
-/// in the latest measurement that booted it, as text (top 12 functions),
-/// or why there is none.
-fn profile_of(dir: &Path, commit: &str, b: &Bisection) -> Option<String> {
-    let (run, variant) = bisect::runs_of(dir, commit).ok()?.into_iter().next()?;
-    let events = store::Run::open(&run).and_then(|r| r.events()).ok()?;
-    let mut notes = vec![];
-    let text = match crate::report::profiles::cell(&run, &events, variant, b.change.vcpus, &b.change.bench, &mut notes) {
-        Ok(d) => format!("{} against the good end, {} at {} vCPUs ({}):\n{}", bisect::describe(dir, commit), b.change.bench, b.change.vcpus, run.display(), d.text(12)),
-        Err(e) => format!("no differential profile: {e:#}"),
-    };
-    Some(text)
+/// (top 12 functions), or why there is none.
+fn profile_of(dir: &Path, commit: &str) -> Option<String> {
+    Some(bisect::profile_of(dir, commit, 12).unwrap_or_else(|e| format!("no differential profile: {e:#}")))
 }
 
 /// A series' change points as key changes, each with a 95% bootstrap

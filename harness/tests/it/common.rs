@@ -54,3 +54,18 @@ pub fn serial() -> Serial {
     file.lock().unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
     Serial { _file: file }
 }
+
+/// The profiler plugin built into the release directory of the target
+/// directory the harness binary is in, where the harness looks for it.
+pub fn build_profiler() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_harness"));
+    let target = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "harness-profiler"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(st.success(), "cargo build --release -p harness-profiler");
+    assert!(target.join("release/libharness_profiler.so").is_file());
+}

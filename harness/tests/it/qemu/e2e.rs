@@ -3,7 +3,7 @@
 //! They share one work directory (`target/e2e-work`) so the base kernel is
 //! built once and reused from the kernel cache, and they run one at a time.
 
-use crate::common::{repo, scratch, run_ok};
+use crate::common::{build_profiler, repo, run_ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -182,21 +182,6 @@ fn icount_calls_a_one_percent_exec_regression() {
     assert_eq!(verdict("slow-exec"), "regressed", "{table}");
     let aa = verdict("base-again");
     assert!(!["regressed", "improved", "unsure"].contains(&aa.as_str()), "base against itself was called {aa}: {table}");
-}
-
-/// The profiler plugin built into the release directory of the target
-/// directory the harness binary is in, where the harness looks for it.
-fn build_profiler() {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_harness"));
-    let target = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let st = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "harness-profiler"])
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(repo())
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build --release -p harness-profiler");
-    assert!(target.join("release/libharness_profiler.so").is_file());
 }
 
 /// Issue 18: under icount at 2 vCPUs every boot carries a kernel profile.

@@ -160,6 +160,7 @@ fn history() -> (PathBuf, Vec<String>) {
 #[ignore = "~35 minutes: a full kernel build and ~20 icount boots"]
 fn bisect_names_the_slow_exec_commit() {
     let _g = crate::common::serial();
+    crate::common::build_profiler();
     let (tree, ids) = history();
     let dir = scratch("bisect");
     let t = std::time::Instant::now();
@@ -174,6 +175,9 @@ fn bisect_names_the_slow_exec_commit() {
     let named = stdout.lines().find(|l| l.starts_with("first bad commit: ")).unwrap_or_default();
     assert!(named.contains(&ids[3][..7]) && named.contains("exec: a fixed cost"), "{stdout}");
     assert!(stdout.contains("like good") && stdout.contains("like bad") && stdout.contains("rule: "), "{stdout}");
+    // the evidence: the culprit's differential profile names the function it added
+    let why = stdout.split_once("why: ").map(|(_, w)| w).unwrap_or_default();
+    assert!(why.contains("against the good end") && why.contains("harness_exec_cost"), "{stdout}");
     eprintln!("bisected in {:.0} s", t.elapsed().as_secs_f64());
     // a second look resumes from the state: nothing is measured again
     let bisect_dir = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("state.json").is_file()).unwrap();

@@ -117,16 +117,21 @@ pub fn write_symbols(vmlinux: &Path, out: &Path) -> Result<usize> {
 pub const FILE: &str = "vmlinux.syms";
 
 /// Writes the symbols file of `vmlinux` to `out` unless it is there
-/// already (written whole to a temporary file, then renamed, so a reader
-/// never sees half of one). Returns whether it wrote it.
+/// already (written whole to a temporary file of this process and call,
+/// then renamed, so a reader never sees half of one and runs sharing the
+/// kernel may write it at once). Returns whether it wrote it.
 pub fn ensure(vmlinux: &Path, out: &Path) -> Result<bool> {
     if out.is_file() {
         return Ok(false);
     }
-    let tmp = out.with_extension("syms.partial");
-    write_symbols(vmlinux, &tmp)?;
-    std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display()))?;
-    Ok(true)
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out.with_extension(format!("syms.partial-{}-{n}", std::process::id()));
+    let written = write_symbols(vmlinux, &tmp).and_then(|_| std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display())));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map(|()| true)
 }
 
 #[cfg(test)]
@@ -175,6 +180,32 @@ mod tests {
         assert!(syms.windows(2).all(|w| w[0].start + w[0].size <= w[1].start), "sorted and disjoint");
         assert!(syms.iter().any(|s| s.name == "main"));
         assert!(raw_from_elf(b"not an elf").is_err());
+    }
+
+    /// Two runs sharing a kernel write its symbols file at once: each
+    /// succeeds and the file is whole.
+    #[test]
+    fn runs_ensuring_at_once_all_succeed() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join(FILE);
+        let exe = std::env::current_exe().unwrap();
+        let start = std::sync::Barrier::new(4);
+        let results: Vec<Result<bool, String>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        ensure(&exe, &out).map_err(|e| format!("{e:#}"))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        let mut one = d.path().join("one");
+        one.set_extension("syms");
+        write_symbols(&exe, &one).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&one).unwrap());
     }
 
     #[test]

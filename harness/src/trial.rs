@@ -149,7 +149,7 @@ fn narrow(m: &mut Matrix, req: &Request) -> Result<()> {
         if !(0.0..1.0).contains(&f) {
             bail!("--floor {f}: it is a fraction such as 0.02");
         }
-        m.statistics.floor = f;
+        m.statistics.threshold = f;
     }
     Ok(())
 }
@@ -266,7 +266,7 @@ mod tests {
         let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["base", "series"]);
         assert_eq!(m.variants[1].apply, vec!["series".to_string()]);
-        assert_eq!((m.vcpus.clone(), m.sampling.boots, m.statistics.floor, m.guest.clock), (vec![2, 4], 3, 0.01, Clock::Icount));
+        assert_eq!((m.vcpus.clone(), m.sampling.boots, m.statistics.threshold, m.guest.clock), (vec![2, 4], 3, 0.01, Clock::Icount));
         assert_eq!(m.key_metrics, vec!["static-doexec".to_string()]);
         assert_eq!(m.profile.as_deref(), Some("try-exact"));
         let s = patch::load_series(&m.series_dir, SERIES).unwrap();

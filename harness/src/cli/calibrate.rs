@@ -36,17 +36,18 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         return Ok(Exit::Done);
     }
     print!("{}", report::table(&r));
-    print_floors(&cal, m.statistics.floor);
+    print_floors(&cal, &m.statistics);
     println!("stored in {} for runs of this matrix and profile on this host", crate::calibrate::path(&g.work_dir).display());
     Ok(Exit::Done)
 }
 
-/// Each floor, the one reports will use, and the A/A false-positive rate.
-fn print_floors(cal: &crate::calibrate::Calibration, matrix_floor: f64) {
+/// Each floor, the threshold reports will judge against, and the A/A
+/// false-positive rate.
+fn print_floors(cal: &crate::calibrate::Calibration, stats: &crate::config::Statistics) {
     for f in &cal.floors {
-        let used = crate::stats::effect_floor(Some(f.floor)).max(matrix_floor);
+        let used = stats.threshold_for(&f.benchmark, &f.metric);
         println!(
-            "floor {}.{} at {} vCPUs ({}): {:.2}% from {}+{} boots (seen {:.2}%, boot spread {:.2}%); reports use {:.2}%",
+            "floor {}.{} at {} vCPUs ({}): {:.2}% from {}+{} boots (seen {:.2}%, boot spread {:.2}%); reports judge against the declared threshold {:.2}% (the interval carries the noise)",
             f.benchmark, f.metric, f.vcpus, f.clock, f.floor * 100.0, f.boots.0, f.boots.1, f.observed * 100.0, f.spread * 100.0, used * 100.0
         );
     }

@@ -8,6 +8,7 @@
 mod params;
 mod raw;
 mod validated;
+mod statistics;
 mod validation;
 
 use std::path::{Path, PathBuf};

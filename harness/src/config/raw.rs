@@ -90,9 +90,26 @@ pub(super) struct RawSampling {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStatistics {
     pub(super) alpha: Option<f64>,
-    pub(super) floor: Option<f64>,
+    pub(super) floor: Option<RawFraction>,
+    pub(super) threshold: Option<RawFraction>,
+    pub(super) thresholds: Option<BTreeMap<String, RawFraction>>,
+    pub(super) second_stage: Option<RawSecondStage>,
     pub(super) resamples: Option<usize>,
     pub(super) seed: Option<u64>,
+}
+
+/// A fraction as written: `0.03` or `3%`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawFraction {
+    Number(f64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSecondStage {
+    pub(super) boots: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

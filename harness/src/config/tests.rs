@@ -210,3 +210,41 @@ fn without_kvm_names_another_profile_of_the_matrix() {
         assert!(got.iter().any(|g| g.starts_with(want)), "{want}\n{got:?}");
     }
 }
+
+#[test]
+fn thresholds_are_declared_per_metric_with_stated_defaults() {
+    let m = p(GOOD).unwrap();
+    // none declared: 2% for every metric, and no second stage
+    assert_eq!((m.statistics.threshold_for("s", "execs_per_s"), m.statistics.second_stage_boots), (0.02, 0));
+    let text = format!(
+        "{GOOD}statistics:\n  threshold: 3%\n  thresholds: {{s: 0.05, v.usec: 1.5%}}\n  second_stage: {{boots: 4}}\n"
+    );
+    let m = p(&text).unwrap();
+    let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
+    assert_eq!((t("s", "execs_per_s"), t("v", "usec"), t("v", "other")), (0.05, 0.015, 0.03));
+    assert_eq!(m.statistics.second_stage_boots, 4);
+    // a profile's statistics replace the top level's threshold (`floor` is its older name) and add entries
+    let prof = format!(
+        "{GOOD}  gate:\n    statistics: {{threshold: 1%, thresholds: {{v: 4%}}, second_stage: {{boots: 6}}}}\nstatistics:\n  floor: 3%\n  thresholds: {{s: 0.05, v.usec: 1.5%}}\n"
+    );
+    let m = parse(&prof, Path::new("/m/matrix.yaml"), Some("gate")).unwrap();
+    let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
+    assert_eq!((t("s", "x"), t("v", "usec"), t("v", "other"), m.statistics.threshold, m.statistics.second_stage_boots), (0.05, 0.015, 0.04, 0.01, 6));
+    let top = parse(&prof, Path::new("/m/matrix.yaml"), None).unwrap();
+    assert_eq!((top.statistics.threshold, top.statistics.second_stage_boots), (0.03, 0));
+}
+
+#[test]
+fn bad_thresholds_are_named_by_their_yaml_path() {
+    let text = format!(
+        "{GOOD}statistics:\n  threshold: 120%\n  thresholds: {{nope.rate: 0.01, s: lots}}\n  second_stage: {{boots: 0}}\n"
+    );
+    let e = problems(&text);
+    let has = |s: &str| e.iter().any(|x| x.contains(s));
+    assert!(has("statistics.threshold: 1.2 must lie in [0, 1)"), "{e:?}");
+    assert!(has("statistics.thresholds.nope.rate: `nope.rate` names no benchmark"), "{e:?}");
+    assert!(has("statistics.thresholds.s: `lots` is not a fraction (write 0.03 or 3%)"), "{e:?}");
+    assert!(has("statistics.second_stage.boots: 0 must lie in 1..=100"), "{e:?}");
+    let both = problems(&format!("{GOOD}statistics: {{floor: 0.02, threshold: 0.02}}\n"));
+    assert!(both.iter().any(|x| x.contains("statistics.floor: `floor` is the older name of `threshold`")), "{both:?}");
+}

@@ -3,6 +3,7 @@
 //! the harness reads; serialised whole into `run.json`. The benchmark kinds
 //! ([`BenchKind`]) are generated from the table in `params.rs`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -188,12 +189,32 @@ pub struct Sampling {
 pub struct Statistics {
     /// Significance level after Benjamini-Hochberg.
     pub alpha: f64,
-    /// Minimum effect floor (fraction); raised to the measured noise floor.
-    pub floor: f64,
+    /// The declared practical threshold (a fraction) of every metric without
+    /// its own entry: a change smaller than this does not matter. A cell is
+    /// `regressed` when its whole interval lies beyond it; the interval
+    /// carries the noise, so a calibrated A/A floor does not raise it.
+    /// (`floor` in the `run.json` of runs before thresholds.)
+    #[serde(alias = "floor")]
+    pub threshold: f64,
+    /// Per-metric thresholds, keyed `benchmark` or `benchmark.metric`.
+    #[serde(default)]
+    pub thresholds: BTreeMap<String, f64>,
+    /// Boots per arm of the gate's second stage (0: none).
+    #[serde(default)]
+    pub second_stage_boots: u32,
     /// Bootstrap resamples.
     pub resamples: usize,
     /// Bootstrap seed.
     pub seed: u64,
+}
+
+impl Statistics {
+    /// The threshold of `benchmark.metric`: its own entry, else its
+    /// benchmark's, else the default.
+    pub fn threshold_for(&self, benchmark: &str, metric: &str) -> f64 {
+        let own = self.thresholds.get(&format!("{benchmark}.{metric}"));
+        own.or_else(|| self.thresholds.get(benchmark)).copied().unwrap_or(self.threshold)
+    }
 }
 
 impl Matrix {

@@ -59,6 +59,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     let guest = validate_guest(&raw.guest, &mut p);
     let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
     let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
+    let statistics = super::statistics::thresholds(statistics, &raw.statistics, &defined_bench, &mut p);
     for (i, k) in raw.key_metrics.iter().enumerate() {
         let b = k.split('.').next().unwrap_or("");
         if !defined_bench.iter().any(|n| n == b) {
@@ -166,7 +167,22 @@ fn override_values(raw: &mut RawMatrix, prof: RawProfile, name: &str, p: &mut Ve
     }
     if let Some(s) = prof.statistics {
         let t = &raw.statistics;
-        raw.statistics = RawStatistics { alpha: s.alpha.or(t.alpha), floor: s.floor.or(t.floor), resamples: s.resamples.or(t.resamples), seed: s.seed.or(t.seed) };
+        let mut thresholds = t.thresholds.clone().unwrap_or_default();
+        thresholds.extend(s.thresholds.unwrap_or_default());
+        // a profile's threshold (or floor) replaces the top level's either way
+        let (floor, threshold) = match (&s.floor, &s.threshold) {
+            (None, None) => (t.floor.clone(), t.threshold.clone()),
+            _ => (s.floor, s.threshold),
+        };
+        raw.statistics = RawStatistics {
+            alpha: s.alpha.or(t.alpha),
+            floor,
+            threshold,
+            thresholds: (!thresholds.is_empty()).then_some(thresholds),
+            second_stage: s.second_stage.or_else(|| t.second_stage.clone()),
+            resamples: s.resamples.or(t.resamples),
+            seed: s.seed.or(t.seed),
+        };
     }
     for (bname, o) in &prof.overrides {
         match raw.benchmarks.iter_mut().find(|b| &b.name == bname) {
@@ -411,15 +427,14 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
     }
     let statistics = Statistics {
         alpha: t.alpha.unwrap_or(0.05),
-        floor: t.floor.unwrap_or(0.02),
+        threshold: super::statistics::DEFAULT_THRESHOLD,
+        thresholds: Default::default(),
+        second_stage_boots: t.second_stage.as_ref().and_then(|s| s.boots).unwrap_or(0),
         resamples: t.resamples.unwrap_or(10_000),
         seed: t.seed.unwrap_or(1),
     };
     if !(statistics.alpha > 0.0 && statistics.alpha < 0.5) {
         p.push(format!("statistics.alpha: {} must lie in (0, 0.5)", statistics.alpha));
-    }
-    if !(statistics.floor >= 0.0 && statistics.floor < 1.0) {
-        p.push(format!("statistics.floor: {} must lie in [0, 1)", statistics.floor));
     }
     (sampling, statistics)
 }

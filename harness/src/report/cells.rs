@@ -151,8 +151,9 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
     let refused = other_clocks(&mut s, events, clock);
     let counted = counted(&mut s, samples, &refused);
     boot_cpu_windows(&mut s.boots, samples);
-    let (rows, comparisons) = rows_of(m, &s, &counted, floors, &rule, clock);
+    let (rows, comparisons) = rows_of(m, &s, &counted, &rule, clock);
     let rule_text = rule_text(m, &rule, comparisons, &floors.source);
+    let detectable = super::rule::detectable_text(m, &rows, comparisons);
     Report {
         run_id: meta.id.clone(),
         started: meta.started.clone(),
@@ -165,6 +166,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         rule,
         rule_text,
         floor_source: floors.source.clone(),
+        detectable,
         host: format!("{} ({} CPUs, {} MiB, {}; {})", meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu),
         complete: s.jobs_ended >= crate::plan::boot_jobs(m).len(),
         clock,
@@ -191,9 +193,9 @@ fn at_once(clock: crate::vm::MeasureClock, jobs: Option<u32>) -> String {
 fn rule_of(m: &Matrix) -> Rule {
     Rule {
         alpha: m.statistics.alpha,
-        // the matrix's floor (2% unless it says otherwise: an instruction-
-        // counting profile can afford less), raised per row by calibration
-        floor: m.statistics.floor,
+        // the least declared threshold: each cell's own is its comparison's
+        // floor, and the rule takes the larger of the two
+        floor: m.statistics.thresholds.values().fold(m.statistics.threshold, |a, &b| a.min(b)),
         min_boots: Rule::default().min_boots,
         resamples: m.statistics.resamples,
         seed: m.statistics.seed,
@@ -252,7 +254,7 @@ fn counted<'a>(s: &mut Scan, samples: &'a [Sample], refused: &BTreeSet<String>) 
 /// Every row (metric × vCPUs) with its cells, each variant's cell decided
 /// against base in one decision pass over the whole report (BH across every
 /// comparison); with the number of comparisons.
-fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], floors: &Floors, rule: &Rule, clock: Option<MeasureClock>) -> (Vec<Row>, usize) {
+fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option<MeasureClock>) -> (Vec<Row>, usize) {
     let mut rows = Vec::new();
     let mut pairs: Vec<Comparison> = Vec::new();
     let mut pair_at: Vec<(usize, usize)> = Vec::new();
@@ -263,8 +265,9 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], floors: &Floors, rule: &Ru
             if cells.is_empty() {
                 continue;
             }
-            let calibrated = floors.by_cell.get(&(bench.clone(), metric.clone(), vcpus)).copied();
-            let floor = calibrated.unwrap_or(0.0).max(rule.floor);
+            // the declared threshold alone: the interval carries the noise,
+            // so a calibrated A/A floor (itself a noise band) is not added
+            let floor = m.statistics.threshold_for(&bench, &metric).max(rule.floor);
             let ri = rows.len();
             if cells[0].variant == "base" {
                 for ci in 1..cells.len() {

@@ -5,7 +5,7 @@
 //! panic, oops, BUG, hung task, a hang or no SSH) in the variant's boots when
 //! base's boots at that vCPU count have none — one panic is evidence enough,
 //! whatever a rate test says. Warns (fatal with `--strict`): `unsure` when
-//! the change's interval reaches beyond the floor on the worse side, and
+//! the change's interval reaches beyond the threshold on the worse side, and
 //! `fails more?` (a larger failure share with a larger p).
 
 use super::{decision_text, Report};

@@ -157,6 +157,8 @@ pub struct Report {
     pub rule_text: String,
     /// Where the floors came from: a calibration, none, or why one was refused.
     pub floor_source: String,
+    /// The change a `regressed` call can detect at this run's sampling, in words.
+    pub detectable: String,
     /// Host line.
     pub host: String,
     /// The run finished every boot job.

@@ -242,7 +242,7 @@ fn unsure_warns_and_fails_the_gate_only_when_strict() {
     let ci = d.ratio.unwrap();
     assert_eq!(d.verdict, Verdict::Unsure, "{d:?}");
     assert!(ci.lo < 0.98 && ci.hi > 0.98 && d.may_regress(), "{ci:?}");
-    assert!(decision_text(&d).contains("unsure: needs more boots (p=0.008 q=0.008, floor 2.0%)"), "{}", decision_text(&d));
+    assert!(decision_text(&d).contains("unsure: needs more boots (p=0.008 q=0.008, threshold 2.0%)"), "{}", decision_text(&d));
     let g = report_gate(&r, &[]);
     assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
     assert!(!g.fails(false) && g.fails(true));
@@ -286,23 +286,55 @@ fn failing_more_often_is_reported_not_thinned() {
 }
 
 #[test]
-fn floors_apply_per_metric() {
-    let meta = meta_with(&["base", "slow"], "{boots: 5, repetitions: 2}");
+fn thresholds_apply_per_metric_and_a_calibrated_floor_is_not_added() {
+    let mut meta = meta_with(&["base", "slow"], "{boots: 5, repetitions: 2}");
+    meta.matrix.statistics.thresholds.insert("d.execs_per_s".into(), 0.25);
     let mut rec = (Vec::new(), Vec::new());
     boots("base", 5, 100.0, &mut rec);
     boots("slow", 5, 80.0, &mut rec);
     let wall: Vec<Sample> = rec.0.iter().map(|s| Sample { metric: "wall_s".into(), unit: "s".into(), higher_is_better: false, ..s.clone() }).collect();
     rec.0.extend(wall);
+    // a calibrated A/A floor of 30% for wall_s: a noise band, which the
+    // interval already carries; it does not raise the threshold
     let mut floors = Floors::none("test floors");
-    floors.by_cell.insert(("d".into(), "execs_per_s".into(), 2), 0.25);
+    floors.by_cell.insert(("d".into(), "wall_s".into(), 2), 0.30);
     let r = build_from(&meta, &rec.0, &rec.1, &floors);
     let row = |m: &str| r.rows.iter().find(|x| x.metric == m).unwrap();
     assert_eq!((row("execs_per_s").floor, row("wall_s").floor), (0.25, 0.02));
     let execs = row("execs_per_s").cells[1].decision.unwrap();
     let wall = row("wall_s").cells[1].decision.unwrap();
-    assert_eq!((execs.verdict, execs.floor), (Verdict::Small, 0.25), "a 20% drop inside a 25% floor");
-    assert_eq!((wall.verdict, wall.floor), (Verdict::Improved, 0.02), "the other metric keeps 2%");
+    assert_eq!((execs.verdict, execs.floor), (Verdict::Small, 0.25), "a 20% drop inside its declared 25% threshold");
+    assert_eq!((wall.verdict, wall.floor), (Verdict::Improved, 0.02), "the other metric keeps 2%, calibration or not");
     assert!(r.rule_text.contains("test floors") && table(&r).contains("floors: test floors"));
+}
+
+#[test]
+fn the_report_prints_what_a_regressed_call_can_detect() {
+    let meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 1}");
+    let mut rec = (Vec::new(), Vec::new());
+    let v = [97.0, 103.0, 99.0, 101.5, 98.0, 102.0];
+    for (i, x) in [100.0, 101.0, 99.0, 100.5, 99.5, 100.2].iter().enumerate() {
+        rec.0.push(sample("base", &format!("base-2cpu-b{i}"), 1, *x, false));
+        rec.0.push(sample("v", &format!("v-2cpu-b{i}"), 1, v[i], false));
+        for v in ["base", "v"] {
+            let id = format!("{v}-2cpu-b{i}");
+            rec.1.push(boot(v, &id, None));
+            rec.1.push(boot_end(v, &id, None));
+        }
+    }
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let d = verdict_of(&r, 1);
+    let det = d.detectable.unwrap();
+    // the threshold plus the interval's reach: above 2%, and the figure printed
+    assert_eq!(d.verdict, Verdict::NotSignificant);
+    assert!(det > 0.02 && det < 0.08, "{det}");
+    assert!(r.detectable.starts_with(&format!("regressed calls: a true change of {:.1}%", det * 100.0)), "{}", r.detectable);
+    assert!(cell_text(&r.rows[0].cells[1]).contains(&format!("a regressed call needs {:.1}%", det * 100.0)), "{}", cell_text(&r.rows[0].cells[1]));
+    assert!(table(&r).contains("regressed calls:"));
+    let mut staged = meta.clone();
+    staged.matrix.statistics.second_stage_boots = 6;
+    let r2 = build_from(&staged, &rec.0, &rec.1, &Floors::none("none"));
+    assert!(r2.detectable.contains("with the second stage's 6 more boots per arm") && r2.detectable.contains("Pocock"), "{}", r2.detectable);
 }
 
 #[test]

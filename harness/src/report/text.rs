@@ -115,13 +115,13 @@ fn performance_text(d: &Decision) -> String {
         Verdict::NotSignificant => {
             let reach = match (d.smallest_p, d.alpha_eff, d.mde) {
                 (Some(sp), Some(a), _) if sp > a => format!("; {}/{} boots cannot pass: smallest p {:.3} > {:.3}", d.n_base, d.n_new, sp, a),
-                (_, _, Some(m)) => format!(", mde {:.1}%", m * 100.0),
+                _ if d.detectable.is_some() => format!(", a regressed call needs {:.1}%", d.detectable.unwrap_or(0.0) * 100.0),
                 _ => String::new(),
             };
             format!("{change}~ ({pq}{reach})")
         }
-        Verdict::Unsure => format!("{change}unsure: needs more boots ({pq}, floor {:.1}%)", d.floor * 100.0),
-        v => format!("{change}{} ({pq}, floor {:.1}%)", v.symbol(), d.floor * 100.0),
+        Verdict::Unsure => format!("{change}unsure: needs more boots ({pq}, threshold {:.1}%)", d.floor * 100.0),
+        v => format!("{change}{} ({pq}, threshold {:.1}%)", v.symbol(), d.floor * 100.0),
     }
 }
 
@@ -163,6 +163,7 @@ pub fn table(r: &Report) -> String {
     out.push_str(&t.to_string());
     out.push('\n');
     out.push_str(&profiles_text(r));
+    out.push_str(&format!("{}\n", r.detectable));
     out.push_str(&format!("floors: {}\n", r.floor_source));
     for n in &r.notes {
         out.push_str(&format!("note: {}\n", printable(n)));

@@ -136,6 +136,15 @@ pub struct Decision {
     /// Minimal detectable effect, `max(floor, power-based mde at alpha_eff)` (see
     /// [`minimum_detectable_effect`]). `None` when insufficient.
     pub mde: Option<f64>,
+    /// The change a `regressed` call can detect at this cell's sampling: the
+    /// size a true change must have to be called regressed 80% of the time
+    /// when it is the only change among the report's comparisons (see
+    /// [`detectable_change`]); `None` when insufficient or when these boots
+    /// can never be called (their smallest p is above `alpha / m`).
+    pub detectable: Option<f64>,
+    /// The relative spread of one boot value ([`relative_spread`]), from
+    /// which `detectable` is computed; `None` when insufficient.
+    pub spread: Option<f64>,
     /// The per-test level this cell had to meet: `alpha * (R + 1) / m` for a cell
     /// that did not pass (R cells passed BH among m), `alpha * R / m` for one that did.
     pub alpha_eff: Option<f64>,
@@ -305,6 +314,8 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         n_base: c.base.len(),
         n_new: c.new.len(),
         mde: None,
+        detectable: None,
+        spread: None,
         alpha_eff: None,
         smallest_p: None,
         floor,
@@ -321,6 +332,9 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         d.alpha_eff = Some(alpha_eff);
         d.smallest_p = Some(smallest_p(c.base.len(), c.new.len()));
         d.mde = minimum_detectable_effect(&c.base, &c.new, alpha_eff).map(|x| x.max(floor));
+        let lone = rule.alpha / m.max(1) as f64;
+        d.spread = relative_spread(&c.base, &c.new);
+        d.detectable = d.spread.and_then(|s| detectable_change(s, (c.base.len(), c.new.len()), floor, lone));
     }
     // "fails more" is the headline only when Fisher's p says so; a larger
     // failure share without significance is shown as "fails more?"
@@ -379,12 +393,15 @@ pub fn classify(q: f64, ci: &RatioCi, floor: f64, alpha: f64, higher_is_better: 
 /// Returns `None` when a side has fewer than 2 samples, holds a non-finite value, the
 /// base median is 0, or `alpha` is not in `(0, 1)`.
 pub fn minimum_detectable_effect(base: &[f64], new: &[f64], alpha: f64) -> Option<f64> {
-    let (nb, nn) = (base.len(), new.len());
-    if nb < 2
-        || nn < 2
-        || !(alpha > 0.0 && alpha < 1.0)
-        || base.iter().chain(new).any(|x| !x.is_finite())
-    {
+    let sigma = relative_spread(base, new)?;
+    test_mde(sigma, (base.len(), new.len()), alpha)
+}
+
+/// The pooled robust spread of one boot value relative to `|median(base)|`
+/// (as [`minimum_detectable_effect`] describes); `None` when a side has
+/// fewer than 2 values, a value is not finite, or the base median is 0.
+pub fn relative_spread(base: &[f64], new: &[f64]) -> Option<f64> {
+    if base.len() < 2 || new.len() < 2 || base.iter().chain(new).any(|x| !x.is_finite()) {
         return None;
     }
     let mut buf = base.to_vec();
@@ -400,7 +417,17 @@ pub fn minimum_detectable_effect(base: &[f64], new: &[f64], alpha: f64) -> Optio
             sample_sd(xs)
         }
     };
-    let sigma = ((spread(base).powi(2) + spread(new).powi(2)) / 2.0).sqrt();
+    let sigma = ((spread(base).powi(2) + spread(new).powi(2)) / 2.0).sqrt() / med_base.abs();
+    sigma.is_finite().then_some(sigma)
+}
+
+/// The test's minimum detectable effect for a relative spread `sigma` and
+/// `(nb, nn)` boots at two-sided level `alpha` (the formula of
+/// [`minimum_detectable_effect`]).
+fn test_mde(sigma: f64, (nb, nn): (usize, usize), alpha: f64) -> Option<f64> {
+    if nb < 2 || nn < 2 || !(alpha > 0.0 && alpha < 1.0) {
+        return None;
+    }
     let df = (nb + nn - 2) as f64;
     let (za, zb) = match StudentsT::new(0.0, 1.0, df) {
         Ok(t) => (t.inverse_cdf(1.0 - alpha / 2.0), t.inverse_cdf(MDE_POWER)),
@@ -410,8 +437,27 @@ pub fn minimum_detectable_effect(base: &[f64], new: &[f64], alpha: f64) -> Optio
         }
     };
     let are = (std::f64::consts::PI / 3.0).sqrt();
-    let mde = (za + zb) * (1.0 / nb as f64 + 1.0 / nn as f64).sqrt() * are * sigma / med_base.abs();
+    let mde = (za + zb) * (1.0 / nb as f64 + 1.0 / nn as f64).sqrt() * are * sigma;
     mde.is_finite().then_some(mde)
+}
+
+/// The change a `regressed` call detects 80% of the time, for boot values
+/// of relative spread `sigma`, `(nb, nn)` boots, threshold `threshold` and
+/// a test that must reach `alpha_test` (for one changed cell among `m`,
+/// `alpha / m`). Both conditions of the call must hold, so it is the larger
+/// of: the threshold plus the distance the interval's near end keeps from
+/// the estimate, `(z_0.975 + z_0.8) · sqrt(pi/2) · sigma · sqrt(1/nb + 1/nn)`
+/// (a median's standard error is `sqrt(pi/2)` times a mean's), and the
+/// test's own [`minimum_detectable_effect`] at `alpha_test`. `None` when
+/// these boots can never reach `alpha_test` ([`smallest_p`]).
+pub fn detectable_change(sigma: f64, (nb, nn): (usize, usize), threshold: f64, alpha_test: f64) -> Option<f64> {
+    if nb < 2 || nn < 2 || smallest_p(nb, nn) > alpha_test {
+        return None;
+    }
+    let z = Normal::standard();
+    let se = (std::f64::consts::PI / 2.0).sqrt() * sigma * (1.0 / nb as f64 + 1.0 / nn as f64).sqrt();
+    let by_interval = threshold + (z.inverse_cdf(0.975) + z.inverse_cdf(MDE_POWER)) * se;
+    Some(by_interval.max(test_mde(sigma, (nb, nn), alpha_test)?))
 }
 
 fn sample_sd(xs: &[f64]) -> f64 {

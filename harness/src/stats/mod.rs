@@ -36,15 +36,18 @@ mod fdr;
 mod fisher;
 mod floor;
 mod mwu;
+pub mod stages;
 
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_stages;
 #[cfg(test)]
 mod tests;
 
 pub use bootstrap::{bootstrap_ratio_of_medians, RatioCi};
 pub use decide::{
-    classify, decide_all, decide_pretested, minimum_detectable_effect, Comparison, Decision, FailureRate, Failures,
+    classify, decide_all, decide_pretested, detectable_change, minimum_detectable_effect, relative_spread, Comparison, Decision, FailureRate, Failures,
     Pretested, Rule, Verdict,
 };
 pub use descriptive::{median, median_ci_indices, summarize, Summary};

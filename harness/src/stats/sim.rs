@@ -13,7 +13,7 @@ use super::{
 };
 
 /// Within-boot spread of one repetition (relative sd).
-const WITHIN_SD: f64 = 0.01;
+pub(super) const WITHIN_SD: f64 = 0.01;
 /// Boot-to-boot spread as a multiple of the within-boot spread.
 const BOOT_RATIOS: [f64; 3] = [0.5, 1.0, 3.0];
 /// (profile, boots per arm, measured repetitions per boot), as in matrix.yaml.
@@ -21,7 +21,7 @@ const PROFILES: [(&str, usize, usize); 3] = [("nightly", 7, 2), ("premerge", 6, 
 /// The change whose detection rate is reported (throughput down by 5%).
 const EFFECT: f64 = -0.05;
 
-fn normal(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
+pub(super) fn normal(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
     // Box-Muller; u1 in (0, 1]
     let u1: f64 = 1.0 - rng.random::<f64>();
     let u2: f64 = rng.random::<f64>();
@@ -30,7 +30,7 @@ fn normal(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
 
 /// One arm: `boots` boots, each with its own offset, summarised by the median of
 /// its `reps` repetitions, as the report does.
-fn arm(rng: &mut ChaCha8Rng, boots: usize, reps: usize, boot_sd: f64, effect: f64) -> Vec<f64> {
+pub(super) fn arm(rng: &mut ChaCha8Rng, boots: usize, reps: usize, boot_sd: f64, effect: f64) -> Vec<f64> {
     (0..boots)
         .map(|_| {
             let b = normal(rng, boot_sd);
@@ -222,7 +222,7 @@ fn shipped_profiles() -> Vec<ProfileShape> {
         .map(|&name| {
             let m = crate::config::load(&file, (name != "nightly").then_some(name)).unwrap();
             let (boots, reps) = (m.sampling.boots as usize, m.sampling.repetitions as usize);
-            ProfileShape { name, boots, reps, floor: m.statistics.floor, m: comparisons(&m) }
+            ProfileShape { name, boots, reps, floor: m.statistics.threshold, m: comparisons(&m) }
         })
         .collect()
 }

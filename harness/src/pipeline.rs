@@ -421,4 +421,35 @@ mod tests {
         assert!(e.contains("it is split into shards (shards/0-of-2): run them again with `harness run --shard K/2 --run-dir"), "{e}");
         std::fs::remove_dir_all(root).ok();
     }
+
+    /// Issue 22 item 3: a build the host failed (out of disk) stops
+    /// `harness build` with the host named and records nothing against the
+    /// variant; the same run built again once the host is mended builds it.
+    #[test]
+    fn a_build_the_host_failed_is_built_again_when_the_run_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let full = "tinyconfig olddefconfig:\n\ttouch .config\nbzImage vmlinux &:\n\techo 'ld: final link failed: No space left on device'; exit 1\n";
+        write(&root.join("src/Makefile"), full);
+        write(&root.join("images/doexec.c"), "int main(void) { return 0; }\n");
+        write(&root.join("images/forkprlimit.c"), "int main(void) { return 0; }\n");
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("src").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let opts = Options { work_dir: root.join("work"), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false };
+        let dir = root.join("runs/r");
+        let e = format!("{:#}", build(m.clone(), &opts, Some(&dir)).expect_err("a full disk stops the build"));
+        assert!(e.contains("the host failed, not the kernel (no space left on device"), "{e}");
+        let builds = |d: &Path| Run::open(d).unwrap().events().unwrap().into_iter().filter(|e| matches!(e, Event::Build { .. })).count();
+        assert_eq!(builds(&dir), 0, "the host's failure was recorded against the variant");
+        // the disk freed: the source is unchanged (a copy of it is built), so mend the work tree's Makefile
+        let tree = std::fs::read_dir(root.join("work/tree")).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+        let ok = "tinyconfig olddefconfig:\n\ttouch .config\nbzImage vmlinux &:\n\tmkdir -p arch/x86/boot include/config\n\techo i > arch/x86/boot/bzImage\n\techo e > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n";
+        std::fs::write(tree.join("Makefile"), ok).unwrap();
+        let (_, built) = build(m, &opts, Some(&dir)).unwrap();
+        assert!(built["base"].is_ok(), "{built:?}");
+        assert_eq!(builds(&dir), 1);
+    }
 }

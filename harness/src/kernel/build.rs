@@ -232,18 +232,31 @@ pub fn is_host_fault(e: &anyhow::Error) -> bool {
 /// Runs `cmd` (a make logged to `log`); a failure the host caused is a
 /// [`HostFault`], any other a plain error.
 fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
+    let from = log_len(log);
     let f = cmd.log(log).run()?;
     if f.success() {
         return Ok(());
     }
     crate::proc::check_interrupted()?;
-    let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
+    let text = log_since(log, from);
     if let Some(why) = host_fault(f.code, f.signal, &text) {
         return Err(HostFault { what: what.into(), why, log: log.display().to_string() }.into());
     }
     let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
     let tail: Vec<&str> = text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
     anyhow::bail!("{what}: {how} (log: {})\n{}", log.display(), tail.join("\n"))
+}
+
+/// How long `log` is now (0 when it is not there yet).
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+/// What was appended to `log` after it was `from` bytes long: the words of
+/// this make alone, not of an earlier attempt's (a log is appended to).
+fn log_since(log: &Path, from: u64) -> String {
+    let data = std::fs::read(log).unwrap_or_default();
+    String::from_utf8_lossy(data.get(from as usize..).unwrap_or_default()).into_owned()
 }
 
 /// Memory a kernel build's compiler job may take, in MiB (a large
@@ -268,11 +281,12 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
         targets.push("modules");
     }
     let start = std::time::Instant::now();
+    let from = log_len(log);
     let f = make(tree).arg(format!("-j{jobs}")).args(targets).log(log).deadline(timeout).run()?;
     if !f.success() {
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
-        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
+        let text = log_since(log, from);
         if let (false, Some(why)) = (f.timed_out, host_fault(f.code, f.signal, &text)) {
             return Err(HostFault { what: "build the kernel".into(), why, log: log.display().to_string() }.into());
         }

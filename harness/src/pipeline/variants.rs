@@ -324,6 +324,8 @@ mod tests {
             ("host-oom", "\techo 'gcc: fatal error: Killed signal terminated program cc1'; exit 2\n", Some("compiler was killed")),
             ("host-signal", "\tkill -9 $$PPID; sleep 5\n", Some("make was killed by signal 9")),
             ("compile", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
+            // the disk was full at an earlier attempt (its words still in build.log): this one is a compile error
+            ("compile-after-disk", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
         ];
         for (name, recipe, host) in cases {
             let tmp = tempfile::tempdir().unwrap();
@@ -336,6 +338,9 @@ mod tests {
             let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
             let (work, log) = (root.join("work"), root.join("tree.log"));
             let run = Run::create(&root.join("runs"), "t").unwrap();
+            if name == "compile-after-disk" {
+                write(&run.log("variants/base/build.log"), "ld: final link failed: No space left on device\nmake: *** [vmlinux] Error 1\n");
+            }
             let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
             let ui = Ui::new(0, true);
             let step = Step { run: &run, m: &m, tree: &tree, v: m.variant("base").unwrap(), work: &work, ui: &ui };
@@ -350,7 +355,7 @@ mod tests {
                 }
                 None => {
                     let msg = r.unwrap().unwrap_err();
-                    assert!(msg.contains("x undeclared"), "{msg}");
+                    assert!(msg.contains("x undeclared"), "{name}: {msg}");
                     assert_eq!(builds, 1, "{name}");
                 }
             }

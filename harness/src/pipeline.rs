@@ -103,6 +103,28 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     Ok(run.dir)
 }
 
+/// The gate's second stage of a finished first stage (`run`/`try` with
+/// `--gate` when the matrix plans one): the key cells its first stage sent
+/// ([`report::second_stage_cells`]) boot again, base and their variants
+/// only, in the seeded plan of [`plan::second_stage_jobs`]; jobs already
+/// done are skipped, so a resumed run continues the second stage. Gives
+/// the cells sent and the jobs planned.
+pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<(String, u32)>, usize)> {
+    let meta = Run::open(dir)?.meta()?;
+    if meta.matrix.statistics.second_stage_boots == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let r = crate::report::build(&Run::open(dir)?, &crate::report::Floors::none("none"))?;
+    let sent = crate::report::second_stage_cells(&r);
+    let jobs = plan::second_stage_jobs(&meta.matrix, &sent);
+    if !jobs.is_empty() {
+        let _lock = work_lock(opts)?;
+        let (run, meta) = open_again(dir, opts)?;
+        execute(&run, &meta.matrix, opts, &jobs, None)?;
+    }
+    Ok((sent, jobs.len()))
+}
+
 /// Opens a run to write it again, refusing one whose inputs changed.
 fn open_again(dir: &Path, opts: &Options) -> Result<(Run, RunMeta)> {
     let run = Run::open_to_write(dir)?;

@@ -49,6 +49,35 @@ pub fn boot_jobs(m: &Matrix) -> Vec<BootJob> {
     out
 }
 
+/// The gate's second stage: `statistics.second_stage_boots` more rounds
+/// (boot indices after the first stage's, so their ids are new and a
+/// resumed run skips the ones done) at each vCPU count where a cell was
+/// sent, booting base and the sent variants only, each round's order
+/// shuffled with a seed drawn from the matrix seed, as the first stage's.
+pub fn second_stage_jobs(m: &Matrix, sent: &[(String, u32)]) -> Vec<BootJob> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.sampling.seed ^ 0x5EC0_5D00);
+    let first = m.sampling.boots;
+    let mut out = Vec::new();
+    for round in first..first + m.statistics.second_stage_boots {
+        for &vcpus in m.vcpus.iter().filter(|&&n| sent.iter().any(|s| s.1 == n)) {
+            let mut vs: Vec<&crate::config::Variant> =
+                m.variants.iter().filter(|v| v.name == "base" || sent.iter().any(|s| s.1 == vcpus && s.0 == v.name)).collect();
+            vs.shuffle(&mut rng);
+            for v in vs {
+                out.push(BootJob { variant: v.name.clone(), vcpus, boot: round, benchmarks: v.benchmarks.clone() });
+            }
+        }
+    }
+    out
+}
+
+/// The boot index of a boot id (`<variant>-<N>cpu-b<K>`, or a retried
+/// attempt's `….<a>`); `None` for another form.
+pub fn boot_index(boot_id: &str) -> Option<u32> {
+    let (_, k) = boot_id.rsplit_once("-b")?;
+    k.split('.').next()?.parse().ok()
+}
+
 /// One share of a run's boot jobs: shard `k` of `n` (`k` counts from 0, as
 /// Slurm's `SLURM_ARRAY_TASK_ID` and CI matrix indices do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +194,22 @@ mod tests {
             let e = bad.parse::<Shard>().unwrap_err();
             assert!(e.contains("is not a shard: write K/N"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_second_stage_boots_base_and_the_sent_variants_only_after_the_first() {
+        let mut m = matrix(3, 7);
+        m.statistics.second_stage_boots = 2;
+        let sent = [(m.variants[1].name.clone(), m.vcpus[0])];
+        let jobs = second_stage_jobs(&m, &sent);
+        let ids: Vec<String> = jobs.iter().map(BootJob::id).collect();
+        assert_eq!(jobs.len(), 4, "2 rounds × (base + the sent variant) at one vCPU count: {ids:?}");
+        assert!(jobs.iter().all(|j| j.vcpus == m.vcpus[0] && (j.variant == "base" || j.variant == sent[0].0)), "{ids:?}");
+        assert_eq!(jobs.iter().map(|j| j.boot).collect::<Vec<_>>(), [3, 3, 4, 4], "after the first stage's boots 0..3");
+        assert!(ids.iter().all(|id| !boot_jobs(&m).iter().any(|j| &j.id() == id)), "ids new to the run");
+        assert_eq!(second_stage_jobs(&m, &sent), jobs, "seeded: the same plan when resumed");
+        assert!(second_stage_jobs(&m, &[]).is_empty());
+        assert_eq!((boot_index("v-2cpu-b7"), boot_index("v-2cpu-b7.2"), boot_index("x")), (Some(7), Some(7), None));
     }
 
     #[test]

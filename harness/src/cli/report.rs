@@ -48,6 +48,11 @@ pub(super) struct Gating {
 }
 
 impl Gating {
+    /// `--gate` was given.
+    pub(super) fn asked(self) -> bool {
+        self.gate
+    }
+
     /// The gate's outcome: [`Exit::Regressed`] when it is asked for and fails.
     pub(super) fn exit(self, g: &report::Gate) -> Exit {
         if self.gate && g.fails(self.strict) {
@@ -125,6 +130,20 @@ fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
 /// Builds the report of a run, writes report.json/report.csv/report.html
 /// into it, prints it, applies the gate, and writes the JUnit XML when asked
 /// (last: an unwritable path loses nothing the run directory holds).
+/// With `--gate`, the matrix's second stage for the cells the first stage
+/// left undecided (said on stderr); nothing without `--gate`.
+pub(super) fn second_stage(run_dir: &Path, opts: &crate::pipeline::Options, gating: Gating) -> Result<()> {
+    if !gating.asked() {
+        return Ok(());
+    }
+    let (sent, jobs) = crate::pipeline::second_stage(run_dir, opts)?;
+    if jobs > 0 {
+        let what: Vec<String> = sent.iter().map(|(v, n)| format!("{v} at {n} vCPUs")).collect();
+        eprintln!("gate: second stage: {jobs} boot jobs for {} (their first stage ended unsure or ~ reaching past the threshold)", what.join(", "));
+    }
+    Ok(())
+}
+
 pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: Option<&Path>) -> Result<Exit> {
     let (run, meta, r) = write_report_files(run_dir, g)?;
     if g.json {

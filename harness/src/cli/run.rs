@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::report::{add_to_history, finish_report, Gating};
+use super::report::{add_to_history, finish_report, second_stage, Gating};
 use super::{print_json, run_options, Exit, Global, MatrixArgs};
 use crate::{config, pipeline, plan, store};
 
@@ -58,20 +58,21 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     }
     let (matrix, profile) = a.m.resolve()?;
     crate::proc::install_signal_handler()?;
-    let run_dir = match a.resume {
+    let (run_dir, opts) = match a.resume {
         Some(dir) => {
             let meta = store::Run::open(&dir)?.meta()?;
             let opts = at_once(run_options(g, &meta.matrix.path, a.quiet)?);
             eprintln!("resuming {}", dir.display());
-            pipeline::resume(&dir, &opts)?
+            (pipeline::resume(&dir, &opts)?, opts)
         }
         None => {
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
             let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
             let m = pipeline::for_this_host(m, &opts.work_dir)?;
-            pipeline::start(m, &opts)?
+            (pipeline::start(m, &opts)?, opts)
         }
     };
+    second_stage(&run_dir, &opts, a.gating)?;
     add_to_history(g, &run_dir);
     finish_report(&run_dir, g, a.gating, a.junit.as_deref())
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::report::{finish_report, Gating};
+use super::report::{finish_report, second_stage, Gating};
 use super::{print_json, run_options, Exit, Global};
 use crate::{bisect, config, pipeline, store, trial};
 
@@ -108,6 +108,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     }
     let opts = run_options(g, &m.path, quiet)?;
     let dir = pipeline::start(m, &opts)?;
+    second_stage(&dir, &opts, gating)?;
     let failures = trial::failures(&store::Run::open(&dir)?)?;
     for f in &failures {
         eprintln!("try: {}", crate::ui::printable(&f.to_string()));

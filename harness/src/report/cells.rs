@@ -78,6 +78,7 @@ fn failure_counts(s: &Scan, samples: &[&Sample], variant: &str, vcpus: u32, benc
 }
 
 /// Everything one cell is built from.
+#[derive(Clone, Copy)]
 struct CellInput<'a> {
     scan: &'a Scan,
     counted: &'a [&'a Sample],
@@ -105,6 +106,7 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
         .count();
     Cell {
         variant: variant.to_string(),
+        second_stage: false,
         n: boots.len(),
         reps_per_boot: groups.iter().map(Vec::len).collect(),
         n_warmup,
@@ -257,7 +259,9 @@ fn counted<'a>(s: &mut Scan, samples: &'a [Sample], refused: &BTreeSet<String>) 
 fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option<MeasureClock>) -> (Vec<Row>, usize) {
     let mut rows = Vec::new();
     let mut pairs: Vec<Comparison> = Vec::new();
+    let mut first_pairs: Vec<Comparison> = Vec::new();
     let mut pair_at: Vec<(usize, usize)> = Vec::new();
+    let first: Vec<&Sample> = counted.iter().copied().filter(|x| crate::plan::boot_index(&x.boot_id).is_none_or(|k| k < m.sampling.boots)).collect();
     for (bench, metric, unit, hib) in metrics_of(m, counted) {
         for &vcpus in &m.vcpus {
             let x = CellInput { scan: s, counted, vcpus, bench: &bench, metric: &metric, planned: m.sampling.repetitions as usize };
@@ -270,8 +274,11 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
             let floor = m.statistics.threshold_for(&bench, &metric).max(rule.floor);
             let ri = rows.len();
             if cells[0].variant == "base" {
+                let x1 = CellInput { counted: &first, ..x };
+                let first_base = make_cell(&x1, "base");
                 for ci in 1..cells.len() {
                     pairs.push(comparison(&cells[0], &cells[ci], hib, floor));
+                    first_pairs.push(comparison(&first_base, &make_cell(&x1, &cells[ci].variant), hib, floor));
                     pair_at.push((ri, ci));
                 }
             }
@@ -280,10 +287,33 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
             rows.push(Row { benchmark: bench.clone(), metric: metric.clone(), unit, higher_is_better: hib, vcpus, floor, linear_reference, cells });
         }
     }
-    for ((ri, ci), d) in pair_at.into_iter().zip(stats::decide_all(&pairs, rule)) {
+    let keys: Vec<bool> = pair_at.iter().map(|&(ri, _)| super::gate::is_key(&m.key_metrics, &rows[ri].benchmark, &rows[ri].metric)).collect();
+    let (decisions, sent) = staged(m, rule, (&first_pairs, &pairs), &keys);
+    for (((ri, ci), d), s) in pair_at.into_iter().zip(decisions).zip(sent) {
         rows[ri].cells[ci].decision = Some(d);
+        rows[ri].cells[ci].second_stage = s;
     }
     (rows, pairs.len())
+}
+
+/// The decisions of every comparison, and which the first stage sends to
+/// the gate's second: without a planned second stage, one pass at alpha;
+/// with one, the first stage's boots at Pocock's nominal level, each key
+/// cell that [`stats::stages::wants_second_stage`] sent, and, once the
+/// second stage has boots, those cells decided again over both stages'.
+fn staged(m: &Matrix, rule: &Rule, (first, both): (&[Comparison], &[Comparison]), keys: &[bool]) -> (Vec<stats::Decision>, Vec<bool>) {
+    let extra = m.statistics.second_stage_boots as usize;
+    if extra == 0 {
+        return (stats::decide_all(both, rule), vec![false; both.len()]);
+    }
+    let stage = stats::stages::Spending::pocock(rule.alpha, m.sampling.boots as usize, extra).stage_rule(rule);
+    let d1 = stats::decide_all(first, &stage);
+    let sent: Vec<bool> = d1.iter().zip(keys).map(|(d, &k)| k && stats::stages::wants_second_stage(d)).collect();
+    let grown = first.iter().zip(both).any(|(a, b)| a.base.len() != b.base.len() || a.new.len() != b.new.len());
+    if !grown {
+        return (d1, sent);
+    }
+    (stats::stages::decide_second_stage(&d1, both, &sent, &stage), sent)
 }
 
 /// The clock of a run: from `run.json`, else from its boot records.

@@ -101,3 +101,17 @@ pub fn report_items(r: &Report) -> impl Iterator<Item = GateItem<'_>> {
 pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
     gate(report_items(r), key_metrics)
 }
+
+/// The (variant, vCPUs) whose key cells the first stage sent to the gate's
+/// second stage, each once.
+pub fn second_stage_cells(r: &Report) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = Vec::new();
+    for row in &r.rows {
+        for c in row.cells.iter().filter(|c| c.second_stage) {
+            if !out.iter().any(|(v, n)| *v == c.variant && *n == row.vcpus) {
+                out.push((c.variant.clone(), row.vcpus));
+            }
+        }
+    }
+    out
+}

@@ -31,7 +31,7 @@ use crate::store::Run;
 use crate::vm::MeasureClock;
 
 pub use cells::{build_from, run_clock};
-pub use gate::{gate, report_gate, Gate, GateItem};
+pub use gate::{gate, report_gate, second_stage_cells, Gate, GateItem};
 pub use rule::rule_text;
 pub use text::{cell_text, csv, decision_text, num, table};
 
@@ -40,6 +40,8 @@ pub use text::{cell_text, csv, decision_text, num, table};
 pub struct Cell {
     /// Variant.
     pub variant: String,
+    /// Sent to the gate's second stage by its first stage's decision.
+    pub second_stage: bool,
     /// Boots measured (the unit of the statistics).
     pub n: usize,
     /// Measured repetitions of each of those boots, in boot order.

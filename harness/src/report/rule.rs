@@ -7,7 +7,9 @@ use crate::stats::{detectable_change, Rule};
 
 /// The decision rule in words, as printed with every report.
 pub fn rule_text(m: &Matrix, rule: &Rule, comparisons: usize, floor_source: &str) -> String {
-    format!(
+    let extra = m.statistics.second_stage_boots as usize;
+    let staged = if extra > 0 { format!(" {}.", Spending::pocock(rule.alpha, m.sampling.boots as usize, extra).text()) } else { String::new() };
+    let text = format!(
         "unit: the boot; each boot's value is the median of its measured repetitions (the {} warm-up repetition(s) \
          per boot excluded; boots that never ended, e.g. cut off by an interruption, not counted; a boot that ended \
          with an error keeps the repetitions it completed). cell: median of the boot values with a distribution-free \
@@ -34,7 +36,8 @@ pub fn rule_text(m: &Matrix, rule: &Rule, comparisons: usize, floor_source: &str
         floor_source,
         rule.min_boots,
         m.sampling.seed
-    )
+    );
+    text + &staged
 }
 
 /// The change a `regressed` call can detect at this run's sampling: the

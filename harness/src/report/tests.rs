@@ -561,3 +561,44 @@ fn a_rate_of_zero_on_record_is_a_failed_repetition_not_a_value() {
     assert!(r.notes.iter().any(|n| n == "v-2cpu-b1: d repetition 1: execs_per_s of 0 is no progress, not a measurement: the repetition counts as failed"), "{:?}", r.notes);
     assert!(!cell_text(v).contains(" 0 "), "{}", cell_text(v));
 }
+
+/// One ended boot `b` of `variant` with one measured value.
+fn one_boot(variant: &str, b: u32, value: f64, out: &mut (Vec<Sample>, Vec<Event>)) {
+    let id = format!("{variant}-2cpu-b{b}");
+    out.1.push(boot(variant, &id, None));
+    out.0.push(sample(variant, &id, 1, value, false));
+    out.1.push(boot_end(variant, &id, None));
+}
+
+#[test]
+fn an_undecided_first_stage_is_decided_by_the_second_stages_boots() {
+    let mut meta = meta_with(&["base", "v", "same"], "{boots: 6, repetitions: 1}");
+    meta.matrix.statistics.second_stage_boots = 6;
+    let mut rec = (Vec::new(), Vec::new());
+    let base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2];
+    for (b, x) in base.iter().enumerate() {
+        one_boot("base", b as u32, *x, &mut rec);
+        one_boot("same", b as u32, *x, &mut rec);
+    }
+    for (b, x) in [96.0, 98.6, 95.5, 99.3, 96.2, 98.0].iter().enumerate() {
+        one_boot("v", b as u32, *x, &mut rec);
+    }
+    let first = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let (v, same) = (&first.rows[0].cells[1], &first.rows[0].cells[2]);
+    assert!(v.second_stage && !same.second_stage, "{} / {}", cell_text(v), cell_text(same));
+    assert!(cell_text(v).contains("second stage: its first stage left it undecided past the threshold"), "{}", cell_text(v));
+    assert!(matches!(v.decision.unwrap().verdict, Verdict::Unsure | Verdict::NotSignificant));
+    assert_eq!(second_stage_cells(&first), vec![("v".to_string(), 2)]);
+    assert!(first.rule_text.contains("Pocock's split: each stage's q must be ≤ 0.0294"), "{}", first.rule_text);
+    // the second stage: base and v boot 6 more times (b6..b11), v 4% lower
+    for (k, (x, y)) in [100.1, 99.8, 100.3, 99.9, 100.0, 100.4].iter().zip([96.1, 95.8, 96.3, 95.9, 96.0, 96.4]).enumerate() {
+        one_boot("base", 6 + k as u32, *x, &mut rec);
+        one_boot("v", 6 + k as u32, y, &mut rec);
+    }
+    let second = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let (v, same) = (second.rows[0].cells[1].decision.unwrap(), second.rows[0].cells[2].decision.unwrap());
+    assert_eq!((v.n_new, v.verdict), (12, Verdict::Regressed), "{}", decision_text(&v));
+    assert_eq!((same.n_base, same.n_new), (6, 6), "a cell not sent keeps its first stage's decision: {same:?}");
+    assert!(second.rows[0].cells[1].second_stage, "the sent cell is still the one sent");
+    assert!(!report_gate(&second, &[]).failures.is_empty());
+}

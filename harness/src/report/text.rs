@@ -77,6 +77,9 @@ pub fn cell_text(c: &Cell) -> String {
         let why = c.failure.as_deref().map(|f| format!(": {}", shorten(f, 40))).unwrap_or_default();
         s.push_str(&format!("\n(failed in {}/{} boots{why})", c.boots_failed, c.boots_ended));
     }
+    if c.second_stage {
+        s.push_str("\nsecond stage: its first stage left it undecided past the threshold");
+    }
     if let Some(h) = &c.history {
         s.push_str(&format!("\nhistory: {h}"));
     }

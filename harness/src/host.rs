@@ -48,9 +48,40 @@ pub fn memory_total_mib() -> u64 {
     meminfo_mib("MemTotal").unwrap_or(0)
 }
 
-/// Memory available for new processes in MiB, if /proc/meminfo says.
+/// Memory available for new processes in MiB, if /proc/meminfo says: at
+/// most what this process's memory cgroup (a Slurm job's `--mem`, a
+/// container's limit) has left.
 pub fn memory_available_mib() -> Option<u64> {
-    meminfo_mib("MemAvailable")
+    let host = meminfo_mib("MemAvailable")?;
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|c| cgroup_headroom_mib(&c, Path::new("/sys/fs/cgroup"), |p| std::fs::read_to_string(p).ok()));
+    Some(cgroup.map_or(host, |c| c.min(host)))
+}
+
+/// What the memory cgroup named in `proc_self_cgroup` (the text of
+/// `/proc/self/cgroup`) has left under its limit, in MiB, reading its files
+/// under `root` through `read`: v2 (`0::/path`: `memory.max`,
+/// `memory.current`) or v1 (`N:memory:/path`: `memory.limit_in_bytes`,
+/// `memory.usage_in_bytes`), at the path or, inside a cgroup namespace, at
+/// the mount's root. `None` without a limit.
+pub fn cgroup_headroom_mib(proc_self_cgroup: &str, root: &Path, read: impl Fn(&Path) -> Option<String>) -> Option<u64> {
+    for line in proc_self_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let (dir, limit, usage) = match controllers {
+            "" => (root.to_path_buf(), "memory.max", "memory.current"),
+            c if c.split(',').any(|x| x == "memory") => (root.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes"),
+            _ => continue,
+        };
+        let rel = path.trim_start_matches('/');
+        for d in [dir.join(rel), dir.clone()] {
+            let Some(l) = read(&d.join(limit)) else { continue };
+            // "max", or v1's "no limit" (a page-rounded i64::MAX)
+            let l: u64 = l.trim().parse().ok().filter(|&b: &u64| b < 1 << 60)?;
+            let used: u64 = read(&d.join(usage)).and_then(|u| u.trim().parse().ok()).unwrap_or(0);
+            return Some(l.saturating_sub(used) / (1024 * 1024));
+        }
+    }
+    None
 }
 
 /// Host memory (MiB) one guest of `guest_mib` and `vcpus` takes: its own
@@ -154,6 +185,24 @@ pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cgroup's limit caps the memory available; no limit, none.
+    #[test]
+    fn the_memory_cgroup_caps_what_is_available() {
+        let gib = 1u64 << 30;
+        let files = |m: Vec<(&'static str, String)>| move |p: &Path| m.iter().find(|(k, _)| Path::new(k) == p).map(|(_, v)| v.clone());
+        let root = Path::new("/cg");
+        let v2 = files(vec![("/cg/job/memory.max", format!("{}\n", 8 * gib)), ("/cg/job/memory.current", format!("{}\n", 2 * gib))]);
+        assert_eq!(cgroup_headroom_mib("0::/job\n", root, v2), Some(6 * 1024));
+        let v2max = files(vec![("/cg/job/memory.max", "max\n".into())]);
+        assert_eq!(cgroup_headroom_mib("0::/job\n", root, v2max), None);
+        // v1, in a cgroup namespace: the named path is not there, the mount's root is
+        let v1 = files(vec![("/cg/memory/memory.limit_in_bytes", format!("{}", 4 * gib)), ("/cg/memory/memory.usage_in_bytes", format!("{}", gib))]);
+        assert_eq!(cgroup_headroom_mib("4:memory:/slurm/uid_0/job_7\n1:cpu:/\n0::/\n", root, v1), Some(3 * 1024));
+        let v1none = files(vec![("/cg/memory/memory.limit_in_bytes", "9223372036854771712".into())]);
+        assert_eq!(cgroup_headroom_mib("4:memory:/x\n", root, v1none), None);
+        assert_eq!(cgroup_headroom_mib("", root, |_| None), None);
+    }
 
     #[test]
     fn meminfo_fields_are_read_in_mib() {

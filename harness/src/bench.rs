@@ -38,12 +38,16 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             nr_pages,
         } => format!(
             "dmesg -c >/dev/null; echo \"uptime0 $(cat /proc/uptime)\"; echo \"stat0 $(head -n1 /proc/stat)\"; \
-             timeout -s KILL {t} insmod /lib/modules/test_vmalloc.ko nr_threads={} run_test_mask={run_test_mask} \
+             /bench/profmark open; \
+             timeout -s KILL {t} insmod /lib/modules/test_vmalloc.ko nr_threads={threads} run_test_mask={run_test_mask} \
              test_repeat_count={test_repeat_count} test_loop_count={test_loop_count} \
              sequential_test_order={} nr_pages={nr_pages}; echo \"insmod_status=$?\"; \
+             /bench/profmark close {ops}; \
              echo \"stat1 $(head -n1 /proc/stat)\"; echo \"uptime1 $(cat /proc/uptime)\"; dmesg",
-            nr_threads.resolve(nproc),
-            *sequential_test_order as u8
+            *sequential_test_order as u8,
+            threads = nr_threads.resolve(nproc),
+            // the profiler window's operations: one per test loop of each thread
+            ops = u64::from(nr_threads.resolve(nproc)) * u64::from(*test_loop_count) * u64::from(*test_repeat_count),
         ),
     }
 }
@@ -392,6 +396,9 @@ mod tests {
         });
         let c = command(&v, 4);
         assert!(c.contains("insmod /lib/modules/test_vmalloc.ko nr_threads=2 run_test_mask=7 test_repeat_count=1 test_loop_count=1000 sequential_test_order=0 nr_pages=1"), "{c}");
+        // the profiler window brackets the insmod, its ops one per loop of each thread
+        let (open, insmod, close) = (c.find("/bench/profmark open;"), c.find("insmod /lib"), c.find("/bench/profmark close 2000;"));
+        assert!(open.is_some() && close.is_some() && open < insmod && insmod < close, "{c}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "images/doexec.c",
     "images/forkexec.c",
     "images/forkprlimit.c",
+    "images/profmark.c",
     "kconfigs/base.config",
     "kconfigs/bench.config",
     "kconfigs/lockdep.config",

@@ -233,6 +233,7 @@ pub const PROGRAMS: &[(&str, &str, bool)] = &[
     ("doexec-shared", "doexec.c", false),
     ("forkprlimit", "forkprlimit.c", true),
     ("forkexec", "forkexec.c", true),
+    ("profmark", "profmark.c", true),
 ];
 
 /// The benchmark sources in `images` (every `*.c` and `*.h`): file name → SHA-256.

@@ -296,24 +296,11 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
     (rows, pairs.len())
 }
 
-/// The decisions of every comparison, and which the first stage sends to
-/// the gate's second: without a planned second stage, one pass at alpha;
-/// with one, the first stage's boots at Pocock's nominal level, each key
-/// cell that [`stats::stages::wants_second_stage`] sent, and, once the
-/// second stage has boots, those cells decided again over both stages'.
+/// The decisions of every comparison and the cells sent to the gate's
+/// second stage ([`stats::stages::decide_staged`]).
 fn staged(m: &Matrix, rule: &Rule, (first, both): (&[Comparison], &[Comparison]), keys: &[bool]) -> (Vec<stats::Decision>, Vec<bool>) {
-    let extra = m.statistics.second_stage_boots as usize;
-    if extra == 0 {
-        return (stats::decide_all(both, rule), vec![false; both.len()]);
-    }
-    let stage = stats::stages::Spending::pocock(rule.alpha, m.sampling.boots as usize, extra).stage_rule(rule);
-    let d1 = stats::decide_all(first, &stage);
-    let sent: Vec<bool> = d1.iter().zip(keys).map(|(d, &k)| k && stats::stages::wants_second_stage(d)).collect();
-    let grown = first.iter().zip(both).any(|(a, b)| a.base.len() != b.base.len() || a.new.len() != b.new.len());
-    if !grown {
-        return (d1, sent);
-    }
-    (stats::stages::decide_second_stage(&d1, both, &sent, &stage), sent)
+    let plan = (m.sampling.boots as usize, m.statistics.second_stage_boots as usize);
+    stats::stages::decide_staged(first, both, keys, rule, plan)
 }
 
 /// The clock of a run: from `run.json`, else from its boot records.

@@ -8,8 +8,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::sim::{arm, WITHIN_SD};
-use super::stages::{decide_second_stage, wants_second_stage, Spending};
-use super::{decide_all, detectable_change, Comparison, Decision, Rule, Verdict};
+use super::stages::{decide_staged, Spending};
+use super::{detectable_change, Comparison, Decision, Rule, Verdict};
 
 /// Boot-to-boot spread (relative sd), with 1% between repetitions of a boot.
 const BOOT_SD: f64 = 0.01;
@@ -29,33 +29,30 @@ pub(super) struct Design {
 /// What one simulated report's gate said: (the dropped cell regressed,
 /// any other cell regressed or improved, the dropped cell went to stage 2).
 fn one_report(rng: &mut ChaCha8Rng, d: &Design, effect: f64, resamples: usize) -> (bool, bool, bool) {
-    let base = Rule { resamples, floor: d.threshold, alpha: d.alpha, ..Rule::default() };
-    let (rule, spending) = if d.second > 0 {
-        let s = Spending::pocock(d.alpha, d.boots, d.second);
-        (s.stage_rule(&base), Some(s))
-    } else {
-        (base, None)
-    };
-    let mut cells: Vec<Comparison> = (0..d.m)
+    // the report's own path: `decide_staged` on the first stage's cells, then on both stages'
+    let rule = Rule { resamples, floor: d.threshold, alpha: d.alpha, ..Rule::default() };
+    let keys = vec![true; d.m];
+    let plan = (d.boots, d.second);
+    let first: Vec<Comparison> = (0..d.m)
         .map(|i| {
             let e = if i == 0 { effect } else { 0.0 };
             Comparison::new(arm(rng, d.boots, d.reps, BOOT_SD, 0.0), arm(rng, d.boots, d.reps, BOOT_SD, e), true)
         })
         .collect();
-    let first = decide_all(&cells, &rule);
+    let (d1, sent) = decide_staged(&first, &first, &keys, &rule, plan);
     let called = |ds: &[Decision], i: usize| matches!(ds[i].verdict, Verdict::Regressed | Verdict::Improved);
-    let mut hit = first[0].verdict == Verdict::Regressed;
-    let mut other = (1..d.m).any(|i| called(&first, i));
-    let sent: Vec<bool> = first.iter().map(|x| spending.is_some() && wants_second_stage(x)).collect();
+    let mut hit = d1[0].verdict == Verdict::Regressed;
+    let mut other = (1..d.m).any(|i| called(&d1, i));
     if sent.iter().any(|&s| s) {
-        for (i, c) in cells.iter_mut().enumerate().filter(|(i, _)| sent[*i]) {
+        let mut both = first.clone();
+        for (i, c) in both.iter_mut().enumerate().filter(|(i, _)| sent[*i]) {
             let e = if i == 0 { effect } else { 0.0 };
             c.base.extend(arm(rng, d.second, d.reps, BOOT_SD, 0.0));
             c.new.extend(arm(rng, d.second, d.reps, BOOT_SD, e));
         }
-        let second = decide_second_stage(&first, &cells, &sent, &rule);
-        hit |= second[0].verdict == Verdict::Regressed;
-        other |= (1..d.m).any(|i| called(&second, i));
+        let (d2, _) = decide_staged(&first, &both, &keys, &rule, plan);
+        hit |= d2[0].verdict == Verdict::Regressed;
+        other |= (1..d.m).any(|i| called(&d2, i));
     }
     (hit, other, sent[0])
 }

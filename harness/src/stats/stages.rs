@@ -97,6 +97,27 @@ pub fn decide_second_stage(first: &[Decision], both: &[Comparison], sent: &[bool
     first.iter().zip(again).zip(sent).map(|((d1, d2), &s)| if s { d2 } else { *d1 }).collect()
 }
 
+/// The decisions of a report whose matrix plans a second stage of `extra`
+/// boots after `first_boots`, and which cells its first stage sends: the
+/// first stage's comparisons (`first`) at Pocock's nominal level; each
+/// key cell (`keys`) that [`wants_second_stage`]; and, once the second
+/// stage has boots (a comparison in `both` holds more boots than in
+/// `first`), those cells decided again over both stages'. With `extra == 0`
+/// one pass over `both` at `rule.alpha`, no cell sent.
+pub fn decide_staged(first: &[Comparison], both: &[Comparison], keys: &[bool], rule: &Rule, (first_boots, extra): (usize, usize)) -> (Vec<Decision>, Vec<bool>) {
+    if extra == 0 {
+        return (decide_all(both, rule), vec![false; both.len()]);
+    }
+    let stage = Spending::pocock(rule.alpha, first_boots, extra).stage_rule(rule);
+    let d1 = decide_all(first, &stage);
+    let sent: Vec<bool> = d1.iter().zip(keys).map(|(d, &k)| k && wants_second_stage(d)).collect();
+    let grown = first.iter().zip(both).any(|(a, b)| a.base.len() != b.base.len() || a.new.len() != b.new.len());
+    if !grown {
+        return (d1, sent);
+    }
+    (decide_second_stage(&d1, both, &sent, &stage), sent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

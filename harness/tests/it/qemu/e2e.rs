@@ -709,7 +709,8 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
             // issue 11 item 1: a check during the run leaves the run's tree alone
             let out = harness(&dir).arg("check").arg(&matrix).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("ok    kernel tree: a run holds the work directory (pid"), "{text}");
+            // runs share the work directory (issue 22 item 5): the check names what holds it
+            assert!(text.contains("ok    kernel tree: a run holds the work directory (runs or shards are using its tree and kernels); its tree is left alone"), "{text}");
             assert!(text.contains("ok    series pcpcntr-grouping: already contained"), "{text}");
             assert!(child.try_wait().unwrap().is_none() && !qemus_of(&run).is_empty(), "the run did not survive the check");
         }

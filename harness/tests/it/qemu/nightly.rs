@@ -91,10 +91,11 @@ fn nightly(dir: &Path, tree: &Path, m: &Path) -> Output {
 /// and x2 is found, the bisection it starts names the slow-exec commit, the
 /// report says so; a ninth nightly on the same tip measures nothing and
 /// starts no second bisection. By hand (eight night builds and the
-/// bisection's boots, more than an hour on 2 cores):
+/// bisection's boots: 968 s on 2 idle cores with the nights' kernels
+/// cached, 2026-12-01; docs/nightly.md):
 /// `cargo test --test it qemu::nightly::nightly_finds_and_bisects -- --ignored --nocapture`.
 #[test]
-#[ignore = "more than an hour: eight night builds, ~40 icount boots, a bisection"]
+#[ignore = "16 minutes with the kernels cached, over half an hour cold: eight night builds, ~40 icount boots, a bisection"]
 fn nightly_finds_and_bisects_the_slow_exec_commit() {
     let _g = crate::common::serial();
     let tree = history();

@@ -27,8 +27,8 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
     }
     let qemu = host::qemu_binary()?;
     let key = host::probe_key(&qemu);
-    if let Some(f) = host::failed_probe(work, &key) {
-        return Ok(Some(format!("a KVM probe failed on this host on {}: {}", f.when, f.reason)));
+    if let Some(why) = remembered_failure(work, &key) {
+        return Ok(Some(why));
     }
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
     let why = vm::probe_kvm_firmware(&qemu, &work.join("kvm-firmware-probe.log"))?;
@@ -36,6 +36,12 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
         host::remember_failed_probe(work, &key, w)?;
     }
     Ok(why)
+}
+
+/// A probe that failed on this host and QEMU before, and how to probe again.
+fn remembered_failure(work: &Path, probe_key: &str) -> Option<String> {
+    let f = host::failed_probe(work, probe_key)?;
+    Some(format!("a probe boot failed on {}: {}; delete {} to probe again", f.when, f.reason, host::probe_path(work, probe_key).display()))
 }
 
 /// `m` as it runs on this host: where its profile has a `without_kvm:` and
@@ -84,14 +90,9 @@ pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key
         (AccelChoice::Tcg, _) => return Ok(Accel::Tcg),
         (AccelChoice::Kvm, _) => return Ok(Accel::Kvm),
         (AccelChoice::Auto, Clock::Icount) => return Ok(Accel::Tcg),
-        (AccelChoice::Auto, Clock::Wall) => match (vm::kvm_precheck(), host::failed_probe(work, probe_key)) {
+        (AccelChoice::Auto, Clock::Wall) => match (vm::kvm_precheck(), remembered_failure(work, probe_key)) {
             (Some(why), _) => why,
-            (None, Some(failed)) => format!(
-                "KVM is not usable here (a probe boot failed on {}: {}); delete {} to probe again",
-                failed.when,
-                failed.reason,
-                host::probe_path(work, probe_key).display()
-            ),
+            (None, Some(failed)) => format!("KVM is not usable here ({failed})"),
             (None, None) => return Ok(Accel::Kvm),
         },
     };

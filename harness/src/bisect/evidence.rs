@@ -24,3 +24,8 @@ pub fn profile_of(dir: &Path, point: &str, top: usize) -> Result<String> {
     let d = profiles::cell(&run, &events, variant, st.vcpus, &st.bench, &mut notes)?;
     Ok(format!("{} against the good end, {} at {} vCPUs ({}):\n{}", describe(dir, point), st.bench, st.vcpus, run.display(), d.text(top)))
 }
+
+/// [`profile_of`] as printed: the profile, or why there is none.
+pub fn profile_or_why(dir: &Path, point: &str, top: usize) -> String {
+    profile_of(dir, point, top).unwrap_or_else(|e| format!("no differential profile: {e:#}"))
+}

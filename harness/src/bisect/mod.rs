@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use evidence::profile_of;
+pub use evidence::{profile_of, profile_or_why};
 
 use crate::config::Matrix;
 use crate::pipeline::Options;

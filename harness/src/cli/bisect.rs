@@ -178,7 +178,7 @@ pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
 
 /// A culprit as printed, with its evidence.
 fn named(dir: &Path, c: &bisect::search::Culprit) -> Named {
-    let profile = bisect::profile_of(dir, &c.commit, TOP).unwrap_or_else(|e| format!("no differential profile: {e:#}"));
+    let profile = bisect::profile_or_why(dir, &c.commit, TOP);
     Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone(), profile }
 }
 

@@ -124,15 +124,10 @@ impl Robot for Real {
         };
         let found = bisect::run(dir, &self.opts, &say)?;
         let culprits: Vec<Named> = found.culprits.iter().map(|c| Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone() }).collect();
-        let profile = culprits.first().and_then(|c| profile_of(dir, &c.commit));
+        // the first culprit's differential profile (top 12 functions), or why there is none
+        let profile = culprits.first().map(|c| bisect::profile_or_why(dir, &c.commit, 12));
         Ok(Bisected { culprits, open: found.open, steps: steps.into_inner(), profile, error: None })
     }
-}
-
-/// The differential kernel profile of `commit`'s arm against the good end
-/// (top 12 functions), or why there is none.
-fn profile_of(dir: &Path, commit: &str) -> Option<String> {
-    Some(bisect::profile_of(dir, commit, 12).unwrap_or_else(|e| format!("no differential profile: {e:#}")))
 }
 
 /// A series' change points as key changes, each with a 95% bootstrap

@@ -434,6 +434,7 @@ mod tests {
         assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");
         let dir = writer.dir.clone();
         drop(writer);
+        crate::util::wait_until_released(&dir.join("lock"));
         write(&root.join("frag.config"), "CONFIG_A=n\n");
         let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
         assert!(e.contains(&format!("inputs changed since it started (fragment {} changed)", root.join("frag.config").display())), "{e}");

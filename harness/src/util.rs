@@ -143,6 +143,20 @@ impl Flock {
     }
 }
 
+/// Waits (up to 10 s) until nobody holds `p` exclusively, for tests that
+/// drop a lock and take it again at once. A lock is on the open file, and a
+/// child another test thread is forking holds a copy of every descriptor
+/// until its `exec` closes them: on a loaded host the dropped lock can stay
+/// held for milliseconds after `drop`.
+#[cfg(test)]
+pub fn wait_until_released(p: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Flock::holder(p).is_some() {
+        assert!(std::time::Instant::now() < deadline, "{} still held 10 s after its holder dropped it", p.display());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,7 +189,7 @@ mod tests {
         assert_eq!(Flock::try_take(&p, "check").unwrap().err(), Some(who.clone()));
         assert_eq!(Flock::holder(&p), Some(who));
         drop(held);
-        assert_eq!(Flock::holder(&p), None);
+        wait_until_released(&p);
         assert!(Flock::try_take(&p, "check").unwrap().is_ok());
         std::fs::remove_dir_all(dir).ok();
     }

@@ -331,7 +331,9 @@ mod tests {
         let e = format!("{e:#}");
         assert!(e.contains(&format!("another harness (pid {}, harness run)", std::process::id())), "{e}");
         assert_eq!(std::fs::read(&events).unwrap(), before);
+        let lock = writer.dir.join("lock");
         drop(writer);
+        crate::util::wait_until_released(&lock);
         let resumed = Run::open_to_write(&reader.dir).unwrap();
         assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
         drop(resumed);

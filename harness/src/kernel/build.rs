@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::fault::{host_fault, HostFault};
 use super::kconfig::{self, Config, Lost};
 use super::tree::{Applied, Tree};
 use crate::util::hex;
@@ -186,49 +187,6 @@ pub fn error_lines(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// A make the host failed, not the kernel: out of disk, a compiler killed
-/// (the OOM killer's SIGKILL), make itself killed by a signal. The run stops
-/// with it and records nothing against the variant, so `--resume` builds
-/// again.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}: the host failed, not the kernel ({why}; see {log}); nothing was recorded against the variant: free the host and run again with --resume")]
-pub struct HostFault {
-    /// The step (`build the kernel`, `make olddefconfig`).
-    pub what: String,
-    /// What the host did.
-    pub why: String,
-    /// The log it shows in.
-    pub log: String,
-}
-
-/// Why a failed make was the host's doing, from how it ended (`code`
-/// `None`: killed by a signal, `signal` which) and its log; `None` when it
-/// is the kernel's (a compile error).
-pub fn host_fault(code: Option<i32>, signal: Option<i32>, log: &str) -> Option<String> {
-    let lower = log.to_ascii_lowercase();
-    if lower.contains("no space left on device") || lower.contains("disk quota exceeded") {
-        return Some("no space left on device".into());
-    }
-    if log.contains("Killed signal terminated program") || log.contains("internal compiler error: Killed") {
-        return Some("the compiler was killed, most likely out of memory".into());
-    }
-    if code.is_none() {
-        return Some(match signal {
-            Some(s) => format!("make was killed by signal {s}"),
-            None => "make was killed by a signal".into(),
-        });
-    }
-    None
-}
-
-/// Whether `e` is a host failure: a [`HostFault`], or a file write that
-/// found the disk full.
-pub fn is_host_fault(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.is::<HostFault>() || c.downcast_ref::<std::io::Error>().and_then(|io| io.raw_os_error()).is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
-    })
-}
-
 /// Runs `cmd` (a make logged to `log`); a failure the host caused is a
 /// [`HostFault`], any other a plain error.
 fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
@@ -239,7 +197,7 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     }
     crate::proc::check_interrupted()?;
     let text = log_since(log, from);
-    if let Some(why) = host_fault(f.code, f.signal, &text) {
+    if let Some(why) = host_fault("make", f.code, f.signal, &text) {
         return Err(HostFault { what: what.into(), why, log: log.display().to_string() }.into());
     }
     let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
@@ -287,7 +245,7 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
         let text = log_since(log, from);
-        if let (false, Some(why)) = (f.timed_out, host_fault(f.code, f.signal, &text)) {
+        if let (false, Some(why)) = (f.timed_out, host_fault("make", f.code, f.signal, &text)) {
             return Err(HostFault { what: "build the kernel".into(), why, log: log.display().to_string() }.into());
         }
         return Ok(Err(BuildFailure { timed_out: f.timed_out, errors: error_lines(&text) }));
@@ -338,27 +296,6 @@ mod tests {
             error_lines(log),
             vec!["mm/memory.c:12:5: error: 'x' undeclared", "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"]
         );
-    }
-
-    /// The host's failures, told from the kernel's.
-    #[test]
-    fn host_faults_are_told_from_compile_errors() {
-        type Case = (Option<i32>, Option<i32>, &'static str, Option<&'static str>);
-        let cases: [Case; 7] = [
-            (Some(2), None, "mm/memory.c:12:5: error: 'x' undeclared\nmake: *** [Makefile:1] Error 2", None),
-            (Some(2), None, "ld: final link failed: No space left on device", Some("no space left on device")),
-            (Some(2), None, "fatal error: error writing to /tmp/ccX.s: Disk quota exceeded", Some("no space left on device")),
-            (Some(2), None, "gcc: fatal error: Killed signal terminated program cc1\ncompilation terminated.", Some("the compiler was killed, most likely out of memory")),
-            (Some(2), None, "mm/x.c:1: internal compiler error: Killed (program cc1)", Some("the compiler was killed, most likely out of memory")),
-            (None, Some(9), "  CC mm/a.o\n", Some("make was killed by signal 9")),
-            (Some(2), None, "gcc: internal compiler error: Segmentation fault signal terminated program cc1", None),
-        ];
-        for (code, signal, log, want) in cases {
-            assert_eq!(host_fault(code, signal, log).as_deref(), want, "{log}");
-        }
-        let full = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOSPC)).context("write .config");
-        assert!(is_host_fault(&full));
-        assert!(!is_host_fault(&anyhow::anyhow!("make olddefconfig: exited with Some(2)")));
     }
 
     /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.

@@ -211,7 +211,7 @@ impl Step<'_> {
                 // a make killed by Ctrl-C is an interruption, not a failed config;
                 // a full disk or a killed make is the host's, not the variant's
                 proc::check_interrupted()?;
-                if build::is_host_fault(&e) {
+                if crate::kernel::fault::is_host_fault(&e) {
                     return Err(e);
                 }
                 let msg = format!("{e:#}");

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn work_dir() -> PathBuf {
+pub(super) fn work_dir() -> PathBuf {
     crate::common::e2e_work()
 }
 
-fn harness(runs: &Path) -> Command {
+pub(super) fn harness(runs: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
     c.env("HARNESS_WORK_DIR", work_dir())
         .env("HARNESS_RUNS_DIR", runs)
@@ -25,7 +25,7 @@ fn harness(runs: &Path) -> Command {
 }
 
 /// The kernel part every test matrix shares (so builds hit the cache).
-fn kernel_yaml(series_dir: &Path) -> String {
+pub(super) fn kernel_yaml(series_dir: &Path) -> String {
     format!(
         "kernel:\n  source: /usr/src/linux-source-6.12.tar.xz\n  base_config: tinyconfig\n  \
          fragments: [{r}/kconfigs/base.config, {r}/kconfigs/bench.config]\nseries_dir: {s}\n",
@@ -52,19 +52,19 @@ fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, sampling: &str,
     matrix
 }
 
-fn only_run_dir(runs: &Path) -> PathBuf {
+pub(super) fn only_run_dir(runs: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     dirs[0].clone()
 }
 
-fn jsonl(p: &Path) -> Vec<Value> {
+pub(super) fn jsonl(p: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(p).unwrap_or_default();
     assert!(text.is_empty() || text.ends_with('\n'), "{} ends with a torn line", p.display());
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", p.display()))).collect()
 }
 
-fn events(run: &Path, kind: &str) -> Vec<Value> {
+pub(super) fn events(run: &Path, kind: &str) -> Vec<Value> {
     jsonl(&run.join("events.jsonl")).into_iter().filter(|e| e["event"] == kind).collect()
 }
 
@@ -467,7 +467,7 @@ fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
 }
 
 /// QEMU processes whose command line mentions this run directory.
-fn qemus_of(run: &Path) -> Vec<u32> {
+pub(super) fn qemus_of(run: &Path) -> Vec<u32> {
     let needle = run.to_string_lossy().into_owned();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -631,7 +631,7 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
 }
 
 /// The process group of every live (non-zombie) process: `(pid, pgid)`.
-fn process_groups() -> Vec<(i32, i32)> {
+pub(super) fn process_groups() -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
@@ -647,12 +647,12 @@ fn process_groups() -> Vec<(i32, i32)> {
     out
 }
 
-fn cmdline(pid: i32) -> String {
+pub(super) fn cmdline(pid: i32) -> String {
     String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ")
 }
 
 /// Polls `f` every 100 ms until it is true or `limit` passes.
-fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(super) fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + limit;
     loop {
         if f() {

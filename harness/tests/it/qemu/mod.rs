@@ -4,3 +4,4 @@ mod e2e;
 mod nightly;
 mod reproduce;
 mod slurm;
+mod soak;

@@ -38,7 +38,7 @@ pub(super) fn kernel_yaml(series_dir: &Path) -> String {
 /// seconds) with the test series as its series directory: the `variants:`
 /// items, extra `guest:` keys (", key: value" each), the `sampling:` keys
 /// and any further top-level YAML.
-fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, sampling: &str, rest: &str) -> PathBuf {
+pub(super) fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, sampling: &str, rest: &str) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let matrix = dir.join("matrix.yaml");
     let yaml = format!(

@@ -5,3 +5,4 @@ mod nightly;
 mod reproduce;
 mod slurm;
 mod soak;
+mod stages;

@@ -185,7 +185,7 @@ pub fn run_patch(tree: &Path, patch: &Path, reverse: bool, dry_run: bool, log: O
     // a patch Ctrl-C stopped is an interruption; one the disk or a signal stopped is the host's, not a conflict
     crate::proc::check_interrupted()?;
     if let Some(why) = super::fault::host_fault("patch", f.code, f.signal, &f.output) {
-        let log = log.map_or_else(|| "patch's output above".to_string(), |l| l.display().to_string());
+        let log = log.map_or_else(|| format!("what patch said: {}", f.output.trim()), |l| l.display().to_string());
         return Err(super::fault::HostFault { what: format!("apply {}", patch.display()), why, log }.into());
     }
     // -s suppressed the "checking file" lines that say where it failed: ask again

@@ -31,7 +31,7 @@ use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::Accel;
 
-pub use accel::{for_this_host, kvm_unusable};
+pub use accel::{for_this_host, kvm_unusable, RunInstead};
 pub use parallel::jobs_at_once;
 pub use variants::{from_cache, Built};
 

@@ -67,14 +67,28 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         }
         None => {
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
-            let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-            let m = pipeline::for_this_host(m, &opts.work_dir)?;
-            (pipeline::start(m, &opts)?, opts)
+            (start_for_this_host(&matrix, profile.as_deref(), &opts)?, opts)
         }
     };
     second_stage(&run_dir, &opts, a.gating)?;
     add_to_history(g, &run_dir);
     finish_report(&run_dir, g, a.gating, a.junit.as_deref())
+}
+
+/// Starts the run in the profile this host can measure; when its probe
+/// boot finds KVM unusable before anything booted ([`pipeline::RunInstead`]),
+/// once more in the profile's `without_kvm:` substitute (the given-up run
+/// directory, builds and the probe only, is removed).
+fn start_for_this_host(matrix: &Path, profile: Option<&str>, opts: &pipeline::Options) -> Result<PathBuf> {
+    let load = || -> Result<config::Matrix> { pipeline::for_this_host(config::load(matrix, profile).context("load the matrix")?, &opts.work_dir) };
+    let e = match pipeline::start(load()?, opts) {
+        Ok(dir) => return Ok(dir),
+        Err(e) => e,
+    };
+    let Some(r) = e.chain().find_map(|c| c.downcast_ref::<pipeline::RunInstead>()) else { return Err(e) };
+    eprintln!("notice: {r}; starting again as `{}` (the kernels are cached)", r.instead);
+    std::fs::remove_dir_all(&r.dir).with_context(|| format!("remove the given-up run {}", r.dir.display()))?;
+    pipeline::start(load()?, opts)
 }
 
 /// `harness run --shard K/N --json`: the shard that finished.

@@ -148,11 +148,37 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
         AfterProbe::Tcg { why, remember } => {
             if remember {
                 host::remember_failed_probe(work, probe_key, &why)?;
+                // remembered, so the run started again takes the substitute profile
+                if let (Some(instead), false) = (&ctx.m.without_kvm, has_boots(ctx.run)?) {
+                    return Err(RunInstead { instead: instead.clone(), why, dir: ctx.run.dir.clone() }.into());
+                }
             }
             ctx.run.notice(ctx.ui, format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"))?;
             Ok(Accel::Tcg)
         }
     }
+}
+
+/// A run that had booted nothing when its probe boot found KVM unusable,
+/// from a profile that names what to run where KVM is not usable (the
+/// firmware-only probe of [`for_this_host`] can pass where a kernel's boot
+/// then fails, as "KVM internal error. Suberror: 1" does on nested hosts).
+/// The failure is remembered, so the caller starts the run again and gets
+/// the substitute profile instead of a wall-clock run under TCG.
+#[derive(Debug, thiserror::Error)]
+#[error("the KVM probe boot failed ({why}): this profile runs as `{instead}` where KVM is not usable")]
+pub struct RunInstead {
+    /// The profile to run instead.
+    pub instead: String,
+    /// Why KVM is not usable.
+    pub why: String,
+    /// The run directory given up (it holds builds and the probe, no boot).
+    pub dir: PathBuf,
+}
+
+/// Whether the run has a boot on record (a resumed run keeps its matrix).
+fn has_boots(run: &Run) -> Result<bool> {
+    Ok(run.events()?.iter().any(|e| matches!(e, crate::records::Event::Boot { .. })))
 }
 
 /// Writes the clock the run's numbers are in to `run.json`.

@@ -50,6 +50,10 @@ pub struct Options {
     pub jobs: Option<u32>,
     /// Several boots at once even under a wall clock.
     pub allow_concurrent_wall: bool,
+    /// A fresh run whose probe boot finds KVM unusable, from a profile with
+    /// `without_kvm:`, ends with [`RunInstead`] for the caller to start the
+    /// substitute (`run` does); otherwise it goes on under TCG.
+    pub restart_instead: bool,
 }
 
 /// The label of a run's id: the profile, or the matrix file's name.
@@ -223,7 +227,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         strikes: boot::Strikes::from_events(&run.events()?),
     };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
-        ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key)?;
+        ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key, opts.restart_instead)?;
     }
     accel::record_clock(run, ctx.clock())?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
@@ -428,7 +432,7 @@ mod tests {
             jobs: None,
         };
         writer.write_meta(&meta).unwrap();
-        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false };
+        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false, restart_instead: false };
         // another work directory resumes the run while its writer lives
         let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
         assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");
@@ -461,7 +465,7 @@ mod tests {
             root.join("src").display()
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let opts = Options { work_dir: root.join("work"), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false };
+        let opts = Options { work_dir: root.join("work"), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false, restart_instead: false };
         let dir = root.join("runs/r");
         let e = format!("{:#}", build(m.clone(), &opts, Some(&dir)).expect_err("a full disk stops the build"));
         assert!(e.contains("the host failed, not the kernel (no space left on device"), "{e}");

@@ -81,7 +81,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 /// directory, builds and the probe only, is removed).
 fn start_for_this_host(matrix: &Path, profile: Option<&str>, opts: &pipeline::Options) -> Result<PathBuf> {
     let load = || -> Result<config::Matrix> { pipeline::for_this_host(config::load(matrix, profile).context("load the matrix")?, &opts.work_dir) };
-    let e = match pipeline::start(load()?, opts) {
+    let e = match pipeline::start(load()?, &pipeline::Options { restart_instead: true, ..opts.clone() }) {
         Ok(dir) => return Ok(dir),
         Err(e) => e,
     };

@@ -134,7 +134,7 @@ fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
 /// first that built). A failure QEMU blames on KVM is remembered for this
 /// host, host kernel and QEMU version; a kernel's own failure (a panic)
 /// leaves the run on KVM; any other failure only sends this run to TCG.
-pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str) -> Result<Accel> {
+pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str, restart_instead: bool) -> Result<Accel> {
     let Some((art, initrd)) = probe_kernel(kernels) else { return Ok(Accel::Kvm) };
     ctx.ui.stage("probe", "booting once under KVM to see whether it works here");
     let kernel = art.boot_image(ctx.m.guest.pvh);
@@ -149,7 +149,7 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
             if remember {
                 host::remember_failed_probe(work, probe_key, &why)?;
                 // remembered, so the run started again takes the substitute profile
-                if let (Some(instead), false) = (&ctx.m.without_kvm, has_boots(ctx.run)?) {
+                if let (true, Some(instead), false) = (restart_instead, &ctx.m.without_kvm, has_boots(ctx.run)?) {
                     return Err(RunInstead { instead: instead.clone(), why, dir: ctx.run.dir.clone() }.into());
                 }
             }

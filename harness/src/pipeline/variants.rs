@@ -389,6 +389,7 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
+            restart_instead: false,
         };
         let runs: Vec<Run> = ["a", "b"].iter().map(|l| Run::create(&opts.runs_dir, l).unwrap()).collect();
         let needed: BTreeSet<&str> = ["base"].into();

@@ -50,9 +50,10 @@ pub struct Options {
     pub jobs: Option<u32>,
     /// Several boots at once even under a wall clock.
     pub allow_concurrent_wall: bool,
-    /// A fresh run whose probe boot finds KVM unusable, from a profile with
-    /// `without_kvm:`, ends with [`RunInstead`] for the caller to start the
-    /// substitute (`run` does); otherwise it goes on under TCG.
+    /// A fresh run ([`start`]; never set for [`resume`]) whose probe boot
+    /// finds KVM unusable, from a profile with `without_kvm:`, ends with
+    /// [`RunInstead`] for the caller to start the substitute (`run` does);
+    /// otherwise it goes on under TCG.
     pub restart_instead: bool,
 }
 

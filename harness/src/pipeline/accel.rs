@@ -149,7 +149,7 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
             if remember {
                 host::remember_failed_probe(work, probe_key, &why)?;
                 // remembered, so the run started again takes the substitute profile
-                if let (true, Some(instead), false) = (restart_instead, &ctx.m.without_kvm, has_boots(ctx.run)?) {
+                if let (true, Some(instead)) = (restart_instead, &ctx.m.without_kvm) {
                     return Err(RunInstead { instead: instead.clone(), why, dir: ctx.run.dir.clone() }.into());
                 }
             }
@@ -159,7 +159,8 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
     }
 }
 
-/// A run that had booted nothing when its probe boot found KVM unusable,
+/// A fresh run (the probe stage comes before any boot; a resume keeps its
+/// matrix and does not ask for this) whose probe boot found KVM unusable,
 /// from a profile that names what to run where KVM is not usable (the
 /// firmware-only probe of [`for_this_host`] can pass where a kernel's boot
 /// then fails, as "KVM internal error. Suberror: 1" does on nested hosts).
@@ -174,11 +175,6 @@ pub struct RunInstead {
     pub why: String,
     /// The run directory given up (it holds builds and the probe, no boot).
     pub dir: PathBuf,
-}
-
-/// Whether the run has a boot on record (a resumed run keeps its matrix).
-fn has_boots(run: &Run) -> Result<bool> {
-    Ok(run.events()?.iter().any(|e| matches!(e, crate::records::Event::Boot { .. })))
 }
 
 /// Writes the clock the run's numbers are in to `run.json`.

@@ -731,6 +731,16 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
     assert!(!jsonl(&run.join("samples.jsonl")).is_empty());
 }
 
+/// The `make … bzImage` building in `tree` among `groups`
+/// ([`process_groups`]): its pid, which leads its process group (the
+/// harness spawns every child in a group of its own).
+pub(super) fn bzimage_make(groups: &[(i32, i32)], tree: &str) -> Option<i32> {
+    groups.iter().map(|g| g.0).find(|&p| {
+        let c = cmdline(p);
+        c.starts_with("make ") && c.contains(tree) && c.contains(" bzImage")
+    })
+}
+
 /// Starts `harness run` on a small matrix whose kernel no cache holds (a
 /// LOCALVERSION with `tag` and a nonce) and waits until its `make -j` has
 /// jobs of its own. Returns the harness, make's process group, the matrix
@@ -751,10 +761,7 @@ fn run_until_make_has_jobs(dir: &Path, tag: &str) -> (std::process::Child, i32, 
         assert!(child.try_wait().unwrap().is_none(), "harness ended before the build");
         let groups = process_groups();
         if make == 0 {
-            make = groups.iter().map(|g| g.0).find(|&p| {
-                let c = cmdline(p);
-                c.starts_with("make ") && c.contains(tree.as_ref()) && c.contains(" bzImage")
-            }).unwrap_or(0);
+            make = bzimage_make(&groups, tree.as_ref()).unwrap_or(0);
         }
         // wait until make has jobs of its own
         make != 0 && groups.iter().filter(|g| g.1 == make).count() >= 3

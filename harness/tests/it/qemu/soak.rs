@@ -8,7 +8,7 @@
 //! count is `HARNESS_SOAK_CYCLES` (20), the seed `HARNESS_SOAK_SEED` (the
 //! clock; printed, so a failing sequence can be replayed).
 
-use super::e2e::{cmdline, events, harness, jsonl, kernel_yaml, only_run_dir, process_groups, qemus_of, within, work_dir};
+use super::e2e::{bzimage_make, cmdline, events, harness, jsonl, kernel_yaml, only_run_dir, process_groups, qemus_of, within, work_dir};
 use crate::common::{run_ok, scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -76,11 +76,7 @@ fn makes() -> Vec<String> {
 fn make_has_jobs() -> bool {
     let tree = work_dir().join("tree").to_string_lossy().into_owned();
     let groups = process_groups();
-    let make = groups.iter().find(|g| {
-        let c = cmdline(g.0);
-        c.starts_with("make ") && c.contains(&tree) && c.contains(" bzImage")
-    });
-    make.is_some_and(|m| groups.iter().filter(|g| g.1 == m.1).count() >= 3)
+    bzimage_make(&groups, &tree).is_some_and(|make| groups.iter().filter(|g| g.1 == make).count() >= 3)
 }
 
 /// Waits until the run reaches `point` (or ends), then a random moment

@@ -1,5 +1,6 @@
 //! Tests with real kernels, real QEMU guests and real SSH.
 
+mod aa_profile;
 mod e2e;
 mod nightly;
 mod reproduce;

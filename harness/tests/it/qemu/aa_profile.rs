@@ -1,0 +1,59 @@
+//! How often the differential profile's rule calls a change between boots
+//! of one kernel (on demand, ~8 minutes): 24 icount boots of the base
+//! kernel at 2 vCPUs (arms base and base-again, 12 each), every boot
+//! profiled; then 2,000 seeded A/A comparisons of 3, 4 and 5 boots a side
+//! drawn from them, at three floors of the op. docs/profiles.md quotes the
+//! table it prints.
+//!
+//! `HARNESS_AA_RUN=<run dir>` reads a run made before instead of booting.
+
+use std::path::PathBuf;
+
+use harness::profile::diff::{aa_false_calls, Options};
+use harness::report::profiles::boots;
+
+use super::e2e::{harness, icount_doexec_matrix, only_run_dir};
+use crate::common::{build_profiler, run_ok, scratch};
+
+fn aa_run() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HARNESS_AA_RUN") {
+        return dir.into();
+    }
+    build_profiler();
+    let dir = scratch("aa-profile");
+    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n", "", "boots: 12, repetitions: 1, warmup_repetitions: 0", "");
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    run_ok(c);
+    only_run_dir(&runs)
+}
+
+#[test]
+#[ignore = "on demand: 24 icount boots, ~8 minutes"]
+fn aa_profiles_rarely_call_a_function() {
+    let _g = crate::common::serial();
+    let run = aa_run();
+    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
+    let mut notes = Vec::new();
+    let mut all = boots(&run, &events, "base", 2, "static-doexec", &mut notes);
+    all.extend(boots(&run, &events, "base-again", 2, "static-doexec", &mut notes));
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
+    let mut at_default = None;
+    for per_side in [3, 4, 5] {
+        for rel_floor in [1e-4, 2e-4, 5e-4] {
+            let o = Options { rel_floor, ..Options::default() };
+            let a = aa_false_calls(&all, per_side, 2000, 0xAA, &o).unwrap();
+            let mut top: Vec<(&String, &usize)> = a.by_function.iter().collect();
+            top.sort_by(|x, y| y.1.cmp(x.1));
+            top.truncate(4);
+            eprintln!("{per_side} boots a side, floor {:.2}% of the op: {}/{} A/A comparisons call a function {top:?}", rel_floor * 100.0, a.calling, a.trials);
+            if per_side == 3 && rel_floor == Options::default().rel_floor {
+                at_default = Some(a.calling);
+            }
+        }
+    }
+    let n = at_default.expect("the default floor is among those tried");
+    assert!(n <= 20, "at the default rule and its minimum of 3 boots a side, {n}/2000 A/A comparisons call a function (more than 1%)");
+}

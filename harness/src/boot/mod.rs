@@ -284,10 +284,24 @@ fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &
             Ok(None)
         }
         Err(f) => {
-            let fault = kvm_failure_reason(&f.qemu_log).filter(|r| r.contains("KVM") || r.contains("kvm") || r.contains("Assertion"));
+            let fault = kvm_failure_reason(&f.qemu_log)
+                .filter(|r| r.contains("KVM") || r.contains("kvm") || r.contains("Assertion"))
+                .or_else(|| silent_under_kvm(f.cause, &machine.console()));
             Ok(Some(ProbeFailure { kvm_fault: fault.is_some(), why: fault.unwrap_or(f.error), cause: f.cause }))
         }
     }
+}
+
+/// A probe guest still running at the deadline that never wrote a byte to
+/// its console: the 1-vCPU KVM guest never reached the kernel's first
+/// lines, which every kernel the harness boots prints within seconds
+/// (`amd_pstate`, then `harness: guest ready`). KVM's fault, as an internal
+/// error is: seen on the development hosts once QEMU stopped reporting that
+/// error and the guest hung instead (2026-12-02).
+fn silent_under_kvm(cause: crate::records::Cause, console: &str) -> Option<String> {
+    use crate::records::Cause;
+    (matches!(cause, Cause::BootTimeout | Cause::Ssh) && console.trim().is_empty())
+        .then(|| format!("the KVM guest wrote nothing to its console in {} s", PROBE_DEADLINE.as_secs()))
 }
 
 /// How long the KVM probe may take: a 1-vCPU KVM guest reaches SSH in a few

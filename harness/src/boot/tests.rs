@@ -425,8 +425,9 @@ fn the_run_sink_writes_the_runs_records() {
 }
 
 /// The KVM probe: a guest that reaches SSH proves KVM; one QEMU stops with
-/// a KVM internal error is KVM's fault (remembered for the host); a kernel
-/// panic is not.
+/// a KVM internal error, or one silent on its console until the deadline,
+/// is KVM's fault (remembered for the host); a kernel panic, or a guest
+/// that printed and then did not answer, is not.
 #[test]
 fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     let w = world("probe", "{}");
@@ -436,13 +437,20 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     let (k, i) = (Path::new("/k/bzImage"), Path::new("/k/initrd"));
     let stuck = Script { until: Until::Hangs, log: "$ qemu\nKVM internal error. Suberror: 1\nextra data[0]: 0x0\n".into(), ..Script::ssh(vec![]) };
     let panics = Script { until: Until::Hangs, console: "[    0.5] Kernel panic - not syncing: Fatal exception\n".into(), ..Script::ssh(vec![]) };
-    let mut fake = Fake::new(vec![Script::ssh(vec![]), stuck, panics]);
+    let silent = Script { until: Until::Hangs, ..Script::ssh(vec![]) };
+    let slow = Script { until: Until::Hangs, console: "[    1.653697] amd_pstate: the _CPC object is not present\n".into(), ..Script::ssh(vec![]) };
+    let mut fake = Fake::new(vec![Script::ssh(vec![]), stuck, panics, silent, slow]);
     assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), None);
     assert_eq!(fake.calls.last(), Some(&Call::PowerOff(Duration::from_secs(5))));
     assert_eq!(fake.calls[1], Call::WaitSsh(PROBE_DEADLINE));
     let got = |f: Option<ProbeFailure>| f.map(|f| (f.why, f.kvm_fault, f.cause));
     assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("KVM internal error. Suberror: 1".to_string(), true, Cause::Qemu)));
     assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("kernel panic during boot (panic)".to_string(), false, Cause::Panic)));
+    // a guest that wrote nothing by the deadline never ran its kernel: KVM's fault
+    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("the KVM guest wrote nothing to its console in 60 s".to_string(), true, Cause::BootTimeout)));
+    // one that printed and then did not answer is not blamed on KVM
+    let f = probe_on(&ctx, &mut fake, k, i, &dir).unwrap().unwrap();
+    assert_eq!((f.kvm_fault, f.cause), (false, Cause::BootTimeout), "{}", f.why);
 }
 
 /// The real machine's edge without QEMU: a program that, like a QEMU hit

@@ -67,7 +67,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         }
         None => {
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
-            (start_for_this_host(&matrix, profile.as_deref(), &opts)?, opts)
+            let load = || pipeline::for_this_host(config::load(&matrix, profile.as_deref()).context("load the matrix")?, &opts.work_dir);
+            (start_for_this_host(load, &opts)?, opts)
         }
     };
     second_stage(&run_dir, &opts, a.gating)?;
@@ -75,12 +76,13 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     finish_report(&run_dir, g, a.gating, a.junit.as_deref())
 }
 
-/// Starts the run in the profile this host can measure; when its probe
+/// Starts the run of the matrix `load` makes for this host; when its probe
 /// boot finds KVM unusable before anything booted ([`pipeline::RunInstead`]),
-/// once more in the profile's `without_kvm:` substitute (the given-up run
-/// directory, builds and the probe only, is removed).
-fn start_for_this_host(matrix: &Path, profile: Option<&str>, opts: &pipeline::Options) -> Result<PathBuf> {
-    let load = || -> Result<config::Matrix> { pipeline::for_this_host(config::load(matrix, profile).context("load the matrix")?, &opts.work_dir) };
+/// once more with the matrix `load` makes then (the failed probe is
+/// remembered, so it is the profile's `without_kvm:` substitute; the
+/// given-up run directory, builds and the probe only, is removed). `run`
+/// and `try` start this way.
+pub(super) fn start_for_this_host(load: impl Fn() -> Result<config::Matrix>, opts: &pipeline::Options) -> Result<PathBuf> {
     let e = match pipeline::start(load()?, &pipeline::Options { restart_instead: true, ..opts.clone() }) {
         Ok(dir) => return Ok(dir),
         Err(e) => e,

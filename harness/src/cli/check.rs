@@ -20,9 +20,16 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let (matrix, profile) = a.m.resolve()?;
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
     // what runs here: a profile's `without_kvm:` where KVM is not usable
-    // (without QEMU there is nothing to probe; the QEMU item says so)
-    let m = pipeline::for_this_host(m.clone(), &g.work_dir).unwrap_or(m);
+    // (without QEMU there is nothing to probe: the matrix is checked as
+    // written, the first item says why, the QEMU item what is missing)
+    let (m, unknown) = match pipeline::for_this_host(m.clone(), &g.work_dir) {
+        Ok(here) => (here, None),
+        Err(e) => (m, Some(e)),
+    };
     let mut items = check::run(&m, &g.work_dir);
+    if let Some(e) = unknown {
+        items.insert(0, check::Item { level: check::Level::Warn, what: "profile here".into(), message: format!("checked as written: whether KVM is usable here is not known ({e:#})") });
+    }
     items.extend(check::disk(&g.work_dir, &g.runs_dir));
     let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
     if g.json {

@@ -1,5 +1,6 @@
 //! Tests without a kernel or QEMU: fixtures, synthetic runs, the docs, the layering rule.
 
+mod check;
 mod docs;
 mod history;
 mod html;

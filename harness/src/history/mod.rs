@@ -48,12 +48,14 @@ pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
 pub fn method_text(p: &crate::stats::changepoint::Params) -> String {
     format!(
         "E-divisive means over each series' nightly medians (one run = one night; series never mix matrices, \
-         profiles, hosts, clocks or accelerators): the best split is tested by {} permutations (seeded, \
-         seed {}) and kept at p ≤ {}, then both halves are searched again; at least {} nights on each side; \
+         profiles, hosts, clocks or accelerators): the best split is tested against {} seeded null draws \
+         (seed {}; a segment of fewer than {} nights by shuffling them, a longer one by an AR(1) bootstrap \
+         that allows for autocorrelated nights) and kept at p ≤ {}, then both halves are searched again; at least {} nights on each side; \
          changes below {:.0}% between neighbouring segment medians are dropped. The date is the first night \
          after the change; `bisect` starts from the runs on either side.",
         p.permutations,
         p.seed,
+        crate::stats::changepoint::BOOTSTRAP_FROM,
         p.alpha,
         p.min_size,
         p.min_magnitude * 100.0

@@ -18,7 +18,7 @@
 //!   (`max(2%, measured)`).
 //! * **Failures** — [`fisher_greater`]: does the new variant fail more often than base.
 //! * **Change points** — [`changepoint::e_divisive`]: E-divisive means with a
-//!   permutation test over a nightly series, for the history.
+//!   permutation or AR(1) bootstrap test over a nightly series, for the history.
 //! * **Verdict** — [`decide_all`] applies the [`Rule`] to every [`Comparison`] and
 //!   returns a [`Decision`] with a [`Verdict`]: regressed / improved / `~` / `≈` /
 //!   small / unsure / fails more / `?`.

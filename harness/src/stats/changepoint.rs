@@ -423,4 +423,31 @@ mod tests {
         eprintln!("3% step after night 30 in AR(1) φ = 0.5 noise (innovation sd 0.5%): found at night 29–33 in {found}/20");
         assert!(found >= 18, "{found}/20");
     }
+
+    /// Shorter and milder: a 3% step after night 20 of 40 in φ = 0.3 noise,
+    /// and a 3% bump over nights 21–40 of 60 (found at both ends: the free
+    /// end κ of the statistic, and the residuals around three pieces).
+    #[test]
+    fn a_step_in_forty_nights_and_a_bump_in_autocorrelated_nights_are_found() {
+        let d = Params::default();
+        let step = (0..20)
+            .filter(|&seed| {
+                let mut x = ar1(8000 + seed, 40, 0.3, 0.005);
+                x[20..].iter_mut().for_each(|v| *v *= 1.03);
+                let c = e_divisive(&x, &d);
+                c.len() == 1 && (18..=22).contains(&c[0].index)
+            })
+            .count();
+        let bump = (0..20)
+            .filter(|&seed| {
+                let mut x = ar1(9000 + seed, 60, 0.3, 0.005);
+                x[20..40].iter_mut().for_each(|v| *v *= 1.03);
+                let c: Vec<usize> = e_divisive(&x, &d).iter().map(|c| c.index).collect();
+                c.len() == 2 && (18..=22).contains(&c[0]) && (38..=42).contains(&c[1])
+            })
+            .count();
+        eprintln!("3% step after night 20 of 40 in AR(1) φ = 0.3 noise (innovation sd 0.5%): found at night 19–23 in {step}/20");
+        eprintln!("3% bump over nights 21–40 of 60 in AR(1) φ = 0.3 noise (innovation sd 0.5%): both ends found within 2 nights in {bump}/20");
+        assert!(step >= 18 && bump >= 18, "step {step}/20, bump {bump}/20");
+    }
 }

@@ -245,7 +245,7 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         let mut any = false;
         for name in &names {
             let (sb, sv) = (of(&b, name), of(&v, name));
-            if decide(&sb, &sv, sb.range().max(sv.range()), op, o, per_side >= o.min_boots).1 {
+            if decide(&sb, &sv, noise_of(name, &sb, &sv, None), op, o, per_side >= o.min_boots).1 {
                 *out.by_function.entry(name.to_string()).or_default() += 1;
                 any = true;
             }

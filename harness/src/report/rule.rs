@@ -48,8 +48,10 @@ pub fn detectable_text(m: &Matrix, rows: &[Row], comparisons: usize) -> String {
     let ds: Vec<&crate::stats::Decision> = rows.iter().flat_map(|r| r.cells.iter().filter_map(|c| c.decision.as_ref())).collect();
     let mut first: Vec<f64> = ds.iter().filter_map(|d| d.detectable).collect();
     if first.is_empty() {
-        let why = if ds.iter().any(|d| d.spread.is_some()) { "their boots cannot reach alpha / m with one changed cell" } else { "no compared cell" };
-        return format!("regressed calls: none can be made at this sampling ({why})");
+        if ds.iter().any(|d| d.spread.is_some()) {
+            return "regressed calls: a change in one cell alone cannot be called at this sampling (its boots cannot reach alpha / m); cells that move together can be, as Benjamini-Hochberg ranks them all".into();
+        }
+        return "regressed calls: none can be made at this sampling (no compared cell)".into();
     }
     let mid = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);

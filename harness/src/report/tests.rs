@@ -602,3 +602,18 @@ fn an_undecided_first_stage_is_decided_by_the_second_stages_boots() {
     assert!(second.rows[0].cells[1].second_stage, "the sent cell is still the one sent");
     assert!(!report_gate(&second, &[]).failures.is_empty());
 }
+
+#[test]
+fn too_few_boots_for_one_cell_alone_is_said_without_denying_calls_of_cells_that_move_together() {
+    let meta = meta_with(&["base", "v"], "{boots: 3, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 3, 100.0, &mut rec);
+    boots("v", 3, 90.0, &mut rec);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    assert!(r.detectable.starts_with("regressed calls: a change in one cell alone cannot be called at this sampling (its boots cannot reach alpha / m); cells that move together can be"), "{}", r.detectable);
+    let only_base = meta_with(&["base"], "{boots: 2, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 2, 100.0, &mut rec);
+    let r = build_from(&only_base, &rec.0, &rec.1, &Floors::none("none"));
+    assert_eq!(r.detectable, "regressed calls: none can be made at this sampling (no compared cell)");
+}

@@ -10,6 +10,7 @@
 
 mod accel;
 mod parallel;
+pub mod profile_boots;
 mod profiling;
 mod variants;
 
@@ -92,6 +93,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
     let (run, meta) = new_run(m, opts, None)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    profile_boots::boot(&run, opts)?;
     Ok(run.dir)
 }
 
@@ -105,6 +107,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     }
     let (run, meta) = open_again(dir, opts)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    profile_boots::boot(&run, opts)?;
     Ok(run.dir)
 }
 

@@ -35,17 +35,18 @@ pub(super) struct Args {
 /// Prints the cell's differential profile.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let run = store::Run::open(&a.run_dir)?;
-    let events = run.events()?;
+    let (dir, events, from) = profiles::source(&run, run.events()?)?;
     let mut notes = Vec::new();
-    let diff = profiles::cell(&run.dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
+    let diff = profiles::cell(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
     for n in &notes {
         crate::ui::notice(n);
     }
-    let cell = CellProfile { benchmark: a.bench, vcpus: a.vcpus, variant: a.variant, diff };
+    let cell = CellProfile { benchmark: a.bench, vcpus: a.vcpus, variant: a.variant, diff, from };
     if g.json {
         print_json(&cell)?;
     } else {
-        println!("{} against base: {} at {} vCPUs, run {}", cell.variant, cell.benchmark, cell.vcpus, run.id);
+        let from = cell.from.as_ref().map(|f| format!(", from {f}")).unwrap_or_default();
+        println!("{} against base: {} at {} vCPUs, run {}{from}", cell.variant, cell.benchmark, cell.vcpus, run.id);
         print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
     }
     Ok(Exit::Done)

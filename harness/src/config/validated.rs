@@ -152,6 +152,13 @@ pub struct Guest {
     /// in runs recorded before profiles: off.
     #[serde(default)]
     pub kernel_profile: bool,
+    /// Under a wall clock (`kernel_profile: true` there): after the measured
+    /// boots, one boot per variant and vCPU count under TCG's
+    /// instruction-counting clock with the profiler, whose profiles explain
+    /// the cells (the instruction profile is a property of the code path,
+    /// not of the accelerator). Absent in older runs: off.
+    #[serde(default)]
+    pub profile_boots: bool,
     /// Sockets (vCPUs are split evenly).
     pub sockets: u32,
     /// Threads per core.

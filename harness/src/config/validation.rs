@@ -371,9 +371,6 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
             true
         }
     };
-    if g.kernel_profile == Some(true) && clock != Clock::Icount {
-        p.push("guest.kernel_profile: kernel profiles are taken under the instruction-counting clock only (the plugin slows a wall-clock guest); set guest.clock to icount or drop it".into());
-    }
     at_most(g.boot_timeout_s.unwrap_or(0), MAX_TIMEOUT_S, "guest.boot_timeout_s", "a day", p);
     let (sockets, threads) = (g.sockets.unwrap_or(1), g.threads.unwrap_or(1));
     if sockets == 0 || threads == 0 {
@@ -388,6 +385,7 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
         boot_timeout_s: g.boot_timeout_s.unwrap_or(300),
         aslr: g.aslr.unwrap_or(true),
         kernel_profile: g.kernel_profile.unwrap_or(clock == Clock::Icount) && clock == Clock::Icount,
+        profile_boots: g.kernel_profile == Some(true) && clock == Clock::Wall,
         sockets,
         threads,
         numa_nodes: g.numa_nodes.unwrap_or(0),

@@ -90,7 +90,15 @@ fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
     let bars: Vec<svg::Bar> = p.diff.rows.iter().take(CHART_ROWS).map(|r| svg::Bar { name: r.name.clone(), delta: r.delta, called: r.called }).collect();
     let (tb, tv) = p.diff.total;
     ProfileChart {
-        title: format!("{} against base: {} at {} vCPUs, {} → {} instructions per op", p.variant, p.benchmark, p.vcpus, num(tb.median), num(tv.median)),
+        title: format!(
+            "{} against base: {} at {} vCPUs, {} → {} instructions per op{}",
+            p.variant,
+            p.benchmark,
+            p.vcpus,
+            num(tb.median),
+            num(tv.median),
+            p.from.as_ref().map(|f| format!(" (from {f})")).unwrap_or_default()
+        ),
         svg: svg::delta_bars(&bars),
     }
 }

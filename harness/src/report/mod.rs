@@ -209,7 +209,11 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.complete &= acc.all_done;
     r.shards = acc.shards;
     let mut notes = Vec::new();
-    r.profiles = profiles::called_cells(&run.dir, &events, &r, &mut notes);
+    let (dir, events, from) = profiles::source(run, events)?;
+    r.profiles = profiles::called_cells(&dir, &events, &r, &mut notes);
+    for p in &mut r.profiles {
+        p.from = from.clone();
+    }
     r.notes.extend(notes);
     Ok(r)
 }

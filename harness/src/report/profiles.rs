@@ -6,7 +6,7 @@
 //! the text, in `report.json`); `harness explain` asks for any cell.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -15,6 +15,10 @@ use super::Report;
 use crate::profile::{self, diff, PerOp};
 use crate::records::Event;
 use crate::stats::Verdict;
+use crate::store::{Run, PROFILE_BOOTS_DIR};
+
+/// What a profile taken in a run's profile boots says of where it is from.
+pub const FROM_PROFILE_BOOTS: &str = "the profile boots under TCG's instruction-counting clock";
 
 /// Rows of a cell's differential profile shown under it in the text report.
 pub const TEXT_ROWS: usize = 8;
@@ -31,6 +35,21 @@ pub struct CellProfile {
     pub variant: String,
     /// Base against the variant, every function.
     pub diff: diff::Diff,
+    /// Where the profiles are from when not the cell's own boots: a
+    /// wall-clock run's profile boots ([`FROM_PROFILE_BOOTS`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// Where a run's kernel profiles are: its own boots' (the directory and
+/// `events` given back), or, when those carry none, its profile boots'
+/// (`profile-boots/`, said in the third value).
+pub fn source(run: &Run, events: Vec<Event>) -> Result<(PathBuf, Vec<Event>, Option<String>)> {
+    let own = events.iter().any(|e| matches!(e, Event::Profile { .. }));
+    match run.profile_boots()? {
+        Some(sub) if !own => Ok((sub.dir.clone(), sub.events()?, Some(format!("{FROM_PROFILE_BOOTS} ({PROFILE_BOOTS_DIR}/)")))),
+        _ => Ok((run.dir.clone(), events, None)),
+    }
 }
 
 /// Each ended boot's measured windows of `benchmark` for `variant` at
@@ -77,7 +96,7 @@ pub fn cell(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark: 
     let var = boots(dir, events, variant, vcpus, benchmark, notes);
     for (arm, b) in [("base", &base), (variant, &var)] {
         if b.is_empty() {
-            bail!("{arm} has no kernel profile of {benchmark} at {vcpus} vCPUs (profiles are taken under the instruction-counting clock with the profiler plugin built)");
+            bail!("{arm} has no kernel profile of {benchmark} at {vcpus} vCPUs (profiles are taken under the instruction-counting clock with the profiler plugin built; a wall-clock run takes them in profile boots, `guest: {{kernel_profile: true}}`)");
         }
     }
     Ok(diff::diff(&base, &var, None, &diff::Options::default()))
@@ -103,7 +122,7 @@ pub fn called_cells(dir: &Path, events: &[Event], r: &Report, notes: &mut Vec<St
                 continue;
             }
             if let Ok(diff) = cell(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) {
-                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff });
+                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff, from: None });
             }
         }
     }
@@ -139,6 +158,26 @@ mod tests {
 
     fn window(f_insns: u64, ops: u64) -> String {
         format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal {t} 1 0 0\nkernel {f_insns} 1 0 0\nf f {f_insns} 1 0 0\nf [user] 100 0 0 0\n", t = f_insns + 100)
+    }
+
+    #[test]
+    fn a_run_without_profiles_of_its_own_takes_its_profile_boots() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("run.json"), "{}").unwrap();
+        let run = Run::open(d.path()).unwrap();
+        let (dir, ev, from) = source(&run, vec![]).unwrap();
+        assert_eq!((dir, ev.len(), from), (d.path().to_path_buf(), 0, None), "no profile boots: the run itself");
+        let sub = d.path().join(PROFILE_BOOTS_DIR);
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("run.json"), "{}").unwrap();
+        let line = serde_json::to_string(&profile_event("base", "base-2cpu-b0", false, 1, Some(10))).unwrap();
+        std::fs::write(sub.join("events.jsonl"), format!("{line}\n")).unwrap();
+        let (dir, ev, from) = source(&run, vec![]).unwrap();
+        assert_eq!((dir, ev.len()), (sub, 1));
+        assert_eq!(from.unwrap(), format!("{FROM_PROFILE_BOOTS} (profile-boots/)"));
+        let own = vec![profile_event("base", "base-2cpu-b1", false, 1, Some(10))];
+        let (dir, ev, from) = source(&run, own).unwrap();
+        assert_eq!((dir, ev.len(), from), (d.path().to_path_buf(), 1, None), "its own profiles first");
     }
 
     #[test]

@@ -180,10 +180,11 @@ fn profiles_text(r: &Report) -> String {
     let mut out = String::new();
     for p in &r.profiles {
         out.push_str(&format!(
-            "why {} changed: {} at {} vCPUs, kernel profile against base (top {}; all: harness explain {} --variant {} --bench {} --vcpus {})\n",
+            "why {} changed: {} at {} vCPUs, kernel profile against base{} (top {}; all: harness explain {} --variant {} --bench {} --vcpus {})\n",
             p.variant,
             p.benchmark,
             p.vcpus,
+            p.from.as_ref().map(|f| format!(", from {f}")).unwrap_or_default(),
             super::profiles::TEXT_ROWS,
             r.run_id,
             p.variant,

@@ -37,6 +37,10 @@ pub struct Run {
     _lock: Option<Flock>,
 }
 
+/// `<run>/profile-boots/`: a wall-clock run's profile boots, a run of
+/// their own under the instruction-counting clock (`guest.profile_boots`).
+pub const PROFILE_BOOTS_DIR: &str = "profile-boots";
+
 /// A shard's directory in a run, as a reader finds it.
 pub struct ShardDir {
     /// Which shard.
@@ -147,6 +151,17 @@ impl Run {
         }
         out.sort_by_key(|s| (s.shard.n, s.shard.k));
         Ok(out)
+    }
+
+    /// The run's profile boots ([`PROFILE_BOOTS_DIR`]), read-only, if it
+    /// has them.
+    pub fn profile_boots(&self) -> Result<Option<Run>> {
+        let dir = self.dir.join(PROFILE_BOOTS_DIR);
+        if dir.join("run.json").is_file() {
+            Ok(Some(Run::open(&dir)?))
+        } else {
+            Ok(None)
+        }
     }
 
     /// This handle's own directory: the run's, or its shard's.

@@ -239,6 +239,62 @@ fn icount_profile_names_the_function_a_patch_slowed() {
     assert!(text.lines().any(|l| l.starts_with("* harness_exec_counted_cost")), "{text}");
 }
 
+/// Issue 18: a wall-clock run with `kernel_profile: true` keeps its cells
+/// on the wall clock and adds one profile boot per arm under icount, in a
+/// run of their own; `explain` takes the cell's profile from them and
+/// names the function the patch slowed, with the cost counted.
+#[test]
+fn a_wall_clock_run_explains_its_cells_from_icount_profile_boots() {
+    let _g = crate::common::serial();
+    build_profiler();
+    let dir = scratch("profile-boots");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    let yaml = format!(
+        "{}variants:\n  - name: base\n  - name: exec-cost\n    apply: [exec-cost]\n\
+         guest: {{memory_mib: 1024, accel: tcg, kernel_profile: true}}\nvcpus: [2]\n\
+         benchmarks:\n\
+         \x20 - {{name: static-doexec, kind: doexec, duration_s: 2, warmup_s: 0, timeout_s: 60}}\n\
+         sampling: {{boots: 1, repetitions: 1, warmup_repetitions: 0}}\n",
+        kernel_yaml(&fixtures)
+    );
+    std::fs::write(&matrix, yaml).unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    run_ok(c);
+    let run = only_run_dir(&runs);
+
+    // the measured boots stay on the wall clock and carry no profile
+    let boots = events(&run, "boot");
+    assert_eq!(boots.len(), 2, "{boots:?}");
+    assert!(boots.iter().all(|b| b["clock"] == "tcg-wall"), "{boots:?}");
+    assert!(events(&run, "profile").is_empty());
+    assert!(jsonl(&run.join("samples.jsonl")).iter().all(|s| s["metric"] != "insns_per_op"), "no icount sample among the cells");
+    let notices = events(&run, "notice");
+    assert!(notices.iter().any(|n| n["message"].as_str().unwrap().starts_with("profile boots: 2 boot(s), one per variant and vCPU count")), "{notices:?}");
+    // the profile boots: a run of their own under icount, one per arm
+    let sub = run.join("profile-boots");
+    let sub_boots = events(&sub, "boot");
+    assert_eq!(sub_boots.len(), 2, "{sub_boots:?}");
+    assert!(sub_boots.iter().all(|b| b["clock"] == "tcg-icount"), "{sub_boots:?}");
+    let profiles = events(&sub, "profile");
+    assert_eq!(profiles.len(), 2, "{profiles:?}");
+    assert!(profiles.iter().all(|p| p["ops"].as_u64().unwrap() > 100 && p["error"].is_null()), "{profiles:?}");
+
+    let mut c = harness(&runs);
+    c.args(["--json", "explain"]).arg(&run).args(["--variant", "exec-cost", "--bench", "static-doexec", "--vcpus", "2"]);
+    let cost: Value = serde_json::from_str(&run_ok(c)).unwrap();
+    assert!(cost["from"].as_str().unwrap().starts_with("the profile boots under TCG's instruction-counting clock"), "{}", cost["from"]);
+    let top = &cost["diff"]["rows"][0];
+    assert_eq!(top["name"], "harness_exec_counted_cost", "{top:#}");
+    let delta = top["delta"].as_f64().unwrap();
+    assert!((delta / 2000.0 - 1.0).abs() < 0.05, "{delta} instructions per exec, 2000 added");
+    // one boot a side has no spread: ranked, never starred (3 boots a side call)
+    assert_eq!((cost["diff"]["base_boots"].as_u64(), cost["diff"]["variant_boots"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(top["called"], false, "{top}");
+}
+
 /// Every seed benchmark runs in a 6.12 guest and gives plausible samples.
 #[test]
 fn every_benchmark_runs_in_a_guest() {

@@ -93,7 +93,7 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
     let (run, meta) = new_run(m, opts, None)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
-    profile_boots::boot(&run, opts)?;
+    profile_boots::boot(&run, &meta, opts)?;
     Ok(run.dir)
 }
 
@@ -107,7 +107,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     }
     let (run, meta) = open_again(dir, opts)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
-    profile_boots::boot(&run, opts)?;
+    profile_boots::boot(&run, &meta, opts)?;
     Ok(run.dir)
 }
 

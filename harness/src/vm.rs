@@ -266,16 +266,17 @@ pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
         for x in ["nowatchdog", "nosoftlockup", "rcupdate.rcu_cpu_stall_suppress=1", "hung_task_timeout_secs=0"] {
             w.push(x.into());
         }
-    }
-    if c.accel == Accel::Tcg && c.clock == Clock::Wall && c.overcommit > 1.0 {
-        // Parallel CPU bring-up starts every AP at once, and each spins
-        // (PAUSE) until the boot CPU releases it: hundreds of vCPU threads
-        // spinning on a few host cores starve the one doing the work. One AP
-        // at a time leaves the others halted. 448 vCPUs on 2 cores reached
-        // SSH in 115 s instead of 419 s (docs/measurements/2026-12-02-scale-serial-bringup.md).
-        // Not under icount: there vCPUs take turns on one thread and the
-        // boot was no faster (26 vCPUs: 9.5-9.7 s without, 10.0-10.6 s with).
-        w.push("cpuhp.parallel=0".into());
+        if c.clock == Clock::Wall {
+            // Parallel CPU bring-up starts every AP at once, and each spins
+            // (PAUSE) until the boot CPU releases it: hundreds of vCPU threads
+            // spinning on a few host cores starve the one doing the work. One
+            // AP at a time leaves the others halted. 448 vCPUs on 2 cores
+            // reached SSH in 128 s instead of 419 s
+            // (docs/measurements/2026-12-02-scale-serial-bringup.md). Not
+            // under icount: there vCPUs take turns on one thread and the boot
+            // was no faster (26 vCPUs: 9.5-9.7 s without, 10.0-10.6 s with).
+            w.push("cpuhp.parallel=0".into());
+        }
     }
     w.extend(c.extra.iter().cloned());
     w.join(" ")

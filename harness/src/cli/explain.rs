@@ -45,8 +45,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     if g.json {
         print_json(&cell)?;
     } else {
-        let from = cell.from.as_ref().map(|f| format!(", from {f}")).unwrap_or_default();
-        println!("{} against base: {} at {} vCPUs, run {}{from}", cell.variant, cell.benchmark, cell.vcpus, run.id);
+        println!("{} against base: {} at {} vCPUs, run {}{}", cell.variant, cell.benchmark, cell.vcpus, run.id, cell.from_clause());
         print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
     }
     Ok(Exit::Done)

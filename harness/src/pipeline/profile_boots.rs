@@ -15,7 +15,6 @@ use crate::plan;
 use crate::records::RunMeta;
 use crate::store::{Run, PROFILE_BOOTS_DIR};
 use crate::ui::Ui;
-use crate::vm::MeasureClock;
 
 /// The matrix of a run's profile boots: its variants, vCPU counts,
 /// benchmarks and command line, one boot each under icount with the
@@ -48,12 +47,12 @@ fn shorten(k: &mut BenchKind) {
     }
 }
 
-/// Boots `run`'s profile boots when its matrix asks for them and its
-/// measured boots were not under icount themselves (then they carry their
-/// own profiles). A resumed run goes on where its profile boots stopped.
-pub(super) fn boot(run: &Run, opts: &Options) -> Result<()> {
-    let meta = run.meta()?;
-    if !meta.matrix.guest.profile_boots || meta.clock == Some(MeasureClock::TcgIcount) || run.shard.is_some() {
+/// Boots the profile boots of `run` (its `run.json` is `meta`) when its
+/// matrix asks for them: only a wall-clock matrix does, so its measured
+/// boots never carry profiles of their own. A resumed run goes on where its
+/// profile boots stopped.
+pub(super) fn boot(run: &Run, meta: &RunMeta, opts: &Options) -> Result<()> {
+    if !meta.matrix.guest.profile_boots {
         return Ok(());
     }
     let pm = matrix(&meta.matrix);

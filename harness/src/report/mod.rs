@@ -210,10 +210,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.shards = acc.shards;
     let mut notes = Vec::new();
     let (dir, events, from) = profiles::source(run, events)?;
-    r.profiles = profiles::called_cells(&dir, &events, &r, &mut notes);
-    for p in &mut r.profiles {
-        p.from = from.clone();
-    }
+    r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
     Ok(r)
 }

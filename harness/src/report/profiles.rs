@@ -41,6 +41,14 @@ pub struct CellProfile {
     pub from: Option<String>,
 }
 
+impl CellProfile {
+    /// `, from …` when the profiles are not the cell's own boots', else
+    /// nothing: what a heading of the profile appends.
+    pub fn from_clause(&self) -> String {
+        self.from.as_ref().map(|f| format!(", from {f}")).unwrap_or_default()
+    }
+}
+
 /// Where a run's kernel profiles are: its own boots' (the directory and
 /// `events` given back), or, when those carry none, its profile boots'
 /// (`profile-boots/`, said in the third value).
@@ -109,8 +117,8 @@ fn called(v: Verdict) -> bool {
 
 /// The differential profile of every called cell of `r` that has profiles
 /// on both sides, once per (benchmark, vCPUs, variant) whichever of its
-/// metrics was called.
-pub fn called_cells(dir: &Path, events: &[Event], r: &Report, notes: &mut Vec<String>) -> Vec<CellProfile> {
+/// metrics was called; `from` as [`source`] gave it.
+pub fn called_cells(dir: &Path, events: &[Event], from: Option<&str>, r: &Report, notes: &mut Vec<String>) -> Vec<CellProfile> {
     let has_profiles = events.iter().any(|e| matches!(e, Event::Profile { .. }));
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
@@ -122,7 +130,7 @@ pub fn called_cells(dir: &Path, events: &[Event], r: &Report, notes: &mut Vec<St
                 continue;
             }
             if let Ok(diff) = cell(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) {
-                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff, from: None });
+                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff, from: from.map(str::to_string) });
             }
         }
     }
@@ -233,7 +241,7 @@ mod tests {
         }
         let r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
         let mut notes = vec![];
-        let got = called_cells(d.path(), &rec.1, &r, &mut notes);
+        let got = called_cells(d.path(), &rec.1, None, &r, &mut notes);
         assert_eq!(got.iter().map(|c| (c.variant.as_str(), c.benchmark.as_str(), c.vcpus)).collect::<Vec<_>>(), [("slow", "d", 2)], "only the called cell");
         assert_eq!(got[0].diff.rows[0].name, "f");
         let r = Report { profiles: got, ..r };
@@ -246,7 +254,7 @@ mod tests {
         assert_eq!(json["profiles"][0]["diff"]["rows"][0]["name"], "f");
         // no profiles in the run: nothing, and report.json has no key
         let plain = crate::report::build_from(&meta, &rec.0, &[], &crate::report::Floors::none("none"));
-        assert!(called_cells(d.path(), &[], &plain, &mut notes).is_empty());
+        assert!(called_cells(d.path(), &[], None, &plain, &mut notes).is_empty());
         assert!(serde_json::to_value(&plain).unwrap().get("profiles").is_none());
     }
 }

@@ -184,7 +184,7 @@ fn profiles_text(r: &Report) -> String {
             p.variant,
             p.benchmark,
             p.vcpus,
-            p.from.as_ref().map(|f| format!(", from {f}")).unwrap_or_default(),
+            p.from_clause(),
             super::profiles::TEXT_ROWS,
             r.run_id,
             p.variant,

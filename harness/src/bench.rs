@@ -57,7 +57,12 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
 pub fn guest_span(stdout: &str) -> Option<f64> {
     let at = |tag: &str| -> Option<f64> {
         let l = stdout.lines().find(|l| l.starts_with(tag))?;
-        l[tag.len()..].split_whitespace().next()?.parse::<f64>().ok().filter(|v| v.is_finite())
+        l[tag.len()..]
+            .split_whitespace()
+            .next()?
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
     };
     let (a, b) = (at("uptime0 ")?, at("uptime1 ")?);
     (b >= a).then_some(b - a)
@@ -68,10 +73,18 @@ pub fn guest_span(stdout: &str) -> Option<f64> {
 pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
     match &b.kind {
         // each worker's binary copy lives in RAM-backed /tmp (~0.8 MiB static)
-        BenchKind::Doexec { link: Link::Static, workers, .. } => 64 + workers.resolve(vcpus) as u64,
+        BenchKind::Doexec {
+            link: Link::Static,
+            workers,
+            ..
+        } => 64 + workers.resolve(vcpus) as u64,
         BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 64 + vcpus as u64 / 4,
         BenchKind::ForkPrlimit { fanout, .. } => 64 + (2u64 << fanout) / 4,
-        BenchKind::TestVmalloc { nr_threads, run_test_mask, .. } => {
+        BenchKind::TestVmalloc {
+            nr_threads,
+            run_test_mask,
+            ..
+        } => {
             // per thread, at once: full_fit_alloc_test (mask bit 1) holds
             // 2 × fls(nr_cpus) × 32 MiB of single-page areas, long_busy_list
             // (bit 2) 15000 pages; the rest a few MiB
@@ -87,7 +100,11 @@ pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
 /// The benchmarks of `m` that will not fit in its guest's memory at `vcpus`,
 /// each with the memory it needs: its own need plus 128 MiB for the kernel.
 pub fn short_of_memory(m: &Matrix, vcpus: u32) -> Vec<(&Benchmark, u64)> {
-    m.benchmarks.iter().map(|b| (b, memory_need_mib(b, vcpus) + 128)).filter(|&(_, need)| need > m.guest.memory_mib).collect()
+    m.benchmarks
+        .iter()
+        .map(|b| (b, memory_need_mib(b, vcpus) + 128))
+        .filter(|&(_, need)| need > m.guest.memory_mib)
+        .collect()
 }
 
 /// One repetition's value of one metric.
@@ -144,7 +161,10 @@ pub fn cpu_window(before: &str, after: &str) -> Option<CpuWindow> {
     if total <= 0.0 {
         return None;
     }
-    Some(CpuWindow { idle: (d[3] + d[4]) / total, steal: d[7] / total })
+    Some(CpuWindow {
+        idle: (d[3] + d[4]) / total,
+        steal: d[7] / total,
+    })
 }
 
 /// One metric's lines: (unit, higher is better, [(t, value, warm-up)]).
@@ -176,7 +196,9 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
             else {
                 bail!("line {}: `{line}` lacks metric, value, unit or better", i + 1);
             };
-            let value: f64 = value.parse().map_err(|_| anyhow::anyhow!("line {}: value `{value}` is not a number", i + 1))?;
+            let value: f64 = value
+                .parse()
+                .map_err(|_| anyhow::anyhow!("line {}: value `{value}` is not a number", i + 1))?;
             if !value.is_finite() {
                 bail!("line {}: value `{value}` is not finite", i + 1);
             }
@@ -187,7 +209,10 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
             };
             let t = get("t").and_then(|t| t.parse().ok());
             let warm = get("warmup") == Some("1");
-            by.entry(metric.to_string()).or_insert_with(|| (unit.to_string(), hib, Vec::new())).2.push((t, value, warm));
+            by.entry(metric.to_string())
+                .or_insert_with(|| (unit.to_string(), hib, Vec::new()))
+                .2
+                .push((t, value, warm));
         }
     }
     for (metric, (unit, hib, vals)) in by {
@@ -204,7 +229,14 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
         if !value.is_finite() {
             bail!("metric {metric}: the mean of its values is not finite ({value}); the values overflow");
         }
-        p.metrics.push(Measured { metric, value, unit, higher_is_better: hib, series, warmup_series });
+        p.metrics.push(Measured {
+            metric,
+            value,
+            unit,
+            higher_is_better: hib,
+            series,
+            warmup_series,
+        });
     }
     if let (Some(a), Some(b)) = (stat0, stat1) {
         p.cpu = cpu_window(&a, &b);
@@ -220,21 +252,33 @@ pub fn parse_vmalloc(out: &str) -> Result<Parsed> {
     p.metrics.clear();
     let mut by: BTreeMap<String, (Vec<f64>, u64, u64)> = BTreeMap::new();
     for line in out.lines() {
-        let Some(r) = line.split("Summary: ").nth(1) else { continue };
+        let Some(r) = line.split("Summary: ").nth(1) else {
+            continue;
+        };
         let w: Vec<&str> = r.split_whitespace().collect();
         // <test> passed: N failed: N repeat: R loops: L avg: X usec
         if w.len() < 11 || w[1] != "passed:" || w[3] != "failed:" || w[9] != "avg:" {
             bail!("unexpected test_vmalloc summary `{}`", line.trim());
         }
-        let num = |s: &str| -> Result<u64> { s.parse().map_err(|_| anyhow::anyhow!("bad number `{s}` in `{}`", line.trim())) };
+        let num = |s: &str| -> Result<u64> {
+            s.parse()
+                .map_err(|_| anyhow::anyhow!("bad number `{s}` in `{}`", line.trim()))
+        };
         let e = by.entry(w[0].to_string()).or_default();
         e.0.push(num(w[10])? as f64);
         e.1 += num(w[2])?;
         e.2 += num(w[4])?;
     }
     if by.is_empty() {
-        let why = out.lines().filter(|l| l.contains("insmod") || l.contains("test_vmalloc")).collect::<Vec<_>>().join("; ");
-        bail!("test_vmalloc printed no summary ({})", if why.is_empty() { "no output" } else { &why });
+        let why = out
+            .lines()
+            .filter(|l| l.contains("insmod") || l.contains("test_vmalloc"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        bail!(
+            "test_vmalloc printed no summary ({})",
+            if why.is_empty() { "no output" } else { &why }
+        );
     }
     for (test, (avgs, passed, failed)) in by {
         if failed > 0 {
@@ -287,8 +331,17 @@ pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
                 bail!("the benchmark printed no sample line");
             }
             if let Some(m) = p.metrics.iter().find(|m| m.higher_is_better && m.value == 0.0) {
-                let counted: Vec<String> = p.info.iter().filter(|(k, _)| k.starts_with("measured_")).map(|(k, v)| format!("{k}={v}")).collect();
-                return Err(NoProgress { metric: m.metric.clone(), counted: counted.join(" ") }.into());
+                let counted: Vec<String> = p
+                    .info
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("measured_"))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                return Err(NoProgress {
+                    metric: m.metric.clone(),
+                    counted: counted.join(" "),
+                }
+                .into());
             }
             Ok(p)
         }
@@ -310,7 +363,9 @@ pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
     use crate::config::{Count, NprocWord};
     match b.kind {
-        BenchKind::Doexec { workers, .. } | BenchKind::ForkExec { workers, .. } => workers == Count::Named(NprocWord::Nproc),
+        BenchKind::Doexec { workers, .. } | BenchKind::ForkExec { workers, .. } => {
+            workers == Count::Named(NprocWord::Nproc)
+        }
         BenchKind::ForkPrlimit { .. } | BenchKind::TestVmalloc { .. } => false,
     }
 }
@@ -366,13 +421,21 @@ mod tests {
         let out = "uptime0 10.50 3.0\nstat0 cpu 1 2 3\nsample metric=x value=1\nstat1 cpu 2 3 4\nuptime1 16.75 4.0\n";
         assert_eq!(guest_span(out), Some(6.25));
         assert_eq!(guest_span("uptime0 10.5 1\n"), None);
-        assert_eq!(guest_span("uptime0 10.5 1\nuptime1 9 1\n"), None, "time does not run backwards");
+        assert_eq!(
+            guest_span("uptime0 10.5 1\nuptime1 9 1\n"),
+            None,
+            "time does not run backwards"
+        );
         assert_eq!(guest_span("uptime0 inf 1\nuptime1 9 1\n"), None);
     }
     use crate::config::Count;
 
     fn bench(kind: BenchKind) -> Benchmark {
-        Benchmark { name: "x".into(), kind, timeout_s: 60 }
+        Benchmark {
+            name: "x".into(),
+            kind,
+            timeout_s: 60,
+        }
     }
 
     #[test]
@@ -384,7 +447,11 @@ mod tests {
             warmup_s: 1,
         });
         assert_eq!(command(&d, 26), "/bench/run 60 /bench/doexec-shared -w 26 -d 5 -W 1");
-        let f = bench(BenchKind::ForkPrlimit { fanout: 6, iterations: 5000, usleep_us: 1000 });
+        let f = bench(BenchKind::ForkPrlimit {
+            fanout: 6,
+            iterations: 5000,
+            usleep_us: 1000,
+        });
         assert_eq!(command(&f, 4), "/bench/run 60 /bench/forkprlimit -f 6 -i 5000 -u 1000");
         let v = bench(BenchKind::TestVmalloc {
             nr_threads: Count::Fixed(2),
@@ -397,8 +464,15 @@ mod tests {
         let c = command(&v, 4);
         assert!(c.contains("insmod /lib/modules/test_vmalloc.ko nr_threads=2 run_test_mask=7 test_repeat_count=1 test_loop_count=1000 sequential_test_order=0 nr_pages=1"), "{c}");
         // the profiler window brackets the insmod, its ops one per loop of each thread
-        let (open, insmod, close) = (c.find("/bench/profmark open;"), c.find("insmod /lib"), c.find("/bench/profmark close 2000;"));
-        assert!(open.is_some() && close.is_some() && open < insmod && insmod < close, "{c}");
+        let (open, insmod, close) = (
+            c.find("/bench/profmark open;"),
+            c.find("insmod /lib"),
+            c.find("/bench/profmark close 2000;"),
+        );
+        assert!(
+            open.is_some() && close.is_some() && open < insmod && insmod < close,
+            "{c}"
+        );
     }
 
     #[test]
@@ -417,7 +491,10 @@ mod tests {
         assert_eq!(m.warmup_series, vec![10.0]);
         assert_eq!(p.info["workers"], "2");
         let cpu = p.cpu.unwrap();
-        assert!((cpu.idle - 0.25).abs() < 1e-9 && (cpu.steal - 0.25).abs() < 1e-9, "{cpu:?}");
+        assert!(
+            (cpu.idle - 0.25).abs() < 1e-9 && (cpu.steal - 0.25).abs() < 1e-9,
+            "{cpu:?}"
+        );
     }
 
     #[test]
@@ -444,7 +521,10 @@ mod tests {
     fn one_shot_metrics_and_bad_lines() {
         let p = parse_samples("sample metric=wall_s value=1.5 unit=s better=lower\n").unwrap();
         assert_eq!((p.metrics[0].value, p.metrics[0].higher_is_better), (1.5, false));
-        assert!(parse_samples("sample metric=a value=x unit=s better=lower\n").unwrap_err().to_string().contains("line 1"));
+        assert!(parse_samples("sample metric=a value=x unit=s better=lower\n")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
         assert!(parse_samples("sample metric=a value=1 unit=s better=up\n").is_err());
         assert!(parse_samples("sample metric=a value=1 unit=s better=higher t=0 warmup=1\n").is_err());
     }
@@ -452,14 +532,20 @@ mod tests {
     #[test]
     fn non_finite_values_fail_the_repetition() {
         for v in ["inf", "-inf", "nan", "NaN", "infinity", "1e999"] {
-            let e = parse_samples(&format!("sample metric=a value={v} unit=s better=lower\n")).unwrap_err().to_string();
+            let e = parse_samples(&format!("sample metric=a value={v} unit=s better=lower\n"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("line 1") && e.contains("not finite"), "{v}: {e}");
         }
         // each value is finite, their mean overflows to infinity
         let out = "sample metric=a value=1.7e308 unit=x better=higher t=1\nsample metric=a value=1.7e308 unit=x better=higher t=2\n";
         let e = parse_samples(out).unwrap_err().to_string();
         assert!(e.contains("metric a") && e.contains("not finite"), "{e}");
-        let b = bench(BenchKind::ForkPrlimit { fanout: 1, iterations: 1, usleep_us: 1 });
+        let b = bench(BenchKind::ForkPrlimit {
+            fanout: 1,
+            iterations: 1,
+            usleep_us: 1,
+        });
         assert!(parse(&b, out).is_err());
     }
 
@@ -471,10 +557,16 @@ mod tests {
                    [ 1.0] All test took worker0=123 cycles\ninsmod_status=1\n";
         let p = parse_vmalloc(out).unwrap();
         assert_eq!(p.metrics.len(), 2);
-        assert_eq!((p.metrics[0].metric.as_str(), p.metrics[0].value), ("fix_size_alloc_test", 200.0));
+        assert_eq!(
+            (p.metrics[0].metric.as_str(), p.metrics[0].value),
+            ("fix_size_alloc_test", 200.0)
+        );
         assert!(!p.metrics[0].higher_is_better);
         assert_eq!(p.info["fix_size_alloc_test.passed"], "2");
-        let bad = out.replace("failed: 0 repeat: 1 loops: 1000 avg: 50", "failed: 3 repeat: 1 loops: 1000 avg: 50");
+        let bad = out.replace(
+            "failed: 0 repeat: 1 loops: 1000 avg: 50",
+            "failed: 3 repeat: 1 loops: 1000 avg: 50",
+        );
         assert!(parse_vmalloc(&bad).unwrap_err().to_string().contains("3 failed"));
         assert!(parse_vmalloc("insmod: can't insert\n").is_err());
     }

@@ -74,7 +74,11 @@ pub fn images_dir(flag: Option<&Path>, matrix: &Path, work: &Path) -> Result<Pat
     if let Some(d) = flag {
         return Ok(d.to_path_buf());
     }
-    let beside = matrix.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("images");
+    let beside = matrix
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join("images");
     if beside.join("doexec.c").is_file() {
         return Ok(beside);
     }
@@ -88,7 +92,11 @@ mod tests {
     fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
         for e in std::fs::read_dir(root.join(rel)).unwrap() {
             let e = e.unwrap();
-            let r = if rel.is_empty() { e.file_name().to_string_lossy().into_owned() } else { format!("{rel}/{}", e.file_name().to_string_lossy()) };
+            let r = if rel.is_empty() {
+                e.file_name().to_string_lossy().into_owned()
+            } else {
+                format!("{rel}/{}", e.file_name().to_string_lossy())
+            };
             if e.file_type().unwrap().is_dir() {
                 walk(root, &r, out);
             } else {
@@ -107,7 +115,10 @@ mod tests {
         on_disk.sort();
         let mut embedded: Vec<String> = FILES.iter().map(|(p, _)| p.to_string()).collect();
         embedded.sort();
-        assert_eq!(embedded, on_disk, "list every file of images/, kconfigs/ and patches/ in builtin::FILES");
+        assert_eq!(
+            embedded, on_disk,
+            "list every file of images/, kconfigs/ and patches/ in builtin::FILES"
+        );
     }
 
     #[test]
@@ -123,12 +134,20 @@ mod tests {
         assert_eq!(images_dir(None, &elsewhere, &work).unwrap(), dir.join("images"));
         assert!(dir.join("images/doexec.c").is_file());
         let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        assert_eq!(images_dir(None, &top.join("matrix.yaml"), &work).unwrap(), top.join("images"));
-        assert_eq!(images_dir(Some(Path::new("/x")), &elsewhere, &work).unwrap(), PathBuf::from("/x"));
+        assert_eq!(
+            images_dir(None, &top.join("matrix.yaml"), &work).unwrap(),
+            top.join("images")
+        );
+        assert_eq!(
+            images_dir(Some(Path::new("/x")), &elsewhere, &work).unwrap(),
+            PathBuf::from("/x")
+        );
     }
 
     fn holds_every_file(dir: &Path) -> bool {
-        FILES.iter().all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
+        FILES
+            .iter()
+            .all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
     }
 
     #[test]

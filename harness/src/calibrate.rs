@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Matrix, Variant};
+use crate::records::{Event, RunMeta};
 use crate::report::{Floors, Report};
 use crate::stats::{self, Verdict};
-use crate::records::{Event, RunMeta};
 
 /// Name of the second arm.
 pub const ARM_B: &str = "base-again";
@@ -95,7 +95,13 @@ struct File {
 pub fn aa_matrix(m: &Matrix) -> Matrix {
     let mut aa = m.clone();
     let base = m.variants[0].clone();
-    aa.variants = vec![base.clone(), Variant { name: ARM_B.into(), ..base }];
+    aa.variants = vec![
+        base.clone(),
+        Variant {
+            name: ARM_B.into(),
+            ..base
+        },
+    ];
     aa
 }
 
@@ -161,7 +167,10 @@ pub fn compute(r: &Report, meta: &RunMeta, events: &[Event], profile: Option<Str
     let mut floors = Vec::new();
     let (mut flagged, mut cells) = (0, 0);
     for row in &r.rows {
-        let (Some(a), Some(b)) = (row.cells.iter().find(|c| c.variant == "base"), row.cells.iter().find(|c| c.variant == ARM_B)) else {
+        let (Some(a), Some(b)) = (
+            row.cells.iter().find(|c| c.variant == "base"),
+            row.cells.iter().find(|c| c.variant == ARM_B),
+        ) else {
             continue;
         };
         if let Some(f) = stats::aa_floor(&a.boots, &b.boots) {
@@ -182,7 +191,10 @@ pub fn compute(r: &Report, meta: &RunMeta, events: &[Event], profile: Option<Str
         }
     }
     Calibration {
-        fingerprint: Fingerprint { profile, ..fingerprint(meta, events) },
+        fingerprint: Fingerprint {
+            profile,
+            ..fingerprint(meta, events)
+        },
         run_id: r.run_id.clone(),
         created: crate::util::now_rfc3339(),
         floors,
@@ -202,15 +214,33 @@ pub fn differences(cal: &Fingerprint, run: &Fingerprint) -> Vec<String> {
     };
     let profile = |p: &Option<String>| p.clone().unwrap_or_else(|| "(none)".into());
     differ("host", cal.host.clone(), run.host.clone());
-    differ("matrix (kernel, guest, benchmarks, base)", cal.matrix_hash.clone(), run.matrix_hash.clone());
+    differ(
+        "matrix (kernel, guest, benchmarks, base)",
+        cal.matrix_hash.clone(),
+        run.matrix_hash.clone(),
+    );
     differ("profile", profile(&cal.profile), profile(&run.profile));
     differ("accelerator", cal.accel.clone(), run.accel.clone());
     differ("clock", cal.clock.clone(), run.clock.clone());
-    let sampling = |f: &Fingerprint| format!("{} boots × {} (+{} warm-up)", f.boots, f.repetitions, f.warmup_repetitions);
+    let sampling = |f: &Fingerprint| {
+        format!(
+            "{} boots × {} (+{} warm-up)",
+            f.boots, f.repetitions, f.warmup_repetitions
+        )
+    };
     differ("sampling", sampling(cal), sampling(run));
-    let missing: Vec<String> = run.vcpus.iter().filter(|v| !cal.vcpus.contains(v)).map(|v| v.to_string()).collect();
+    let missing: Vec<String> = run
+        .vcpus
+        .iter()
+        .filter(|v| !cal.vcpus.contains(v))
+        .map(|v| v.to_string())
+        .collect();
     if !missing.is_empty() {
-        out.push(format!("vCPUs: calibrated {:?}, this run also {}", cal.vcpus, missing.join(", ")));
+        out.push(format!(
+            "vCPUs: calibrated {:?}, this run also {}",
+            cal.vcpus,
+            missing.join(", ")
+        ));
     }
     out
 }
@@ -221,8 +251,15 @@ pub fn select<'a>(cals: &'a [Calibration], run: &Fingerprint, matrix: &Path) -> 
     if let Some(c) = cals.iter().rev().find(|c| differences(&c.fingerprint, run).is_empty()) {
         return Ok(c);
     }
-    let profile = run.profile.as_ref().map(|p| format!(" --profile {p}")).unwrap_or_default();
-    let todo = format!("re-run `harness calibrate {}{profile}` with this matrix and profile", matrix.display());
+    let profile = run
+        .profile
+        .as_ref()
+        .map(|p| format!(" --profile {p}"))
+        .unwrap_or_default();
+    let todo = format!(
+        "re-run `harness calibrate {}{profile}` with this matrix and profile",
+        matrix.display()
+    );
     let closest = cals.iter().rev().min_by_key(|c| differences(&c.fingerprint, run).len());
     Err(match closest {
         None => format!("none (no calibration for this host; {todo} to measure floors)"),
@@ -242,7 +279,10 @@ pub fn floors_of(cal: &Calibration, clock: &str) -> Floors {
         .filter(|f| f.clock == clock)
         .map(|f| ((f.benchmark.clone(), f.metric.clone(), f.vcpus), f.floor))
         .collect();
-    Floors { by_cell, source: format!("calibration {} of {}", cal.run_id, cal.created) }
+    Floors {
+        by_cell,
+        source: format!("calibration {} of {}", cal.run_id, cal.created),
+    }
 }
 
 /// The floors a run's report should use: those of the stored calibration
@@ -271,8 +311,14 @@ pub fn load_all(work: &Path) -> Result<Vec<Calibration>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("read calibration {}", p.display())),
     };
-    let f: File = serde_json::from_slice(&data).with_context(|| format!("read calibration {}: an older or damaged file", p.display()))?;
-    anyhow::ensure!(f.version == FILE_VERSION, "read calibration {}: version {} (this harness reads {FILE_VERSION})", p.display(), f.version);
+    let f: File = serde_json::from_slice(&data)
+        .with_context(|| format!("read calibration {}: an older or damaged file", p.display()))?;
+    anyhow::ensure!(
+        f.version == FILE_VERSION,
+        "read calibration {}: version {} (this harness reads {FILE_VERSION})",
+        p.display(),
+        f.version
+    );
     Ok(f.calibrations)
 }
 
@@ -283,8 +329,12 @@ pub fn save(work: &Path, c: &Calibration) -> Result<()> {
     let mut cals = load_all(work).unwrap_or_default();
     cals.retain(|x| x.fingerprint != c.fingerprint);
     cals.push(c.clone());
-    let f = File { version: FILE_VERSION, calibrations: cals };
-    std::fs::write(path(work), serde_json::to_vec_pretty(&f)?).with_context(|| format!("write calibration {}", path(work).display()))
+    let f = File {
+        version: FILE_VERSION,
+        calibrations: cals,
+    };
+    std::fs::write(path(work), serde_json::to_vec_pretty(&f)?)
+        .with_context(|| format!("write calibration {}", path(work).display()))
 }
 
 #[cfg(test)]
@@ -300,11 +350,15 @@ mod tests {
         assert_eq!(aa.variants[1].name, ARM_B);
         assert!(aa.variants[1].is_plain());
         assert_eq!(aa.variants[0].benchmarks, aa.variants[1].benchmarks);
-        assert_eq!(matrix_hash(&aa), matrix_hash(&m), "the A/A run fingerprints as the matrix it calibrates");
+        assert_eq!(
+            matrix_hash(&aa),
+            matrix_hash(&m),
+            "the A/A run fingerprints as the matrix it calibrates"
+        );
     }
 
-    use crate::report::tests::{boots, meta_with};
     use crate::records::Sample;
+    use crate::report::tests::{boots, meta_with};
 
     /// An A/A run: execs_per_s steady (0.4% between boots), wall_s spread 5% between boots.
     fn aa_run() -> (RunMeta, Vec<Sample>, Vec<Event>) {
@@ -318,7 +372,12 @@ mod tests {
             .iter()
             .map(|s| {
                 let b: f64 = s.boot_id.rsplit('b').next().unwrap().parse().unwrap();
-                Sample { metric: "wall_s".into(), higher_is_better: false, value: s.value * (1.0 + 0.05 * (b - 2.0)), ..s.clone() }
+                Sample {
+                    metric: "wall_s".into(),
+                    higher_is_better: false,
+                    value: s.value * (1.0 + 0.05 * (b - 2.0)),
+                    ..s.clone()
+                }
             })
             .collect();
         rec.0.extend(wall);
@@ -334,16 +393,31 @@ mod tests {
     #[test]
     fn floors_are_per_metric_and_vcpus() {
         let (cal, _, _) = calibration();
-        assert_eq!(cal.fingerprint.profile.as_deref(), Some("quick"), "the profile calibrated, not the A/A run's name");
-        assert_eq!((cal.fingerprint.accel.as_str(), cal.fingerprint.clock.as_str()), ("tcg", "tcg"));
+        assert_eq!(
+            cal.fingerprint.profile.as_deref(),
+            Some("quick"),
+            "the profile calibrated, not the A/A run's name"
+        );
+        assert_eq!(
+            (cal.fingerprint.accel.as_str(), cal.fingerprint.clock.as_str()),
+            ("tcg", "tcg")
+        );
         let f = |m: &str| cal.floors.iter().find(|f| f.metric == m).unwrap();
         assert_eq!(cal.floors.len(), 2);
         let (execs, wall) = (f("execs_per_s"), f("wall_s"));
         assert_eq!((execs.vcpus, execs.boots, execs.clock.as_str()), (2, (5, 5), "tcg"));
-        assert!(execs.floor < 0.02 && wall.floor > 0.05, "steady {} vs noisy {}", execs.floor, wall.floor);
+        assert!(
+            execs.floor < 0.02 && wall.floor > 0.05,
+            "steady {} vs noisy {}",
+            execs.floor,
+            wall.floor
+        );
         let floors = floors_of(&cal, "tcg");
         assert_eq!(floors.by_cell.get(&("d".into(), "wall_s".into(), 2)), Some(&wall.floor));
-        assert!(floors_of(&cal, "icount").by_cell.is_empty(), "floors of another clock do not apply");
+        assert!(
+            floors_of(&cal, "icount").by_cell.is_empty(),
+            "floors of another clock do not apply"
+        );
     }
 
     #[test]
@@ -353,24 +427,44 @@ mod tests {
         run.matrix.profile = Some("quick".into());
         let fits = fingerprint(&run, &events);
         assert!(differences(&cal.fingerprint, &fits).is_empty());
-        assert_eq!(select(std::slice::from_ref(&cal), &fits, Path::new("/x/m.yaml")).unwrap().run_id, cal.run_id);
+        assert_eq!(
+            select(std::slice::from_ref(&cal), &fits, Path::new("/x/m.yaml"))
+                .unwrap()
+                .run_id,
+            cal.run_id
+        );
 
         run.matrix.profile = Some("premerge".into());
         run.matrix.sampling.boots = 6;
         run.matrix.guest.memory_mib += 1;
         let other = fingerprint(&run, &events);
         let why = select(std::slice::from_ref(&cal), &other, Path::new("/x/m.yaml")).unwrap_err();
-        assert!(why.contains("refused") && why.contains("profile: calibrated quick, this run premerge"), "{why}");
-        assert!(why.contains("sampling: calibrated 5 boots × 2 (+1 warm-up), this run 6 boots × 2 (+1 warm-up)"), "{why}");
+        assert!(
+            why.contains("refused") && why.contains("profile: calibrated quick, this run premerge"),
+            "{why}"
+        );
+        assert!(
+            why.contains("sampling: calibrated 5 boots × 2 (+1 warm-up), this run 6 boots × 2 (+1 warm-up)"),
+            "{why}"
+        );
         assert!(why.contains("matrix (kernel, guest, benchmarks, base)"), "{why}");
-        assert!(why.contains("re-run `harness calibrate /x/m.yaml --profile premerge`"), "{why}");
+        assert!(
+            why.contains("re-run `harness calibrate /x/m.yaml --profile premerge`"),
+            "{why}"
+        );
         assert!(!why.contains("accelerator") && !why.contains("host"), "{why}");
         let mut more_vcpus = fits.clone();
         more_vcpus.vcpus.push(8);
-        assert_eq!(differences(&cal.fingerprint, &more_vcpus), ["vCPUs: calibrated [2], this run also 8"]);
+        assert_eq!(
+            differences(&cal.fingerprint, &more_vcpus),
+            ["vCPUs: calibrated [2], this run also 8"]
+        );
         let mut subset = cal.fingerprint.clone();
         subset.vcpus = vec![2, 4];
-        assert!(differences(&subset, &fits).is_empty(), "a run at fewer vCPU counts fits");
+        assert!(
+            differences(&subset, &fits).is_empty(),
+            "a run at fewer vCPU counts fits"
+        );
     }
 
     #[test]
@@ -380,17 +474,32 @@ mod tests {
         let (cal, aa_meta, events) = calibration();
         let mut run = aa_meta.clone();
         run.matrix.profile = Some("quick".into());
-        assert!(floors_for_run(&work, &run, &events).source.starts_with("none (no calibration"));
+        assert!(floors_for_run(&work, &run, &events)
+            .source
+            .starts_with("none (no calibration"));
         save(&work, &cal).unwrap();
         save(&work, &cal).unwrap();
         assert_eq!(load_all(&work).unwrap().len(), 1, "same fingerprint: replaced");
         let applied = floors_for_run(&work, &run, &events);
-        assert_eq!((applied.by_cell.len(), applied.source.starts_with("calibration r of")), (2, true), "{}", applied.source);
+        assert_eq!(
+            (applied.by_cell.len(), applied.source.starts_with("calibration r of")),
+            (2, true),
+            "{}",
+            applied.source
+        );
         run.matrix.sampling.repetitions = 3;
         let refused = floors_for_run(&work, &run, &events);
-        assert!(refused.by_cell.is_empty() && refused.source.contains("refused"), "{}", refused.source);
+        assert!(
+            refused.by_cell.is_empty() && refused.source.contains("refused"),
+            "{}",
+            refused.source
+        );
         std::fs::write(path(&work), r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#).unwrap();
         let old = floors_for_run(&work, &run, &events);
-        assert!(old.by_cell.is_empty() && old.source.contains("an older or damaged file"), "{}", old.source);
+        assert!(
+            old.by_cell.is_empty() && old.source.contains("an older or damaged file"),
+            "{}",
+            old.source
+        );
     }
 }

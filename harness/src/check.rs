@@ -11,13 +11,13 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::config::{AccelChoice, BaseConfig, Clock, Matrix};
+use crate::host;
 use crate::kernel::kconfig;
 use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{pristine_files, Tree};
-use crate::host;
 use crate::proc;
-use crate::workdir::WorkLock;
 use crate::vm;
+use crate::workdir::WorkLock;
 
 /// Severity of a finding.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,7 +43,11 @@ pub struct Item {
 }
 
 fn item(level: Level, what: impl Into<String>, message: impl Into<String>) -> Item {
-    Item { level, what: what.into(), message: message.into() }
+    Item {
+        level,
+        what: what.into(),
+        message: message.into(),
+    }
 }
 
 /// Host programs the pipeline runs.
@@ -88,7 +92,14 @@ pub fn nr_cpus(m: &Matrix) -> (u32, String) {
 /// Comparisons a report of the matrix makes: every non-base variant's
 /// benchmarks × their metrics × vCPU counts.
 pub fn comparison_count(m: &Matrix) -> usize {
-    let per_vcpu: usize = m.variants.iter().skip(1).flat_map(|v| &v.benchmarks).filter_map(|b| m.benchmark(b)).map(crate::bench::metric_count).sum();
+    let per_vcpu: usize = m
+        .variants
+        .iter()
+        .skip(1)
+        .flat_map(|v| &v.benchmarks)
+        .filter_map(|b| m.benchmark(b))
+        .map(crate::bench::metric_count)
+        .sum();
     per_vcpu * m.vcpus.len()
 }
 
@@ -105,14 +116,20 @@ pub fn sampling_power(m: &Matrix) -> Option<Item> {
     let boots = m.sampling.boots as usize;
     let alpha = m.statistics.alpha;
     let smallest = crate::stats::smallest_p(boots, boots);
-    let name = m.profile.as_ref().map(|p| format!("profile {p}")).unwrap_or_else(|| "the matrix without a profile".into());
+    let name = m
+        .profile
+        .as_ref()
+        .map(|p| format!("profile {p}"))
+        .unwrap_or_else(|| "the matrix without a profile".into());
     let what = format!("sampling ({name})");
     let lone = smallest * comparisons as f64;
     if lone <= alpha {
         let msg = format!("{boots} boots per variant and vCPU count: smallest p {smallest:.4}; a change in one of the {comparisons} comparisons can reach q {lone:.3} ≤ {alpha}");
         return Some(item(Level::Ok, what, msg));
     }
-    let need = (boots.max(2)..=100).find(|&b| crate::stats::smallest_p(b, b) * comparisons as f64 <= alpha).unwrap_or(100);
+    let need = (boots.max(2)..=100)
+        .find(|&b| crate::stats::smallest_p(b, b) * comparisons as f64 <= alpha)
+        .unwrap_or(100);
     let reach = if smallest > alpha {
         format!("no cell can reach p < {alpha} at all")
     } else {
@@ -133,16 +150,39 @@ pub fn sampling_power(m: &Matrix) -> Option<Item> {
 /// Runs every check; `work` is the harness's work directory.
 pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let mut out = Vec::new();
-    out.push(item(Level::Ok, "matrix", format!("{}: {} variants, vCPUs {:?}, {} benchmarks", m.path.display(), m.variants.len(), m.vcpus, m.benchmarks.len())));
+    out.push(item(
+        Level::Ok,
+        "matrix",
+        format!(
+            "{}: {} variants, vCPUs {:?}, {} benchmarks",
+            m.path.display(),
+            m.variants.len(),
+            m.vcpus,
+            m.benchmarks.len()
+        ),
+    ));
     if let Some(i) = &m.instead_of {
         let runs = m.profile.as_deref().unwrap_or("?");
-        out.push(item(Level::Ok, "profile", format!("`{}` runs as `{runs}` on this host (profiles.{}.without_kvm): {}", i.profile, i.profile, i.why)));
+        out.push(item(
+            Level::Ok,
+            "profile",
+            format!(
+                "`{}` runs as `{runs}` on this host (profiles.{}.without_kvm): {}",
+                i.profile, i.profile, i.why
+            ),
+        ));
     }
     out.extend(sampling_power(m));
     out.extend(tool_checks());
     let (qemu, q35_max) = qemu_check();
     out.push(qemu);
-    let limits = Limits { q35_max, nr_cpus: nr_cpus(m), kvm: vm::kvm_precheck(), kvm_max: vm::kvm_max_vcpus(), host_mem: host::memory_available_mib() };
+    let limits = Limits {
+        q35_max,
+        nr_cpus: nr_cpus(m),
+        kvm: vm::kvm_precheck(),
+        kvm_max: vm::kvm_max_vcpus(),
+        host_mem: host::memory_available_mib(),
+    };
     out.push(accel_check(m, &limits));
     for &n in &m.vcpus {
         out.extend(vcpu_checks(m, n, &limits));
@@ -157,11 +197,19 @@ fn tool_checks() -> Vec<Item> {
     let mut out = Vec::new();
     for (t, pkg) in TOOLS {
         if proc::which(t).is_none() {
-            out.push(item(Level::Error, format!("tool {t}"), format!("not installed: install {pkg} (harness/scripts/setup-host.sh)")));
+            out.push(item(
+                Level::Error,
+                format!("tool {t}"),
+                format!("not installed: install {pkg} (harness/scripts/setup-host.sh)"),
+            ));
         }
     }
     if crate::image::HostBins::find().is_err() {
-        out.push(item(Level::Error, "guest image", "busybox-static or dropbear-bin missing (harness/scripts/setup-host.sh)"));
+        out.push(item(
+            Level::Error,
+            "guest image",
+            "busybox-static or dropbear-bin missing (harness/scripts/setup-host.sh)",
+        ));
     }
     out
 }
@@ -170,15 +218,32 @@ fn tool_checks() -> Vec<Item> {
 /// limit (and the version it was read from).
 fn qemu_check() -> (Item, Option<(u32, String)>) {
     let Some(q) = host::find_qemu() else {
-        return (item(Level::Error, "qemu", "qemu-system-x86_64 not installed (harness/scripts/setup-host.sh)"), None);
+        return (
+            item(
+                Level::Error,
+                "qemu",
+                "qemu-system-x86_64 not installed (harness/scripts/setup-host.sh)",
+            ),
+            None,
+        );
     };
     let v = host::qemu_version(&q);
     match vm::parse_qemu_version(&v) {
         Some((a, b)) => {
             let lim = vm::q35_max_cpus(a, b);
-            (item(Level::Ok, "qemu", format!("QEMU {a}.{b}: q35 boots up to {lim} vCPUs")), Some((lim, format!("{a}.{b}"))))
+            (
+                item(Level::Ok, "qemu", format!("QEMU {a}.{b}: q35 boots up to {lim} vCPUs")),
+                Some((lim, format!("{a}.{b}"))),
+            )
         }
-        None => (item(Level::Warn, "qemu", format!("could not read the version from `{}`", v.trim())), None),
+        None => (
+            item(
+                Level::Warn,
+                "qemu",
+                format!("could not read the version from `{}`", v.trim()),
+            ),
+            None,
+        ),
     }
 }
 
@@ -222,30 +287,56 @@ fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
     let what = format!("vcpus {n}");
     if let Some((max, ver)) = &lim.q35_max {
         if n > *max {
-            out.push(item(Level::Error, &what, format!("QEMU {ver}'s q35 machine boots at most {max} vCPUs; install QEMU >= 9 (bookworm-backports)")));
+            out.push(item(
+                Level::Error,
+                &what,
+                format!("QEMU {ver}'s q35 machine boots at most {max} vCPUs; install QEMU >= 9 (bookworm-backports)"),
+            ));
         }
     }
     let (nr, nr_from) = &lim.nr_cpus;
     if n > *nr {
-        out.push(item(Level::Error, &what, format!("the kernel's CONFIG_NR_CPUS is {nr} (from {nr_from}); raise it to at least {n} in a fragment")));
+        out.push(item(
+            Level::Error,
+            &what,
+            format!("the kernel's CONFIG_NR_CPUS is {nr} (from {nr_from}); raise it to at least {n} in a fragment"),
+        ));
     }
     if m.guest.accel != AccelChoice::Tcg && m.guest.clock == Clock::Wall && lim.kvm.is_none() {
         if let Some(k) = lim.kvm_max.filter(|&k| n > k) {
-            out.push(item(Level::Warn, &what, format!("the host KVM allows {k} vCPUs per VM; this count would only run under TCG")));
+            out.push(item(
+                Level::Warn,
+                &what,
+                format!("the host KVM allows {k} vCPUs per VM; this count would only run under TCG"),
+            ));
         }
     }
     if n > vm::XAPIC_LIMIT {
-        out.push(item(Level::Ok, &what, "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)"));
+        out.push(item(
+            Level::Ok,
+            &what,
+            "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)",
+        ));
     }
     let need = host::guest_need_mib(m.guest.memory_mib, n);
     if let Some(avail) = lim.host_mem.filter(|&a| need > a) {
-        out.push(item(Level::Warn, &what, format!("needs ~{need} MiB on the host (guest {} + QEMU), {avail} MiB available", m.guest.memory_mib)));
+        out.push(item(
+            Level::Warn,
+            &what,
+            format!(
+                "needs ~{need} MiB on the host (guest {} + QEMU), {avail} MiB available",
+                m.guest.memory_mib
+            ),
+        ));
     }
     for (b, want) in crate::bench::short_of_memory(m, n) {
         out.push(item(
             Level::Warn,
             format!("{} at {n} vCPUs", b.name),
-            format!("needs ~{want} MiB of guest memory, guest.memory_mib is {}; raise it or lower the thread/worker count", m.guest.memory_mib),
+            format!(
+                "needs ~{want} MiB of guest memory, guest.memory_mib is {}; raise it or lower the thread/worker count",
+                m.guest.memory_mib
+            ),
         ));
     }
     out
@@ -265,9 +356,18 @@ fn ref_checks(m: &Matrix) -> Vec<Item> {
                 let also = if v.apply.is_empty() && v.revert.is_empty() {
                     String::new()
                 } else {
-                    "; its series are checked against the base source here, against this commit only by a run".to_string()
+                    "; its series are checked against the base source here, against this commit only by a run"
+                        .to_string()
                 };
-                out.push(item(Level::Ok, what, format!("variant {} is built from {r} = {}{also}", v.name, &id[..12.min(id.len())])));
+                out.push(item(
+                    Level::Ok,
+                    what,
+                    format!(
+                        "variant {} is built from {r} = {}{also}",
+                        v.name,
+                        &id[..12.min(id.len())]
+                    ),
+                ));
             }
         }
     }
@@ -301,7 +401,16 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
         Ok(_) => match Tree::prepare(&m.kernel.source, work, &log) {
             Err(e) => return vec![item(Level::Error, "kernel tree", format!("{e:#}"))],
             Ok(tree) => {
-                out.push(item(Level::Ok, "kernel tree", format!("{} ({}) at {}", tree.version().unwrap_or_default(), m.kernel.source.display(), tree.dir.display())));
+                out.push(item(
+                    Level::Ok,
+                    "kernel tree",
+                    format!(
+                        "{} ({}) at {}",
+                        tree.version().unwrap_or_default(),
+                        m.kernel.source.display(),
+                        tree.dir.display()
+                    ),
+                ));
                 (tree.dir, work.join("scratch"), None)
             }
         },
@@ -309,7 +418,12 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
             let private = std::env::temp_dir().join(format!("harness-check-{}", std::process::id()));
             let files = touched_by(&m.series_dir, &names);
             let _ = std::fs::remove_dir_all(&private);
-            if let Err(e) = pristine_files(&m.kernel.source, &files, &private.join("tree"), &private.join("check.log")) {
+            if let Err(e) = pristine_files(
+                &m.kernel.source,
+                &files,
+                &private.join("tree"),
+                &private.join("check.log"),
+            ) {
                 return vec![item(Level::Error, "kernel tree", format!("{e:#}"))];
             }
             out.push(item(
@@ -333,7 +447,9 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
 fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
     let mut files: Vec<String> = Vec::new();
     for s in names {
-        let Ok(ser) = patch::load_series(series_dir, s) else { continue };
+        let Ok(ser) = patch::load_series(series_dir, s) else {
+            continue;
+        };
         for p in &ser.patches {
             let Ok(text) = std::fs::read_to_string(p) else { continue };
             for f in patch::touched_files(&text).unwrap_or_default() {
@@ -359,7 +475,11 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
         }) {
             Err(e) => out.push(item(Level::Error, &what, format!("{e:#}"))),
             Ok((st, exp)) => {
-                let lvl = if matches!(st, State::Conflicts { .. }) { Level::Warn } else { Level::Ok };
+                let lvl = if matches!(st, State::Conflicts { .. }) {
+                    Level::Warn
+                } else {
+                    Level::Ok
+                };
                 let tag = if exp { " [experimental]" } else { "" };
                 out.push(item(lvl, &what, format!("{st}{tag}")));
                 states.insert(s.clone(), st);
@@ -370,9 +490,16 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
         for (key, list, want) in [("revert", &v.revert, "contained"), ("apply", &v.apply, "applies")] {
             for (j, s) in list.iter().enumerate() {
                 let Some(st) = states.get(s) else { continue };
-                let good = matches!((st, want), (State::Contained, "contained") | (State::Applies, "applies"));
+                let good = matches!(
+                    (st, want),
+                    (State::Contained, "contained") | (State::Applies, "applies")
+                );
                 if !good {
-                    out.push(item(Level::Error, format!("variants[{}].{key}[{j}]", i), format!("variant {} cannot {key} {s}: {st}", v.name)));
+                    out.push(item(
+                        Level::Error,
+                        format!("variants[{}].{key}[{j}]", i),
+                        format!("variant {} cannot {key} {s}: {st}", v.name),
+                    ));
                 }
             }
         }
@@ -385,12 +512,26 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
 pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
     let mut out: Vec<Item> = crate::gc::usage(work, runs)
         .into_iter()
-        .map(|(what, bytes, n)| item(Level::Ok, "disk", format!("{what}: {} in {n} entries", crate::gc::human(bytes))))
+        .map(|(what, bytes, n)| {
+            item(
+                Level::Ok,
+                "disk",
+                format!("{what}: {} in {n} entries", crate::gc::human(bytes)),
+            )
+        })
         .collect();
     if let Some(free) = free_bytes(work) {
         // a 6.12 tree copy is 1.7 GB, an in-tree build ~1 GB more
         let lvl = if free < 10 << 30 { Level::Warn } else { Level::Ok };
-        out.push(item(lvl, "disk", format!("{} free at {}; `harness gc` lists what can go", crate::gc::human(free), work.display())));
+        out.push(item(
+            lvl,
+            "disk",
+            format!(
+                "{} free at {}; `harness gc` lists what can go",
+                crate::gc::human(free),
+                work.display()
+            ),
+        ));
     }
     out
 }
@@ -416,7 +557,10 @@ mod tests {
     fn check_during_a_run_leaves_the_work_tree_alone() {
         let root = scratch("check-lock");
         let src = root.join("linux");
-        write(&src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n");
+        write(
+            &src.join("Makefile"),
+            "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n",
+        );
         write(&src.join("mm/vmalloc.c"), "one\ntwo\nthree\n");
         let patch = "Subject: [PATCH] t\n\n---\n--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
         write(&root.join("patches/s/0001-t.patch"), patch);
@@ -438,18 +582,40 @@ mod tests {
         write(&work.join("scratch/in-use"), "x");
 
         let items = run(&m, &work);
-        let find = |w: &str| items.iter().find(|i| i.what == w).unwrap_or_else(|| panic!("no {w} in {items:?}"));
-        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\nTWO\nthree\n", "check rolled the run's patch back");
+        let find = |w: &str| {
+            items
+                .iter()
+                .find(|i| i.what == w)
+                .unwrap_or_else(|| panic!("no {w} in {items:?}"))
+        };
+        assert_eq!(
+            std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(),
+            "one\nTWO\nthree\n",
+            "check rolled the run's patch back"
+        );
         assert!(work.join("scratch/in-use").exists(), "check cleared the run's scratch");
-        assert!(find("kernel tree").message.contains("a run holds the work directory (runs or shards are using"), "{items:?}");
+        assert!(
+            find("kernel tree")
+                .message
+                .contains("a run holds the work directory (runs or shards are using"),
+            "{items:?}"
+        );
         assert_eq!(find("series s").message, "applies (not in the base)");
         assert!(!items.iter().any(|i| i.what.starts_with("variants[")), "{items:?}");
 
         // without a run, check uses (and rolls back) the work tree under the lock
         drop(run_lock);
         let items = run(&m, &work);
-        assert!(items.iter().any(|i| i.what == "kernel tree" && i.message.contains(&tree.dir.display().to_string())), "{items:?}");
-        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(), "one\ntwo\nthree\n");
+        assert!(
+            items
+                .iter()
+                .any(|i| i.what == "kernel tree" && i.message.contains(&tree.dir.display().to_string())),
+            "{items:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
         WorkLock::acquire(&work, "run").expect("check released the lock");
         std::fs::remove_dir_all(root).ok();
     }
@@ -463,7 +629,13 @@ mod tests {
         let src = root.join("linux");
         write(&src.join("Makefile"), "VERSION = 6\n");
         let git = |a: &[&str]| {
-            let ok = std::process::Command::new("git").arg("-C").arg(&src).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(a).output().unwrap();
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&src)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(a)
+                .output()
+                .unwrap();
             assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
             String::from_utf8_lossy(&ok.stdout).trim().to_string()
         };
@@ -480,10 +652,19 @@ mod tests {
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let items = ref_checks(&m);
         assert_eq!(items.len(), 2, "{items:?}");
-        assert!(matches!(items[0].level, Level::Ok) && items[0].what == "variants[1].ref", "{items:?}");
+        assert!(
+            matches!(items[0].level, Level::Ok) && items[0].what == "variants[1].ref",
+            "{items:?}"
+        );
         assert!(items[0].message.contains(&id[..12]), "{items:?}");
-        assert!(matches!(items[1].level, Level::Error) && items[1].what == "variants[2].ref", "{items:?}");
-        assert!(items[1].message.contains("no-such-tag") && items[1].message.contains("names no commit"), "{items:?}");
+        assert!(
+            matches!(items[1].level, Level::Error) && items[1].what == "variants[2].ref",
+            "{items:?}"
+        );
+        assert!(
+            items[1].message.contains("no-such-tag") && items[1].message.contains("names no commit"),
+            "{items:?}"
+        );
         std::fs::remove_dir_all(root).ok();
     }
 
@@ -501,10 +682,21 @@ mod tests {
     fn check_estimates_the_memory_a_shard_job_asks_for() {
         let y = "variants:\n  - name: base\nvcpus: [2, 26]\nguest: {memory_mib: 8192}\nbenchmarks:\n  - {name: s, kind: doexec}\n";
         let m = crate::config::parse(y, Path::new("/nonexistent/m.yaml"), None).unwrap();
-        let lim = Limits { q35_max: None, nr_cpus: (512, "test".into()), kvm: None, kvm_max: None, host_mem: Some(100) };
+        let lim = Limits {
+            q35_max: None,
+            nr_cpus: (512, "test".into()),
+            kvm: None,
+            kvm_max: None,
+            host_mem: Some(100),
+        };
         let items = vcpu_checks(&m, 26, &lim);
         let (_, asks) = crate::slurm::resources(&m);
-        assert!(items.iter().any(|i| format!("{i:?}").contains(&format!("needs ~{asks} MiB on the host"))), "slurm asks {asks} MiB; check said {items:?}");
+        assert!(
+            items
+                .iter()
+                .any(|i| format!("{i:?}").contains(&format!("needs ~{asks} MiB on the host"))),
+            "slurm asks {asks} MiB; check said {items:?}"
+        );
     }
 
     #[test]
@@ -513,15 +705,27 @@ mod tests {
         assert_eq!(comparison_count(&matrix(2, Some("p"))), 2);
         let two = sampling_power(&matrix(2, Some("p"))).unwrap();
         assert_eq!((two.level, two.what.as_str()), (Level::Warn, "sampling (profile p)"));
-        assert!(two.message.contains("smallest two-sided p over boots is 0.333, so no cell can reach p < 0.05 at all"), "{}", two.message);
+        assert!(
+            two.message
+                .contains("smallest two-sided p over boots is 0.333, so no cell can reach p < 0.05 at all"),
+            "{}",
+            two.message
+        );
         assert!(two.message.contains("use at least 5 boots"), "{}", two.message);
         // 4 boots: p = 0.029 < 0.05, but 2 x 0.029 > 0.05
         let four = sampling_power(&matrix(4, Some("p"))).unwrap();
-        assert!(four.level == Level::Warn && four.message.contains("only changes shared by several comparisons"), "{}", four.message);
+        assert!(
+            four.level == Level::Warn && four.message.contains("only changes shared by several comparisons"),
+            "{}",
+            four.message
+        );
         let five = sampling_power(&matrix(5, Some("p"))).unwrap();
         assert_eq!(five.level, Level::Ok, "{}", five.message);
         let top = sampling_power(&matrix(4, None)).unwrap();
-        assert_eq!((top.level, top.what.as_str()), (Level::Ok, "sampling (the matrix without a profile)"));
+        assert_eq!(
+            (top.level, top.what.as_str()),
+            (Level::Ok, "sampling (the matrix without a profile)")
+        );
     }
 
     #[test]
@@ -533,6 +737,10 @@ mod tests {
         };
         assert_eq!(at(None), (33, Level::Ok), "nightly");
         assert_eq!(at(Some("premerge")), (11, Level::Ok));
-        assert_eq!(at(Some("quick")), (2, Level::Warn), "quick: 4 boots, documented in matrix.yaml and README");
+        assert_eq!(
+            at(Some("quick")),
+            (2, Level::Warn),
+            "quick: 4 boots, documented in matrix.yaml and README"
+        );
     }
 }

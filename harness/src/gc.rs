@@ -56,7 +56,11 @@ pub fn human(bytes: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", units[i]) }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
 }
 
 fn mtime(p: &Path) -> Option<SystemTime> {
@@ -71,8 +75,13 @@ struct Unit {
 }
 
 fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut v: Vec<(String, PathBuf)> = rd.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<(String, PathBuf)> = rd
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
     v.sort();
     v
 }
@@ -83,10 +92,20 @@ fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&work.join("kernels")) {
         if name.ends_with(".partial") {
-            out.push(Victim { bytes: disk_usage(&p), path: p, why: "an interrupted build".into() });
+            out.push(Victim {
+                bytes: disk_usage(&p),
+                path: p,
+                why: "an interrupted build".into(),
+            });
         } else if p.is_dir() {
-            let used = mtime(&p.join(LAST_USED)).or_else(|| mtime(&p)).unwrap_or(SystemTime::UNIX_EPOCH);
-            units.push(Unit { name, paths: vec![p], used });
+            let used = mtime(&p.join(LAST_USED))
+                .or_else(|| mtime(&p))
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            units.push(Unit {
+                name,
+                paths: vec![p],
+                used,
+            });
         }
     }
     units
@@ -99,14 +118,26 @@ fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in &all {
         if name.ends_with(".partial") {
-            out.push(Victim { bytes: disk_usage(p), path: p.clone(), why: "an interrupted copy".into() });
+            out.push(Victim {
+                bytes: disk_usage(p),
+                path: p.clone(),
+                why: "an interrupted copy".into(),
+            });
         } else if p.is_dir() {
             let prefix = format!("{name}.");
             let mut paths = vec![p.clone()];
-            paths.extend(all.iter().filter(|(n, _)| n.starts_with(&prefix) && !n.ends_with(".partial")).map(|(_, q)| q.clone()));
+            paths.extend(
+                all.iter()
+                    .filter(|(n, _)| n.starts_with(&prefix) && !n.ends_with(".partial"))
+                    .map(|(_, q)| q.clone()),
+            );
             let marker = p.with_file_name(format!("{name}.{LAST_USED}"));
             let used = mtime(&marker).or_else(|| mtime(p)).unwrap_or(SystemTime::UNIX_EPOCH);
-            units.push(Unit { name: name.clone(), paths, used });
+            units.push(Unit {
+                name: name.clone(),
+                paths,
+                used,
+            });
         }
     }
     units
@@ -114,15 +145,25 @@ fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
 
 /// The `.cpio` files in `dir`.
 fn cpios(dir: &Path) -> impl Iterator<Item = PathBuf> {
-    entries(dir).into_iter().filter(|(n, _)| n.ends_with(".cpio")).map(|(_, q)| q)
+    entries(dir)
+        .into_iter()
+        .filter(|(n, _)| n.ends_with(".cpio"))
+        .map(|(_, q)| q)
 }
 
 /// Whether run `id` (or one of its shards) wrote an event within the hour:
 /// it may still be booting from its images.
 fn busy(runs: &Path, id: &str) -> bool {
-    let young = |p: &Path| mtime(p).and_then(|t| t.elapsed().ok()).is_some_and(|a| a < Duration::from_secs(3600));
+    let young = |p: &Path| {
+        mtime(p)
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|a| a < Duration::from_secs(3600))
+    };
     let run = runs.join(id);
-    young(&run.join("events.jsonl")) || entries(&run.join("shards")).iter().any(|(_, p)| young(&p.join("events.jsonl")))
+    young(&run.join("events.jsonl"))
+        || entries(&run.join("shards"))
+            .iter()
+            .any(|(_, p)| young(&p.join("events.jsonl")))
 }
 
 /// Run images: the `work/keys/<run-id>/*.cpio` files of each run and of
@@ -132,14 +173,25 @@ fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&work.join("keys")) {
         let mut cpios: Vec<PathBuf> = cpios(&p).collect();
-        for (_, shard) in entries(&p).into_iter().filter(|(n, q)| n.starts_with("shard-") && q.is_dir()) {
+        for (_, shard) in entries(&p)
+            .into_iter()
+            .filter(|(n, q)| n.starts_with("shard-") && q.is_dir())
+        {
             cpios.extend(self::cpios(&shard));
         }
         if cpios.is_empty() || busy(runs, &name) {
             continue;
         }
-        let used = cpios.iter().filter_map(|c| mtime(c)).max().unwrap_or(SystemTime::UNIX_EPOCH);
-        units.push(Unit { name, paths: cpios, used });
+        let used = cpios
+            .iter()
+            .filter_map(|c| mtime(c))
+            .max()
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        units.push(Unit {
+            name,
+            paths: cpios,
+            used,
+        });
     }
     units
 }
@@ -154,8 +206,15 @@ fn select(mut units: Vec<Unit>, what: &str, policy: Policy, now: SystemTime, out
         }
         let days = age.as_secs() / 86_400;
         for p in u.paths {
-            let why = format!("{what} {} last used {days} day(s) ago, not among the {} newest", u.name, policy.keep);
-            out.push(Victim { bytes: disk_usage(&p), path: p, why });
+            let why = format!(
+                "{what} {} last used {days} day(s) ago, not among the {} newest",
+                u.name, policy.keep
+            );
+            out.push(Victim {
+                bytes: disk_usage(&p),
+                path: p,
+                why,
+            });
         }
     }
 }
@@ -166,7 +225,11 @@ fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
     entries(dir)
         .into_iter()
         .filter(|(_, p)| p.is_dir() && Some(p.as_path()) != except)
-        .map(|(name, p)| Unit { name, used: mtime(&p).unwrap_or(SystemTime::UNIX_EPOCH), paths: vec![p] })
+        .map(|(name, p)| Unit {
+            name,
+            used: mtime(&p).unwrap_or(SystemTime::UNIX_EPOCH),
+            paths: vec![p],
+        })
         .collect()
 }
 
@@ -176,7 +239,11 @@ fn orphans(work: &Path, out: &mut Vec<Victim>) {
     for (name, p) in &all {
         let Some((key, _)) = name.split_once('.') else { continue };
         if !name.ends_with(".partial") && !work.join("tree").join(key).is_dir() {
-            out.push(Victim { bytes: disk_usage(p), path: p.clone(), why: format!("belongs to tree copy gone {key}") });
+            out.push(Victim {
+                bytes: disk_usage(p),
+                path: p.clone(),
+                why: format!("belongs to tree copy gone {key}"),
+            });
         }
     }
 }
@@ -188,15 +255,30 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Vi
     let before = out.len();
     select(k, "kernel", policy, now, &mut out);
     // a deleted kernel's key lock goes with it (gc holds the work directory: no run holds a key)
-    let locks: Vec<PathBuf> = out[before..].iter().filter_map(|v| v.path.file_name()).map(|n| crate::workdir::lock_path(work, &format!("kernel-{}", n.to_string_lossy()))).filter(|p| p.is_file()).collect();
-    out.extend(locks.into_iter().map(|path| Victim { bytes: disk_usage(&path), path, why: "the lock of a deleted kernel".into() }));
+    let locks: Vec<PathBuf> = out[before..]
+        .iter()
+        .filter_map(|v| v.path.file_name())
+        .map(|n| crate::workdir::lock_path(work, &format!("kernel-{}", n.to_string_lossy())))
+        .filter(|p| p.is_file())
+        .collect();
+    out.extend(locks.into_iter().map(|path| Victim {
+        bytes: disk_usage(&path),
+        path,
+        why: "the lock of a deleted kernel".into(),
+    }));
     let t = trees(work, &mut out);
     select(t, "tree", policy, now, &mut out);
     orphans(work, &mut out);
     select(run_images(work, runs), "image of run", policy, now, &mut out);
     select(dirs(&work.join("try"), None), "try series", policy, now, &mut out);
     let current = crate::builtin::dir(work);
-    select(dirs(&work.join("builtin"), Some(&current)), "embedded files of another harness", policy, now, &mut out);
+    select(
+        dirs(&work.join("builtin"), Some(&current)),
+        "embedded files of another harness",
+        policy,
+        now,
+        &mut out,
+    );
     out
 }
 
@@ -209,7 +291,9 @@ pub fn delete(victims: &[Victim]) -> Result<()> {
             std::fs::remove_file(&v.path)
         };
         match r {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).with_context(|| format!("delete {}", v.path.display())),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("delete {}", v.path.display()))
+            }
             _ => {}
         }
     }
@@ -219,7 +303,12 @@ pub fn delete(victims: &[Victim]) -> Result<()> {
 /// Disk use of the work directory's kernels and trees and of the runs
 /// directory: `(what, bytes, entries)`.
 pub fn usage(work: &Path, runs: &Path) -> Vec<(String, u64, usize)> {
-    let count = |d: &Path| entries(d).iter().filter(|(n, p)| p.is_dir() && !n.ends_with(".partial")).count();
+    let count = |d: &Path| {
+        entries(d)
+            .iter()
+            .filter(|(n, p)| p.is_dir() && !n.ends_with(".partial"))
+            .count()
+    };
     let k = work.join("kernels");
     let t = work.join("tree");
     vec![
@@ -271,7 +360,10 @@ mod tests {
         }
 
         let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
-        let names: Vec<String> = v.iter().map(|v| v.path.strip_prefix(&root).unwrap().display().to_string()).collect();
+        let names: Vec<String> = v
+            .iter()
+            .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
         assert_eq!(
             names,
             [
@@ -285,22 +377,60 @@ mod tests {
                 "work/keys/r2/base.cpio",
             ]
         );
-        assert!(v[1].why.contains("kernel k2 last used 10 day(s) ago") && v[1].bytes >= 5000, "{:?}", v[1]);
+        assert!(
+            v[1].why.contains("kernel k2 last used 10 day(s) ago") && v[1].bytes >= 5000,
+            "{:?}",
+            v[1]
+        );
         // younger than 15 days is kept too
-        let v = plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now());
-        assert!(!v.iter().any(|v| v.path.ends_with("k2") || v.path.ends_with("r2/base.cpio")), "{v:?}");
+        let v = plan(
+            &work,
+            &runs,
+            Policy {
+                keep: 1,
+                days: Some(15),
+            },
+            SystemTime::now(),
+        );
+        assert!(
+            !v.iter()
+                .any(|v| v.path.ends_with("k2") || v.path.ends_with("r2/base.cpio")),
+            "{v:?}"
+        );
         assert!(v.iter().any(|v| v.path.ends_with("k3")));
 
         // a dry run deletes nothing; delete removes exactly the plan
         assert!(work.join("kernels/k3/bzImage").exists());
         delete(&v).unwrap();
-        assert!(!work.join("kernels/k3").exists() && !work.join("tree/t2").exists() && !work.join("tree/t2.tinyconfig").exists());
-        assert!(work.join("kernels/k1/bzImage").exists() && work.join("kernels/k2").exists() && work.join("tree/t1.applied.json").exists());
-        assert!(runs.join("r2/samples.jsonl").exists() && work.join("keys/r2/id_ed25519").exists(), "only images go");
-        assert!(plan(&work, &runs, Policy { keep: 1, days: Some(15) }, SystemTime::now()).is_empty());
+        assert!(
+            !work.join("kernels/k3").exists()
+                && !work.join("tree/t2").exists()
+                && !work.join("tree/t2.tinyconfig").exists()
+        );
+        assert!(
+            work.join("kernels/k1/bzImage").exists()
+                && work.join("kernels/k2").exists()
+                && work.join("tree/t1.applied.json").exists()
+        );
+        assert!(
+            runs.join("r2/samples.jsonl").exists() && work.join("keys/r2/id_ed25519").exists(),
+            "only images go"
+        );
+        assert!(plan(
+            &work,
+            &runs,
+            Policy {
+                keep: 1,
+                days: Some(15)
+            },
+            SystemTime::now()
+        )
+        .is_empty());
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
-        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now()).iter().all(|v| !v.path.starts_with(work.join("keys/r1"))));
+        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now())
+            .iter()
+            .all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
@@ -325,7 +455,10 @@ mod tests {
                 let e = runs.join(id).join(format!("shards/{k}-of-2/events.jsonl"));
                 put(&e, 10);
                 age(&e, days);
-                age(&work.join("keys").join(id).join(format!("shard-{k}-of-2/base.cpio")), days);
+                age(
+                    &work.join("keys").join(id).join(format!("shard-{k}-of-2/base.cpio")),
+                    days,
+                );
             }
         }
         // shard 1 of r2 still writes: the run keeps its images
@@ -352,7 +485,10 @@ mod tests {
         }
 
         let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
-        let names: Vec<String> = v.iter().map(|v| v.path.strip_prefix(&root).unwrap().display().to_string()).collect();
+        let names: Vec<String> = v
+            .iter()
+            .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
         assert_eq!(
             names,
             [

@@ -86,12 +86,16 @@ impl Guest {
             got => {
                 let got = got.map_or("no host key".to_string(), |(b, t)| {
                     use sha2::Digest;
-                    format!("a host key of type {t:?} with SHA-256 {}", crate::util::hex(&sha2::Sha256::digest(b)))
+                    format!(
+                        "a host key of type {t:?} with SHA-256 {}",
+                        crate::util::hex(&sha2::Sha256::digest(b))
+                    )
                 });
                 return Err(ForeignHostKey { port, got }.into());
             }
         }
-        sess.userauth_pubkey_file("root", None, key, None).context("log in as root with the run's key")?;
+        sess.userauth_pubkey_file("root", None, key, None)
+            .context("log in as root with the run's key")?;
         if !sess.authenticated() {
             bail!("log in as root: not authenticated");
         }
@@ -194,7 +198,10 @@ impl Guest {
 
 /// The key blob of a public key line: its base64 field, decoded.
 fn key_blob(line: &str) -> Result<Vec<u8>> {
-    let b64 = line.split_whitespace().nth(1).context("no key field in the public key line")?;
+    let b64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("no key field in the public key line")?;
     let mut out = Vec::with_capacity(b64.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in b64.bytes().take_while(|&c| c != b'=') {
@@ -228,8 +235,19 @@ mod tests {
 
     fn key(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
         let p = dir.join(name);
-        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(&p).capture().run_ok().unwrap();
-        let out = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(&p).capture().run_ok().unwrap().output;
+        Cmd::new("dropbearkey")
+            .args(["-t", "ed25519", "-f"])
+            .arg(&p)
+            .capture()
+            .run_ok()
+            .unwrap();
+        let out = Cmd::new("dropbearkey")
+            .args(["-y", "-f"])
+            .arg(&p)
+            .capture()
+            .run_ok()
+            .unwrap()
+            .output;
         (p, out.lines().find(|l| l.starts_with("ssh-")).unwrap().to_string())
     }
 
@@ -251,7 +269,13 @@ mod tests {
         let (_, pinned_pub) = key(dir, "pinned_host_key");
         let (client_db, _) = key(dir, "client");
         let client = dir.join("client_openssh");
-        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&client_db).arg(&client).capture().run_ok().unwrap();
+        Cmd::new("dropbearconvert")
+            .args(["dropbear", "openssh"])
+            .arg(&client_db)
+            .arg(&client)
+            .capture()
+            .run_ok()
+            .unwrap();
         let sshd = Cmd::new("/usr/sbin/dropbear")
             .args(["-F", "-E", "-s", "-p", "127.0.0.1:0", "-r"])
             .arg(&forged)
@@ -269,13 +293,34 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         };
         let t = Instant::now();
-        let e = Guest::wait_ready(port, &client, &pinned_pub, Instant::now() + Duration::from_secs(30), || None).err().expect("a forged sshd must be refused");
+        let e = Guest::wait_ready(
+            port,
+            &client,
+            &pinned_pub,
+            Instant::now() + Duration::from_secs(30),
+            || None,
+        )
+        .err()
+        .expect("a forged sshd must be refused");
         assert!(e.downcast_ref::<ForeignHostKey>().is_some(), "{e:#}");
-        assert!(format!("{e:#}").contains(&format!("the server on 127.0.0.1:{port} showed a host key of type Ed25519 with SHA-256 ")), "{e:#}");
-        assert!(t.elapsed() < Duration::from_secs(10), "a foreign host key is not retried until the deadline");
+        assert!(
+            format!("{e:#}").contains(&format!(
+                "the server on 127.0.0.1:{port} showed a host key of type Ed25519 with SHA-256 "
+            )),
+            "{e:#}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "a foreign host key is not retried until the deadline"
+        );
         // the same server with its own key pinned: past the host key, refused at login
-        let e = Guest::connect(port, &client, &forged_pub, Duration::from_secs(10)).err().expect("the client key is not authorized");
-        assert!(e.downcast_ref::<ForeignHostKey>().is_none() && format!("{e:#}").contains("log in as root"), "{e:#}");
+        let e = Guest::connect(port, &client, &forged_pub, Duration::from_secs(10))
+            .err()
+            .expect("the client key is not authorized");
+        assert!(
+            e.downcast_ref::<ForeignHostKey>().is_none() && format!("{e:#}").contains("log in as root"),
+            "{e:#}"
+        );
         drop(sshd);
     }
 
@@ -283,7 +328,11 @@ mod tests {
     fn output_is_taken_up_to_the_limit() {
         let mut out = Vec::new();
         for (other, bytes, ok, len) in [(0, 4, true, 4), (2, 4, true, 8), (3, 1, false, 8), (0, 3, false, 8)] {
-            assert_eq!(take(&mut out, other, &vec![b'x'; bytes], 10).is_ok(), ok, "{other} {bytes}");
+            assert_eq!(
+                take(&mut out, other, &vec![b'x'; bytes], 10).is_ok(),
+                ok,
+                "{other} {bytes}"
+            );
             assert_eq!(out.len(), len);
         }
     }

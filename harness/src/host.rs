@@ -28,18 +28,32 @@ pub fn qemu_binary() -> Result<PathBuf> {
 /// The first line of `qemu --version` (`QEMU emulator version 10.0.2 …`),
 /// empty when it does not run.
 pub fn qemu_version(qemu: &Path) -> String {
-    Cmd::new(qemu).arg("--version").capture().run().map(|f| f.output.lines().next().unwrap_or("").to_string()).unwrap_or_default()
+    Cmd::new(qemu)
+        .arg("--version")
+        .capture()
+        .run()
+        .map(|f| f.output.lines().next().unwrap_or("").to_string())
+        .unwrap_or_default()
 }
 
 /// Online host CPUs.
 pub fn cpus() -> u32 {
-    std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
 }
 
 /// A `/proc/meminfo` field (`MemTotal`, `MemAvailable`) in MiB.
 fn meminfo_mib(field: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = text.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok())?;
+    let kib: u64 = text.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })?;
     Some(kib / 1024)
 }
 
@@ -53,7 +67,9 @@ pub fn memory_total_mib() -> u64 {
 /// container's limit) has left.
 pub fn memory_available_mib() -> Option<u64> {
     let host = meminfo_mib("MemAvailable")?;
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|c| cgroup_headroom_mib(&c, Path::new("/sys/fs/cgroup"), |p| std::fs::read_to_string(p).ok()));
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| cgroup_headroom_mib(&c, Path::new("/sys/fs/cgroup"), |p| std::fs::read_to_string(p).ok()));
     Some(cgroup.map_or(host, |c| c.min(host)))
 }
 
@@ -69,7 +85,9 @@ pub fn cgroup_headroom_mib(proc_self_cgroup: &str, root: &Path, read: impl Fn(&P
         let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
         let (dir, limit, usage) = match controllers {
             "" => (root.to_path_buf(), "memory.max", "memory.current"),
-            c if c.split(',').any(|x| x == "memory") => (root.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes"),
+            c if c.split(',').any(|x| x == "memory") => {
+                (root.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+            }
             _ => continue,
         };
         let rel = path.trim_start_matches('/');
@@ -110,7 +128,15 @@ pub fn kernel_release() -> String {
 /// from a git checkout that is still there.
 pub fn harness_revision() -> Option<String> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    Cmd::new("git").arg("-C").arg(here).args(["rev-parse", "--short", "HEAD"]).capture().run().ok().filter(|f| f.success()).map(|f| f.output.trim().to_string())
+    Cmd::new("git")
+        .arg("-C")
+        .arg(here)
+        .args(["rev-parse", "--short", "HEAD"])
+        .capture()
+        .run()
+        .ok()
+        .filter(|f| f.success())
+        .map(|f| f.output.trim().to_string())
 }
 
 /// Facts about the host, as `run.json` records them.
@@ -131,7 +157,13 @@ pub struct Host {
 impl Host {
     /// This host's facts, with the version of the QEMU at `qemu`.
     pub fn here(qemu: &Path) -> Host {
-        Host { hostname: hostname(), cpus: cpus(), memory_mib: memory_total_mib(), kernel: kernel_release(), qemu: qemu_version(qemu) }
+        Host {
+            hostname: hostname(),
+            cpus: cpus(),
+            memory_mib: memory_total_mib(),
+            kernel: kernel_release(),
+            qemu: qemu_version(qemu),
+        }
     }
 }
 
@@ -152,7 +184,10 @@ pub struct FailedProbe {
 /// hosts holds one file per host, so no host rewrites another's.
 pub fn probe_path(work: &Path, key: &str) -> PathBuf {
     use sha2::Digest;
-    work.join("kvm-probe").join(format!("{}.json", crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8])))
+    work.join("kvm-probe").join(format!(
+        "{}.json",
+        crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8])
+    ))
 }
 
 /// Host name, host kernel and QEMU version: a failed probe holds for its
@@ -170,7 +205,11 @@ pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
 /// Remembers a probe boot that failed on KVM's account for `key` (written
 /// whole: a temporary file of this process and thread renamed into place).
 pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()> {
-    let p = FailedProbe { key: key.to_string(), when: crate::util::now_rfc3339(), reason: reason.to_string() };
+    let p = FailedProbe {
+        key: key.to_string(),
+        when: crate::util::now_rfc3339(),
+        reason: reason.to_string(),
+    };
     let path = probe_path(work, key);
     let dir = path.parent().unwrap_or(work);
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
@@ -190,15 +229,26 @@ mod tests {
     #[test]
     fn the_memory_cgroup_caps_what_is_available() {
         let gib = 1u64 << 30;
-        let files = |m: Vec<(&'static str, String)>| move |p: &Path| m.iter().find(|(k, _)| Path::new(k) == p).map(|(_, v)| v.clone());
+        let files = |m: Vec<(&'static str, String)>| {
+            move |p: &Path| m.iter().find(|(k, _)| Path::new(k) == p).map(|(_, v)| v.clone())
+        };
         let root = Path::new("/cg");
-        let v2 = files(vec![("/cg/job/memory.max", format!("{}\n", 8 * gib)), ("/cg/job/memory.current", format!("{}\n", 2 * gib))]);
+        let v2 = files(vec![
+            ("/cg/job/memory.max", format!("{}\n", 8 * gib)),
+            ("/cg/job/memory.current", format!("{}\n", 2 * gib)),
+        ]);
         assert_eq!(cgroup_headroom_mib("0::/job\n", root, v2), Some(6 * 1024));
         let v2max = files(vec![("/cg/job/memory.max", "max\n".into())]);
         assert_eq!(cgroup_headroom_mib("0::/job\n", root, v2max), None);
         // v1, in a cgroup namespace: the named path is not there, the mount's root is
-        let v1 = files(vec![("/cg/memory/memory.limit_in_bytes", format!("{}", 4 * gib)), ("/cg/memory/memory.usage_in_bytes", format!("{}", gib))]);
-        assert_eq!(cgroup_headroom_mib("4:memory:/slurm/uid_0/job_7\n1:cpu:/\n0::/\n", root, v1), Some(3 * 1024));
+        let v1 = files(vec![
+            ("/cg/memory/memory.limit_in_bytes", format!("{}", 4 * gib)),
+            ("/cg/memory/memory.usage_in_bytes", format!("{}", gib)),
+        ]);
+        assert_eq!(
+            cgroup_headroom_mib("4:memory:/slurm/uid_0/job_7\n1:cpu:/\n0::/\n", root, v1),
+            Some(3 * 1024)
+        );
         let v1none = files(vec![("/cg/memory/memory.limit_in_bytes", "9223372036854771712".into())]);
         assert_eq!(cgroup_headroom_mib("4:memory:/x\n", root, v1none), None);
         assert_eq!(cgroup_headroom_mib("", root, |_| None), None);
@@ -245,12 +295,25 @@ mod tests {
 
     #[test]
     fn failed_probes_are_remembered_per_host() {
-        assert!(probe_key(Path::new("/nonexistent/qemu")).starts_with(&hostname()), "the key names the host");
+        assert!(
+            probe_key(Path::new("/nonexistent/qemu")).starts_with(&hostname()),
+            "the key names the host"
+        );
         // one work directory on a shared file system, two hosts
         let work = tempfile::tempdir().unwrap();
         remember_failed_probe(work.path(), "lab1 / 6.1 / QEMU 10", "kvm: entry failed").unwrap();
         remember_failed_probe(work.path(), "lab2 / 6.1 / QEMU 10", "KVM internal error").unwrap();
-        assert_eq!(failed_probe(work.path(), "lab1 / 6.1 / QEMU 10").map(|p| p.reason).as_deref(), Some("kvm: entry failed"));
-        assert_eq!(failed_probe(work.path(), "lab2 / 6.1 / QEMU 10").map(|p| p.reason).as_deref(), Some("KVM internal error"));
+        assert_eq!(
+            failed_probe(work.path(), "lab1 / 6.1 / QEMU 10")
+                .map(|p| p.reason)
+                .as_deref(),
+            Some("kvm: entry failed")
+        );
+        assert_eq!(
+            failed_probe(work.path(), "lab2 / 6.1 / QEMU 10")
+                .map(|p| p.reason)
+                .as_deref(),
+            Some("KVM internal error")
+        );
     }
 }

@@ -55,7 +55,11 @@ impl Archive {
     pub fn host_file(&mut self, path: &str, host: &Path) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let data = std::fs::read(host).with_context(|| format!("read {}", host.display()))?;
-        let mode = std::fs::metadata(host).with_context(|| format!("stat {}", host.display()))?.permissions().mode() & 0o7777;
+        let mode = std::fs::metadata(host)
+            .with_context(|| format!("stat {}", host.display()))?
+            .permissions()
+            .mode()
+            & 0o7777;
         self.file(path, mode, data);
         Ok(())
     }
@@ -79,7 +83,14 @@ impl Archive {
                 Entry::File(m, d) => (0o100000 | m, d),
                 Entry::Link(t) => (0o120777, t.as_bytes()),
             };
-            header(&mut out, ino, mode, if matches!(e, Entry::Dir) { 2 } else { 1 }, data.len(), name);
+            header(
+                &mut out,
+                ino,
+                mode,
+                if matches!(e, Entry::Dir) { 2 } else { 1 },
+                data.len(),
+                name,
+            );
             out.extend_from_slice(data);
             pad4(&mut out);
         }
@@ -89,7 +100,21 @@ impl Archive {
 }
 
 fn header(out: &mut Vec<u8>, ino: u32, mode: u32, nlink: u32, size: usize, name: &str) {
-    let fields = [ino, mode, 0, 0, nlink, 0, size as u32, 0, 0, 0, 0, name.len() as u32 + 1, 0];
+    let fields = [
+        ino,
+        mode,
+        0,
+        0,
+        nlink,
+        0,
+        size as u32,
+        0,
+        0,
+        0,
+        0,
+        name.len() as u32 + 1,
+        0,
+    ];
     out.extend_from_slice(b"070701");
     for f in fields {
         out.extend_from_slice(format!("{f:08x}").as_bytes());
@@ -216,8 +241,13 @@ pub struct HostBins {
 impl HostBins {
     /// Finds them, or says which package to install.
     pub fn find() -> Result<HostBins> {
-        let busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().map(PathBuf::from).find(|p| p.is_file());
-        let Some(busybox) = busybox else { bail!("find busybox: install busybox-static (harness/scripts/setup-host.sh)") };
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file());
+        let Some(busybox) = busybox else {
+            bail!("find busybox: install busybox-static (harness/scripts/setup-host.sh)")
+        };
         let dropbear = PathBuf::from("/usr/sbin/dropbear");
         if !dropbear.is_file() {
             bail!("find /usr/sbin/dropbear: install dropbear-bin (harness/scripts/setup-host.sh)");
@@ -242,7 +272,10 @@ pub fn benchmark_sources(images: &Path) -> Result<std::collections::BTreeMap<Str
     let mut out = std::collections::BTreeMap::new();
     for e in std::fs::read_dir(images).with_context(|| format!("read {}", images.display()))? {
         let p = e.with_context(|| format!("read {}", images.display()))?.path();
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if p.is_file() && (name.ends_with(".c") || name.ends_with(".h")) {
             let data = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
             out.insert(name, crate::util::hex(&Sha256::digest(&data)));
@@ -257,7 +290,11 @@ pub fn compiler() -> Result<String> {
     if crate::proc::which("gcc").is_none() {
         return Ok("gcc not found".into());
     }
-    let f = Cmd::new("gcc").arg("--version").capture().run_ok().context("ask gcc its version")?;
+    let f = Cmd::new("gcc")
+        .arg("--version")
+        .capture()
+        .run_ok()
+        .context("ask gcc its version")?;
     Ok(f.output.lines().next().unwrap_or("").trim().to_string())
 }
 
@@ -271,11 +308,19 @@ pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(
             bail!("find benchmark source {}", srcp.display());
         }
         let dst = out.join(bin);
-        let mut c = Cmd::new("gcc").args(["-O2", "-Wall", "-Wextra", "-Werror"]).arg("-I").arg(images);
+        let mut c = Cmd::new("gcc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+            .arg("-I")
+            .arg(images);
         if *stat {
             c = c.arg("-static");
         }
-        c.arg("-o").arg(&dst).arg(&srcp).log(log).run_ok().with_context(|| format!("compile {bin}"))?;
+        c.arg("-o")
+            .arg(&dst)
+            .arg(&srcp)
+            .log(log)
+            .run_ok()
+            .with_context(|| format!("compile {bin}"))?;
         bins.push((bin.to_string(), dst));
     }
     Ok(bins)
@@ -285,12 +330,31 @@ pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(
 /// `/init`, the run's authorized key and the guest's pinned host key.
 pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], keys: &Keys) -> Result<Archive> {
     let mut a = Archive::default();
-    for d in ["/bin", "/sbin", "/usr/bin", "/usr/sbin", "/proc", "/sys", "/dev", "/tmp", "/root/.ssh", "/etc", "/lib/modules", "/bench", "/var/log"] {
+    for d in [
+        "/bin",
+        "/sbin",
+        "/usr/bin",
+        "/usr/sbin",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/tmp",
+        "/root/.ssh",
+        "/etc",
+        "/lib/modules",
+        "/bench",
+        "/var/log",
+    ] {
         a.dir(d);
     }
     a.host_file("/bin/busybox", &host.busybox)?;
     let applets = Cmd::new(&host.busybox).arg("--list").capture().run_ok()?;
-    for ap in applets.output.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains('/')) {
+    for ap in applets
+        .output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.contains('/'))
+    {
         if ap != "busybox" {
             a.link(&format!("/bin/{ap}"), "busybox");
         }
@@ -312,14 +376,21 @@ pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], keys: &Key
     }
     // dynamic binaries look for the loader at /lib64; Debian keeps it in /lib/x86_64-linux-gnu
     if !a.has("/lib64/ld-linux-x86-64.so.2") {
-        a.link("/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+        a.link(
+            "/lib64/ld-linux-x86-64.so.2",
+            "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+        );
     }
     a.file("/init", 0o755, init_script().into_bytes());
     a.file("/bench/run", 0o755, run_script().as_bytes().to_vec());
     a.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n".to_vec());
     a.file("/etc/group", 0o644, b"root:x:0:\n".to_vec());
     a.file("/etc/shells", 0o644, b"/bin/sh\n".to_vec());
-    a.file("/root/.ssh/authorized_keys", 0o600, format!("{}\n", keys.authorized.trim()).into_bytes());
+    a.file(
+        "/root/.ssh/authorized_keys",
+        0o600,
+        format!("{}\n", keys.authorized.trim()).into_bytes(),
+    );
     let host_key = std::fs::read(&keys.host).with_context(|| format!("read {}", keys.host.display()))?;
     a.file("/etc/dropbear/dropbear_ed25519_host_key", 0o600, host_key);
     Ok(a)
@@ -368,25 +439,49 @@ pub struct Keys {
 /// Makes (or, on `--resume`, reuses) a run's keys in `dir` with dropbearkey.
 pub fn make_keys(dir: &Path, log: &Path) -> Result<Keys> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).with_context(|| format!("protect {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .with_context(|| format!("protect {}", dir.display()))?;
     let db = dir.join("id_dropbear");
     let client = dir.join("id_ed25519");
     if !client.is_file() {
         let _ = std::fs::remove_file(&db);
         dropbear_key(&db, log)?;
-        Cmd::new("dropbearconvert").args(["dropbear", "openssh"]).arg(&db).arg(&client).log(log).run_ok()?;
+        Cmd::new("dropbearconvert")
+            .args(["dropbear", "openssh"])
+            .arg(&db)
+            .arg(&client)
+            .log(log)
+            .run_ok()?;
     }
     let host = dir.join("dropbear_ed25519_host_key");
-    Ok(Keys { client, authorized: dropbear_key(&db, log)?, host_public: dropbear_key(&host, log)?, host })
+    Ok(Keys {
+        client,
+        authorized: dropbear_key(&db, log)?,
+        host_public: dropbear_key(&host, log)?,
+        host,
+    })
 }
 
 /// The public line of the ed25519 key at `path`, made first if missing.
 fn dropbear_key(path: &Path, log: &Path) -> Result<String> {
     if !path.is_file() {
-        Cmd::new("dropbearkey").args(["-t", "ed25519", "-f"]).arg(path).log(log).run_ok().with_context(|| format!("make the SSH key {}", path.display()))?;
+        Cmd::new("dropbearkey")
+            .args(["-t", "ed25519", "-f"])
+            .arg(path)
+            .log(log)
+            .run_ok()
+            .with_context(|| format!("make the SSH key {}", path.display()))?;
     }
-    let f = Cmd::new("dropbearkey").args(["-y", "-f"]).arg(path).capture().run_ok()?;
-    f.output.lines().find(|l| l.starts_with("ssh-")).map(str::to_string).with_context(|| format!("read the public key of {}", path.display()))
+    let f = Cmd::new("dropbearkey")
+        .args(["-y", "-f"])
+        .arg(path)
+        .capture()
+        .run_ok()?;
+    f.output
+        .lines()
+        .find(|l| l.starts_with("ssh-"))
+        .map(str::to_string)
+        .with_context(|| format!("read the public key of {}", path.display()))
 }
 
 #[cfg(test)]
@@ -422,9 +517,20 @@ mod tests {
         std::fs::write(dir.join("a.cpio"), a.to_cpio()).unwrap();
         let out = dir.join("x");
         std::fs::create_dir_all(&out).unwrap();
-        Cmd::new("cpio").args(["-idm", "--quiet", "-F"]).arg(dir.join("a.cpio")).dir(&out).run_ok().unwrap();
-        assert_eq!(std::fs::read_to_string(out.join("etc/passwd")).unwrap(), "root:x:0:0::/root:/bin/sh\n");
-        assert_eq!(std::fs::read_link(out.join("bin/sh")).unwrap(), PathBuf::from("busybox"));
+        Cmd::new("cpio")
+            .args(["-idm", "--quiet", "-F"])
+            .arg(dir.join("a.cpio"))
+            .dir(&out)
+            .run_ok()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.join("etc/passwd")).unwrap(),
+            "root:x:0:0::/root:/bin/sh\n"
+        );
+        assert_eq!(
+            std::fs::read_link(out.join("bin/sh")).unwrap(),
+            PathBuf::from("busybox")
+        );
         std::fs::remove_dir_all(dir).ok();
     }
 
@@ -439,14 +545,30 @@ mod tests {
             "python3 -c 'import os,time\nos.setpgid(0,0)\nwhile True: time.sleep(1)' {marker} & echo started; sleep 1000"
         );
         let start = std::time::Instant::now();
-        let f = Cmd::new("busybox").arg("sh").arg(dir.join("run")).args(["2", "sh", "-c", &bench]).capture().run().unwrap();
+        let f = Cmd::new("busybox")
+            .arg("sh")
+            .arg(dir.join("run"))
+            .args(["2", "sh", "-c", &bench])
+            .capture()
+            .run()
+            .unwrap();
         assert_eq!(f.code, Some(124), "{}", f.output);
         assert!(start.elapsed() < std::time::Duration::from_secs(20));
-        assert!(f.output.contains("stat0 cpu") && f.output.contains("stat1 cpu") && f.output.contains("started"), "{}", f.output);
+        assert!(
+            f.output.contains("stat0 cpu") && f.output.contains("stat1 cpu") && f.output.contains("started"),
+            "{}",
+            f.output
+        );
         std::thread::sleep(std::time::Duration::from_millis(300));
         let left = Cmd::new("pgrep").args(["-f", &marker]).capture().run().unwrap();
         assert!(left.output.trim().is_empty(), "left behind: {}", left.output);
-        let ok = Cmd::new("busybox").arg("sh").arg(dir.join("run")).args(["5", "true"]).capture().run().unwrap();
+        let ok = Cmd::new("busybox")
+            .arg("sh")
+            .arg(dir.join("run"))
+            .args(["5", "true"])
+            .capture()
+            .run()
+            .unwrap();
         assert_eq!(ok.code, Some(0));
         std::fs::remove_dir_all(dir).ok();
     }
@@ -476,7 +598,10 @@ mod tests {
         let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
         assert_eq!(
             parse_ldd(out),
-            vec![PathBuf::from("/lib/x86_64-linux-gnu/libz.so.1"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libz.so.1"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
         );
     }
 }

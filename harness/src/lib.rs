@@ -19,17 +19,17 @@ pub mod kernel;
 pub mod nightly;
 pub mod pipeline;
 pub mod plan;
-pub mod profile;
 pub mod proc;
+pub mod profile;
 pub mod records;
 pub mod report;
 pub mod slurm;
 pub mod stats;
 pub mod store;
+#[cfg(test)]
+mod testutil;
 pub mod trial;
 pub mod ui;
 pub mod util;
 pub mod vm;
 pub mod workdir;
-#[cfg(test)]
-mod testutil;

@@ -60,7 +60,12 @@ pub struct Options {
 
 /// The label of a run's id: the profile, or the matrix file's name.
 pub fn run_label(m: &Matrix) -> String {
-    m.profile.clone().unwrap_or_else(|| m.path.file_stem().map(|s| s.to_string_lossy().replace('.', "-")).unwrap_or_else(|| "run".into()))
+    m.profile.clone().unwrap_or_else(|| {
+        m.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().replace('.', "-"))
+            .unwrap_or_else(|| "run".into())
+    })
 }
 
 /// Makes a run directory (a fresh id under the runs directory, or `at`)
@@ -172,7 +177,14 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
     let builds = Run::open(dir)?.own_events()?;
     let jobs = plan::shard_jobs(&meta.matrix, &plan::boot_jobs(&meta.matrix), shard);
     let h = Host::here(&host::qemu_binary()?);
-    let msg = format!("shard {shard}: {} boot job(s) on {} ({} CPUs, {} MiB, {})", jobs.len(), h.hostname, h.cpus, h.memory_mib, h.qemu);
+    let msg = format!(
+        "shard {shard}: {} boot job(s) on {} ({} CPUs, {} MiB, {})",
+        jobs.len(),
+        h.hostname,
+        h.cpus,
+        h.memory_mib,
+        h.qemu
+    );
     run.event(&Event::Notice { message: msg })?;
     execute(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
     Ok(run.dir)
@@ -183,7 +195,12 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
 /// under the key's own lock), it keeps `gc --yes` from deleting what they
 /// use; waits out a `check` or `gc --yes` (a nightly should not fail on one).
 fn work_lock(opts: &Options) -> Result<crate::workdir::WorkLock> {
-    crate::workdir::WorkLock::share_waiting(&opts.work_dir, "run", crate::workdir::BRIEF_HOLDER_WAIT, crate::ui::notice)
+    crate::workdir::WorkLock::share_waiting(
+        &opts.work_dir,
+        "run",
+        crate::workdir::BRIEF_HOLDER_WAIT,
+        crate::ui::notice,
+    )
 }
 
 /// `work/keys/<run-id>/`: a run's private keys and the initramfs images
@@ -209,7 +226,11 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     let accel = accel::first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
     warn_guest_memory(run, m, &ui)?;
     let guest = guest_parts(run, opts, &ui)?;
-    let needed: BTreeSet<&str> = jobs.iter().filter(|j| !is_done(&done, j)).map(|j| j.variant.as_str()).collect();
+    let needed: BTreeSet<&str> = jobs
+        .iter()
+        .filter(|j| !is_done(&done, j))
+        .map(|j| j.variant.as_str())
+        .collect();
     let arts = match cached {
         None => variants::build_variants(run, m, opts, &needed, &ui)?,
         Some(events) => from_cache(events, &opts.work_dir, &needed),
@@ -247,10 +268,30 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
 /// How many boot jobs run at once, said at the start and written to
 /// `run.json` (a shard's run.json is the build's: its notice says it).
 fn at_once(ctx: &BootCtx, opts: &Options) -> Result<u32> {
-    let (cpus, mem) = (host::cpus(), host::memory_available_mib().unwrap_or_else(host::memory_total_mib));
-    let n = jobs_at_once(ctx.clock(), opts.jobs, opts.allow_concurrent_wall, cpus, mem, ctx.m.guest.memory_mib)?;
-    let how = if opts.jobs.is_some() { "--jobs" } else { "the default for the clock: under icount the host's CPUs and memory, else 1" };
-    ctx.run.notice(ctx.ui, format!("{n} boot job(s) at once under the {} clock ({how}; {cpus} CPUs, {mem} MiB available)", ctx.clock()))?;
+    let (cpus, mem) = (
+        host::cpus(),
+        host::memory_available_mib().unwrap_or_else(host::memory_total_mib),
+    );
+    let n = jobs_at_once(
+        ctx.clock(),
+        opts.jobs,
+        opts.allow_concurrent_wall,
+        cpus,
+        mem,
+        ctx.m.guest.memory_mib,
+    )?;
+    let how = if opts.jobs.is_some() {
+        "--jobs"
+    } else {
+        "the default for the clock: under icount the host's CPUs and memory, else 1"
+    };
+    ctx.run.notice(
+        ctx.ui,
+        format!(
+            "{n} boot job(s) at once under the {} clock ({how}; {cpus} CPUs, {mem} MiB available)",
+            ctx.clock()
+        ),
+    )?;
     if ctx.run.shard.is_none() {
         let mut meta = ctx.run.meta()?;
         meta.jobs = Some(n);
@@ -261,7 +302,9 @@ fn at_once(ctx: &BootCtx, opts: &Options) -> Result<u32> {
 
 fn ended_jobs(run: &Run) -> Result<Ended> {
     let ended = run.events()?.into_iter().filter_map(|e| match e {
-        Event::BootEnd { variant, vcpus, boot, .. } => Some((variant, vcpus, boot)),
+        Event::BootEnd {
+            variant, vcpus, boot, ..
+        } => Some((variant, vcpus, boot)),
         _ => None,
     });
     Ok(ended.collect())
@@ -300,7 +343,11 @@ struct GuestParts {
 /// images that hold the host key, stay in the work directory.
 fn guest_parts(run: &Run, opts: &Options, ui: &Ui) -> Result<GuestParts> {
     ui.stage("image", "compiling benchmarks, making the SSH keys");
-    let benches = image::compile_benchmarks(&opts.images_dir, &run.records().join("image/bin"), &run.log("image.log"))?;
+    let benches = image::compile_benchmarks(
+        &opts.images_dir,
+        &run.records().join("image/bin"),
+        &run.log("image.log"),
+    )?;
     let dir = match run.shard {
         Some(s) => private_dir(&opts.work_dir, &run.id).join(format!("shard-{}-of-{}", s.k, s.n)),
         None => private_dir(&opts.work_dir, &run.id),
@@ -381,7 +428,16 @@ mod tests {
         let work = tmp.path().to_path_buf();
         let kept = work.join("kernels/k1");
         write(&kept.join("bzImage"), "");
-        let art = Artifact { key: "k1".into(), dir: kept.clone(), bzimage: kept.join("bzImage"), vmlinux: kept.join("vmlinux"), modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
+        let art = Artifact {
+            key: "k1".into(),
+            dir: kept.clone(),
+            bzimage: kept.join("bzImage"),
+            vmlinux: kept.join("vmlinux"),
+            modules: None,
+            release: "6.12".into(),
+            build_s: 1.0,
+            nr_cpus: None,
+        };
         write(&kept.join("artifact.json"), &serde_json::to_string(&art).unwrap());
         let build = |v: &str, key: Option<&str>, error: Option<&str>| Event::Build {
             variant: v.into(),
@@ -397,7 +453,12 @@ mod tests {
             build("base", Some("k1"), None),
             build("gone", Some("k2"), None),
             build("broken", Some("k3"), Some("build failed: x.c:1: error: y")),
-            Event::Patch { variant: "conflicts".into(), failure: None, error: Some("apply series s: conflicts".into()), failed: None },
+            Event::Patch {
+                variant: "conflicts".into(),
+                failure: None,
+                error: Some("apply series s: conflicts".into()),
+                failed: None,
+            },
         ];
         let needed: BTreeSet<&str> = ["base", "gone", "broken", "conflicts", "never"].into();
         let got = from_cache(&events, &work, &needed);
@@ -436,20 +497,45 @@ mod tests {
             jobs: None,
         };
         writer.write_meta(&meta).unwrap();
-        let opts = |w: &str| Options { work_dir: root.join(w), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false, restart_instead: false };
+        let opts = |w: &str| Options {
+            work_dir: root.join(w),
+            runs_dir: root.join("runs"),
+            images_dir: root.join("images"),
+            quiet: true,
+            jobs: None,
+            allow_concurrent_wall: false,
+            restart_instead: false,
+        };
         // another work directory resumes the run while its writer lives
         let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
-        assert!(e.contains(&format!("another harness (pid {}, harness run) is writing it", std::process::id())), "{e}");
+        assert!(
+            e.contains(&format!(
+                "another harness (pid {}, harness run) is writing it",
+                std::process::id()
+            )),
+            "{e}"
+        );
         let dir = writer.dir.clone();
         drop(writer);
         crate::util::wait_until_released(&dir.join("lock"));
         write(&root.join("frag.config"), "CONFIG_A=n\n");
         let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
-        assert!(e.contains(&format!("inputs changed since it started (fragment {} changed)", root.join("frag.config").display())), "{e}");
+        assert!(
+            e.contains(&format!(
+                "inputs changed since it started (fragment {} changed)",
+                root.join("frag.config").display()
+            )),
+            "{e}"
+        );
         // a sharded run is finished by its shards: a plain resume would boot their jobs again under the same boot ids
         drop(Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap());
         let e = format!("{:#}", resume(&dir, &opts("work-a")).unwrap_err());
-        assert!(e.contains("it is split into shards (shards/0-of-2): run them again with `harness run --shard K/2 --run-dir"), "{e}");
+        assert!(
+            e.contains(
+                "it is split into shards (shards/0-of-2): run them again with `harness run --shard K/2 --run-dir"
+            ),
+            "{e}"
+        );
         std::fs::remove_dir_all(root).ok();
     }
 
@@ -469,14 +555,41 @@ mod tests {
             root.join("src").display()
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let opts = Options { work_dir: root.join("work"), runs_dir: root.join("runs"), images_dir: root.join("images"), quiet: true, jobs: None, allow_concurrent_wall: false, restart_instead: false };
+        let opts = Options {
+            work_dir: root.join("work"),
+            runs_dir: root.join("runs"),
+            images_dir: root.join("images"),
+            quiet: true,
+            jobs: None,
+            allow_concurrent_wall: false,
+            restart_instead: false,
+        };
         let dir = root.join("runs/r");
-        let e = format!("{:#}", build(m.clone(), &opts, Some(&dir)).expect_err("a full disk stops the build"));
-        assert!(e.contains("the host failed, not the kernel (no space left on device"), "{e}");
-        let builds = |d: &Path| Run::open(d).unwrap().events().unwrap().into_iter().filter(|e| matches!(e, Event::Build { .. })).count();
+        let e = format!(
+            "{:#}",
+            build(m.clone(), &opts, Some(&dir)).expect_err("a full disk stops the build")
+        );
+        assert!(
+            e.contains("the host failed, not the kernel (no space left on device"),
+            "{e}"
+        );
+        let builds = |d: &Path| {
+            Run::open(d)
+                .unwrap()
+                .events()
+                .unwrap()
+                .into_iter()
+                .filter(|e| matches!(e, Event::Build { .. }))
+                .count()
+        };
         assert_eq!(builds(&dir), 0, "the host's failure was recorded against the variant");
         // the disk freed: the source is unchanged (a copy of it is built), so mend the work tree's Makefile
-        let tree = std::fs::read_dir(root.join("work/tree")).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+        let tree = std::fs::read_dir(root.join("work/tree"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir())
+            .unwrap();
         let ok = "tinyconfig olddefconfig:\n\ttouch .config\nbzImage vmlinux &:\n\tmkdir -p arch/x86/boot include/config\n\techo i > arch/x86/boot/bzImage\n\techo e > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n";
         std::fs::write(tree.join("Makefile"), ok).unwrap();
         let (_, built) = build(m, &opts, Some(&dir)).unwrap();

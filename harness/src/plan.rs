@@ -42,7 +42,12 @@ pub fn boot_jobs(m: &Matrix) -> Vec<BootJob> {
             let mut vs: Vec<&crate::config::Variant> = m.variants.iter().collect();
             vs.shuffle(&mut rng);
             for v in vs {
-                out.push(BootJob { variant: v.name.clone(), vcpus, boot: round, benchmarks: v.benchmarks.clone() });
+                out.push(BootJob {
+                    variant: v.name.clone(),
+                    vcpus,
+                    boot: round,
+                    benchmarks: v.benchmarks.clone(),
+                });
             }
         }
     }
@@ -60,11 +65,19 @@ pub fn second_stage_jobs(m: &Matrix, sent: &[(String, u32)]) -> Vec<BootJob> {
     let mut out = Vec::new();
     for round in first..first + m.statistics.second_stage_boots {
         for &vcpus in m.vcpus.iter().filter(|&&n| sent.iter().any(|s| s.1 == n)) {
-            let mut vs: Vec<&crate::config::Variant> =
-                m.variants.iter().filter(|v| v.name == "base" || sent.iter().any(|s| s.1 == vcpus && s.0 == v.name)).collect();
+            let mut vs: Vec<&crate::config::Variant> = m
+                .variants
+                .iter()
+                .filter(|v| v.name == "base" || sent.iter().any(|s| s.1 == vcpus && s.0 == v.name))
+                .collect();
             vs.shuffle(&mut rng);
             for v in vs {
-                out.push(BootJob { variant: v.name.clone(), vcpus, boot: round, benchmarks: v.benchmarks.clone() });
+                out.push(BootJob {
+                    variant: v.name.clone(),
+                    vcpus,
+                    boot: round,
+                    benchmarks: v.benchmarks.clone(),
+                });
             }
         }
     }
@@ -95,7 +108,10 @@ impl std::str::FromStr for Shard {
     fn from_str(s: &str) -> Result<Shard, String> {
         let bad = || format!("`{s}` is not a shard: write K/N with 0 <= K < N (e.g. 0/4)");
         let (k, n) = s.split_once('/').ok_or_else(bad)?;
-        let (k, n): (u32, u32) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        let (k, n): (u32, u32) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
         if n == 0 || k >= n {
             return Err(bad());
         }
@@ -117,7 +133,11 @@ impl std::fmt::Display for Shard {
 /// together hold every job once, each in the seeded order.
 pub fn shard_jobs(m: &Matrix, jobs: &[BootJob], shard: Shard) -> Vec<BootJob> {
     let block = m.variants.len().max(1);
-    jobs.iter().enumerate().filter(|(i, _)| (i / block) as u32 % shard.n == shard.k).map(|(_, j)| j.clone()).collect()
+    jobs.iter()
+        .enumerate()
+        .filter(|(i, _)| (i / block) as u32 % shard.n == shard.k)
+        .map(|(_, j)| j.clone())
+        .collect()
 }
 
 /// How many blocks a run has: more shards than this leaves some idle.
@@ -150,7 +170,9 @@ mod tests {
             let mut names: Vec<&str> = round.iter().map(|j| j.variant.as_str()).collect();
             names.sort();
             assert_eq!(names, vec!["a", "b", "base"]);
-            assert!(round.iter().all(|j| j.vcpus == round[0].vcpus && j.boot == round[0].boot));
+            assert!(round
+                .iter()
+                .all(|j| j.vcpus == round[0].vcpus && j.boot == round[0].boot));
         }
     }
 
@@ -171,7 +193,10 @@ mod tests {
                 assert_eq!(seen.len(), jobs.len(), "a job in two shards (n={n} boots={boots})");
                 for (k, s) in shards.iter().enumerate() {
                     let at: Vec<usize> = s.iter().map(|j| jobs.iter().position(|x| x == j).unwrap()).collect();
-                    assert!(at.windows(2).all(|w| w[0] < w[1]), "shard {k}/{n} is out of the seeded order: {at:?}");
+                    assert!(
+                        at.windows(2).all(|w| w[0] < w[1]),
+                        "shard {k}/{n} is out of the seeded order: {at:?}"
+                    );
                     for b in s.chunks(3) {
                         let mut names: Vec<&str> = b.iter().map(|j| j.variant.as_str()).collect();
                         names.sort();
@@ -181,7 +206,10 @@ mod tests {
                 let sizes: Vec<usize> = shards.iter().map(Vec::len).collect();
                 let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
                 assert!(hi - lo <= 3, "unbalanced shards {sizes:?}");
-                assert_eq!(shards.iter().filter(|s| !s.is_empty()).count(), (n as usize).min(block_count(&m)));
+                assert_eq!(
+                    shards.iter().filter(|s| !s.is_empty()).count(),
+                    (n as usize).min(block_count(&m))
+                );
             }
         }
     }
@@ -203,18 +231,41 @@ mod tests {
         let sent = [(m.variants[1].name.clone(), m.vcpus[0])];
         let jobs = second_stage_jobs(&m, &sent);
         let ids: Vec<String> = jobs.iter().map(BootJob::id).collect();
-        assert_eq!(jobs.len(), 4, "2 rounds × (base + the sent variant) at one vCPU count: {ids:?}");
-        assert!(jobs.iter().all(|j| j.vcpus == m.vcpus[0] && (j.variant == "base" || j.variant == sent[0].0)), "{ids:?}");
-        assert_eq!(jobs.iter().map(|j| j.boot).collect::<Vec<_>>(), [3, 3, 4, 4], "after the first stage's boots 0..3");
-        assert!(ids.iter().all(|id| !boot_jobs(&m).iter().any(|j| &j.id() == id)), "ids new to the run");
+        assert_eq!(
+            jobs.len(),
+            4,
+            "2 rounds × (base + the sent variant) at one vCPU count: {ids:?}"
+        );
+        assert!(
+            jobs.iter()
+                .all(|j| j.vcpus == m.vcpus[0] && (j.variant == "base" || j.variant == sent[0].0)),
+            "{ids:?}"
+        );
+        assert_eq!(
+            jobs.iter().map(|j| j.boot).collect::<Vec<_>>(),
+            [3, 3, 4, 4],
+            "after the first stage's boots 0..3"
+        );
+        assert!(
+            ids.iter().all(|id| !boot_jobs(&m).iter().any(|j| &j.id() == id)),
+            "ids new to the run"
+        );
         assert_eq!(second_stage_jobs(&m, &sent), jobs, "seeded: the same plan when resumed");
         assert!(second_stage_jobs(&m, &[]).is_empty());
-        assert_eq!((boot_index("v-2cpu-b7"), boot_index("v-2cpu-b7.2"), boot_index("x")), (Some(7), Some(7), None));
+        assert_eq!(
+            (boot_index("v-2cpu-b7"), boot_index("v-2cpu-b7.2"), boot_index("x")),
+            (Some(7), Some(7), None)
+        );
     }
 
     #[test]
     fn order_is_seeded_and_randomised() {
-        let order = |seed| boot_jobs(&matrix(4, seed)).iter().map(|j| j.variant.clone()).collect::<Vec<_>>();
+        let order = |seed| {
+            boot_jobs(&matrix(4, seed))
+                .iter()
+                .map(|j| j.variant.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(order(1), order(1));
         let distinct: std::collections::BTreeSet<Vec<String>> = (0..8).map(order).collect();
         assert!(distinct.len() > 1, "the seed does not change the order");

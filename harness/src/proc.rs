@@ -142,7 +142,10 @@ fn forget_group(pgid: i32) {
 }
 
 fn kill_all(sig: i32) {
-    let groups: Vec<i32> = LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
+    let groups: Vec<i32> = LIVE_GROUPS
+        .lock()
+        .map(|g| g.iter().copied().collect())
+        .unwrap_or_default();
     for pg in groups {
         // SAFETY: killpg only sends a signal; pg is a group we created.
         unsafe {
@@ -188,7 +191,15 @@ impl Finished {
 impl Cmd {
     /// A program with no arguments yet.
     pub fn new(program: impl Into<OsString>) -> Self {
-        Cmd { program: program.into(), args: Vec::new(), dir: None, env: Vec::new(), log: None, deadline: None, capture: false }
+        Cmd {
+            program: program.into(),
+            args: Vec::new(),
+            dir: None,
+            env: Vec::new(),
+            log: None,
+            deadline: None,
+            capture: false,
+        }
     }
     /// Appends one argument.
     pub fn arg(mut self, a: impl Into<OsString>) -> Self {
@@ -237,7 +248,10 @@ impl Cmd {
     }
 
     fn expression(&self) -> Result<duct::Expression> {
-        let mut e = duct::cmd(&self.program, &self.args).stdin_null().stderr_to_stdout().unchecked();
+        let mut e = duct::cmd(&self.program, &self.args)
+            .stdin_null()
+            .stderr_to_stdout()
+            .unchecked();
         if let Some(d) = &self.dir {
             e = e.dir(d);
         }
@@ -284,12 +298,20 @@ impl Cmd {
             let mut f = open_log(log)?;
             writeln!(f, "$ {}", self.describe()).ok();
         }
-        let handle = self.expression()?.start().with_context(|| format!("start `{}`", self.describe()))?;
+        let handle = self
+            .expression()?
+            .start()
+            .with_context(|| format!("start `{}`", self.describe()))?;
         let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
         if LIVE_GROUPS.lock().map(|mut g| g.insert(pgid)).unwrap_or(false) {
             tell_watchdog(pgid);
         }
-        Ok(Child { handle: Some(handle), pgid, started: Instant::now(), cmd: self })
+        Ok(Child {
+            handle: Some(handle),
+            pgid,
+            started: Instant::now(),
+            cmd: self,
+        })
     }
 
     /// Runs to completion (or deadline, or interruption).
@@ -304,8 +326,20 @@ impl Cmd {
         let log = self.log.clone();
         let f = self.run()?;
         if !f.success() {
-            let tail: Vec<&str> = f.output.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
-            let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
+            let tail: Vec<&str> = f
+                .output
+                .lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let how = if f.timed_out {
+                "timed out".to_string()
+            } else {
+                format!("exited with {:?}", f.code)
+            };
             let where_ = log.map(|l| format!(" (log: {})", l.display())).unwrap_or_default();
             bail!("run `{desc}`: {how}{where_}\n{}", tail.join("\n"));
         }
@@ -317,7 +351,11 @@ fn open_log(p: &Path) -> Result<File> {
     if let Some(d) = p.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
     }
-    std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("open log {}", p.display()))
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .with_context(|| format!("open log {}", p.display()))
 }
 
 /// A running child; dropping it kills its whole process group.
@@ -391,7 +429,13 @@ impl Child {
                 }
             }
         }
-        Finished { code, signal, timed_out, elapsed: self.started.elapsed(), output }
+        Finished {
+            code,
+            signal,
+            timed_out,
+            elapsed: self.started.elapsed(),
+            output,
+        }
     }
 
     /// Kills the group: SIGTERM, a short grace, then SIGKILL; reaps the child.
@@ -430,7 +474,9 @@ impl Drop for Child {
 /// Looks a program up on PATH.
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 /// Returns an error when the run was interrupted.
@@ -448,7 +494,11 @@ mod tests {
 
     #[test]
     fn captures_output_and_status() {
-        let f = Cmd::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]).capture().run().unwrap();
+        let f = Cmd::new("sh")
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .capture()
+            .run()
+            .unwrap();
         assert_eq!(f.code, Some(3));
         assert!(f.output.contains("out") && f.output.contains("err"));
         assert!(!f.success());
@@ -461,13 +511,21 @@ mod tests {
         let pidfile = dir.join("grandchild.pid");
         // the grandchild would outlive a plain kill of the direct child
         let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
-        let f = Cmd::new("sh").args(["-c", &script]).deadline(Duration::from_millis(500)).run().unwrap();
+        let f = Cmd::new("sh")
+            .args(["-c", &script])
+            .deadline(Duration::from_millis(500))
+            .run()
+            .unwrap();
         assert!(f.timed_out);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         std::thread::sleep(Duration::from_millis(100));
         // a killed orphan may linger as a zombie until init reaps it
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let alive = state.rsplit(')').next().map(|r| r.trim_start().starts_with(|c| c != 'Z')).unwrap_or(false);
+        let alive = state
+            .rsplit(')')
+            .next()
+            .map(|r| r.trim_start().starts_with(|c| c != 'Z'))
+            .unwrap_or(false);
         assert!(!alive, "grandchild {pid} survived the group kill");
         std::fs::remove_dir_all(dir).ok();
     }
@@ -475,7 +533,11 @@ mod tests {
     fn alive(pid: i32) -> bool {
         // a killed orphan may linger as a zombie until init reaps it
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        state.rsplit(')').next().map(|r| r.trim_start().starts_with(|c| c != 'Z')).unwrap_or(false)
+        state
+            .rsplit(')')
+            .next()
+            .map(|r| r.trim_start().starts_with(|c| c != 'Z'))
+            .unwrap_or(false)
     }
 
     fn wait_dead(pid: i32) -> bool {
@@ -522,7 +584,11 @@ mod tests {
         while read().is_none() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
-        let grandchild: i32 = read().expect("the shell wrote the grandchild's pid").trim().parse().unwrap();
+        let grandchild: i32 = read()
+            .expect("the shell wrote the grandchild's pid")
+            .trim()
+            .parse()
+            .unwrap();
         w.write_all(&12345678i32.to_ne_bytes()).unwrap();
         w.write_all(&(-12345678i32).to_ne_bytes()).unwrap();
         w.write_all(&child.pgid().to_ne_bytes()).unwrap();

@@ -66,14 +66,20 @@ fn path_sh(p: &Path) -> String {
 
 /// `#SBATCH` lines are not shell: a path or name in them must not need quoting.
 fn plain(what: &str, s: &str) -> Result<()> {
-    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control() || "'\"\\$`#;&|<>".contains(c)) {
+    if s.is_empty()
+        || s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "'\"\\$`#;&|<>".contains(c))
+    {
         bail!("write the Slurm scripts: {what} `{s}` has characters an #SBATCH line cannot hold");
     }
     Ok(())
 }
 
 fn header(j: &Job, name: &str, what: &str, cpus: u32, mem_mib: u64) -> String {
-    let out = j.run_dir.join("slurm").join(format!("{name}-%A{}.out", if name == "shard" { "_%a" } else { "" }));
+    let out = j
+        .run_dir
+        .join("slurm")
+        .join(format!("{name}-%A{}.out", if name == "shard" { "_%a" } else { "" }));
     let mut s = format!(
         "#!/bin/bash\n# {what}\n# Written by `harness slurm`; edit freely. Every path must be the same on every node (a shared filesystem).\n\
          #SBATCH --job-name=harness-{name}\n#SBATCH --cpus-per-task={cpus}\n#SBATCH --mem={mem_mib}M\n#SBATCH --output={}\n",
@@ -90,7 +96,11 @@ fn header(j: &Job, name: &str, what: &str, cpus: u32, mem_mib: u64) -> String {
 
 /// The shell lines every script shares: the paths, and the harness with its global options.
 fn common(j: &Job) -> String {
-    let images = j.images_dir.as_ref().map(|i| format!(" --images-dir {}", path_sh(i))).unwrap_or_default();
+    let images = j
+        .images_dir
+        .as_ref()
+        .map(|i| format!(" --images-dir {}", path_sh(i)))
+        .unwrap_or_default();
     format!(
         "set -euo pipefail\nHARNESS={}\nRUN_DIR={}\nharness() {{\n    \"$HARNESS\" --work-dir {} --runs-dir {}{images} \"$@\"\n}}\n",
         path_sh(&j.harness),
@@ -109,10 +119,20 @@ pub fn scripts(j: &Job) -> Result<Vec<(&'static str, String)>> {
             plain(what, v)?;
         }
     }
-    let profile = j.profile.as_deref().map(|p| format!(" --profile {}", sh(p))).unwrap_or_default();
+    let profile = j
+        .profile
+        .as_deref()
+        .map(|p| format!(" --profile {}", sh(p)))
+        .unwrap_or_default();
     let build = format!(
         "{}{}harness build {}{profile} --run-dir \"$RUN_DIR\" --quiet\n",
-        header(j, "build", "Builds every kernel of the matrix once into the shared kernel cache and writes the run directory.", j.cpus, build_mem_mib(j.cpus)),
+        header(
+            j,
+            "build",
+            "Builds every kernel of the matrix once into the shared kernel cache and writes the run directory.",
+            j.cpus,
+            build_mem_mib(j.cpus)
+        ),
         common(j),
         path_sh(&j.matrix)
     );
@@ -125,7 +145,13 @@ pub fn scripts(j: &Job) -> Result<Vec<(&'static str, String)>> {
     );
     let report = format!(
         "{}#SBATCH --kill-on-invalid-dep=yes\n{}harness report \"$RUN_DIR\"\n",
-        header(j, "report", "Merges the shards' records and writes report.json, report.csv and report.html into the run directory.", 1, 1024),
+        header(
+            j,
+            "report",
+            "Merges the shards' records and writes report.json, report.csv and report.html into the run directory.",
+            1,
+            1024
+        ),
         common(j)
     );
     let submit = "#!/bin/bash\n# Submits the chain: the build; the shards once it succeeded; the report once every shard ended,\n\
@@ -136,7 +162,12 @@ pub fn scripts(j: &Job) -> Result<Vec<(&'static str, String)>> {
                   report=$(sbatch --parsable --dependency=afterany:\"$shards\" report.sbatch); report=${report%%;*}\n\
                   echo \"build $build, shards $shards, report $report\"\n"
         .to_string();
-    Ok(vec![("build.sbatch", build), ("shards.sbatch", shards), ("report.sbatch", report), ("submit.sh", submit)])
+    Ok(vec![
+        ("build.sbatch", build),
+        ("shards.sbatch", shards),
+        ("report.sbatch", report),
+        ("submit.sh", submit),
+    ])
 }
 
 /// Writes the scripts into `<run>/slurm/` and gives that directory.
@@ -148,7 +179,8 @@ pub fn write(j: &Job) -> Result<PathBuf> {
         std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
         if name == "submit.sh" {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).with_context(|| format!("make {} executable", p.display()))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("make {} executable", p.display()))?;
         }
     }
     Ok(dir)
@@ -178,13 +210,24 @@ fn sbatch(dir: &Path, script: &str, dependency: Option<String>) -> Result<String
     if let Some(d) = dependency {
         cmd = cmd.arg(d);
     }
-    let f = cmd.arg(dir.join(script)).dir(dir).capture().deadline(std::time::Duration::from_secs(120)).run_ok().with_context(|| format!("submit {script}"))?;
+    let f = cmd
+        .arg(dir.join(script))
+        .dir(dir)
+        .capture()
+        .deadline(std::time::Duration::from_secs(120))
+        .run_ok()
+        .with_context(|| format!("submit {script}"))?;
     job_id(&f.output).with_context(|| format!("read the job id of {script} from sbatch's output: {}", f.output.trim()))
 }
 
 /// The job id in `sbatch --parsable` output (`id` or `id;cluster`, after any warnings).
 fn job_id(output: &str) -> Option<String> {
-    output.lines().rev().map(|l| l.trim().split(';').next().unwrap_or("")).find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit())).map(str::to_string)
+    output
+        .lines()
+        .rev()
+        .map(|l| l.trim().split(';').next().unwrap_or(""))
+        .find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -212,15 +255,35 @@ mod tests {
     fn scripts_chain_build_shards_and_report() {
         let s: std::collections::BTreeMap<_, _> = scripts(&job()).unwrap().into_iter().collect();
         let shards = &s["shards.sbatch"];
-        for line in ["#SBATCH --array=0-2\n", "#SBATCH --cpus-per-task=26\n", "#SBATCH --mem=9320M\n", "#SBATCH --partition=big\n", "--output=/shared/runs/20261201-quick/slurm/shard-%A_%a.out\n"] {
+        for line in [
+            "#SBATCH --array=0-2\n",
+            "#SBATCH --cpus-per-task=26\n",
+            "#SBATCH --mem=9320M\n",
+            "#SBATCH --partition=big\n",
+            "--output=/shared/runs/20261201-quick/slurm/shard-%A_%a.out\n",
+        ] {
             assert!(shards.contains(line), "{line:?} not in\n{shards}");
         }
-        assert!(shards.contains("harness run --shard \"$SLURM_ARRAY_TASK_ID/3\" --run-dir \"$RUN_DIR\""), "{shards}");
-        assert!(shards.contains("--work-dir '/shared/work' --runs-dir '/shared/runs'"), "{shards}");
-        assert!(s["build.sbatch"].contains("harness build '/srv/m it'\\''s.yaml' --profile 'quick' --run-dir \"$RUN_DIR\""), "{}", s["build.sbatch"]);
+        assert!(
+            shards.contains("harness run --shard \"$SLURM_ARRAY_TASK_ID/3\" --run-dir \"$RUN_DIR\""),
+            "{shards}"
+        );
+        assert!(
+            shards.contains("--work-dir '/shared/work' --runs-dir '/shared/runs'"),
+            "{shards}"
+        );
+        assert!(
+            s["build.sbatch"].contains("harness build '/srv/m it'\\''s.yaml' --profile 'quick' --run-dir \"$RUN_DIR\""),
+            "{}",
+            s["build.sbatch"]
+        );
         assert!(s["report.sbatch"].contains("harness report \"$RUN_DIR\""));
         let submit = &s["submit.sh"];
-        assert!(submit.contains("--dependency=afterok:\"$build\" shards.sbatch") && submit.contains("--dependency=afterany:\"$shards\" report.sbatch"), "{submit}");
+        assert!(
+            submit.contains("--dependency=afterok:\"$build\" shards.sbatch")
+                && submit.contains("--dependency=afterany:\"$shards\" report.sbatch"),
+            "{submit}"
+        );
         assert!(!s["build.sbatch"].contains("--array"));
     }
 
@@ -230,7 +293,10 @@ mod tests {
     fn the_build_job_asks_for_memory_by_its_make_jobs() {
         let s: std::collections::BTreeMap<_, _> = scripts(&job()).unwrap().into_iter().collect();
         let b = &s["build.sbatch"];
-        assert!(b.contains("#SBATCH --cpus-per-task=26\n") && b.contains(&format!("#SBATCH --mem={}M\n", 26 * 1536)), "{b}");
+        assert!(
+            b.contains("#SBATCH --cpus-per-task=26\n") && b.contains(&format!("#SBATCH --mem={}M\n", 26 * 1536)),
+            "{b}"
+        );
         assert_eq!(crate::kernel::build::build_jobs(26, Some(26 * 1536)), 26);
     }
 
@@ -239,7 +305,10 @@ mod tests {
         let mut j = job();
         j.run_dir = "/shared/my runs/x".into();
         let e = format!("{:#}", scripts(&j).unwrap_err());
-        assert!(e.contains("the run directory `/shared/my runs/x` has characters an #SBATCH line cannot hold"), "{e}");
+        assert!(
+            e.contains("the run directory `/shared/my runs/x` has characters an #SBATCH line cannot hold"),
+            "{e}"
+        );
         let mut j = job();
         j.partition = Some("a\n#SBATCH --x".into());
         assert!(scripts(&j).is_err());

@@ -69,9 +69,14 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
         (Some(git), range) => {
             m.kernel.source = std::path::absolute(git).context("resolve --git")?;
             if let Some(r) = range {
-                let (base, _) = r.split_once("..").with_context(|| format!("the range `{r}` is not BASE..TOPIC"))?;
+                let (base, _) = r
+                    .split_once("..")
+                    .with_context(|| format!("the range `{r}` is not BASE..TOPIC"))?;
                 base_ref = Some(base.to_string());
-                sources.push(Source::GitRange { tree: m.kernel.source.clone(), range: r.clone() });
+                sources.push(Source::GitRange {
+                    tree: m.kernel.source.clone(),
+                    range: r.clone(),
+                });
             }
         }
         (None, Some(_)) => bail!("--range needs --git TREE"),
@@ -89,8 +94,22 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     }
     m.series_dir = work.join("try").join(crate::util::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
-    let base = Variant { name: "base".into(), apply: vec![], revert: vec![], fragments: vec![], benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(), git_ref: base_ref };
-    m.variants = vec![base.clone(), Variant { name: SERIES.into(), apply: vec![SERIES.into()], ..base }];
+    let base = Variant {
+        name: "base".into(),
+        apply: vec![],
+        revert: vec![],
+        fragments: vec![],
+        benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(),
+        git_ref: base_ref,
+    };
+    m.variants = vec![
+        base.clone(),
+        Variant {
+            name: SERIES.into(),
+            apply: vec![SERIES.into()],
+            ..base
+        },
+    ];
     // the profile that runs: the one asked for, or its `without_kvm:`
     m.profile = Some(match &m.profile {
         Some(p) => format!("try-{p}"),
@@ -131,10 +150,14 @@ fn narrow(m: &mut Matrix, req: &Request) -> Result<()> {
     if !req.bench.is_empty() {
         let known: Vec<String> = m.benchmarks.iter().map(|b| b.name.clone()).collect();
         if let Some(b) = req.bench.iter().find(|b| !known.contains(b)) {
-            bail!("--bench {b}: the matrix has no such benchmark (it has {})", known.join(", "));
+            bail!(
+                "--bench {b}: the matrix has no such benchmark (it has {})",
+                known.join(", ")
+            );
         }
         m.benchmarks.retain(|b| req.bench.contains(&b.name));
-        m.key_metrics.retain(|k| req.bench.iter().any(|b| k == b || k.starts_with(&format!("{b}."))));
+        m.key_metrics
+            .retain(|k| req.bench.iter().any(|b| k == b || k.starts_with(&format!("{b}."))));
     }
     if let Some(c) = req.clock {
         m.guest.clock = c;
@@ -172,13 +195,24 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
         }
     }
     let _ = std::fs::remove_dir_all(scratch);
-    tree::pristine_files(&m.kernel.source, &files, &scratch.join("tree"), &scratch.join("preflight.log"))?;
+    tree::pristine_files(
+        &m.kernel.source,
+        &files,
+        &scratch.join("tree"),
+        &scratch.join("preflight.log"),
+    )?;
     let st = patch::classify(&scratch.join("tree"), &s, &scratch.join("scratch"))?;
     let _ = std::fs::remove_dir_all(scratch);
     Ok(match st {
         State::Applies => None,
-        State::Contained => Some(format!("the series is already in {} (every patch reverse-applies)", m.kernel.source.display())),
-        State::Conflicts { forward, .. } => Some(format!("the series does not apply to {}: {forward}", m.kernel.source.display())),
+        State::Contained => Some(format!(
+            "the series is already in {} (every patch reverse-applies)",
+            m.kernel.source.display()
+        )),
+        State::Conflicts { forward, .. } => Some(format!(
+            "the series does not apply to {}: {forward}",
+            m.kernel.source.display()
+        )),
     })
 }
 
@@ -217,19 +251,62 @@ pub fn failures(run: &Run) -> Result<Vec<Failure>> {
 /// The lines of one event's failure (none for a success).
 fn failure_lines(e: &Event) -> Vec<Failure> {
     // the event's kind is its stage; a cut boot names its own
-    let line = |stage, text: String| Failure { stage, cause: e.failed().map(|f| f.cause), text };
+    let line = |stage, text: String| Failure {
+        stage,
+        cause: e.failed().map(|f| f.cause),
+        text,
+    };
     match e {
-        Event::Patch { variant, error: Some(err), .. } => vec![line(Stage::Patch, format!("{variant}: patch: {err}"))],
-        Event::Config { variant, error: Some(err), .. } => vec![line(Stage::Config, format!("{variant}: config: {err}"))],
-        Event::Build { variant, errors, error: Some(err), .. } => {
-            let compiler = errors.iter().skip(1).take(9).map(|l| line(Stage::Build, format!("{variant}:   {l}")));
-            std::iter::once(line(Stage::Build, format!("{variant}: {err}"))).chain(compiler).collect()
+        Event::Patch {
+            variant,
+            error: Some(err),
+            ..
+        } => vec![line(Stage::Patch, format!("{variant}: patch: {err}"))],
+        Event::Config {
+            variant,
+            error: Some(err),
+            ..
+        } => vec![line(Stage::Config, format!("{variant}: config: {err}"))],
+        Event::Build {
+            variant,
+            errors,
+            error: Some(err),
+            ..
+        } => {
+            let compiler = errors
+                .iter()
+                .skip(1)
+                .take(9)
+                .map(|l| line(Stage::Build, format!("{variant}:   {l}")));
+            std::iter::once(line(Stage::Build, format!("{variant}: {err}")))
+                .chain(compiler)
+                .collect()
         }
-        Event::BootEnd { variant, vcpus, boot, boot_id, findings, error, failed, .. } => {
+        Event::BootEnd {
+            variant,
+            vcpus,
+            boot,
+            boot_id,
+            findings,
+            error,
+            failed,
+            ..
+        } => {
             let stage = failed.map_or(Stage::Boot, |f| f.stage);
             let mut out: Vec<Failure> = findings
                 .iter()
-                .map(|f| line(stage, format!("{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}", f.line.trim(), f.signature).trim_end().to_string()))
+                .map(|f| {
+                    line(
+                        stage,
+                        format!(
+                            "{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}",
+                            f.line.trim(),
+                            f.signature
+                        )
+                        .trim_end()
+                        .to_string(),
+                    )
+                })
                 .collect();
             // never built (no boot id in runs recorded before causes were)
             let not_built = failed.is_some_and(|f| f.cause == Cause::NotBuilt) || boot_id.is_none();
@@ -251,7 +328,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let patch = "From: A <a@x>\nSubject: [PATCH] exec: slower\n\n---\n--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1 +1 @@\n-a\n+b\n";
-        std::fs::write(root.join("one.mbox"), format!("From 1234 Mon Sep 17 00:00:00 2001\n{patch}")).unwrap();
+        std::fs::write(
+            root.join("one.mbox"),
+            format!("From 1234 Mon Sep 17 00:00:00 2001\n{patch}"),
+        )
+        .unwrap();
         let req = Request {
             series: vec![root.join("one.mbox")],
             profile: "exact".into(),
@@ -266,15 +347,42 @@ mod tests {
         let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["base", "series"]);
         assert_eq!(m.variants[1].apply, vec!["series".to_string()]);
-        assert_eq!((m.vcpus.clone(), m.sampling.boots, m.statistics.threshold, m.guest.clock), (vec![2, 4], 3, 0.01, Clock::Icount));
+        assert_eq!(
+            (m.vcpus.clone(), m.sampling.boots, m.statistics.threshold, m.guest.clock),
+            (vec![2, 4], 3, 0.01, Clock::Icount)
+        );
         assert_eq!(m.key_metrics, vec!["static-doexec".to_string()]);
         assert_eq!(m.profile.as_deref(), Some("try-exact"));
         let s = patch::load_series(&m.series_dir, SERIES).unwrap();
-        assert_eq!(std::fs::read_to_string(&s.patches[0]).unwrap(), patch, "the message, byte for byte");
+        assert_eq!(
+            std::fs::read_to_string(&s.patches[0]).unwrap(),
+            patch,
+            "the message, byte for byte"
+        );
         assert!(s.patches[0].ends_with("0001-exec-slower.patch"));
-        let e = format!("{:#}", matrix(&Request { bench: vec!["nope".into()], ..req.clone() }, &work).unwrap_err());
+        let e = format!(
+            "{:#}",
+            matrix(
+                &Request {
+                    bench: vec!["nope".into()],
+                    ..req.clone()
+                },
+                &work
+            )
+            .unwrap_err()
+        );
         assert!(e.starts_with("--bench nope: the matrix has no such benchmark"), "{e}");
-        let e = format!("{:#}", matrix(&Request { series: vec![], ..req.clone() }, &work).unwrap_err());
+        let e = format!(
+            "{:#}",
+            matrix(
+                &Request {
+                    series: vec![],
+                    ..req.clone()
+                },
+                &work
+            )
+            .unwrap_err()
+        );
         assert!(e.starts_with("no series: name an mbox"), "{e}");
         assert_eq!(parse_clock("cycles").unwrap_err(), "`cycles` is not wall or icount");
         std::fs::remove_dir_all(root).ok();
@@ -296,14 +404,22 @@ mod tests {
         m.kernel.source = root.join("src");
         m.series_dir = root.join("patches");
         let mk = |old: &str| {
-            let p = vec![("0001-x.patch".to_string(), format!("--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1,3 +1,3 @@\n one\n-{old}\n+TWO\n three\n").into_bytes())];
+            let p = vec![(
+                "0001-x.patch".to_string(),
+                format!("--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1,3 +1,3 @@\n one\n-{old}\n+TWO\n three\n").into_bytes(),
+            )];
             series::write_quilt(&p, &m.series_dir, SERIES).unwrap();
         };
         mk("two");
         assert_eq!(preflight(&m, &root.join("scratch")).unwrap(), None);
         mk("zwei");
         let why = preflight(&m, &root.join("scratch")).unwrap().unwrap();
-        assert!(why.contains("does not apply") && why.contains("0001-x.patch") && why.ends_with("fs/exec.c: hunk #1 failed"), "{why}");
+        assert!(
+            why.contains("does not apply")
+                && why.contains("0001-x.patch")
+                && why.ends_with("fs/exec.c: hunk #1 failed"),
+            "{why}"
+        );
         std::fs::remove_dir_all(root).ok();
     }
 
@@ -321,7 +437,10 @@ mod tests {
             failed: Some(Failed::new(Stage::Build, Cause::BuildTimeout)),
         };
         let lines = failure_lines(&build);
-        assert_eq!(lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["series: the build did not finish", "series:   x.c:2: error: z"]);
+        assert_eq!(
+            lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            ["series: the build did not finish", "series:   x.c:2: error: z"]
+        );
         assert!(lines.iter().all(|l| l.unmade() && l.cause == Some(Cause::BuildTimeout)));
         let end = |error: &str, failed| Event::BootEnd {
             variant: "series".into(),
@@ -333,10 +452,24 @@ mod tests {
             busy_wall_per_guest_s: None,
             failed,
         };
-        assert!(failure_lines(&end("whatever it says", Some(Failed::new(Stage::Boot, Cause::NotBuilt)))).is_empty(), "its build says why");
-        let cut = failure_lines(&end("measure during d: guest stopped answering", Some(Failed::new(Stage::Benchmark, Cause::GuestHung))));
+        assert!(
+            failure_lines(&end(
+                "whatever it says",
+                Some(Failed::new(Stage::Boot, Cause::NotBuilt))
+            ))
+            .is_empty(),
+            "its build says why"
+        );
+        let cut = failure_lines(&end(
+            "measure during d: guest stopped answering",
+            Some(Failed::new(Stage::Benchmark, Cause::GuestHung)),
+        ));
         assert_eq!((cut.len(), cut[0].stage, cut[0].unmade()), (1, Stage::Benchmark, false));
         let old = failure_lines(&end("boot failed: no SSH", None));
-        assert_eq!((old[0].stage, old[0].cause), (Stage::Boot, None), "a run recorded before causes still reads");
+        assert_eq!(
+            (old[0].stage, old[0].cause),
+            (Stage::Boot, None),
+            "a run recorded before causes still reads"
+        );
     }
 }

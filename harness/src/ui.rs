@@ -30,7 +30,11 @@ impl Ui {
             b.enable_steady_tick(std::time::Duration::from_millis(250));
             b
         });
-        Ui { bar, start: Instant::now(), quiet }
+        Ui {
+            bar,
+            start: Instant::now(),
+            quiet,
+        }
     }
 
     /// A new stage/cell message.

@@ -9,26 +9,39 @@ use anyhow::{Context, Result};
 
 /// UTC now as RFC 3339 (seconds).
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     rfc3339(secs)
 }
 
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn rfc3339(secs: u64) -> String {
-    let t = i64::try_from(secs).ok().and_then(|s| jiff::Timestamp::from_second(s).ok()).unwrap_or(jiff::Timestamp::MAX);
+    let t = i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// UTC now as a compact stamp for directory names (`20261201-101500`):
 /// the start of a run id, and of a bisection's directory.
 pub fn stamp() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     compact(secs)
 }
 
 /// Formats Unix seconds as `YYYYMMDD-HHMMSS`.
 fn compact(secs: u64) -> String {
-    rfc3339(secs).replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_string()
+    rfc3339(secs)
+        .replace([':', '-'], "")
+        .replace('T', "-")
+        .trim_end_matches('Z')
+        .to_string()
 }
 
 /// Lower-case hex of `b`.
@@ -41,14 +54,20 @@ pub const COMPLETE: &str = ".complete";
 
 /// Whether `dir` holds its completion marker and every one of `files` as given.
 fn holds(dir: &Path, files: &[(&str, &[u8])]) -> bool {
-    dir.join(COMPLETE).is_file() && files.iter().all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
+    dir.join(COMPLETE).is_file()
+        && files
+            .iter()
+            .all(|(p, data)| std::fs::read(dir.join(p)).ok().as_deref() == Some(*data))
 }
 
 /// A name beside `dir` no other process or thread uses: `<dir>.<what>-<pid>-<n>`.
 fn private_name(dir: &Path, what: &str) -> std::path::PathBuf {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     dir.with_file_name(format!("{name}.{what}-{}-{n}", std::process::id()))
 }
 
@@ -74,7 +93,9 @@ pub fn write_dir_once(dir: &Path, files: &[(&str, &[u8])]) -> Result<()> {
     }
     let tmp = private_name(dir, "partial");
     let written = fill(&tmp, files);
-    let moved = written.and_then(|()| std::fs::rename(&tmp, dir).with_context(|| format!("move {} into {}", tmp.display(), dir.display())));
+    let moved = written.and_then(|()| {
+        std::fs::rename(&tmp, dir).with_context(|| format!("move {} into {}", tmp.display(), dir.display()))
+    });
     match moved {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -112,10 +133,18 @@ impl Flock {
     /// Takes the lock on `p` if it is free; `Ok(Err(holder))` names who
     /// holds it.
     pub fn try_take(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(p)
+            .with_context(|| format!("open {}", p.display()))?;
         match f.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(Err(std::fs::read_to_string(p).unwrap_or_default().trim().to_string())),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Ok(Err(std::fs::read_to_string(p).unwrap_or_default().trim().to_string()))
+            }
             Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("lock {}", p.display())),
         }
         f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
@@ -126,7 +155,13 @@ impl Flock {
     /// Takes a shared lock on `p` if no exclusive holder has it (`Ok(None)`
     /// when one has). Shared holders write nothing into the file.
     pub fn try_share(p: &Path) -> Result<Option<Flock>> {
-        let f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(p).with_context(|| format!("open {}", p.display()))?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(p)
+            .with_context(|| format!("open {}", p.display()))?;
         match f.try_lock_shared() {
             Ok(()) => Ok(Some(Flock { _file: f })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
@@ -139,7 +174,8 @@ impl Flock {
     pub fn holder(p: &Path) -> Option<String> {
         let f = std::fs::File::open(p).ok()?;
         // a shared lock conflicts only with an exclusive holder; released when `f` closes
-        matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)).then(|| std::fs::read_to_string(p).unwrap_or_default().trim().to_string())
+        matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+            .then(|| std::fs::read_to_string(p).unwrap_or_default().trim().to_string())
     }
 }
 
@@ -152,7 +188,11 @@ impl Flock {
 pub fn wait_until_released(p: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while Flock::holder(p).is_some() {
-        assert!(std::time::Instant::now() < deadline, "{} still held 10 s after its holder dropped it", p.display());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} still held 10 s after its holder dropped it",
+            p.display()
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

@@ -173,7 +173,14 @@ pub fn qemu_args(s: &VmSpec) -> Vec<String> {
     });
     let cores = s.vcpus / (s.sockets * s.threads).max(1);
     a.push("-smp".into());
-    a.push(format!("{},sockets={},cores={},threads={},maxcpus={}", s.vcpus, s.sockets, cores.max(1), s.threads, s.vcpus));
+    a.push(format!(
+        "{},sockets={},cores={},threads={},maxcpus={}",
+        s.vcpus,
+        s.sockets,
+        cores.max(1),
+        s.threads,
+        s.vcpus
+    ));
     a.push("-m".into());
     a.push(format!("{}M", s.memory_mib));
     a.extend(numa_args(s));
@@ -212,7 +219,11 @@ fn numa_args(s: &VmSpec) -> Vec<String> {
             a.push("-object".into());
             a.push(format!("memory-backend-ram,id=mem{n},size={per_mem}M"));
             a.push("-numa".into());
-            a.push(format!("node,nodeid={n},cpus={}-{},memdev=mem{n}", n * per_cpu, (n + 1) * per_cpu - 1));
+            a.push(format!(
+                "node,nodeid={n},cpus={}-{},memdev=mem{n}",
+                n * per_cpu,
+                (n + 1) * per_cpu - 1
+            ));
         }
     }
     a
@@ -238,11 +249,19 @@ pub struct CmdlineSpec {
 /// (tens of seconds at high vCPU counts under TCG); `quiet loglevel=5` keeps
 /// the serial console fast while WARN and worse still reach it.
 pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
-    let mut w: Vec<String> =
-        ["console=ttyS0", "panic=-1", "oops=panic", "quiet", "loglevel=5", "lpj=4000000", "tsc=reliable", "rdinit=/init"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let mut w: Vec<String> = [
+        "console=ttyS0",
+        "panic=-1",
+        "oops=panic",
+        "quiet",
+        "loglevel=5",
+        "lpj=4000000",
+        "tsc=reliable",
+        "rdinit=/init",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     if !c.aslr {
         w.push("norandmaps".into());
     }
@@ -263,7 +282,12 @@ pub fn kernel_cmdline(c: &CmdlineSpec) -> String {
         w.push("nolapic_timer".into());
     }
     if c.accel == Accel::Tcg && c.overcommit > 1.0 {
-        for x in ["nowatchdog", "nosoftlockup", "rcupdate.rcu_cpu_stall_suppress=1", "hung_task_timeout_secs=0"] {
+        for x in [
+            "nowatchdog",
+            "nosoftlockup",
+            "rcupdate.rcu_cpu_stall_suppress=1",
+            "hung_task_timeout_secs=0",
+        ] {
             w.push(x.into());
         }
         if c.clock == Clock::Wall {
@@ -328,7 +352,10 @@ fn classify_line(l: &str) -> Option<Trouble> {
         Some(Trouble::Lockdep)
     } else if l.contains("BUG: soft lockup") {
         Some(Trouble::SoftLockup)
-    } else if l.contains("rcu_sched detected stall") || l.contains("rcu_preempt detected stall") || l.contains("detected stalls on CPUs") {
+    } else if l.contains("rcu_sched detected stall")
+        || l.contains("rcu_preempt detected stall")
+        || l.contains("detected stalls on CPUs")
+    {
         Some(Trouble::RcuStall)
     } else if l.contains("blocked for more than") && l.contains("INFO: task") {
         Some(Trouble::HungTask)
@@ -362,7 +389,11 @@ pub fn scan_console(text: &str) -> Vec<Finding> {
     for (i, l) in lines.iter().enumerate() {
         let Some(kind) = classify_line(l) else { continue };
         // "WARNING: CPU: 1 PID: 9 at mm/x.c:10 func+0x9/0x20" names it itself
-        let mut func = if kind == Trouble::Warn { l.split_whitespace().find_map(trace_function) } else { None };
+        let mut func = if kind == Trouble::Warn {
+            l.split_whitespace().find_map(trace_function)
+        } else {
+            None
+        };
         let mut in_trace = false;
         for m in lines.iter().skip(i + 1).take(if func.is_some() { 0 } else { 60 }) {
             if m.contains("Call Trace:") {
@@ -379,10 +410,16 @@ pub fn scan_console(text: &str) -> Vec<Finding> {
         // a RIP line names the faulting function even without a trace
         if func.is_none() {
             func = lines.iter().skip(i).take(20).find_map(|m| {
-                m.split("RIP: 0010:").nth(1).and_then(|r| r.split('+').next()).map(|s| s.trim().to_string())
+                m.split("RIP: 0010:")
+                    .nth(1)
+                    .and_then(|r| r.split('+').next())
+                    .map(|s| s.trim().to_string())
             });
         }
-        let kname = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let kname = serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         let signature = match &func {
             Some(f) => format!("{kname}: {f}"),
             None => kname,
@@ -403,7 +440,10 @@ pub fn listening_port(pid: i32) -> Option<u16> {
     let mut inodes = std::collections::BTreeSet::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
         let t = std::fs::read_link(e.path()).ok()?;
-        if let Some(n) = t.to_str().and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse::<u64>().ok()) {
+        if let Some(n) = t
+            .to_str()
+            .and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse::<u64>().ok())
+        {
             inodes.insert(n);
         }
     }
@@ -412,7 +452,8 @@ pub fn listening_port(pid: i32) -> Option<u16> {
         let f: Vec<&str> = l.split_whitespace().collect();
         let (addr, port) = f.get(1)?.split_once(':')?;
         let inode: u64 = f.get(9)?.parse().ok()?;
-        (addr == "0100007F" && f.get(3) == Some(&"0A") && inodes.contains(&inode)).then(|| u16::from_str_radix(port, 16).ok())?
+        (addr == "0100007F" && f.get(3) == Some(&"0A") && inodes.contains(&inode))
+            .then(|| u16::from_str_radix(port, 16).ok())?
     })
 }
 
@@ -445,7 +486,11 @@ impl Vm {
     pub fn start(mut spec: VmSpec, log: &Path) -> Result<Vm> {
         let _ = std::fs::remove_file(&spec.console);
         spec.ssh_port = 0;
-        let child = Cmd::new(&spec.qemu).args(qemu_args(&spec)).log(log).spawn().context("start QEMU")?;
+        let child = Cmd::new(&spec.qemu)
+            .args(qemu_args(&spec))
+            .log(log)
+            .spawn()
+            .context("start QEMU")?;
         let mut vm = Vm { spec, child };
         let until = std::time::Instant::now() + FORWARD_DEADLINE;
         while std::time::Instant::now() < until && matches!(vm.child.try_status(), Ok(None)) {
@@ -464,7 +509,11 @@ impl Vm {
         match self.child.try_status()? {
             None => Ok(Exit::Running),
             Some(Some(code)) => Ok(Exit::Code(code)),
-            Some(None) => self.child.signal().map(Exit::Signal).context("read the signal QEMU died from"),
+            Some(None) => self
+                .child
+                .signal()
+                .map(Exit::Signal)
+                .context("read the signal QEMU died from"),
         }
     }
 
@@ -517,7 +566,27 @@ const FIRMWARE_PROBE: Duration = Duration::from_secs(2);
 /// QEMU's arguments for a firmware-only guest under KVM: the machine and
 /// CPU model the boots use, one vCPU, no kernel, no devices.
 pub fn firmware_probe_args() -> Vec<String> {
-    let a = ["-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", "kvm", "-cpu", "host", "-smp", "1", "-m", "64M", "-serial", "none", "-monitor", "none", "-no-reboot"];
+    let a = [
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-machine",
+        "q35",
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-smp",
+        "1",
+        "-m",
+        "64M",
+        "-serial",
+        "none",
+        "-monitor",
+        "none",
+        "-no-reboot",
+    ];
     a.iter().map(|s| s.to_string()).collect()
 }
 
@@ -528,19 +597,37 @@ pub fn firmware_probe_args() -> Vec<String> {
 /// such as an MSR it cannot set, fails within milliseconds). The log gets
 /// QEMU's output.
 pub fn probe_kvm_firmware(qemu: &Path, log: &Path) -> Result<Option<String>> {
-    let f = Cmd::new(qemu).args(firmware_probe_args()).log(log).capture().deadline(FIRMWARE_PROBE).run()?;
+    let f = Cmd::new(qemu)
+        .args(firmware_probe_args())
+        .log(log)
+        .capture()
+        .deadline(FIRMWARE_PROBE)
+        .run()?;
     if f.timed_out {
         return Ok(None);
     }
-    let last = f.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim();
-    let how = f.code.map(|c| format!("exited with {c}")).unwrap_or_else(|| "was killed by a signal".into());
+    let last = f
+        .output
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output")
+        .trim();
+    let how = f
+        .code
+        .map(|c| format!("exited with {c}"))
+        .unwrap_or_else(|| "was killed by a signal".into());
     Ok(Some(format!("a firmware-only KVM guest {how} at once: {last}")))
 }
 
 /// The host KVM's vCPU limit (KVM_CAP_MAX_VCPUS), if KVM opens.
 pub fn kvm_max_vcpus() -> Option<u32> {
     use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").ok()?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .ok()?;
     const KVM_CHECK_EXTENSION: libc::c_ulong = 0xAE03;
     const KVM_CAP_MAX_VCPUS: libc::c_int = 66;
     // SAFETY: a read-only capability query on an open /dev/kvm descriptor.
@@ -558,7 +645,9 @@ pub const MAX_CONSOLE: u64 = 64 << 20;
 /// Empty when it cannot be read.
 pub fn read_console(path: &Path, limit: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     if len <= limit {
@@ -575,7 +664,11 @@ pub fn read_console(path: &Path, limit: u64) -> String {
     // the tail from its first whole line
     let from = end.iter().position(|&c| c == b'\n').map_or(0, |i| i + 1);
     let left_out = len - head.len() as u64 - (end.len() - from) as u64;
-    format!("{}\n[console over limit: {left_out} bytes of {len} not read]\n{}", lossy(&head), lossy(&end[from..]))
+    format!(
+        "{}\n[console over limit: {left_out} bytes of {len} not read]\n{}",
+        lossy(&head),
+        lossy(&end[from..])
+    )
 }
 
 #[cfg(test)]
@@ -603,11 +696,23 @@ mod tests {
 
     #[test]
     fn the_profiler_plugin_is_loaded_under_tcg_only() {
-        let p = Plugin { so: "/t/p.so".into(), symbols: "/k/vmlinux.syms".into(), out: "/r/profiles/b.profile".into() };
+        let p = Plugin {
+            so: "/t/p.so".into(),
+            symbols: "/k/vmlinux.syms".into(),
+            out: "/r/profiles/b.profile".into(),
+        };
         // (accel, clock, expected -plugin value)
         let cases = [
-            (Accel::Tcg, Clock::Icount, Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on")),
-            (Accel::Tcg, Clock::Wall, Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on")),
+            (
+                Accel::Tcg,
+                Clock::Icount,
+                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"),
+            ),
+            (
+                Accel::Tcg,
+                Clock::Wall,
+                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"),
+            ),
             (Accel::Kvm, Clock::Wall, None),
         ];
         for (accel, clock, want) in cases {
@@ -643,7 +748,15 @@ mod tests {
         assert_eq!(MeasureClock::of(Accel::Kvm, Clock::Icount), MeasureClock::KvmWall);
         assert_eq!(MeasureClock::of(Accel::Tcg, Clock::Wall), MeasureClock::TcgWall);
         let icount = MeasureClock::TcgIcount;
-        assert_eq!([icount.unit("execs/s"), icount.unit("s"), icount.unit("usec"), icount.unit("ops")], ["execs/Ginsn", "guest-s", "guest-usec", "ops"]);
+        assert_eq!(
+            [
+                icount.unit("execs/s"),
+                icount.unit("s"),
+                icount.unit("usec"),
+                icount.unit("ops")
+            ],
+            ["execs/Ginsn", "guest-s", "guest-usec", "ops"]
+        );
         assert_eq!(MeasureClock::KvmWall.unit("execs/s"), "execs/s");
     }
 
@@ -698,7 +811,16 @@ mod tests {
             (true, 13.0, Accel::Kvm, wall, vec![], base.to_string()),
         ];
         for (aslr, overcommit, accel, clock, extra, want) in cases {
-            assert_eq!(kernel_cmdline(&CmdlineSpec { aslr, overcommit, accel, clock, extra }), want);
+            assert_eq!(
+                kernel_cmdline(&CmdlineSpec {
+                    aslr,
+                    overcommit,
+                    accel,
+                    clock,
+                    extra
+                }),
+                want
+            );
         }
     }
 
@@ -717,14 +839,28 @@ mod tests {
             [    3.0] WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20\n";
         let f = scan_console(text);
         let sigs: Vec<&str> = f.iter().map(|x| x.signature.as_str()).collect();
-        assert_eq!(sigs, vec!["bug: harness_boom", "oops: harness_boom", "panic", "warn: free_vmap_area_noflush"]);
+        assert_eq!(
+            sigs,
+            vec![
+                "bug: harness_boom",
+                "oops: harness_boom",
+                "panic",
+                "warn: free_vmap_area_noflush"
+            ]
+        );
         assert!(scan_console("[ 1.0] all fine\n[ 2.0] random: crng init done\n").is_empty());
     }
 
     #[test]
     fn qemu_version_limits() {
-        assert_eq!(parse_qemu_version("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2)"), Some((10, 0)));
-        assert_eq!(parse_qemu_version("QEMU emulator version 7.2.15 (Debian)"), Some((7, 2)));
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2)"),
+            Some((10, 0))
+        );
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 7.2.15 (Debian)"),
+            Some((7, 2))
+        );
         assert_eq!(q35_max_cpus(7, 2), 288);
         assert_eq!(q35_max_cpus(10, 0), 4096);
     }
@@ -739,10 +875,21 @@ mod tests {
         std::fs::write(&p, &text).unwrap();
         let got = read_console(&p, 16 << 10);
         assert!(got.len() < (16 << 10) + 200, "{}", got.len());
-        assert!(got.starts_with("[    0.1] Linux version 6.12\n\u{fffd} odd byte\n"), "lossy, from the start");
-        assert!(got.contains("console over limit:") && got.ends_with("Kernel panic - not syncing: Fatal exception\n"), "{}", &got[got.len() - 200..]);
+        assert!(
+            got.starts_with("[    0.1] Linux version 6.12\n\u{fffd} odd byte\n"),
+            "lossy, from the start"
+        );
+        assert!(
+            got.contains("console over limit:") && got.ends_with("Kernel panic - not syncing: Fatal exception\n"),
+            "{}",
+            &got[got.len() - 200..]
+        );
         assert_eq!(scan_console(&got).len(), 1, "the panic at the end is still found");
-        assert_eq!(read_console(&p, 1 << 30).len(), String::from_utf8_lossy(&text).len(), "a console under the limit is read whole");
+        assert_eq!(
+            read_console(&p, 1 << 30).len(),
+            String::from_utf8_lossy(&text).len(),
+            "a console under the limit is read whole"
+        );
         assert_eq!(read_console(&dir.path().join("none"), 10), "");
     }
 }

@@ -49,7 +49,12 @@ impl WorkLock {
     /// runs share; while a `check` or `gc --yes` (which hold it for
     /// seconds to minutes) has it exclusively, waits up to `limit`, saying
     /// so once through `notice`.
-    pub fn share_waiting(work: &Path, what: &str, limit: std::time::Duration, notice: impl Fn(&str)) -> Result<WorkLock> {
+    pub fn share_waiting(
+        work: &Path,
+        what: &str,
+        limit: std::time::Duration,
+        notice: impl Fn(&str),
+    ) -> Result<WorkLock> {
         std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
         let p = work.join("lock");
         let until = std::time::Instant::now() + limit;
@@ -63,7 +68,11 @@ impl WorkLock {
                 bail!("lock the work directory {} for {what}: {holder} has held it for {} min; wait for it or pass a different --work-dir", work.display(), limit.as_secs() / 60);
             }
             if !told {
-                notice(&format!("waiting for the work directory {} ({holder} holds it; up to {} min)", work.display(), limit.as_secs() / 60));
+                notice(&format!(
+                    "waiting for the work directory {} ({holder} holds it; up to {} min)",
+                    work.display(),
+                    limit.as_secs() / 60
+                ));
                 told = true;
             }
             crate::proc::check_interrupted()?;
@@ -96,7 +105,8 @@ pub fn lock_path(work: &Path, name: &str) -> std::path::PathBuf {
 /// saying so once through `notice`; an interruption ends the wait.
 pub fn lock_waiting(work: &Path, name: &str, what: &str, by: &str, notice: impl Fn(&str)) -> Result<Flock> {
     let p = lock_path(work, name);
-    std::fs::create_dir_all(p.parent().unwrap_or(work)).with_context(|| format!("create {}", work.join("locks").display()))?;
+    std::fs::create_dir_all(p.parent().unwrap_or(work))
+        .with_context(|| format!("create {}", work.join("locks").display()))?;
     let mut told = false;
     loop {
         match Flock::try_take(&p, by)? {
@@ -127,10 +137,16 @@ mod tests {
         let t = std::time::Instant::now();
         let b = WorkLock::share_waiting(&dir, "run", wait, |_| {}).expect("a second run shares the work directory");
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "the second run waited");
-        let e = WorkLock::acquire(&dir, "gc").err().expect("gc --yes while runs live").to_string();
+        let e = WorkLock::acquire(&dir, "gc")
+            .err()
+            .expect("gc --yes while runs live")
+            .to_string();
         assert!(e.contains("runs or shards are using its tree and kernels"), "{e}");
         drop(a);
-        assert!(WorkLock::try_acquire(&dir, "gc").unwrap().is_err(), "one run still holds it");
+        assert!(
+            WorkLock::try_acquire(&dir, "gc").unwrap().is_err(),
+            "one run still holds it"
+        );
         drop(b);
         let gc = WorkLock::acquire(&dir, "gc").unwrap();
         let e = WorkLock::acquire(&dir, "check").err().unwrap().to_string();
@@ -150,7 +166,10 @@ mod tests {
         });
         let told = std::cell::RefCell::new(Vec::new());
         let t = std::time::Instant::now();
-        let _run = WorkLock::share_waiting(&dir, "run", std::time::Duration::from_secs(30), |m| told.borrow_mut().push(m.to_string())).unwrap();
+        let _run = WorkLock::share_waiting(&dir, "run", std::time::Duration::from_secs(30), |m| {
+            told.borrow_mut().push(m.to_string())
+        })
+        .unwrap();
         assert!(t.elapsed() >= std::time::Duration::from_millis(500), "did not wait");
         assert_eq!(told.borrow().len(), 1, "{told:?}");
         assert!(told.borrow()[0].contains("harness check holds it"), "{told:?}");
@@ -167,7 +186,10 @@ mod tests {
         let other = std::thread::spawn(move || {
             let told = std::cell::RefCell::new(Vec::new());
             let t = std::time::Instant::now();
-            let _l = lock_waiting(&d, "tree", "the kernel tree", "run b", |m| told.borrow_mut().push(m.to_string())).unwrap();
+            let _l = lock_waiting(&d, "tree", "the kernel tree", "run b", |m| {
+                told.borrow_mut().push(m.to_string())
+            })
+            .unwrap();
             (t.elapsed(), told.into_inner())
         });
         std::thread::sleep(std::time::Duration::from_millis(600));
@@ -175,6 +197,12 @@ mod tests {
         let (waited, told) = other.join().unwrap();
         assert!(waited >= std::time::Duration::from_millis(500), "{waited:?}");
         assert_eq!(told.len(), 1, "{told:?}");
-        assert_eq!(told[0], format!("waiting for the kernel tree (pid {}, harness run a holds it)", std::process::id()));
+        assert_eq!(
+            told[0],
+            format!(
+                "waiting for the kernel tree (pid {}, harness run a holds it)",
+                std::process::id()
+            )
+        );
     }
 }

@@ -65,7 +65,10 @@ pub fn classify(b: &[u8]) -> Insn {
         }
         0xEB => {
             if let Some(&d) = b.get(i + 1) {
-                out.branch = Some(Branch { call: false, rel: d as i8 as i64 });
+                out.branch = Some(Branch {
+                    call: false,
+                    rel: d as i8 as i64,
+                });
             }
         }
         _ => {}
@@ -106,7 +109,16 @@ mod tests {
         ];
         for (bytes, lock, pause, cpuid, branch) in cases {
             let got = classify(bytes);
-            assert_eq!(got, Insn { lock: *lock, pause: *pause, cpuid: *cpuid, branch: *branch }, "{bytes:02x?}");
+            assert_eq!(
+                got,
+                Insn {
+                    lock: *lock,
+                    pause: *pause,
+                    cpuid: *cpuid,
+                    branch: *branch
+                },
+                "{bytes:02x?}"
+            );
         }
     }
 }

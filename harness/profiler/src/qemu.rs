@@ -20,9 +20,9 @@ use qemu_plugin::sys::{
     qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor, qemu_plugin_register,
     qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb,
     qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu,
-    qemu_plugin_register_vcpu_tb_trans_cb,
-    qemu_plugin_scoreboard, qemu_plugin_scoreboard_find, qemu_plugin_scoreboard_new, qemu_plugin_tb,
-    qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64, GArray, GByteArray,
+    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_scoreboard, qemu_plugin_scoreboard_find,
+    qemu_plugin_scoreboard_new, qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64,
+    GArray, GByteArray,
 };
 use qemu_plugin::{register, Error, PluginId, Result};
 
@@ -95,7 +95,10 @@ impl State {
                 Chunk::Own(c) => {
                     let k = vcpus as usize;
                     for (j, slot) in v[lo..hi].iter_mut().enumerate() {
-                        *slot += c[j * k..(j + 1) * k].iter().map(|x| x.load(Ordering::Relaxed)).sum::<u64>();
+                        *slot += c[j * k..(j + 1) * k]
+                            .iter()
+                            .map(|x| x.load(Ordering::Relaxed))
+                            .sum::<u64>();
                     }
                 }
                 Chunk::Board(b) => {
@@ -123,7 +126,9 @@ impl State {
                 let s = self.comps.len();
                 if s / CHUNK == self.chunks.len() {
                     self.chunks.push(match how {
-                        Counting::Callback => Chunk::Own((0..CHUNK * vcpus as usize).map(|_| AtomicU64::new(0)).collect()),
+                        Counting::Callback => {
+                            Chunk::Own((0..CHUNK * vcpus as usize).map(|_| AtomicU64::new(0)).collect())
+                        }
                         // SAFETY: a plain allocation, zeroed by QEMU.
                         Counting::Inline => Chunk::Board(unsafe { qemu_plugin_scoreboard_new(CHUNK * 8) }),
                     });
@@ -135,7 +140,10 @@ impl State {
         };
         match &self.chunks[slot / CHUNK] {
             Chunk::Own(c) => Counter::Own(&c[(slot % CHUNK) * vcpus as usize] as *const AtomicU64),
-            Chunk::Board(b) => Counter::Board(qemu_plugin_u64 { score: *b, offset: (slot % CHUNK) * 8 }),
+            Chunk::Board(b) => Counter::Board(qemu_plugin_u64 {
+                score: *b,
+                offset: (slot % CHUNK) * 8,
+            }),
         }
     }
 }
@@ -183,7 +191,9 @@ impl Register for Profiler {
         let mut callers = Callers::Static;
         let mut top = 8usize;
         for a in &args.raw {
-            let (k, v) = a.split_once('=').ok_or_else(|| fail(format!("argument {a:?} is not key=value")))?;
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| fail(format!("argument {a:?} is not key=value")))?;
             match k {
                 "symbols" => symbols = Some(PathBuf::from(v)),
                 "out" => out = Some(PathBuf::from(v)),
@@ -217,7 +227,11 @@ impl Register for Profiler {
                     }
                 }
                 "top" => top = v.parse().map_err(|_| fail(format!("top={v}: expected a number")))?,
-                _ => return Err(fail(format!("unknown argument {k:?} (symbols, out, mode, each, counter, callers, top)"))),
+                _ => {
+                    return Err(fail(format!(
+                        "unknown argument {k:?} (symbols, out, mode, each, counter, callers, top)"
+                    )))
+                }
             }
         }
         let symbols = symbols.ok_or_else(|| fail("symbols=PATH is required".into()))?;
@@ -362,7 +376,9 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             Some((s, e, f)) if (s..e).contains(&va) => f,
             _ => {
                 let f = syms.locate(va);
-                cur = syms.is_function(f).then(|| (syms.start(f as usize), syms.end(f as usize), f));
+                cur = syms
+                    .is_function(f)
+                    .then(|| (syms.start(f as usize), syms.end(f as usize), f));
                 f
             }
         };
@@ -383,7 +399,13 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
         if d.cpuid {
             cpuids.push((insn, i));
         }
-        infos.push(InsnInfo { func, lock: d.lock, pause: d.pause, entry, edge });
+        infos.push(InsnInfo {
+            func,
+            lock: d.lock,
+            pause: d.pause,
+            entry,
+            edge,
+        });
     }
     let comp = comp_of(&infos);
     let mut st = g.st.lock().unwrap_or_else(|e| e.into_inner());
@@ -404,10 +426,18 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             }
         }
         for (insn, i) in cpuids {
-            let tail = Tail { from: comp_of(&infos[i..]), after: comp_of(&infos[i + 1..]) };
+            let tail = Tail {
+                from: comp_of(&infos[i..]),
+                after: comp_of(&infos[i + 1..]),
+            };
             st.tails.push(tail);
             let udata = (st.tails.len() - 1) as *mut c_void;
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, Some(on_cpuid), qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS, udata);
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                insn,
+                Some(on_cpuid),
+                qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                udata,
+            );
         }
         for (insn, func) in entries {
             qemu_plugin_register_vcpu_insn_exec_cb(
@@ -433,7 +463,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
     if g.all {
         return;
     }
-    let Some(leaf) = read_reg(&g.rax).map(|v| v as u32) else { return };
+    let Some(leaf) = read_reg(&g.rax).map(|v| v as u32) else {
+        return;
+    };
     if leaf != MARK_OPEN && leaf != MARK_CLOSE {
         return;
     }
@@ -474,7 +506,10 @@ unsafe extern "C" fn on_entry(vcpu: c_uint, udata: *mut c_void) {
         .map(|ret| g.syms.locate(ret.wrapping_sub(1)))
         .unwrap_or(g.syms.slots() as u32); // "[?]": the stack was unreadable
     if let Some(m) = g.dynamic.get(vcpu as usize) {
-        *m.lock().unwrap_or_else(|e| e.into_inner()).entry((callee, caller)).or_insert(0) += 1;
+        *m.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((callee, caller))
+            .or_insert(0) += 1;
     }
 }
 

@@ -157,7 +157,10 @@ impl Symbols {
     pub fn name(&self, i: u32) -> &str {
         match self.names.get(i as usize) {
             Some(n) => n,
-            None => Bucket::ALL.get(i as usize - self.len()).map(|b| b.name()).unwrap_or("[?]"),
+            None => Bucket::ALL
+                .get(i as usize - self.len())
+                .map(|b| b.name())
+                .unwrap_or("[?]"),
         }
     }
 }
@@ -178,7 +181,7 @@ mod tests {
             (0xffff_ffff_8100_000f, "_stext"),
             (0xffff_ffff_8100_0010, "do_thing"),
             (0xffff_ffff_8100_002f, "do_thing"),
-            (0xffff_ffff_8100_0030, "[other]"), // gap after do_thing's size
+            (0xffff_ffff_8100_0030, "[other]"),   // gap after do_thing's size
             (0xffff_ffff_8100_0040, "asm_label"), // size 0: reaches the next symbol
             (0xffff_ffff_8100_004f, "asm_label"),
             (0xffff_ffff_8100_0057, "last"),

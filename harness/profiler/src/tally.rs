@@ -42,7 +42,12 @@ impl Comp {
                 s.locks += lock as u32;
                 s.pauses += pause as u32;
             }
-            _ => self.segs.push(Seg { func, insns: 1, locks: lock as u32, pauses: pause as u32 }),
+            _ => self.segs.push(Seg {
+                func,
+                insns: 1,
+                locks: lock as u32,
+                pauses: pause as u32,
+            }),
         }
     }
 
@@ -71,7 +76,13 @@ pub struct Totals {
 impl Totals {
     /// All zero for `slots` functions and buckets.
     pub fn new(slots: usize) -> Totals {
-        Totals { insns: vec![0; slots], calls: vec![0; slots], locks: vec![0; slots], pauses: vec![0; slots], edges: HashMap::new() }
+        Totals {
+            insns: vec![0; slots],
+            calls: vec![0; slots],
+            locks: vec![0; slots],
+            pauses: vec![0; slots],
+            edges: HashMap::new(),
+        }
     }
 
     /// Adds `times` executions of a block of composition `c`.
@@ -158,7 +169,11 @@ impl Window {
         if self.acc.len() < now.len() {
             self.acc.resize(now.len(), 0);
         }
-        self.last = now.iter().enumerate().map(|(i, &n)| n - self.base.get(i).copied().unwrap_or(0)).collect();
+        self.last = now
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| n - self.base.get(i).copied().unwrap_or(0))
+            .collect();
         for (a, d) in self.acc.iter_mut().zip(&self.last) {
             *a += d;
         }
@@ -269,8 +284,22 @@ pub fn render(h: &Header, t: &Totals, syms: &Symbols, dynamic: &HashMap<(u32, u3
     let _ = writeln!(out, "callers {} top {}", h.callers.name(), h.top);
     let _ = writeln!(out, "blocks {} counters {}", h.blocks, h.counters);
     let _ = writeln!(out, "functions {}", syms.len());
-    let _ = writeln!(out, "total {} {} {} {}", all(&t.insns), all(&t.calls), all(&t.locks), all(&t.pauses));
-    let _ = writeln!(out, "kernel {} {} {} {}", kernel(&t.insns), kernel(&t.calls), kernel(&t.locks), kernel(&t.pauses));
+    let _ = writeln!(
+        out,
+        "total {} {} {} {}",
+        all(&t.insns),
+        all(&t.calls),
+        all(&t.locks),
+        all(&t.pauses)
+    );
+    let _ = writeln!(
+        out,
+        "kernel {} {} {} {}",
+        kernel(&t.insns),
+        kernel(&t.calls),
+        kernel(&t.locks),
+        kernel(&t.pauses)
+    );
 
     // callers per callee
     let mut by_callee: HashMap<u32, Vec<(u32, i64)>> = HashMap::new();
@@ -293,9 +322,22 @@ pub fn render(h: &Header, t: &Totals, syms: &Symbols, dynamic: &HashMap<(u32, u3
     let mut order: Vec<usize> = (0..syms.slots())
         .filter(|&i| t.insns[i] != 0 || t.calls[i] != 0 || t.locks[i] != 0 || t.pauses[i] != 0)
         .collect();
-    order.sort_by(|&a, &b| t.insns[b].cmp(&t.insns[a]).then(t.calls[b].cmp(&t.calls[a])).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        t.insns[b]
+            .cmp(&t.insns[a])
+            .then(t.calls[b].cmp(&t.calls[a]))
+            .then(a.cmp(&b))
+    });
     for i in order {
-        let _ = writeln!(out, "f {} {} {} {} {}", syms.name(i as u32), t.insns[i], t.calls[i], t.locks[i], t.pauses[i]);
+        let _ = writeln!(
+            out,
+            "f {} {} {} {} {}",
+            syms.name(i as u32),
+            t.insns[i],
+            t.calls[i],
+            t.locks[i],
+            t.pauses[i]
+        );
         if h.callers == Callers::Off || t.calls[i] == 0 {
             continue;
         }
@@ -335,9 +377,24 @@ mod tests {
         assert_eq!(
             c.segs,
             vec![
-                Seg { func: 1, insns: 2, locks: 1, pauses: 0 },
-                Seg { func: 2, insns: 1, locks: 0, pauses: 1 },
-                Seg { func: 1, insns: 1, locks: 0, pauses: 0 }
+                Seg {
+                    func: 1,
+                    insns: 2,
+                    locks: 1,
+                    pauses: 0
+                },
+                Seg {
+                    func: 2,
+                    insns: 1,
+                    locks: 0,
+                    pauses: 1
+                },
+                Seg {
+                    func: 1,
+                    insns: 1,
+                    locks: 0,
+                    pauses: 0
+                }
             ]
         );
         assert_eq!(c.insns(), 4);
@@ -424,7 +481,8 @@ mod tests {
             counters: 4,
         };
         let got = render(&h, &t, &s, &HashMap::new());
-        let want = "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 5 missing 0\nvcpus 2\ncallers static top 1\n\
+        let want =
+            "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 5 missing 0\nvcpus 2\ncallers static top 1\n\
                     blocks 9 counters 4\nfunctions 3\ntotal 450 15 2 1\nkernel 400 15 2 1\n\
                     f f2 300 5 2 1\nc f0 3\nc [rest] 2\nf f0 100 10 0 0\nc [indirect] 10\nf [user] 50 0 0 0\n";
         assert_eq!(got, want);

@@ -22,7 +22,14 @@ pub fn profile_of(dir: &Path, point: &str, top: usize) -> Result<String> {
     let events = Run::open(&run)?.events()?;
     let mut notes = vec![];
     let d = profiles::cell(&run, &events, variant, st.vcpus, &st.bench, &mut notes)?;
-    Ok(format!("{} against the good end, {} at {} vCPUs ({}):\n{}", describe(dir, point), st.bench, st.vcpus, run.display(), d.text(top)))
+    Ok(format!(
+        "{} against the good end, {} at {} vCPUs ({}):\n{}",
+        describe(dir, point),
+        st.bench,
+        st.vcpus,
+        run.display(),
+        d.text(top)
+    ))
 }
 
 /// [`profile_of`] as printed: the profile, or why there is none.

@@ -34,10 +34,14 @@ pub trait Graph {
 
 /// Picks the best candidate of `ranked` (best first) not skipped, or the end.
 fn pick(bad: &str, ranked: Vec<String>, skip: &[String]) -> Mid {
-    let (skipped, open): (Vec<String>, Vec<String>) = ranked.into_iter().filter(|c| c != bad).partition(|c| skip.contains(c));
+    let (skipped, open): (Vec<String>, Vec<String>) =
+        ranked.into_iter().filter(|c| c != bad).partition(|c| skip.contains(c));
     match open.into_iter().next() {
         Some(c) => Mid::Test(c),
-        None => Mid::Found { first_bad: bad.to_string(), maybe: skipped },
+        None => Mid::Found {
+            first_bad: bad.to_string(),
+            maybe: skipped,
+        },
     }
 }
 
@@ -58,7 +62,12 @@ impl Graph for Git {
             .capture()
             .run_ok()
             .context("ask git for the next commit to test")?;
-        let ranked = f.output.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect();
+        let ranked = f
+            .output
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect();
         Ok(pick(bad, ranked, skip))
     }
 }
@@ -69,9 +78,20 @@ pub struct Linear(pub Vec<String>);
 
 impl Graph for Linear {
     fn midpoint(&self, bad: &str, goods: &[String], skip: &[String]) -> Result<Mid> {
-        let at = |c: &str| self.0.iter().position(|x| x == c).with_context(|| format!("{c} is not in the history"));
+        let at = |c: &str| {
+            self.0
+                .iter()
+                .position(|x| x == c)
+                .with_context(|| format!("{c} is not in the history"))
+        };
         let hi = at(bad)?;
-        let lo = goods.iter().map(|g| at(g)).collect::<Result<Vec<_>>>()?.into_iter().max().unwrap_or(0);
+        let lo = goods
+            .iter()
+            .map(|g| at(g))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .max()
+            .unwrap_or(0);
         let mid = (lo + hi) / 2;
         // nearest the middle first, the earlier one of two equally near
         let mut ranked: Vec<usize> = (lo + 1..hi).collect();
@@ -89,8 +109,23 @@ mod tests {
         let h = Linear((0..=8).map(|i| format!("c{i}")).collect());
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(h.midpoint("c8", &s(&["c0"]), &[]).unwrap(), Mid::Test("c4".into()));
-        assert_eq!(h.midpoint("c8", &s(&["c0"]), &s(&["c4"])).unwrap(), Mid::Test("c3".into()));
-        assert_eq!(h.midpoint("c5", &s(&["c0", "c4"]), &[]).unwrap(), Mid::Found { first_bad: "c5".into(), maybe: vec![] });
-        assert_eq!(h.midpoint("c6", &s(&["c4"]), &s(&["c5"])).unwrap(), Mid::Found { first_bad: "c6".into(), maybe: s(&["c5"]) });
+        assert_eq!(
+            h.midpoint("c8", &s(&["c0"]), &s(&["c4"])).unwrap(),
+            Mid::Test("c3".into())
+        );
+        assert_eq!(
+            h.midpoint("c5", &s(&["c0", "c4"]), &[]).unwrap(),
+            Mid::Found {
+                first_bad: "c5".into(),
+                maybe: vec![]
+            }
+        );
+        assert_eq!(
+            h.midpoint("c6", &s(&["c4"]), &s(&["c5"])).unwrap(),
+            Mid::Found {
+                first_bad: "c6".into(),
+                maybe: s(&["c5"])
+            }
+        );
     }
 }

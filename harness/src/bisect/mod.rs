@@ -93,7 +93,9 @@ impl State {
     fn graph(&self) -> Box<dyn graph::Graph> {
         match &self.history {
             History::Git { tree } => Box::new(graph::Git { tree: tree.clone() }),
-            History::Series { patches, .. } => Box::new(graph::Linear((0..=patches.len()).map(|k| k.to_string()).collect())),
+            History::Series { patches, .. } => {
+                Box::new(graph::Linear((0..=patches.len()).map(|k| k.to_string()).collect()))
+            }
         }
     }
 }
@@ -124,13 +126,35 @@ pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
     let tree = std::path::absolute(&req.git).context("resolve --git")?;
     let good = crate::kernel::tree::resolve_ref(&tree, &req.good)?;
     let bad = crate::kernel::tree::resolve_ref(&tree, &req.bad)?;
-    if good == bad || !git(&tree).args(["merge-base", "--is-ancestor", &good, &bad]).run()?.success() {
-        bail!("the bad commit {} does not descend from the good one {}", req.bad, req.good);
+    if good == bad
+        || !git(&tree)
+            .args(["merge-base", "--is-ancestor", &good, &bad])
+            .run()?
+            .success()
+    {
+        bail!(
+            "the bad commit {} does not descend from the good one {}",
+            req.bad,
+            req.good
+        );
     }
     let mut m = matrix_for(req, work)?;
     m.kernel.source = tree.clone();
     let (bench, vcpus) = (req.trial.bench[0].clone(), req.trial.vcpus[0]);
-    create(&State { history: History::Git { tree }, good, bad, bench, metric: req.metric.clone(), vcpus, rule: req.rule, matrix: m, measurements: vec![] }, runs)
+    create(
+        &State {
+            history: History::Git { tree },
+            good,
+            bad,
+            bench,
+            metric: req.metric.clone(),
+            vcpus,
+            rule: req.rule,
+            matrix: m,
+            measurements: vec![],
+        },
+        runs,
+    )
 }
 
 /// Sets up a bisection over the prefixes of a `try` matrix's series (its
@@ -146,8 +170,14 @@ pub fn start_series(mut m: Matrix, metric: Option<String>, rule: Rule, runs: &Pa
     }
     let (mut patches, mut files, mut prefix) = (vec![], vec![], vec![]);
     for (k, p) in s.patches.iter().enumerate() {
-        let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        prefix.push((file.clone(), std::fs::read(p).with_context(|| format!("read {}", p.display()))?));
+        let file = p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        prefix.push((
+            file.clone(),
+            std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
+        ));
         let name = format!("p{:02}", k + 1);
         crate::kernel::series::write_quilt(&prefix, &m.series_dir, &name)?;
         patches.push(name);
@@ -156,7 +186,24 @@ pub fn start_series(mut m: Matrix, metric: Option<String>, rule: Rule, runs: &Pa
     let base_ref = m.variants.first().and_then(|v| v.git_ref.clone());
     m.profile = Some(format!("{}-per-patch", m.profile.as_deref().unwrap_or("try")));
     let (bench, vcpus, bad) = (m.benchmarks[0].name.clone(), m.vcpus[0], patches.len().to_string());
-    create(&State { history: History::Series { patches, files, base_ref }, good: "0".into(), bad, bench, metric, vcpus, rule, matrix: m, measurements: vec![] }, runs)
+    create(
+        &State {
+            history: History::Series {
+                patches,
+                files,
+                base_ref,
+            },
+            good: "0".into(),
+            bad,
+            bench,
+            metric,
+            vcpus,
+            rule,
+            matrix: m,
+            measurements: vec![],
+        },
+        runs,
+    )
 }
 
 /// The matrix of a request (one benchmark, one vCPU count), profile `bisect`.
@@ -201,7 +248,10 @@ pub fn run(dir: &Path, opts: &Options, say: &dyn Fn(&str)) -> Result<Found> {
         match next {
             search::Next::Done(f) => return Ok(f),
             search::Next::Measure(arms) => {
-                st.measurements.push(Measurement { arms, rounds: st.rule.batch });
+                st.measurements.push(Measurement {
+                    arms,
+                    rounds: st.rule.batch,
+                });
                 io::save(dir, &st)?;
             }
         }
@@ -211,7 +261,11 @@ pub fn run(dir: &Path, opts: &Options, say: &dyn Fn(&str)) -> Result<Found> {
 /// `<id> <subject>` of a point: a commit's, or a series prefix's last patch.
 pub fn describe(dir: &Path, point: &str) -> String {
     match io::load(dir).map(|s| s.history) {
-        Ok(History::Git { tree }) => git(&tree).args(["log", "-1", "--format=%h %s", point]).run().map(|f| f.output.trim().to_string()).unwrap_or_else(|_| point.to_string()),
+        Ok(History::Git { tree }) => git(&tree)
+            .args(["log", "-1", "--format=%h %s", point])
+            .run()
+            .map(|f| f.output.trim().to_string())
+            .unwrap_or_else(|_| point.to_string()),
         Ok(History::Series { files, .. }) => match point.parse::<usize>() {
             Ok(k) if k >= 1 && k <= files.len() => format!("patch {k}/{}: {}", files.len(), files[k - 1]),
             _ => point.to_string(),
@@ -231,7 +285,13 @@ pub fn runs_of(dir: &Path, point: &str) -> Result<Vec<(PathBuf, &'static str)>> 
         (_, b) if b == point => Some(io::BAD),
         _ => None,
     };
-    Ok(st.measurements.iter().enumerate().rev().filter_map(|(i, ms)| Some((io::run_dir(&dir.join(format!("m{i}")))?, arm(&ms.arms)?))).collect())
+    Ok(st
+        .measurements
+        .iter()
+        .enumerate()
+        .rev()
+        .filter_map(|(i, ms)| Some((io::run_dir(&dir.join(format!("m{i}")))?, arm(&ms.arms)?)))
+        .collect())
 }
 
 /// The matrix file of a bisection directory.
@@ -246,18 +306,37 @@ mod tests {
     #[test]
     fn per_patch_bisects_the_prefixes_and_names_the_middle_patch() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut m = crate::config::parse("variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\n", &tmp.path().join("matrix.yaml"), None).unwrap();
+        let mut m = crate::config::parse(
+            "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\n",
+            &tmp.path().join("matrix.yaml"),
+            None,
+        )
+        .unwrap();
         m.series_dir = tmp.path().join("patches");
-        let p = |n: &str| (format!("000{n}-{n}.patch"), format!("--- a/f{n}.c\n+++ b/f{n}.c\n@@ -1 +1 @@\n-a\n+b\n").into_bytes());
+        let p = |n: &str| {
+            (
+                format!("000{n}-{n}.patch"),
+                format!("--- a/f{n}.c\n+++ b/f{n}.c\n@@ -1 +1 @@\n-a\n+b\n").into_bytes(),
+            )
+        };
         crate::kernel::series::write_quilt(&[p("1"), p("2"), p("3")], &m.series_dir, crate::trial::SERIES).unwrap();
         let dir = start_series(m, None, Rule::default(), &tmp.path().join("runs")).unwrap();
         let st = io::load(&dir).unwrap();
-        assert_eq!((st.good.as_str(), st.bad.as_str(), st.bench.as_str(), st.vcpus), ("0", "3", "d", 2));
+        assert_eq!(
+            (st.good.as_str(), st.bad.as_str(), st.bench.as_str(), st.vcpus),
+            ("0", "3", "d", 2)
+        );
         // point k applies the prefix of k patches, one series each
         assert_eq!(io::variant(&st, "mid", "2").apply, ["p02"]);
         assert!(io::variant(&st, "base", "0").apply.is_empty());
         let p02 = crate::kernel::patch::load_series(&st.matrix.series_dir, "p02").unwrap();
-        assert_eq!(p02.patches.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect::<Vec<_>>(), ["0001-1.patch", "0002-2.patch"]);
+        assert_eq!(
+            p02.patches
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            ["0001-1.patch", "0002-2.patch"]
+        );
         // the middle patch is the slowdown: the prefixes of 2 and 3 patches are slow
         let g = st.graph();
         let mut ev: BTreeMap<Arms, search::Seen> = BTreeMap::new();
@@ -270,16 +349,32 @@ mod tests {
                     seen.rounds += st.rule.batch;
                     for r in 0..st.rule.batch {
                         let c = a.cand.as_deref().unwrap_or(&a.bad);
-                        seen.blocks.push(rule::Block { good: value(&a.good, r), bad: value(&a.bad, r), cand: value(c, r) });
+                        seen.blocks.push(rule::Block {
+                            good: value(&a.good, r),
+                            bad: value(&a.bad, r),
+                            cand: value(c, r),
+                        });
                     }
                 }
             }
         };
-        assert_eq!(found.culprits.iter().map(|c| c.commit.as_str()).collect::<Vec<_>>(), ["2"], "{found:?}");
+        assert_eq!(
+            found.culprits.iter().map(|c| c.commit.as_str()).collect::<Vec<_>>(),
+            ["2"],
+            "{found:?}"
+        );
         assert_eq!(describe(&dir, "2"), "patch 2/3: 0002-2.patch");
-        let mut one = crate::config::parse("variants:\n  - name: base\nvcpus: [2, 4]\nbenchmarks:\n  - {name: d, kind: doexec}\n", &tmp.path().join("matrix.yaml"), None).unwrap();
+        let mut one = crate::config::parse(
+            "variants:\n  - name: base\nvcpus: [2, 4]\nbenchmarks:\n  - {name: d, kind: doexec}\n",
+            &tmp.path().join("matrix.yaml"),
+            None,
+        )
+        .unwrap();
         one.series_dir = tmp.path().join("patches");
-        let e = format!("{:#}", start_series(one, None, Rule::default(), tmp.path()).unwrap_err());
+        let e = format!(
+            "{:#}",
+            start_series(one, None, Rule::default(), tmp.path()).unwrap_err()
+        );
         assert_eq!(e, "--per-patch needs one --bench and one --vcpus count");
     }
 }

@@ -33,7 +33,13 @@ pub struct Rule {
 
 impl Default for Rule {
     fn default() -> Rule {
-        Rule { batch: 5, max_rounds: 40, alpha: 0.05, skip_after: 2, min_share: 0.2 }
+        Rule {
+            batch: 5,
+            max_rounds: 40,
+            alpha: 0.05,
+            skip_after: 2,
+            min_share: 0.2,
+        }
     }
 }
 
@@ -54,7 +60,10 @@ impl Rule {
     pub fn for_share(&self, share: f64) -> Rule {
         let k = (1.0 / share.abs().max(1e-9)).clamp(1.0, 2.0);
         let rounds = (f64::from(self.max_rounds) * k / f64::from(self.batch.max(1))).ceil() as u32 * self.batch.max(1);
-        Rule { max_rounds: rounds, ..*self }
+        Rule {
+            max_rounds: rounds,
+            ..*self
+        }
     }
 
     /// The rule in words, printed with every bisection.
@@ -140,8 +149,14 @@ pub fn share(blocks: &[Block], level: f64) -> Option<Share> {
     let u: Vec<f64> = blocks.iter().map(|b| b.cand.ln() - b.good.ln()).collect();
     let v: Vec<f64> = blocks.iter().map(|b| b.bad.ln() - b.good.ln()).collect();
     let (mu, mv) = (mean(&u), mean(&v));
-    let (a, b, c) = (cov(&u, mu, &u, mu) / n as f64, cov(&v, mv, &v, mv) / n as f64, cov(&u, mu, &v, mv) / n as f64);
-    let t = StudentsT::new(0.0, 1.0, n as f64 - 1.0).ok()?.inverse_cdf(1.0 - level / 2.0);
+    let (a, b, c) = (
+        cov(&u, mu, &u, mu) / n as f64,
+        cov(&v, mv, &v, mv) / n as f64,
+        cov(&u, mu, &v, mv) / n as f64,
+    );
+    let t = StudentsT::new(0.0, 1.0, n as f64 - 1.0)
+        .ok()?
+        .inverse_cdf(1.0 - level / 2.0);
     let t2 = t * t;
     let qa = mv * mv - t2 * b;
     if qa <= 0.0 || mv == 0.0 {
@@ -150,7 +165,13 @@ pub fn share(blocks: &[Block], level: f64) -> Option<Share> {
     let qb = mu * mv - t2 * c;
     let qc = mu * mu - t2 * a;
     let d = (qb * qb - qa * qc).max(0.0).sqrt();
-    Some(Share { n, est: mu / mv, lo: (qb - d) / qa, hi: (qb + d) / qa, change: mv.exp() - 1.0 })
+    Some(Share {
+        n,
+        est: mu / mv,
+        lo: (qb - d) / qa,
+        hi: (qb + d) / qa,
+        change: mv.exp() - 1.0,
+    })
 }
 
 /// The call at one look, from the blocks so far and the rounds asked so far.
@@ -163,9 +184,14 @@ pub fn judge(blocks: &[Block], rounds: u32, rule: &Rule) -> (Call, Option<Share>
         Some(s) if s.lo > 0.5 => Call::Bad,
         // at the last look a share on each side, however small, is still an answer
         Some(s) if last && s.lo > 0.0 && s.hi < 1.0 => Call::Between,
-        None if last && blocks.len() >= 3 => Call::Undecided(format!("the ends do not differ in {} blocks", blocks.len())),
+        None if last && blocks.len() >= 3 => {
+            Call::Undecided(format!("the ends do not differ in {} blocks", blocks.len()))
+        }
         None if last => Call::Undecided(format!("only {} complete blocks in {rounds} rounds", blocks.len())),
-        Some(s) if last => Call::Undecided(format!("its share [{:.2}, {:.2}] reaches the middle and an end after {} blocks", s.lo, s.hi, s.n)),
+        Some(s) if last => Call::Undecided(format!(
+            "its share [{:.2}, {:.2}] reaches the middle and an end after {} blocks",
+            s.lo, s.hi, s.n
+        )),
         _ => Call::More,
     };
     (call, s)
@@ -177,19 +203,31 @@ mod tests {
 
     fn blocks(cand: &[f64]) -> Vec<Block> {
         // good 100, bad 97 (3% slower), a per-block offset common to the three
-        cand.iter().enumerate().map(|(i, c)| {
-            let o = 1.0 + [0.01, -0.02, 0.015, 0.0, -0.01, 0.02][i % 6];
-            let w = [0.001, -0.002, 0.0005, 0.0015, -0.001, 0.0][i % 6];
-            Block { good: 100.0 * o * (1.0 + w), bad: 97.0 * o * (1.0 - w), cand: c * o }
-        }).collect()
+        cand.iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let o = 1.0 + [0.01, -0.02, 0.015, 0.0, -0.01, 0.02][i % 6];
+                let w = [0.001, -0.002, 0.0005, 0.0015, -0.001, 0.0][i % 6];
+                Block {
+                    good: 100.0 * o * (1.0 + w),
+                    bad: 97.0 * o * (1.0 - w),
+                    cand: c * o,
+                }
+            })
+            .collect()
     }
 
     #[test]
     fn the_share_places_a_candidate_between_the_ends_whatever_the_block_offsets() {
         let rule = Rule::default();
         // a tenth of the change is like good: shares under min_share are not split out
-        let cases: [(&str, f64, Call); 5] =
-            [("like good", 100.0, Call::Good), ("like bad", 97.0, Call::Bad), ("half", 98.5, Call::Between), ("a third", 99.0, Call::Between), ("a tenth", 99.7, Call::Good)];
+        let cases: [(&str, f64, Call); 5] = [
+            ("like good", 100.0, Call::Good),
+            ("like bad", 97.0, Call::Bad),
+            ("half", 98.5, Call::Between),
+            ("a third", 99.0, Call::Between),
+            ("a tenth", 99.7, Call::Good),
+        ];
         for (what, c, want) in cases {
             let b = blocks(&[c; 10]);
             let (call, s) = judge(&b, 10, &rule);
@@ -199,7 +237,14 @@ mod tests {
             assert!((s.change + 0.03).abs() < 0.002, "{what}: {s:?}");
         }
         // the ends equal: no bounded interval; more rounds, then undecided
-        let same: Vec<Block> = blocks(&[100.0; 5]).into_iter().enumerate().map(|(i, b)| Block { bad: b.good * (1.0 + [0.002, -0.001, 0.0, 0.001, -0.002][i]), ..b }).collect();
+        let same: Vec<Block> = blocks(&[100.0; 5])
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| Block {
+                bad: b.good * (1.0 + [0.002, -0.001, 0.0, 0.001, -0.002][i]),
+                ..b
+            })
+            .collect();
         assert_eq!(judge(&same, 5, &rule).0, Call::More);
         assert!(matches!(judge(&same, 40, &rule).0, Call::Undecided(w) if w.starts_with("the ends do not differ")));
         assert!(share(&blocks(&[100.0; 2]), 0.01).is_none(), "two blocks are not enough");
@@ -209,7 +254,13 @@ mod tests {
 
     #[test]
     fn a_deterministic_clock_gives_an_exact_share() {
-        let b: Vec<Block> = (0..4).map(|_| Block { good: 100.0, bad: 98.0, cand: 99.0 }).collect();
+        let b: Vec<Block> = (0..4)
+            .map(|_| Block {
+                good: 100.0,
+                bad: 98.0,
+                cand: 99.0,
+            })
+            .collect();
         let s = share(&b, 0.0125).unwrap();
         assert!((s.est - 0.4975).abs() < 1e-3 && s.lo == s.hi, "{s:?}");
     }

@@ -89,11 +89,25 @@ struct Segment {
 
 impl Segment {
     fn new(good: &str, bad: &str, at: (f64, f64), confirmed: bool) -> Segment {
-        Segment { good: good.into(), bad: bad.into(), at, goods: vec![good.into()], bad_now: bad.into(), last_good: (0.0, false), last_bad: (1.0, false), skip: vec![], confirmed }
+        Segment {
+            good: good.into(),
+            bad: bad.into(),
+            at,
+            goods: vec![good.into()],
+            bad_now: bad.into(),
+            last_good: (0.0, false),
+            last_bad: (1.0, false),
+            skip: vec![],
+            confirmed,
+        }
     }
 
     fn arms(&self, cand: Option<&str>) -> Arms {
-        Arms { good: self.good.clone(), bad: self.bad.clone(), cand: cand.map(str::to_string) }
+        Arms {
+            good: self.good.clone(),
+            bad: self.bad.clone(),
+            cand: cand.map(str::to_string),
+        }
     }
 
     /// The whole change's share at a fraction `f` of this segment.
@@ -104,7 +118,14 @@ impl Segment {
 
 /// Replays the bisection of `good..bad`: the end, or the measurement it
 /// needs next; `lines` gets each step's evidence.
-pub fn next(g: &dyn Graph, good: &str, bad: &str, ev: &BTreeMap<Arms, Seen>, rule: &Rule, lines: &mut Vec<String>) -> Result<Next> {
+pub fn next(
+    g: &dyn Graph,
+    good: &str,
+    bad: &str,
+    ev: &BTreeMap<Arms, Seen>,
+    rule: &Rule,
+    lines: &mut Vec<String>,
+) -> Result<Next> {
     let mut todo = vec![Segment::new(good, bad, (0.0, 1.0), false)];
     let mut found = Found::default();
     while let Some(mut s) = todo.pop() {
@@ -116,11 +137,20 @@ pub fn next(g: &dyn Graph, good: &str, bad: &str, ev: &BTreeMap<Arms, Seen>, rul
                 // the later half first on the stack, so the earlier one is bisected first;
                 // a half that carries less than min_share of the whole change is told, not bisected
                 let fc = s.scale(f);
-                for half in [Segment::new(&c, &s.bad, (fc, s.at.1), true), Segment::new(&s.good, &c, (s.at.0, fc), true)] {
+                for half in [
+                    Segment::new(&c, &s.bad, (fc, s.at.1), true),
+                    Segment::new(&s.good, &c, (s.at.0, fc), true),
+                ] {
                     if half.at.1 - half.at.0 >= rule.min_share {
                         todo.push(half);
                     } else {
-                        let why = format!("{}..{}: carries {:.0}% of the change, less than the {:.0}% a segment needs to be bisected", short(&half.good), short(&half.bad), (half.at.1 - half.at.0) * 100.0, rule.min_share * 100.0);
+                        let why = format!(
+                            "{}..{}: carries {:.0}% of the change, less than the {:.0}% a segment needs to be bisected",
+                            short(&half.good),
+                            short(&half.bad),
+                            (half.at.1 - half.at.0) * 100.0,
+                            rule.min_share * 100.0
+                        );
                         lines.push(why.clone());
                         found.open.push(why);
                     }
@@ -139,7 +169,13 @@ enum Walk {
 }
 
 /// Narrows one segment as far as the evidence goes.
-fn walk(g: &dyn Graph, s: &mut Segment, ev: &BTreeMap<Arms, Seen>, rule: &Rule, lines: &mut Vec<String>) -> Result<Walk> {
+fn walk(
+    g: &dyn Graph,
+    s: &mut Segment,
+    ev: &BTreeMap<Arms, Seen>,
+    rule: &Rule,
+    lines: &mut Vec<String>,
+) -> Result<Walk> {
     let seg = format!("{}..{}", short(&s.good), short(&s.bad));
     let rule = &rule.for_share(s.at.1 - s.at.0);
     loop {
@@ -152,10 +188,19 @@ fn walk(g: &dyn Graph, s: &mut Segment, ev: &BTreeMap<Arms, Seen>, rule: &Rule, 
         let arms = s.arms(c.as_deref());
         let seen = ev.get(&arms).cloned().unwrap_or_default();
         if seen.end_dry >= rule.skip_after {
-            return Ok(Walk::Open(format!("{seg}: an end gave no value in {} runs: {}", seen.end_dry, seen.why.unwrap_or_default())));
+            return Ok(Walk::Open(format!(
+                "{seg}: an end gave no value in {} runs: {}",
+                seen.end_dry,
+                seen.why.unwrap_or_default()
+            )));
         }
         if let (Some(c), true) = (&c, seen.dry >= rule.skip_after) {
-            lines.push(format!("{seg}: skip {} after {} runs without a value: {}", short(c), seen.dry, seen.why.as_deref().unwrap_or("no value")));
+            lines.push(format!(
+                "{seg}: skip {} after {} runs without a value: {}",
+                short(c),
+                seen.dry,
+                seen.why.as_deref().unwrap_or("no value")
+            ));
             s.skip.push(c.clone());
             continue;
         }
@@ -199,14 +244,26 @@ fn walk(g: &dyn Graph, s: &mut Segment, ev: &BTreeMap<Arms, Seen>, rule: &Rule, 
 /// `min_share`) is told, not placed.
 fn found(s: &Segment, seg: &str, first_bad: String, maybe: Vec<String>, lines: &mut Vec<String>) -> Walk {
     let share = s.scale(s.last_bad.0) - s.scale(s.last_good.0);
-    lines.push(format!("{seg}: first bad commit {} carries {:.0}% of the change", short(&first_bad), share * 100.0));
+    lines.push(format!(
+        "{seg}: first bad commit {} carries {:.0}% of the change",
+        short(&first_bad),
+        share * 100.0
+    ));
     if s.last_good.1 {
         lines.push(format!("{seg}: the last like-good commit already carries {:.0}% of the change: a smaller share before it is not placed", (s.scale(s.last_good.0) - s.at.0) * 100.0));
     }
     if s.last_bad.1 {
-        lines.push(format!("{seg}: {} carries {:.0}% less than the bad end: a smaller share after it is not placed", short(&s.bad_now), (s.at.1 - s.scale(s.last_bad.0)) * 100.0));
+        lines.push(format!(
+            "{seg}: {} carries {:.0}% less than the bad end: a smaller share after it is not placed",
+            short(&s.bad_now),
+            (s.at.1 - s.scale(s.last_bad.0)) * 100.0
+        ));
     }
-    Walk::Found(Culprit { commit: first_bad, share, maybe })
+    Walk::Found(Culprit {
+        commit: first_bad,
+        share,
+        maybe,
+    })
 }
 
 /// One decided step, as each bisection prints it.
@@ -219,7 +276,15 @@ fn step_line(seg: &str, c: &str, call: &Call, s: Option<&Share>) -> String {
         Call::Undecided(why) => format!("undecided: {why}"),
     };
     match s {
-        Some(s) => format!("{seg}: {} carries {:.2} [{:.2}, {:.2}] of the change ({:+.2}% between the ends, {} blocks): {said}", short(c), s.est, s.lo, s.hi, s.change * 100.0, s.n),
+        Some(s) => format!(
+            "{seg}: {} carries {:.2} [{:.2}, {:.2}] of the change ({:+.2}% between the ends, {} blocks): {said}",
+            short(c),
+            s.est,
+            s.lo,
+            s.hi,
+            s.change * 100.0,
+            s.n
+        ),
         None => format!("{seg}: {}: {said}", short(c)),
     }
 }
@@ -240,7 +305,12 @@ mod tests {
     /// Runs a bisection on simulated measurements: `value(point, round)`
     /// (None: no value, the build failed); returns what it found, the lines
     /// and how often each candidate was measured.
-    fn drive(g: &dyn Graph, good: &str, bad: &str, value: &dyn Fn(&str, u32) -> Option<f64>) -> (Found, Vec<String>, BTreeMap<String, usize>) {
+    fn drive(
+        g: &dyn Graph,
+        good: &str,
+        bad: &str,
+        value: &dyn Fn(&str, u32) -> Option<f64>,
+    ) -> (Found, Vec<String>, BTreeMap<String, usize>) {
         let rule = Rule::default();
         let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
         let mut asked: BTreeMap<String, usize> = BTreeMap::new();
@@ -250,7 +320,11 @@ mod tests {
                 Next::Done(f) => return (f, lines, asked),
                 Next::Measure(arms) => {
                     let mut vals: BTreeMap<String, BTreeMap<u32, f64>> = BTreeMap::new();
-                    let points = [("base", Some(&arms.good)), ("bad", Some(&arms.bad)), ("mid", arms.cand.as_ref())];
+                    let points = [
+                        ("base", Some(&arms.good)),
+                        ("bad", Some(&arms.bad)),
+                        ("mid", arms.cand.as_ref()),
+                    ];
                     for (name, p) in points.iter().filter_map(|(n, p)| p.map(|p| (n, p))) {
                         *asked.entry(p.clone()).or_default() += 1;
                         for r in 0..rule.batch {
@@ -259,7 +333,9 @@ mod tests {
                             }
                         }
                     }
-                    io::add(ev.entry(arms.clone()).or_default(), &arms, rule.batch, &vals, &|v| (v == "mid").then(|| "mid: build: error: implicit declaration of function 'x'".to_string()));
+                    io::add(ev.entry(arms.clone()).or_default(), &arms, rule.batch, &vals, &|v| {
+                        (v == "mid").then(|| "mid: build: error: implicit declaration of function 'x'".to_string())
+                    });
                 }
             }
         }
@@ -268,13 +344,18 @@ mod tests {
 
     /// The one culprit, carrying all of the change, and its skipped alternatives.
     fn one(f: &Found) -> (&str, Vec<String>) {
-        assert!(f.culprits.len() == 1 && (f.culprits[0].share - 1.0).abs() < 0.05, "{f:?}");
+        assert!(
+            f.culprits.len() == 1 && (f.culprits[0].share - 1.0).abs() < 0.05,
+            "{f:?}"
+        );
         (f.culprits[0].commit.as_str(), f.culprits[0].maybe.clone())
     }
 
     fn noise(p: &str, r: u32) -> f64 {
         // a small spread that differs by point and round, the same every time
-        let h = p.bytes().fold(r * 7919, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let h = p
+            .bytes()
+            .fold(r * 7919, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         f64::from(h % 97) / 97.0 * 0.004 - 0.002
     }
 
@@ -286,8 +367,17 @@ mod tests {
         let mut git = |args: &[&str]| {
             t += 1;
             let date = format!("2026-01-01T00:{t:02}:00Z");
-            let c = Cmd::new("git").arg("-C").arg(dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args);
-            c.env("GIT_AUTHOR_DATE", &date).env("GIT_COMMITTER_DATE", &date).capture().run_ok().unwrap().output
+            let c = Cmd::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args);
+            c.env("GIT_AUTHOR_DATE", &date)
+                .env("GIT_COMMITTER_DATE", &date)
+                .capture()
+                .run_ok()
+                .unwrap()
+                .output
         };
         git(&["init", "-q", "-b", "main"]);
         let mut commit = |git: &mut dyn FnMut(&[&str]) -> String, name: &str| {
@@ -298,7 +388,14 @@ mod tests {
         };
         commit(&mut git, "c0");
         git(&["branch", "topic"]);
-        for (b, n) in [("topic", "t1"), ("main", "m1"), ("topic", "t2"), ("main", "m2"), ("topic", "t3"), ("main", "m3")] {
+        for (b, n) in [
+            ("topic", "t1"),
+            ("main", "m1"),
+            ("topic", "t2"),
+            ("main", "m2"),
+            ("topic", "t3"),
+            ("main", "m3"),
+        ] {
             git(&["checkout", "-q", b]);
             commit(&mut git, n);
         }
@@ -314,13 +411,41 @@ mod tests {
     fn fault2_a_merge_containing_history_names_the_branch_commit() {
         let tmp = tempfile::tempdir().unwrap();
         let ids = merge_repo(tmp.path());
-        let slow = |c: &str| Cmd::new("git").arg("-C").arg(tmp.path()).args(["merge-base", "--is-ancestor", &ids["t2"], c]).capture().run().unwrap().success();
+        let slow = |c: &str| {
+            Cmd::new("git")
+                .arg("-C")
+                .arg(tmp.path())
+                .args(["merge-base", "--is-ancestor", &ids["t2"], c])
+                .capture()
+                .run()
+                .unwrap()
+                .success()
+        };
         let value = |c: &str, r: u32| Some(if slow(c) { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
-        let (found, lines, asked) = drive(&Git { tree: tmp.path().into() }, &ids["c0"], &ids["a1"], &value);
-        let name = |c: &str| ids.iter().find(|(_, v)| *v == c).map(|(k, _)| k.clone()).unwrap_or_default();
+        let (found, lines, asked) = drive(
+            &Git {
+                tree: tmp.path().into(),
+            },
+            &ids["c0"],
+            &ids["a1"],
+            &value,
+        );
+        let name = |c: &str| {
+            ids.iter()
+                .find(|(_, v)| *v == c)
+                .map(|(k, _)| k.clone())
+                .unwrap_or_default()
+        };
         let named: Vec<(String, f64)> = found.culprits.iter().map(|c| (name(&c.commit), c.share)).collect();
-        println!("fault 2: named {named:?}; tested {:?}", asked.keys().map(|c| name(c)).collect::<Vec<_>>());
-        assert_eq!(named.iter().map(|n| n.0.as_str()).collect::<Vec<_>>(), ["t2"], "the branch commit, not the merge: {lines:#?}");
+        println!(
+            "fault 2: named {named:?}; tested {:?}",
+            asked.keys().map(|c| name(c)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            named.iter().map(|n| n.0.as_str()).collect::<Vec<_>>(),
+            ["t2"],
+            "the branch commit, not the merge: {lines:#?}"
+        );
         assert!((named[0].1 - 1.0).abs() < 0.05, "{named:?}");
         assert!(found.open.is_empty(), "{:?}", found.open);
     }
@@ -331,9 +456,21 @@ mod tests {
         // c3 never builds; c4 is the slowdown
         let value = |c: &str, r: u32| (c != "c3").then(|| if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
         let (found, lines, asked) = drive(&h, "c0", "c6", &value);
-        println!("fault 3: c3 measured {} times; {found:?}", asked.get("c3").copied().unwrap_or(0));
-        assert_eq!(asked.get("c3").copied(), Some(Rule::default().skip_after as usize), "{asked:?}");
-        assert!(lines.iter().any(|l| l.contains("skip c3 after 2 runs without a value: mid: build: error: implicit declaration")), "{lines:#?}");
+        println!(
+            "fault 3: c3 measured {} times; {found:?}",
+            asked.get("c3").copied().unwrap_or(0)
+        );
+        assert_eq!(
+            asked.get("c3").copied(),
+            Some(Rule::default().skip_after as usize),
+            "{asked:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("skip c3 after 2 runs without a value: mid: build: error: implicit declaration")),
+            "{lines:#?}"
+        );
         // c4 is the first bad commit, unless the untested c3 is (as `git bisect skip` says)
         assert_eq!(one(&found), ("c4", vec!["c3".to_string()]));
         // c4 itself untestable: c5 is named, c4 given as the other candidate

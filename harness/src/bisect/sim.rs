@@ -47,7 +47,11 @@ pub fn bisect_once(frac: &Profile, step: f64, run_sd: f64, rule: &Rule, rng: &mu
                 for _ in 0..rule.batch {
                     let (g, b) = (value(&arms.good), value(&arms.bad));
                     let c = arms.cand.as_deref().map_or(b, &mut value);
-                    seen.blocks.push(Block { good: g, bad: b, cand: c });
+                    seen.blocks.push(Block {
+                        good: g,
+                        bad: b,
+                        cand: c,
+                    });
                 }
                 seen.rounds += rule.batch;
                 boots += rule.batch * if arms.cand.is_some() { 3 } else { 2 };
@@ -90,7 +94,14 @@ pub fn rates(frac: &Profile, step: f64, run_sd: f64, rule: &Rule, n: usize, seed
         r.boots += f64::from(boots);
     }
     let k = n as f64;
-    Rates { wrong: r.wrong / k, all: r.all / k, some: r.some / k, none: r.none / k, single: r.single / k, boots: r.boots / k }
+    Rates {
+        wrong: r.wrong / k,
+        all: r.all / k,
+        some: r.some / k,
+        none: r.none / k,
+        single: r.single / k,
+        boots: r.boots / k,
+    }
 }
 
 /// The scenarios of the table: name, where the change lies, run offset (in σ).
@@ -100,9 +111,37 @@ pub fn scenarios() -> Vec<(&'static str, Box<Profile>, f64)> {
         ("one culprit (c7)", step7(), 0.0),
         ("one culprit (c7)", step7(), 1.0),
         ("one culprit (c7)", step7(), 2.0),
-        ("two culprits, half each (c5, c12)", Box::new(|i: usize| if i >= 12 { 1.0 } else if i >= 5 { 0.5 } else { 0.0 }), 1.0),
-        ("two culprits, 30% and 70% (c5, c12)", Box::new(|i: usize| if i >= 12 { 1.0 } else if i >= 5 { 0.3 } else { 0.0 }), 1.0),
-        ("gradual, 1/16 per commit", Box::new(|i: usize| i as f64 / COMMITS as f64), 1.0),
+        (
+            "two culprits, half each (c5, c12)",
+            Box::new(|i: usize| {
+                if i >= 12 {
+                    1.0
+                } else if i >= 5 {
+                    0.5
+                } else {
+                    0.0
+                }
+            }),
+            1.0,
+        ),
+        (
+            "two culprits, 30% and 70% (c5, c12)",
+            Box::new(|i: usize| {
+                if i >= 12 {
+                    1.0
+                } else if i >= 5 {
+                    0.3
+                } else {
+                    0.0
+                }
+            }),
+            1.0,
+        ),
+        (
+            "gradual, 1/16 per commit",
+            Box::new(|i: usize| i as f64 / COMMITS as f64),
+            1.0,
+        ),
     ]
 }
 
@@ -121,20 +160,42 @@ mod tests {
         let r = rates(&step, 3.0 * SIGMA, SIGMA, &rule, 1000, 20);
         println!("fault 1 (3 sd step at c7 of 16, run offset 1 sd): {r:?}");
         assert!(r.wrong <= 0.01, "wrong-commit rate {}", percent(r.wrong));
-        assert!(r.all >= 0.95 && r.single >= 0.9, "c7 named in {}, alone in {}", percent(r.all), percent(r.single));
+        assert!(
+            r.all >= 0.95 && r.single >= 0.9,
+            "c7 named in {}, alone in {}",
+            percent(r.all),
+            percent(r.single)
+        );
     }
 
     #[test]
     fn fault4_two_half_culprits_are_both_named_and_a_gradual_change_is_no_single_commit() {
         let rule = Rule::default();
-        let two = |i: usize| if i >= 12 { 1.0 } else if i >= 5 { 0.5 } else { 0.0 };
+        let two = |i: usize| {
+            if i >= 12 {
+                1.0
+            } else if i >= 5 {
+                0.5
+            } else {
+                0.0
+            }
+        };
         let r2 = rates(&two, 3.0 * SIGMA, SIGMA, &rule, 500, 21);
         let gradual = |i: usize| i as f64 / COMMITS as f64;
         let rg = rates(&gradual, 3.0 * SIGMA, SIGMA, &rule, 500, 22);
         println!("fault 4: two half culprits: {r2:?}; gradual: {rg:?}");
-        assert!(r2.wrong <= 0.01 && r2.none <= 0.15, "two half culprits: wrong {}, nothing named {}", percent(r2.wrong), percent(r2.none));
+        assert!(
+            r2.wrong <= 0.01 && r2.none <= 0.15,
+            "two half culprits: wrong {}, nothing named {}",
+            percent(r2.wrong),
+            percent(r2.none)
+        );
         assert!(r2.all >= 0.75, "both named only {}", percent(r2.all));
-        assert!(rg.single <= 0.01, "gradual change: one first bad commit named {}", percent(rg.single));
+        assert!(
+            rg.single <= 0.01,
+            "gradual change: one first bad commit named {}",
+            percent(rg.single)
+        );
     }
 
     /// The table of docs/reproduce.md ("The rule's error rates"):
@@ -147,8 +208,15 @@ mod tests {
         println!("|---|---|---|---|---|---|---|---|");
         for (k, (name, frac, off)) in scenarios().into_iter().enumerate() {
             let r = rates(&*frac, 3.0 * SIGMA, off * SIGMA, &rule, 2000, 100 + k as u64);
-            println!("| {name} | {off} σ | {} | {} | {} | {} | {} | {:.0} |", percent(r.wrong), percent(r.all), percent(r.some), percent(r.none), percent(r.single), r.boots);
+            println!(
+                "| {name} | {off} σ | {} | {} | {} | {} | {} | {:.0} |",
+                percent(r.wrong),
+                percent(r.all),
+                percent(r.some),
+                percent(r.none),
+                percent(r.single),
+                r.boots
+            );
         }
     }
 }
-

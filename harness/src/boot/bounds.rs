@@ -102,7 +102,10 @@ pub struct Strikes {
 impl Strikes {
     /// A boot of `variant` at `vcpus` failed before SSH for `cause`.
     pub fn failed(&mut self, variant: &str, vcpus: u32, cause: Cause, why: &str) {
-        let e = self.failed.entry((variant.to_string(), vcpus)).or_insert((0, String::new(), cause));
+        let e = self
+            .failed
+            .entry((variant.to_string(), vcpus))
+            .or_insert((0, String::new(), cause));
         *e = (e.0 + 1, why.to_string(), cause);
     }
 
@@ -138,9 +141,24 @@ impl Strikes {
     pub fn from_events(events: &[Event]) -> Strikes {
         let mut s = Strikes::default();
         for e in events {
-            let Event::BootEnd { variant, vcpus, boot_id: Some(_), error, failed, .. } = e else { continue };
+            let Event::BootEnd {
+                variant,
+                vcpus,
+                boot_id: Some(_),
+                error,
+                failed,
+                ..
+            } = e
+            else {
+                continue;
+            };
             match failed {
-                Some(f) if f.stage == crate::records::Stage::Boot => s.failed(variant, *vcpus, f.cause, error.as_deref().unwrap_or("").trim_start_matches("boot failed: ")),
+                Some(f) if f.stage == crate::records::Stage::Boot => s.failed(
+                    variant,
+                    *vcpus,
+                    f.cause,
+                    error.as_deref().unwrap_or("").trim_start_matches("boot failed: "),
+                ),
                 _ => s.reached(variant, *vcpus),
             }
         }

@@ -64,12 +64,21 @@ impl Script {
     /// A guest that reaches SSH after 2 s and answers every benchmark
     /// command with `answers` (the last one repeating).
     pub fn ssh(answers: Vec<Answer>) -> Script {
-        Script { until: Until::Ssh(2.0), console: String::new(), log: String::new(), answers, dmesg: String::new() }
+        Script {
+            until: Until::Ssh(2.0),
+            console: String::new(),
+            log: String::new(),
+            answers,
+            dmesg: String::new(),
+        }
     }
 
     /// A guest whose QEMU ends as `exit` before SSH.
     pub fn dies(exit: Exit) -> Script {
-        Script { until: Until::Dies(exit), ..Script::ssh(vec![]) }
+        Script {
+            until: Until::Dies(exit),
+            ..Script::ssh(vec![])
+        }
     }
 }
 
@@ -105,7 +114,10 @@ pub const ENV: &str = "6.12.0\n2\nMemTotal: 1048576 kB\n2\n4.00 3.00\n";
 impl Fake {
     /// A machine that boots `boots` in order.
     pub fn new(boots: Vec<Script>) -> Fake {
-        Fake { boots: boots.into(), ..Fake::default() }
+        Fake {
+            boots: boots.into(),
+            ..Fake::default()
+        }
     }
 
     fn script(&self) -> &Script {
@@ -150,7 +162,12 @@ impl Machine for Fake {
         if self.exit != Some(Exit::Running) {
             return Err(anyhow!("open an SSH channel: the guest is gone"));
         }
-        let says = |stdout: &str, wall_s: f64| Output { stdout: stdout.to_string(), stderr: String::new(), status: Some(0), elapsed: Duration::from_secs_f64(wall_s) };
+        let says = |stdout: &str, wall_s: f64| Output {
+            stdout: stdout.to_string(),
+            stderr: String::new(),
+            status: Some(0),
+            elapsed: Duration::from_secs_f64(wall_s),
+        };
         if cmd.starts_with("uname -r") {
             return Ok(says(ENV, 0.1));
         }
@@ -158,7 +175,11 @@ impl Machine for Fake {
             return Ok(says(&self.script().dmesg, 0.1));
         }
         let answers = &self.script().answers;
-        let answer = answers.get(self.answered).or(answers.last()).cloned().expect("no answer scripted");
+        let answer = answers
+            .get(self.answered)
+            .or(answers.last())
+            .cloned()
+            .expect("no answer scripted");
         self.answered += 1;
         match answer {
             Answer::Says { stdout, wall_s } => Ok(says(&stdout, wall_s)),

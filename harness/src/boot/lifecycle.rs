@@ -15,7 +15,10 @@ use anyhow::{bail, Context, Result};
 use super::events::{BootEvent, BootStart, Sink, Stage};
 use super::machine::Machine;
 use super::profiled::Windows;
-use super::{answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace, ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE};
+use super::{
+    answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace,
+    ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE,
+};
 use crate::bench;
 use crate::config::{BenchKind, Benchmark, Clock};
 use crate::guest::{Deadline, Output, OverLimit, Timeout};
@@ -41,13 +44,25 @@ pub struct BootFailure {
 /// Stage [`Stage::Start`]: starts a guest of `vcpus` for the run on `m`,
 /// its console and QEMU's log in `dir`. Returns the kernel command line
 /// and the profiler the guest loads, if any.
-pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, initrd: &Path, dir: &Path) -> Result<(String, Option<vm::Plugin>)> {
-    let clock = if ctx.accel == vm::Accel::Tcg { ctx.m.guest.clock } else { Clock::Wall };
+pub fn start(
+    ctx: &BootCtx,
+    m: &mut dyn Machine,
+    vcpus: u32,
+    kernel: &Path,
+    initrd: &Path,
+    dir: &Path,
+) -> Result<(String, Option<vm::Plugin>)> {
+    let clock = if ctx.accel == vm::Accel::Tcg {
+        ctx.m.guest.clock
+    } else {
+        Clock::Wall
+    };
     let plugin = match profile_plugin(ctx, kernel, dir) {
         Ok(p) => p,
         Err(e) => {
             let id = dir.file_name().unwrap_or_default().to_string_lossy();
-            ctx.run.notice(ctx.ui, format!("{id}: this boot has no kernel profile: {e:#}"))?;
+            ctx.run
+                .notice(ctx.ui, format!("{id}: this boot has no kernel profile: {e:#}"))?;
             None
         }
     };
@@ -56,7 +71,13 @@ pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, init
         // the profile's symbols are the vmlinux's addresses
         extra.push("nokaslr".into());
     }
-    let cmdline = vm::kernel_cmdline(&CmdlineSpec { aslr: ctx.m.guest.aslr, overcommit: ctx.overcommit(vcpus), accel: ctx.accel, clock, extra });
+    let cmdline = vm::kernel_cmdline(&CmdlineSpec {
+        aslr: ctx.m.guest.aslr,
+        overcommit: ctx.overcommit(vcpus),
+        accel: ctx.accel,
+        clock,
+        extra,
+    });
     let g = &ctx.m.guest;
     let spec = VmSpec {
         qemu: ctx.qemu.clone(),
@@ -82,7 +103,11 @@ pub fn start(ctx: &BootCtx, m: &mut dyn Machine, vcpus: u32, kernel: &Path, init
 /// key in, QEMU exits, the kernel panics, or the deadline passes (under the
 /// instruction-counting clock `boot_timeout_s` is guest seconds, read off
 /// the console). Returns the wall seconds to the login.
-pub fn wait_ssh(ctx: &BootCtx, m: &mut dyn Machine, deadline: Duration) -> Result<std::result::Result<f64, BootFailure>> {
+pub fn wait_ssh(
+    ctx: &BootCtx,
+    m: &mut dyn Machine,
+    deadline: Duration,
+) -> Result<std::result::Result<f64, BootFailure>> {
     let mut cause = None;
     let res = m.wait_ssh(deadline, &mut |m| {
         let (c, why) = give_up(ctx, m)?;
@@ -107,7 +132,12 @@ pub fn wait_ssh(ctx: &BootCtx, m: &mut dyn Machine, deadline: Duration) -> Resul
         (None, None) if e.downcast_ref::<Deadline>().is_some() => Cause::BootTimeout,
         (None, None) => Cause::Ssh,
     };
-    Ok(Err(BootFailure { cause, error: format!("{e:#}"), findings, qemu_log: m.log() }))
+    Ok(Err(BootFailure {
+        cause,
+        error: format!("{e:#}"),
+        findings,
+        qemu_log: m.log(),
+    }))
 }
 
 /// Why to stop waiting for SSH now, if there is a reason: a kernel panic on
@@ -120,11 +150,16 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
     let console = m.console();
     let findings = vm::scan_console(&console);
     if findings.iter().any(|f| f.kind == vm::Trouble::Panic) {
-        return Some((Cause::Panic, format!("kernel panic during boot ({})", findings[0].signature)));
+        return Some((
+            Cause::Panic,
+            format!("kernel panic during boot ({})", findings[0].signature),
+        ));
     }
     match m.exit(Duration::ZERO) {
         Ok(Exit::Running) | Err(_) => {}
-        Ok(exit @ Exit::Signal(_)) => return Some((Cause::QemuSignal, qemu_exit_reason(exit, findings.first(), &m.log()))),
+        Ok(exit @ Exit::Signal(_)) => {
+            return Some((Cause::QemuSignal, qemu_exit_reason(exit, findings.first(), &m.log())))
+        }
         Ok(exit) => return Some((Cause::QemuExit, qemu_exit_reason(exit, findings.first(), &m.log()))),
     }
     if !m.forwarded() {
@@ -137,7 +172,9 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
     match console_guest_time(&console) {
         Some(g) if ctx.clock() == MeasureClock::TcgIcount && g > limit => Some((
             Cause::BootTimeout,
-            format!("no SSH after {g:.0} guest seconds (guest.boot_timeout_s is {limit:.0} guest seconds under icount)"),
+            format!(
+                "no SSH after {g:.0} guest seconds (guest.boot_timeout_s is {limit:.0} guest seconds under icount)"
+            ),
         )),
         _ => None,
     }
@@ -146,7 +183,12 @@ fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
 /// Why to stop a boot whose console floods (more than
 /// [`vm::MAX_CONSOLE`] written), if it does.
 fn console_flood(m: &dyn Machine) -> Option<String> {
-    (m.console_bytes() > vm::MAX_CONSOLE).then(|| format!("console over limit: the guest wrote more than {} MiB to its console", vm::MAX_CONSOLE >> 20))
+    (m.console_bytes() > vm::MAX_CONSOLE).then(|| {
+        format!(
+            "console over limit: the guest wrote more than {} MiB to its console",
+            vm::MAX_CONSOLE >> 20
+        )
+    })
 }
 
 /// How a host wait under icount is bounded, in words.
@@ -163,7 +205,12 @@ fn icount_bound() -> String {
 /// waiting first.
 fn icount_deadline(ctx: &BootCtx, mut f: BootFailure, deadline: Duration) -> BootFailure {
     if ctx.clock() == MeasureClock::TcgIcount && f.cause == Cause::BootTimeout && !f.error.starts_with("no SSH after") {
-        f.error = format!("no SSH within {} host seconds ({}): {}", deadline.as_secs(), icount_bound(), f.error);
+        f.error = format!(
+            "no SSH within {} host seconds ({}): {}",
+            deadline.as_secs(),
+            icount_bound(),
+            f.error
+        );
     }
     f
 }
@@ -180,18 +227,26 @@ fn interruption(e: anyhow::Error) -> Result<anyhow::Error> {
 /// Why QEMU exited before SSH came up: the console's first finding, else
 /// QEMU's last line. `exit` is how QEMU ended.
 fn qemu_exit_reason(exit: Exit, first: Option<&Finding>, qlog: &str) -> String {
-    let why = first.map(|f| f.signature.clone()).or_else(|| last_line(qlog).map(str::to_string));
+    let why = first
+        .map(|f| f.signature.clone())
+        .or_else(|| last_line(qlog).map(str::to_string));
     let how = match exit {
         Exit::Code(c) => format!("QEMU exited with status {c}"),
         Exit::Signal(sig) => format!("QEMU died from signal {sig} ({})", signal_name(sig)),
         Exit::Running => "QEMU still runs".to_string(),
     };
-    format!("{how} before SSH came up: {}", why.unwrap_or_else(|| "no console output".into()))
+    format!(
+        "{how} before SSH came up: {}",
+        why.unwrap_or_else(|| "no console output".into())
+    )
 }
 
 /// QEMU's last line of output.
 fn last_line(qlog: &str) -> Option<&str> {
-    qlog.lines().rev().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('$'))
+    qlog.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('$'))
 }
 
 fn signal_name(sig: i32) -> &'static str {
@@ -242,7 +297,11 @@ impl Boot<'_, '_> {
     /// [`QEMU_CRASH_ATTEMPTS`].
     pub fn run(&mut self, kernel: &Path, initrd: &Path) -> Result<()> {
         let j = self.job;
-        self.sink.emit(BootEvent::Job { variant: j.variant.clone(), vcpus: j.vcpus, boot: j.boot })?;
+        self.sink.emit(BootEvent::Job {
+            variant: j.variant.clone(),
+            vcpus: j.vcpus,
+            boot: j.boot,
+        })?;
         if let Some(error) = self.ctx.strikes.given_up(&j.variant, j.vcpus) {
             return self.sink.emit(BootEvent::NotBooted { error });
         }
@@ -258,7 +317,11 @@ impl Boot<'_, '_> {
         let (ctx, job) = (&*self.ctx, self.job);
         let dir = new_boot_dir(ctx.run, job)?;
         let deadline = match ctx.clock() {
-            MeasureClock::TcgIcount => bounded(ctx.clock(), ctx.wait(ctx.m.guest.boot_timeout_s as f64), ctx.seen.ssh_bound(job.vcpus)),
+            MeasureClock::TcgIcount => bounded(
+                ctx.clock(),
+                ctx.wait(ctx.m.guest.boot_timeout_s as f64),
+                ctx.seen.ssh_bound(job.vcpus),
+            ),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
         let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
@@ -267,7 +330,10 @@ impl Boot<'_, '_> {
             attempt,
             accel: ctx.accel,
             clock: ctx.clock(),
-            image: kernel.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            image: kernel
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             overcommit: ctx.overcommit(job.vcpus),
             cmdline,
         }))?;
@@ -279,7 +345,11 @@ impl Boot<'_, '_> {
         self.ctx.strikes.reached(&job.variant, job.vcpus);
         self.sink.emit(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
-        let mut t = Try { dir, pace: Pace::default(), windows: plugin.map(Windows::new) };
+        let mut t = Try {
+            dir,
+            pace: Pace::default(),
+            windows: plugin.map(Windows::new),
+        };
         let (end_error, failed) = match self.measure(&mut t, nproc)? {
             None => (None, None),
             Some(cut) => match self.cut(cut, attempt)? {
@@ -288,8 +358,15 @@ impl Boot<'_, '_> {
             },
         };
         let findings = self.power_off(end_error.is_none(), &t.dir)?;
-        self.sink.emit(BootEvent::PoweredOff { findings: findings.clone() })?;
-        self.sink.emit(BootEvent::Ended { findings, error: end_error, busy_wall_per_guest_s: t.pace.measured(), failed })?;
+        self.sink.emit(BootEvent::PoweredOff {
+            findings: findings.clone(),
+        })?;
+        self.sink.emit(BootEvent::Ended {
+            findings,
+            error: end_error,
+            busy_wall_per_guest_s: t.pace.measured(),
+            failed,
+        })?;
         Ok(Attempt::Ended)
     }
 
@@ -302,13 +379,26 @@ impl Boot<'_, '_> {
             error.push_str(&all_attempts(attempt));
         }
         let findings = f.findings;
-        self.sink.emit(BootEvent::Cut { stage: Stage::WaitSsh, cause: f.cause, error: error.clone(), findings: findings.clone(), again })?;
+        self.sink.emit(BootEvent::Cut {
+            stage: Stage::WaitSsh,
+            cause: f.cause,
+            error: error.clone(),
+            findings: findings.clone(),
+            again,
+        })?;
         if again {
             return Ok(Attempt::QemuCrashed);
         }
         let failed = Some(Failed::new(Stage::WaitSsh.step(), f.cause));
-        self.ctx.strikes.failed(&self.job.variant, self.job.vcpus, f.cause, &error);
-        self.sink.emit(BootEvent::Ended { findings, error: Some(format!("boot failed: {error}")), busy_wall_per_guest_s: None, failed })?;
+        self.ctx
+            .strikes
+            .failed(&self.job.variant, self.job.vcpus, f.cause, &error);
+        self.sink.emit(BootEvent::Ended {
+            findings,
+            error: Some(format!("boot failed: {error}")),
+            busy_wall_per_guest_s: None,
+            failed,
+        })?;
         Ok(Attempt::Ended)
     }
 
@@ -322,7 +412,13 @@ impl Boot<'_, '_> {
             _ => cut.why,
         };
         let findings = vm::scan_console(&self.machine.console());
-        self.sink.emit(BootEvent::Cut { stage: Stage::Measure, cause: cut.cause, error: error.clone(), findings, again })?;
+        self.sink.emit(BootEvent::Cut {
+            stage: Stage::Measure,
+            cause: cut.cause,
+            error: error.clone(),
+            findings,
+            again,
+        })?;
         if again {
             self.machine.kill();
             return Ok(None);
@@ -338,10 +434,20 @@ impl Boot<'_, '_> {
         // retries SSH, so it understates the pace of a busy guest;
         // repetitions measure it
         let env = read_env(self.machine, self.ctx.wait(60.0)).ok();
-        let nproc = env.as_ref().map(|e| e.nproc).filter(|&n| n > 0).unwrap_or(self.job.vcpus);
+        let nproc = env
+            .as_ref()
+            .map(|e| e.nproc)
+            .filter(|&n| n > 0)
+            .unwrap_or(self.job.vcpus);
         let findings = vm::scan_console(&self.machine.console());
-        let wall_per_guest_s = env.as_ref().and_then(|e| (e.uptime_s > 0.0).then(|| ready_s / e.uptime_s));
-        self.sink.emit(BootEvent::Environment { env, findings, wall_per_guest_s })?;
+        let wall_per_guest_s = env
+            .as_ref()
+            .and_then(|e| (e.uptime_s > 0.0).then(|| ready_s / e.uptime_s));
+        self.sink.emit(BootEvent::Environment {
+            env,
+            findings,
+            wall_per_guest_s,
+        })?;
         Ok(nproc)
     }
 
@@ -356,11 +462,21 @@ impl Boot<'_, '_> {
             for rep in 0..of {
                 proc::check_interrupted()?;
                 if let Some(why) = console_flood(&*self.machine) {
-                    return Ok(Some(MeasureCut { why: format!("{} during {}: {why}", Stage::Measure.name(), bname), cause: Cause::OutputOverLimit }));
+                    return Ok(Some(MeasureCut {
+                        why: format!("{} during {}: {why}", Stage::Measure.name(), bname),
+                        cause: Cause::OutputOverLimit,
+                    }));
                 }
-                self.sink.emit(BootEvent::Repetition { benchmark: bname.clone(), repetition: rep, of })?;
+                self.sink.emit(BootEvent::Repetition {
+                    benchmark: bname.clone(),
+                    repetition: rep,
+                    of,
+                })?;
                 if let Err(cut) = self.repetition(t, b, nproc, rep)? {
-                    return Ok(Some(MeasureCut { why: format!("{} during {}: {}", Stage::Measure.name(), bname, cut.why), ..cut }));
+                    return Ok(Some(MeasureCut {
+                        why: format!("{} during {}: {}", Stage::Measure.name(), bname, cut.why),
+                        ..cut
+                    }));
                 }
             }
         }
@@ -371,7 +487,13 @@ impl Boot<'_, '_> {
     /// `Ok(Err(cut))` means the guest stopped answering or QEMU died (then
     /// no failure is told here: the boot is QEMU's failure, not the
     /// kernel's).
-    fn repetition(&mut self, t: &mut Try, b: &Benchmark, nproc: u32, rep: u32) -> Result<std::result::Result<(), MeasureCut>> {
+    fn repetition(
+        &mut self,
+        t: &mut Try,
+        b: &Benchmark,
+        nproc: u32,
+        rep: u32,
+    ) -> Result<std::result::Result<(), MeasureCut>> {
         let cmd = bench::command(b, nproc);
         let grace = answer_grace(self.ctx.accel, self.ctx.overcommit(self.job.vcpus));
         let seen = self.ctx.seen.repetition_bound(&b.name, self.job.vcpus);
@@ -380,14 +502,25 @@ impl Boot<'_, '_> {
             Ok(out) => out,
             Err(e) if e.downcast_ref::<OverLimit>().is_some() => {
                 // the guest answers; only this repetition is no measurement
-                let failed = BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: format!("{e:#}"), cause: Cause::OutputOverLimit };
+                let failed = BootEvent::RepetitionFailed {
+                    benchmark: b.name.clone(),
+                    repetition: rep,
+                    error: format!("{e:#}"),
+                    cause: Cause::OutputOverLimit,
+                };
                 return self.sink.emit(failed).map(Ok);
             }
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };
         let log = t.dir.join(format!("bench-{}-r{rep}.log", b.name));
-        std::fs::write(&log, format!("$ {cmd}\n# status {:?}\n{}\n# stderr\n{}", out.status, out.stdout, out.stderr))
-            .with_context(|| format!("write {}", log.display()))?;
+        std::fs::write(
+            &log,
+            format!(
+                "$ {cmd}\n# status {:?}\n{}\n# stderr\n{}",
+                out.status, out.stdout, out.stderr
+            ),
+        )
+        .with_context(|| format!("write {}", log.display()))?;
         if let Some(g) = bench::guest_span(&out.stdout) {
             let wall = out.elapsed.as_secs_f64();
             self.ctx.pace.observe(wall, g);
@@ -396,19 +529,26 @@ impl Boot<'_, '_> {
         let vmalloc = matches!(b.kind, BenchKind::TestVmalloc { .. });
         let event = match bench::parse(b, &out.stdout) {
             Ok(p) if out.status == Some(0) || vmalloc => {
-                self.ctx.seen.repetition(&b.name, self.job.vcpus, out.elapsed.as_secs_f64());
+                self.ctx
+                    .seen
+                    .repetition(&b.name, self.job.vcpus, out.elapsed.as_secs_f64());
                 BootEvent::RepetitionDone {
-                benchmark: b.name.clone(),
-                params: serde_json::to_value(&b.kind)?,
-                repetition: rep,
-                warmup: rep < self.ctx.m.sampling.warmup_repetitions,
+                    benchmark: b.name.clone(),
+                    params: serde_json::to_value(&b.kind)?,
+                    repetition: rep,
+                    warmup: rep < self.ctx.m.sampling.warmup_repetitions,
                     metrics: p.metrics,
                     cpu: p.cpu,
                 }
             }
             other => {
                 let (cause, error) = failure(b, &out, other.err());
-                BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error, cause }
+                BootEvent::RepetitionFailed {
+                    benchmark: b.name.clone(),
+                    repetition: rep,
+                    error,
+                    cause,
+                }
             }
         };
         self.with_profile(t, event).map(Ok)
@@ -419,8 +559,19 @@ impl Boot<'_, '_> {
     /// repetition's metrics, and the window is told as a `Profile`. A
     /// failed repetition's window is passed over.
     fn with_profile(&mut self, t: &mut Try, mut event: BootEvent) -> Result<()> {
-        let Some(w) = t.windows.as_mut().and_then(Windows::take) else { return self.sink.emit(event) };
-        let BootEvent::RepetitionDone { benchmark, repetition, warmup, metrics, .. } = &mut event else { return self.sink.emit(event) };
+        let Some(w) = t.windows.as_mut().and_then(Windows::take) else {
+            return self.sink.emit(event);
+        };
+        let BootEvent::RepetitionDone {
+            benchmark,
+            repetition,
+            warmup,
+            metrics,
+            ..
+        } = &mut event
+        else {
+            return self.sink.emit(event);
+        };
         let (ops, error) = match w.read {
             Ok((ops, ms)) => {
                 metrics.extend(ms);
@@ -429,7 +580,14 @@ impl Boot<'_, '_> {
             Err(e) => (None, Some(e)),
         };
         let path = w.path.strip_prefix(&self.ctx.run.dir).unwrap_or(&w.path).to_path_buf();
-        let profile = BootEvent::Profile { benchmark: benchmark.clone(), repetition: *repetition, warmup: *warmup, path, ops, error };
+        let profile = BootEvent::Profile {
+            benchmark: benchmark.clone(),
+            repetition: *repetition,
+            warmup: *warmup,
+            path,
+            ops,
+            error,
+        };
         self.sink.emit(event)?;
         self.sink.emit(profile)
     }
@@ -440,17 +598,42 @@ impl Boot<'_, '_> {
         let e = interruption(e)?;
         if let Ok(Exit::Signal(sig)) = self.machine.exit(Duration::from_secs(1)) {
             let qlog = self.machine.log();
-            let why = format!("QEMU died from signal {sig} ({}) in repetition {rep}: {}", signal_name(sig), last_line(&qlog).unwrap_or("no QEMU output"));
-            return Ok(MeasureCut { why, cause: Cause::QemuSignal });
+            let why = format!(
+                "QEMU died from signal {sig} ({}) in repetition {rep}: {}",
+                signal_name(sig),
+                last_line(&qlog).unwrap_or("no QEMU output")
+            );
+            return Ok(MeasureCut {
+                why,
+                cause: Cause::QemuSignal,
+            });
         }
         let (cause, why) = if e.downcast_ref::<Timeout>().is_some() && self.ctx.clock() == MeasureClock::TcgIcount {
-            (Cause::GuestHung, format!("guest stopped answering: no result within {} host seconds ({})", wait.as_secs(), icount_bound()))
+            (
+                Cause::GuestHung,
+                format!(
+                    "guest stopped answering: no result within {} host seconds ({})",
+                    wait.as_secs(),
+                    icount_bound()
+                ),
+            )
         } else if e.downcast_ref::<Timeout>().is_some() {
-            (Cause::GuestHung, format!("guest stopped answering: no result {} s after the benchmark's timeout", (wait.as_secs()).saturating_sub(b.timeout_s)))
+            (
+                Cause::GuestHung,
+                format!(
+                    "guest stopped answering: no result {} s after the benchmark's timeout",
+                    (wait.as_secs()).saturating_sub(b.timeout_s)
+                ),
+            )
         } else {
             (Cause::Ssh, format!("{e:#}"))
         };
-        self.sink.emit(BootEvent::RepetitionFailed { benchmark: b.name.clone(), repetition: rep, error: why.clone(), cause })?;
+        self.sink.emit(BootEvent::RepetitionFailed {
+            benchmark: b.name.clone(),
+            repetition: rep,
+            error: why.clone(),
+            cause,
+        })?;
         Ok(MeasureCut { why, cause })
     }
 
@@ -468,7 +651,9 @@ impl Boot<'_, '_> {
             self.machine.kill();
         }
         let mut findings = vm::scan_console(&self.machine.console());
-        let dmesg = std::fs::read(dir.join("dmesg.log")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let dmesg = std::fs::read(dir.join("dmesg.log"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         for f in vm::scan_console(&dmesg) {
             if !findings.iter().any(|x| x.signature == f.signature) {
                 findings.push(f);
@@ -483,8 +668,14 @@ fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause
     match (out.status, parsed) {
         (Some(0), Some(e)) if e.downcast_ref::<bench::NoProgress>().is_some() => (Cause::NoProgress, format!("{e:#}")),
         (Some(124) | Some(137), _) => (Cause::BenchTimeout, format!("killed at its {} s timeout", b.timeout_s)),
-        (status, None) => (Cause::BenchError, format!("exited with {status:?}: {}", out.stderr.trim())),
-        (status, Some(e)) => (Cause::BenchError, format!("{e:#} (status {status:?}; {})", out.stderr.trim())),
+        (status, None) => (
+            Cause::BenchError,
+            format!("exited with {status:?}: {}", out.stderr.trim()),
+        ),
+        (status, Some(e)) => (
+            Cause::BenchError,
+            format!("{e:#} (status {status:?}; {})", out.stderr.trim()),
+        ),
     }
 }
 
@@ -519,7 +710,10 @@ fn new_boot_dir(run: &Run, job: &BootJob) -> Result<PathBuf> {
 /// Stage [`Stage::Environment`]: kernel release, nproc, memory, ASLR and
 /// uptime, as the guest reports them.
 fn read_env(m: &mut dyn Machine, wait: Duration) -> Result<BootEnv> {
-    let o = m.run("uname -r; nproc; grep MemTotal /proc/meminfo; cat /proc/sys/kernel/randomize_va_space; cat /proc/uptime", wait)?;
+    let o = m.run(
+        "uname -r; nproc; grep MemTotal /proc/meminfo; cat /proc/sys/kernel/randomize_va_space; cat /proc/uptime",
+        wait,
+    )?;
     let l: Vec<&str> = o.stdout.lines().collect();
     if l.len() < 5 {
         bail!("read the guest environment: got `{}`", o.stdout.trim());
@@ -527,8 +721,17 @@ fn read_env(m: &mut dyn Machine, wait: Duration) -> Result<BootEnv> {
     Ok(BootEnv {
         kernel_release: l[0].trim().into(),
         nproc: l[1].trim().parse().unwrap_or(0),
-        memory_mib: l[2].split_whitespace().nth(1).and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) / 1024,
+        memory_mib: l[2]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|k| k.parse::<u64>().ok())
+            .unwrap_or(0)
+            / 1024,
         aslr: l[3].trim().parse().unwrap_or(0),
-        uptime_s: l[4].split_whitespace().next().and_then(|u| u.parse().ok()).unwrap_or(0.0),
+        uptime_s: l[4]
+            .split_whitespace()
+            .next()
+            .and_then(|u| u.parse().ok())
+            .unwrap_or(0.0),
     })
 }

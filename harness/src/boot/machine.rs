@@ -70,12 +70,24 @@ pub struct Qemu {
 impl Qemu {
     /// A machine logging in with `key`, pinning `host_key`.
     pub fn new(key: PathBuf, host_key: String) -> Qemu {
-        Qemu { key, host_key, vm: None, guest: None, started: Instant::now(), console: PathBuf::new(), log: PathBuf::new(), spawn: None }
+        Qemu {
+            key,
+            host_key,
+            vm: None,
+            guest: None,
+            started: Instant::now(),
+            console: PathBuf::new(),
+            log: PathBuf::new(),
+            spawn: None,
+        }
     }
 
     /// A machine whose QEMU `spawn` starts (on the thread it serves).
     pub fn spawning(key: PathBuf, host_key: String, spawn: Spawner) -> Qemu {
-        Qemu { spawn: Some(spawn), ..Qemu::new(key, host_key) }
+        Qemu {
+            spawn: Some(spawn),
+            ..Qemu::new(key, host_key)
+        }
     }
 
     fn vm(&mut self) -> Result<&mut Vm> {
@@ -109,7 +121,10 @@ impl Machine for Qemu {
     }
 
     fn run(&mut self, cmd: &str, wait: Duration) -> Result<Output> {
-        self.guest.as_ref().context("no SSH session to the guest")?.run(cmd, wait)
+        self.guest
+            .as_ref()
+            .context("no SSH session to the guest")?
+            .run(cmd, wait)
     }
 
     fn console(&self) -> String {
@@ -121,7 +136,9 @@ impl Machine for Qemu {
     }
 
     fn log(&self) -> String {
-        std::fs::read(&self.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        std::fs::read(&self.log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     fn exit(&mut self, grace: Duration) -> Result<Exit> {

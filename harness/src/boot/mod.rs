@@ -77,7 +77,9 @@ impl Pace {
     /// margin) under icount.
     pub fn wait(&self, clock: MeasureClock, guest_s: f64) -> Duration {
         let factor = match clock {
-            MeasureClock::TcgIcount => self.wall_per_guest.map_or(ICOUNT_BACKSTOP_PACE, |p| (p * PACE_MARGIN).max(1.0)),
+            MeasureClock::TcgIcount => self
+                .wall_per_guest
+                .map_or(ICOUNT_BACKSTOP_PACE, |p| (p * PACE_MARGIN).max(1.0)),
             _ => 1.0,
         };
         Duration::from_secs_f64(guest_s * factor)
@@ -93,7 +95,9 @@ pub fn console_guest_time(text: &str) -> Option<f64> {
         let t = if let Some(rest) = l.trim_start().strip_prefix('[') {
             rest.split(']').next().and_then(|s| s.trim().parse::<f64>().ok())
         } else {
-            l.split(crate::image::UPTIME_MARK).nth(1).and_then(|r| r.split_whitespace().next()?.parse::<f64>().ok())
+            l.split(crate::image::UPTIME_MARK)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next()?.parse::<f64>().ok())
         };
         if let Some(t) = t.filter(|t| t.is_finite()) {
             best = Some(best.map_or(t, |b: f64| b.max(t)));
@@ -178,7 +182,11 @@ pub fn boot_deadline(m: &Matrix, accel: Accel, vcpus: u32) -> Duration {
 /// TCG by the vCPU overcommit (a 448-vCPU guest on 2 host CPUs is ~200×
 /// slower to even answer).
 pub fn answer_grace(accel: Accel, overcommit: f64) -> Duration {
-    let factor = if accel == Accel::Tcg { (overcommit / 16.0).max(1.0) } else { 1.0 };
+    let factor = if accel == Accel::Tcg {
+        (overcommit / 16.0).max(1.0)
+    } else {
+        1.0
+    };
     Duration::from_secs_f64(30.0 * factor)
 }
 
@@ -210,13 +218,21 @@ pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
 /// `profiles/<boot id>.profile`. `Err`: the plugin's inputs would make QEMU
 /// abort (then the boot goes without).
 pub fn profile_plugin(ctx: &BootCtx, kernel: &Path, dir: &Path) -> Result<Option<crate::vm::Plugin>> {
-    let Some(so) = ctx.profiler.clone().filter(|_| ctx.m.guest.kernel_profile && ctx.clock() == MeasureClock::TcgIcount) else {
+    let Some(so) = ctx
+        .profiler
+        .clone()
+        .filter(|_| ctx.m.guest.kernel_profile && ctx.clock() == MeasureClock::TcgIcount)
+    else {
         return Ok(None);
     };
     let profiles = ctx.run.records().join(PROFILES_DIR);
     std::fs::create_dir_all(&profiles).with_context(|| format!("create {}", profiles.display()))?;
     let id = dir.file_name().unwrap_or_default().to_string_lossy();
-    let p = crate::vm::Plugin { so, symbols: kernel.with_file_name(crate::profile::symbols::FILE), out: profiles.join(format!("{id}.profile")) };
+    let p = crate::vm::Plugin {
+        so,
+        symbols: kernel.with_file_name(crate::profile::symbols::FILE),
+        out: profiles.join(format!("{id}.profile")),
+    };
     p.check()?;
     Ok(Some(p))
 }
@@ -232,7 +248,14 @@ pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, init
 
 /// [`run_job`], QEMU started by `spawn` when given (a job on a worker
 /// thread of `run --jobs`).
-pub fn run_job_spawning(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path, spawn: Option<Spawner>) -> Result<()> {
+pub fn run_job_spawning(
+    ctx: &mut BootCtx,
+    job: &BootJob,
+    art: &Artifact,
+    pvh: bool,
+    initrd: &Path,
+    spawn: Option<Spawner>,
+) -> Result<()> {
     let kernel = art.boot_image(pvh);
     let (run, ui) = (ctx.run, ctx.ui);
     let mut machine = match spawn {
@@ -240,7 +263,13 @@ pub fn run_job_spawning(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: b
         None => Qemu::new(ctx.key.clone(), ctx.host_key.clone()),
     };
     let mut sink = RunSink::new(run, ui);
-    Boot { ctx, machine: &mut machine, sink: &mut sink, job }.run(kernel, initrd)
+    Boot {
+        ctx,
+        machine: &mut machine,
+        sink: &mut sink,
+        job,
+    }
+    .run(kernel, initrd)
 }
 
 /// Why a KVM probe boot failed.
@@ -272,11 +301,23 @@ pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Res
         seen: Seen::default(),
         strikes: Strikes::default(),
     };
-    probe_on(&probe, &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()), kernel, initrd, dir)
+    probe_on(
+        &probe,
+        &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()),
+        kernel,
+        initrd,
+        dir,
+    )
 }
 
 /// The KVM probe boot on `machine`, under `probe`'s accelerator.
-fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
+fn probe_on(
+    probe: &BootCtx,
+    machine: &mut dyn Machine,
+    kernel: &Path,
+    initrd: &Path,
+    dir: &Path,
+) -> Result<Option<ProbeFailure>> {
     start(probe, machine, 1, kernel, initrd, dir)?;
     match wait_ssh(probe, machine, PROBE_DEADLINE)? {
         Ok(_) => {
@@ -287,7 +328,11 @@ fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &
             let fault = kvm_failure_reason(&f.qemu_log)
                 .filter(|r| r.contains("KVM") || r.contains("kvm") || r.contains("Assertion"))
                 .or_else(|| silent_under_kvm(f.cause, &machine.console()));
-            Ok(Some(ProbeFailure { kvm_fault: fault.is_some(), why: fault.unwrap_or(f.error), cause: f.cause }))
+            Ok(Some(ProbeFailure {
+                kvm_fault: fault.is_some(),
+                why: fault.unwrap_or(f.error),
+                cause: f.cause,
+            }))
         }
     }
 }
@@ -300,8 +345,12 @@ fn probe_on(probe: &BootCtx, machine: &mut dyn Machine, kernel: &Path, initrd: &
 /// error and the guest hung instead (2026-12-02).
 fn silent_under_kvm(cause: crate::records::Cause, console: &str) -> Option<String> {
     use crate::records::Cause;
-    (matches!(cause, Cause::BootTimeout | Cause::Ssh) && console.trim().is_empty())
-        .then(|| format!("the KVM guest wrote nothing to its console in {} s", PROBE_DEADLINE.as_secs()))
+    (matches!(cause, Cause::BootTimeout | Cause::Ssh) && console.trim().is_empty()).then(|| {
+        format!(
+            "the KVM guest wrote nothing to its console in {} s",
+            PROBE_DEADLINE.as_secs()
+        )
+    })
 }
 
 /// How long the KVM probe may take: a 1-vCPU KVM guest reaches SSH in a few

@@ -50,7 +50,9 @@ impl Windows {
             return None;
         }
         self.next += 1;
-        let read = profile::read(&path).and_then(|p| metrics(&p)).map_err(|e| format!("{e:#}"));
+        let read = profile::read(&path)
+            .and_then(|p| metrics(&p))
+            .map_err(|e| format!("{e:#}"));
         Some(Window { path, read })
     }
 }
@@ -64,7 +66,14 @@ pub fn metrics(p: &Profile) -> Result<(u64, Vec<Measured>)> {
     let ms = INSNS_PER_OP
         .iter()
         .zip(values)
-        .map(|(name, value)| Measured { metric: name.to_string(), value, unit: INSNS_UNIT.into(), higher_is_better: false, series: vec![], warmup_series: vec![] })
+        .map(|(name, value)| Measured {
+            metric: name.to_string(),
+            value,
+            unit: INSNS_UNIT.into(),
+            higher_is_better: false,
+            series: vec![],
+            warmup_series: vec![],
+        })
         .collect();
     Ok((p.ops, ms))
 }
@@ -80,16 +89,33 @@ mod tests {
     fn instructions_per_op_of_a_window() {
         let (ops, ms) = metrics(&profile::parse(TEXT).unwrap()).unwrap();
         assert_eq!(ops, 10);
-        let got: Vec<(&str, f64, &str, bool)> = ms.iter().map(|m| (m.metric.as_str(), m.value, m.unit.as_str(), m.higher_is_better)).collect();
-        assert_eq!(got, [("insns_per_op", 45.0, "insns/op", false), ("kernel_insns_per_op", 40.0, "insns/op", false), ("user_insns_per_op", 5.0, "insns/op", false)]);
+        let got: Vec<(&str, f64, &str, bool)> = ms
+            .iter()
+            .map(|m| (m.metric.as_str(), m.value, m.unit.as_str(), m.higher_is_better))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("insns_per_op", 45.0, "insns/op", false),
+                ("kernel_insns_per_op", 40.0, "insns/op", false),
+                ("user_insns_per_op", 5.0, "insns/op", false)
+            ]
+        );
         let no_count = TEXT.replace("ops 10 missing 0", "ops 0 missing 1");
-        assert!(metrics(&profile::parse(&no_count).unwrap()).is_err(), "a window closed with no count gives no metrics");
+        assert!(
+            metrics(&profile::parse(&no_count).unwrap()).is_err(),
+            "a window closed with no count gives no metrics"
+        );
     }
 
     #[test]
     fn windows_are_taken_in_order_once_written() {
         let d = tempfile::tempdir().unwrap();
-        let plugin = Plugin { so: "/p.so".into(), symbols: "/s".into(), out: d.path().join("b.profile") };
+        let plugin = Plugin {
+            so: "/p.so".into(),
+            symbols: "/s".into(),
+            out: d.path().join("b.profile"),
+        };
         let mut w = Windows::new(plugin.clone());
         assert!(w.take().is_none(), "nothing written yet");
         std::fs::write(plugin.window(1), TEXT).unwrap();

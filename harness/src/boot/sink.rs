@@ -25,7 +25,13 @@ pub struct RunSink<'a> {
 impl<'a> RunSink<'a> {
     /// A sink into `run`, showing progress on `ui`.
     pub fn new(run: &'a Run, ui: &'a Ui) -> RunSink<'a> {
-        RunSink { run, ui, job: None, start: None, ready_s: None }
+        RunSink {
+            run,
+            ui,
+            job: None,
+            start: None,
+            ready_s: None,
+        }
     }
 
     fn job(&self) -> Result<&(String, u32, u32)> {
@@ -37,7 +43,14 @@ impl<'a> RunSink<'a> {
     }
 
     /// The `boot` record of the current attempt.
-    fn boot(&self, env: Option<BootEnv>, error: Option<(String, Failed)>, findings: Vec<Finding>, wall_per_guest_s: Option<f64>, retried: bool) -> Result<Event> {
+    fn boot(
+        &self,
+        env: Option<BootEnv>,
+        error: Option<(String, Failed)>,
+        findings: Vec<Finding>,
+        wall_per_guest_s: Option<f64>,
+        retried: bool,
+    ) -> Result<Event> {
         let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
         let (error, failed) = error.unzip();
         Ok(Event::Boot {
@@ -49,7 +62,11 @@ impl<'a> RunSink<'a> {
             clock: Some(s.clock),
             wall_per_guest_s,
             // a boot that never reached SSH records no command line
-            cmdline: if failed.is_some() { String::new() } else { s.cmdline.clone() },
+            cmdline: if failed.is_some() {
+                String::new()
+            } else {
+                s.cmdline.clone()
+            },
             image: s.image.clone(),
             overcommit: s.overcommit,
             ready_s: if failed.is_some() { None } else { self.ready_s },
@@ -61,7 +78,15 @@ impl<'a> RunSink<'a> {
         })
     }
 
-    fn samples(&self, benchmark: String, params: serde_json::Value, repetition: u32, warmup: bool, metrics: Vec<crate::bench::Measured>, cpu: Option<crate::bench::CpuWindow>) -> Result<()> {
+    fn samples(
+        &self,
+        benchmark: String,
+        params: serde_json::Value,
+        repetition: u32,
+        warmup: bool,
+        metrics: Vec<crate::bench::Measured>,
+        cpu: Option<crate::bench::CpuWindow>,
+    ) -> Result<()> {
         let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
         for mt in metrics {
             self.run.sample(&Sample {
@@ -86,12 +111,25 @@ impl<'a> RunSink<'a> {
         Ok(())
     }
 
-    fn cut(&self, stage: super::Stage, failed: Failed, error: String, findings: Vec<Finding>, again: bool) -> Result<()> {
+    fn cut(
+        &self,
+        stage: super::Stage,
+        failed: Failed,
+        error: String,
+        findings: Vec<Finding>,
+        again: bool,
+    ) -> Result<()> {
         let id = &self.start()?.boot_id;
         if stage.before_ssh() {
-            let msg = if again { format!("{id}: {error}; not the kernel's failure, booting again") } else { format!("{id}: boot failed: {error}") };
+            let msg = if again {
+                format!("{id}: {error}; not the kernel's failure, booting again")
+            } else {
+                format!("{id}: boot failed: {error}")
+            };
             self.ui.notice(&msg);
-            return self.run.event(&self.boot(None, Some((error, failed)), findings, None, again)?);
+            return self
+                .run
+                .event(&self.boot(None, Some((error, failed)), findings, None, again)?);
         }
         if again {
             // no boot_end: the boot is cut off, its samples are not counted
@@ -105,46 +143,131 @@ impl Sink for RunSink<'_> {
     fn emit(&mut self, event: BootEvent) -> Result<()> {
         match event {
             BootEvent::Job { variant, vcpus, boot } => {
-                self.ui.stage("boot", &format!("{variant} at {vcpus} vCPUs (boot {boot})"));
+                self.ui
+                    .stage("boot", &format!("{variant} at {vcpus} vCPUs (boot {boot})"));
                 self.job = Some((variant, vcpus, boot));
             }
             BootEvent::Started(s) => (self.start, self.ready_s) = (Some(s), None),
             BootEvent::SshReady { ready_s } => self.ready_s = Some(ready_s),
-            BootEvent::Environment { env, findings, wall_per_guest_s } => self.run.event(&self.boot(env, None, findings, wall_per_guest_s, false)?)?,
-            BootEvent::Repetition { benchmark, repetition, of } => {
+            BootEvent::Environment {
+                env,
+                findings,
+                wall_per_guest_s,
+            } => self
+                .run
+                .event(&self.boot(env, None, findings, wall_per_guest_s, false)?)?,
+            BootEvent::Repetition {
+                benchmark,
+                repetition,
+                of,
+            } => {
                 let (variant, vcpus, boot) = self.job()?;
-                self.ui.stage("bench", &format!("{variant} {vcpus}cpu b{boot} {benchmark} rep {}/{of}", repetition + 1));
+                self.ui.stage(
+                    "bench",
+                    &format!("{variant} {vcpus}cpu b{boot} {benchmark} rep {}/{of}", repetition + 1),
+                );
             }
-            BootEvent::RepetitionDone { benchmark, params, repetition, warmup, metrics, cpu } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
-            BootEvent::RepetitionFailed { benchmark, repetition, error, cause } => {
+            BootEvent::RepetitionDone {
+                benchmark,
+                params,
+                repetition,
+                warmup,
+                metrics,
+                cpu,
+            } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
+            BootEvent::RepetitionFailed {
+                benchmark,
+                repetition,
+                error,
+                cause,
+            } => {
                 let ((variant, vcpus, _), s) = (self.job()?, self.start()?);
                 let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
-                let e = Event::BenchFailed { variant: variant.clone(), vcpus: *vcpus, benchmark, boot_id: s.boot_id.clone(), repetition, error, failed };
+                let e = Event::BenchFailed {
+                    variant: variant.clone(),
+                    vcpus: *vcpus,
+                    benchmark,
+                    boot_id: s.boot_id.clone(),
+                    repetition,
+                    error,
+                    failed,
+                };
                 self.run.event(&e)?;
             }
-            BootEvent::Profile { benchmark, repetition, warmup, path, ops, error } => {
+            BootEvent::Profile {
+                benchmark,
+                repetition,
+                warmup,
+                path,
+                ops,
+                error,
+            } => {
                 let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
                 let path = path.to_string_lossy().into_owned();
-                let e = Event::Profile { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: s.boot_id.clone(), benchmark, repetition, warmup, path, ops, error };
+                let e = Event::Profile {
+                    variant: variant.clone(),
+                    vcpus: *vcpus,
+                    boot: *boot,
+                    boot_id: s.boot_id.clone(),
+                    benchmark,
+                    repetition,
+                    warmup,
+                    path,
+                    ops,
+                    error,
+                };
                 self.run.event(&e)?;
             }
-            BootEvent::Cut { stage, cause, error, findings, again } => self.cut(stage, Failed::new(stage.step(), cause), error, findings, again)?,
+            BootEvent::Cut {
+                stage,
+                cause,
+                error,
+                findings,
+                again,
+            } => self.cut(stage, Failed::new(stage.step(), cause), error, findings, again)?,
             BootEvent::PoweredOff { findings } => {
                 let id = &self.start()?.boot_id;
                 for f in &findings {
                     self.ui.notice(&format!("{id}: console: {} ({})", f.signature, f.line));
                 }
             }
-            BootEvent::Ended { findings, error, busy_wall_per_guest_s, failed } => {
+            BootEvent::Ended {
+                findings,
+                error,
+                busy_wall_per_guest_s,
+                failed,
+            } => {
                 let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: Some(s.boot_id.clone()), findings, error, busy_wall_per_guest_s, failed };
+                let e = Event::BootEnd {
+                    variant: variant.clone(),
+                    vcpus: *vcpus,
+                    boot: *boot,
+                    boot_id: Some(s.boot_id.clone()),
+                    findings,
+                    error,
+                    busy_wall_per_guest_s,
+                    failed,
+                };
                 self.run.event(&e)?;
             }
             BootEvent::NotBooted { error } => {
                 let (variant, vcpus, boot) = self.job()?;
-                self.ui.notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
-                let failed = Some(Failed::new(crate::records::Stage::Boot, crate::records::Cause::NotBooted));
-                let e = Event::BootEnd { variant: variant.clone(), vcpus: *vcpus, boot: *boot, boot_id: None, findings: vec![], error: Some(error), busy_wall_per_guest_s: None, failed };
+                self.ui
+                    .notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
+                let failed = Some(Failed::new(
+                    crate::records::Stage::Boot,
+                    crate::records::Cause::NotBooted,
+                ));
+                let e = Event::BootEnd {
+                    variant: variant.clone(),
+                    vcpus: *vcpus,
+                    boot: *boot,
+                    boot_id: None,
+                    findings: vec![],
+                    error: Some(error),
+                    busy_wall_per_guest_s: None,
+                    failed,
+                };
                 self.run.event(&e)?;
             }
         }

@@ -11,7 +11,11 @@ fn grace_grows_with_tcg_overcommit_only() {
 fn pace_stretches_guest_time_only_under_icount() {
     let mut p = Pace::default();
     assert_eq!(p.wait(MeasureClock::TcgWall, 10.0), Duration::from_secs(10));
-    assert_eq!(p.wait(MeasureClock::TcgIcount, 10.0), Duration::from_secs(600), "backstop before any measurement");
+    assert_eq!(
+        p.wait(MeasureClock::TcgIcount, 10.0),
+        Duration::from_secs(600),
+        "backstop before any measurement"
+    );
     p.observe(120.0, 10.0);
     p.observe(50.0, 10.0);
     assert_eq!(p.measured(), Some(12.0), "the slowest pace is kept");
@@ -33,7 +37,10 @@ fn guest_time_from_the_console() {
 #[test]
 fn a_paused_kvm_guest_is_noticed_from_qemu_log() {
     let log = "$ qemu\nKVM internal error. Suberror: 1\nextra data[0]: 0x0\n";
-    assert_eq!(stuck_under_kvm(Accel::Kvm, log).unwrap(), "QEMU stopped the guest: KVM internal error. Suberror: 1");
+    assert_eq!(
+        stuck_under_kvm(Accel::Kvm, log).unwrap(),
+        "QEMU stopped the guest: KVM internal error. Suberror: 1"
+    );
     assert_eq!(stuck_under_kvm(Accel::Tcg, log), None);
     assert_eq!(stuck_under_kvm(Accel::Kvm, "$ qemu\n"), None);
 }
@@ -46,7 +53,10 @@ fn kvm_failure_reason_prefers_the_real_error() {
     assert_eq!(kvm_failure_reason(log).unwrap(), "KVM internal error. Suberror: 1");
     let log = "qemu: warning: KVM something\nqemu: kvm.c:3849: kvm_buf_set_msrs: Assertion `ret' failed.\n";
     assert!(kvm_failure_reason(log).unwrap().contains("Assertion"));
-    assert_eq!(kvm_failure_reason("qemu: warning: KVM x\n").unwrap(), "qemu: warning: KVM x");
+    assert_eq!(
+        kvm_failure_reason("qemu: warning: KVM x\n").unwrap(),
+        "qemu: warning: KVM x"
+    );
     assert_eq!(kvm_failure_reason(""), None);
 }
 
@@ -75,14 +85,22 @@ struct World {
 }
 
 fn world(name: &str, guest: &str) -> World {
-    let tmp = tempfile::Builder::new().prefix(&format!("harness-boot-{name}-")).tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("harness-boot-{name}-"))
+        .tempdir()
+        .unwrap();
     let dir = tmp.path();
     let yaml = format!(
         "variants:\n  - name: base\nvcpus: [2]\nguest: {guest}\nbenchmarks:\n  - {{name: s, kind: doexec, timeout_s: 60}}\n\
          sampling: {{boots: 3, repetitions: 2, warmup_repetitions: 1}}\n"
     );
     let m = crate::config::parse(&yaml, &dir.join("matrix.yaml"), None).unwrap();
-    World { run: Run::create(dir, "t").unwrap(), m, ui: Ui::new(0, true), _dir: tmp }
+    World {
+        run: Run::create(dir, "t").unwrap(),
+        m,
+        ui: Ui::new(0, true),
+        _dir: tmp,
+    }
 }
 
 fn ctx(w: &World) -> BootCtx<'_> {
@@ -103,47 +121,110 @@ fn ctx(w: &World) -> BootCtx<'_> {
 }
 
 fn job(boot: u32) -> BootJob {
-    BootJob { variant: "base".into(), vcpus: 2, boot, benchmarks: vec!["s".into()] }
+    BootJob {
+        variant: "base".into(),
+        vcpus: 2,
+        boot,
+        benchmarks: vec!["s".into()],
+    }
 }
 
 /// Runs `job` on `fake`, its events into a [`Recorder`].
 fn boot(ctx: &mut BootCtx, fake: &mut Fake, job: &BootJob) -> (Result<()>, Vec<BootEvent>) {
     let mut rec = Recorder::default();
-    let res = Boot { ctx, machine: fake, sink: &mut rec, job }.run(Path::new("/k/bzImage"), Path::new("/k/initrd"));
+    let res = Boot {
+        ctx,
+        machine: fake,
+        sink: &mut rec,
+        job,
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"));
     (res, rec.events)
 }
 
 /// A repetition's answer: one sample of `value`, `wall_s` wall seconds for
 /// 1 guest second.
 fn says(value: f64, wall_s: f64) -> Answer {
-    let stdout = format!("uptime0 10.00 0\nsample metric=execs_per_s value={value} unit=execs/s better=higher\nuptime1 11.00 0\n");
+    let stdout = format!(
+        "uptime0 10.00 0\nsample metric=execs_per_s value={value} unit=execs/s better=higher\nuptime1 11.00 0\n"
+    );
     Answer::Says { stdout, wall_s }
 }
 
 fn job_event(boot: u32) -> BootEvent {
-    BootEvent::Job { variant: "base".into(), vcpus: 2, boot }
+    BootEvent::Job {
+        variant: "base".into(),
+        vcpus: 2,
+        boot,
+    }
 }
 
 fn started(ctx: &BootCtx, boot_id: &str, attempt: u32) -> BootEvent {
-    let cmdline = crate::vm::kernel_cmdline(&CmdlineSpec { aslr: true, overcommit: ctx.overcommit(2), accel: Accel::Tcg, clock: ctx.m.guest.clock, extra: vec![] });
+    let cmdline = crate::vm::kernel_cmdline(&CmdlineSpec {
+        aslr: true,
+        overcommit: ctx.overcommit(2),
+        accel: Accel::Tcg,
+        clock: ctx.m.guest.clock,
+        extra: vec![],
+    });
     let (clock, overcommit) = (ctx.clock(), ctx.overcommit(2));
-    BootEvent::Started(BootStart { boot_id: boot_id.into(), attempt, accel: Accel::Tcg, clock, image: "bzImage".into(), overcommit, cmdline })
+    BootEvent::Started(BootStart {
+        boot_id: boot_id.into(),
+        attempt,
+        accel: Accel::Tcg,
+        clock,
+        image: "bzImage".into(),
+        overcommit,
+        cmdline,
+    })
 }
 
 /// SSH after 2 s, the environment of [`super::fake::ENV`] (4 s up).
 fn logged_in() -> Vec<BootEvent> {
-    let env = BootEnv { kernel_release: "6.12.0".into(), nproc: 2, memory_mib: 1024, aslr: 2, uptime_s: 4.0 };
-    vec![BootEvent::SshReady { ready_s: 2.0 }, BootEvent::Environment { env: Some(env), findings: vec![], wall_per_guest_s: Some(0.5) }]
+    let env = BootEnv {
+        kernel_release: "6.12.0".into(),
+        nproc: 2,
+        memory_mib: 1024,
+        aslr: 2,
+        uptime_s: 4.0,
+    };
+    vec![
+        BootEvent::SshReady { ready_s: 2.0 },
+        BootEvent::Environment {
+            env: Some(env),
+            findings: vec![],
+            wall_per_guest_s: Some(0.5),
+        },
+    ]
 }
 
 fn rep(repetition: u32) -> BootEvent {
-    BootEvent::Repetition { benchmark: "s".into(), repetition, of: 3 }
+    BootEvent::Repetition {
+        benchmark: "s".into(),
+        repetition,
+        of: 3,
+    }
 }
 
 fn done(repetition: u32, value: f64) -> BootEvent {
-    let metric = Measured { metric: "execs_per_s".into(), value, unit: "execs/s".into(), higher_is_better: true, series: vec![], warmup_series: vec![] };
-    let params = serde_json::json!({"kind": "doexec", "link": "static", "workers": "nproc", "duration_s": 5, "warmup_s": 1});
-    BootEvent::RepetitionDone { benchmark: "s".into(), params, repetition, warmup: repetition == 0, metrics: vec![metric], cpu: None }
+    let metric = Measured {
+        metric: "execs_per_s".into(),
+        value,
+        unit: "execs/s".into(),
+        higher_is_better: true,
+        series: vec![],
+        warmup_series: vec![],
+    };
+    let params =
+        serde_json::json!({"kind": "doexec", "link": "static", "workers": "nproc", "duration_s": 5, "warmup_s": 1});
+    BootEvent::RepetitionDone {
+        benchmark: "s".into(),
+        params,
+        repetition,
+        warmup: repetition == 0,
+        metrics: vec![metric],
+        cpu: None,
+    }
 }
 
 /// The three repetitions of values 1, 2, 3 (1 wall second per guest second).
@@ -157,29 +238,57 @@ fn three() -> Vec<Answer> {
 
 /// A boot that measured and powered off.
 fn ended(busy: f64) -> Vec<BootEvent> {
-    vec![BootEvent::PoweredOff { findings: vec![] }, BootEvent::Ended { findings: vec![], error: None, busy_wall_per_guest_s: Some(busy), failed: None }]
+    vec![
+        BootEvent::PoweredOff { findings: vec![] },
+        BootEvent::Ended {
+            findings: vec![],
+            error: None,
+            busy_wall_per_guest_s: Some(busy),
+            failed: None,
+        },
+    ]
 }
 
 /// A job that never reached SSH, for `cause`.
 fn failed(error: String, cause: Cause) -> BootEvent {
     let failed = Some(Failed::new(crate::records::Stage::Boot, cause));
-    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: None, failed }
+    BootEvent::Ended {
+        findings: vec![],
+        error: Some(error),
+        busy_wall_per_guest_s: None,
+        failed,
+    }
 }
 
 /// A job cut off during measurement, for `cause`.
 fn cut_off(error: String, cause: Cause) -> BootEvent {
     let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
-    BootEvent::Ended { findings: vec![], error: Some(error), busy_wall_per_guest_s: Some(1.0), failed }
+    BootEvent::Ended {
+        findings: vec![],
+        error: Some(error),
+        busy_wall_per_guest_s: Some(1.0),
+        failed,
+    }
 }
 
 fn cut(stage: Stage, cause: Cause, error: &str, again: bool) -> BootEvent {
-    BootEvent::Cut { stage, cause, error: error.into(), findings: vec![], again }
+    BootEvent::Cut {
+        stage,
+        cause,
+        error: error.into(),
+        findings: vec![],
+        again,
+    }
 }
 
-const SIGABRT: &str = "QEMU died from signal 6 (SIGABRT) before SSH came up: qemu: iotlb_to_section: Assertion `section' failed.";
+const SIGABRT: &str =
+    "QEMU died from signal 6 (SIGABRT) before SSH came up: qemu: iotlb_to_section: Assertion `section' failed.";
 
 fn aborts() -> Script {
-    Script { log: "$ qemu-system-x86_64\nqemu: iotlb_to_section: Assertion `section' failed.\n".into(), ..Script::dies(Exit::Signal(libc::SIGABRT)) }
+    Script {
+        log: "$ qemu-system-x86_64\nqemu: iotlb_to_section: Assertion `section' failed.\n".into(),
+        ..Script::dies(Exit::Signal(libc::SIGABRT))
+    }
 }
 
 #[test]
@@ -189,12 +298,24 @@ fn a_qemu_signal_before_ssh_boots_the_job_again() {
     let mut fake = Fake::new(vec![aborts(), Script::ssh(three())]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
-    let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1), cut(Stage::WaitSsh, Cause::QemuSignal, SIGABRT, true)];
+    let mut want = vec![
+        job_event(0),
+        started(&ctx, "base-2cpu-b0", 1),
+        cut(Stage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
+    ];
     want.push(started(&ctx, "base-2cpu-b0.2", 2));
     want.extend(logged_in().into_iter().chain(measured()).chain(ended(1.0)));
     assert_eq!(events, want);
-    assert_eq!(fake.calls.iter().filter(|c| **c == Call::Kill).count(), 1, "the crashed QEMU is reaped: {:?}", fake.calls);
-    assert!(w.run.log("boots/base-2cpu-b0.2").is_dir(), "the retry has its own log directory");
+    assert_eq!(
+        fake.calls.iter().filter(|c| **c == Call::Kill).count(),
+        1,
+        "the crashed QEMU is reaped: {:?}",
+        fake.calls
+    );
+    assert!(
+        w.run.log("boots/base-2cpu-b0.2").is_dir(),
+        "the retry has its own log directory"
+    );
 }
 
 #[test]
@@ -209,7 +330,12 @@ fn a_qemu_signal_during_measurement_cuts_the_boot_and_boots_again() {
     want.extend(logged_in());
     want.extend([rep(0), done(0, 1.0), rep(1)]);
     // no RepetitionFailed, no Ended: the cut boot's samples are never counted
-    want.push(cut(Stage::Measure, Cause::QemuSignal, "measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output", true));
+    want.push(cut(
+        Stage::Measure,
+        Cause::QemuSignal,
+        "measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output",
+        true,
+    ));
     want.push(started(&ctx, "base-2cpu-b0.2", 2));
     want.extend(logged_in().into_iter().chain(measured()).chain(ended(1.0)));
     assert_eq!(events, want);
@@ -232,7 +358,10 @@ fn qemu_dying_in_every_attempt_fails_the_job_once() {
         started(&ctx, "base-2cpu-b0.3", 3),
         cut(Stage::WaitSsh, Cause::QemuSignal, &last, false),
     ];
-    let want: Vec<BootEvent> = want.into_iter().chain([failed(format!("boot failed: {last}"), Cause::QemuSignal)]).collect();
+    let want: Vec<BootEvent> = want
+        .into_iter()
+        .chain([failed(format!("boot failed: {last}"), Cause::QemuSignal)])
+        .collect();
     assert_eq!(events, want);
 }
 
@@ -241,7 +370,11 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
     let w = world("panic", "{}");
     let mut ctx = ctx(&w);
     let console = "[    1.5] Kernel panic - not syncing: VFS: Unable to mount root fs\n".to_string();
-    let panics = Script { until: Until::Hangs, console: console.clone(), ..Script::ssh(vec![]) };
+    let panics = Script {
+        until: Until::Hangs,
+        console: console.clone(),
+        ..Script::ssh(vec![])
+    };
     let mut fake = Fake::new(vec![panics, Script::dies(Exit::Code(1))]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
@@ -250,14 +383,30 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
     let want = vec![
         job_event(0),
         started(&ctx, "base-2cpu-b0", 1),
-        BootEvent::Cut { stage: Stage::WaitSsh, cause: Cause::Panic, error: why.into(), findings: findings.clone(), again: false },
-        BootEvent::Ended { findings, error: Some(format!("boot failed: {why}")), busy_wall_per_guest_s: None, failed: Some(Failed::new(crate::records::Stage::Boot, Cause::Panic)) },
+        BootEvent::Cut {
+            stage: Stage::WaitSsh,
+            cause: Cause::Panic,
+            error: why.into(),
+            findings: findings.clone(),
+            again: false,
+        },
+        BootEvent::Ended {
+            findings,
+            error: Some(format!("boot failed: {why}")),
+            busy_wall_per_guest_s: None,
+            failed: Some(Failed::new(crate::records::Stage::Boot, Cause::Panic)),
+        },
     ];
     assert_eq!(events, want);
     let (res, events) = boot(&mut ctx, &mut fake, &job(1));
     res.unwrap();
     let why = "QEMU exited with status 1 before SSH came up: no console output";
-    let want = vec![job_event(1), started(&ctx, "base-2cpu-b1", 1), cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"), Cause::QemuExit)];
+    let want = vec![
+        job_event(1),
+        started(&ctx, "base-2cpu-b1", 1),
+        cut(Stage::WaitSsh, Cause::QemuExit, why, false),
+        failed(format!("boot failed: {why}"), Cause::QemuExit),
+    ];
     assert_eq!(events, want);
 }
 
@@ -265,29 +414,61 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
 fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
     let w = world("hung", "{}");
     let mut ctx = ctx(&w);
-    let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Hangs]), Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Code(0))])]);
+    let mut fake = Fake::new(vec![
+        Script::ssh(vec![says(1.0, 1.0), Answer::Hangs]),
+        Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Code(0))]),
+    ]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
     let why = "guest stopped answering: no result 30 s after the benchmark's timeout";
     let mut want = vec![job_event(0), started(&ctx, "base-2cpu-b0", 1)];
     want.extend(logged_in());
-    want.extend([rep(0), done(0, 1.0), rep(1), BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into(), cause: Cause::GuestHung }]);
+    want.extend([
+        rep(0),
+        done(0, 1.0),
+        rep(1),
+        BootEvent::RepetitionFailed {
+            benchmark: "s".into(),
+            repetition: 1,
+            error: why.into(),
+            cause: Cause::GuestHung,
+        },
+    ]);
     let error = format!("measure during s: {why}");
-    want.extend([cut(Stage::Measure, Cause::GuestHung, &error, false), BootEvent::PoweredOff { findings: vec![] }]);
+    want.extend([
+        cut(Stage::Measure, Cause::GuestHung, &error, false),
+        BootEvent::PoweredOff { findings: vec![] },
+    ]);
     want.push(cut_off(error, Cause::GuestHung));
     assert_eq!(events, want);
     // the bench waits its timeout plus 30 s of grace; a guest that does not answer is killed, dmesg not asked
-    let runs: Vec<&Call> = fake.calls.iter().filter(|c| matches!(c, Call::Run(cmd, _) if cmd.starts_with("/bench/"))).collect();
-    assert!(runs.iter().all(|c| matches!(c, Call::Run(_, w) if *w == Duration::from_secs(90))), "{runs:?}");
+    let runs: Vec<&Call> = fake
+        .calls
+        .iter()
+        .filter(|c| matches!(c, Call::Run(cmd, _) if cmd.starts_with("/bench/")))
+        .collect();
+    assert!(
+        runs.iter()
+            .all(|c| matches!(c, Call::Run(_, w) if *w == Duration::from_secs(90))),
+        "{runs:?}"
+    );
     assert_eq!(fake.calls.last(), Some(&Call::Kill));
-    assert!(!fake.calls.iter().any(|c| matches!(c, Call::Run(cmd, _) if cmd == "dmesg")));
+    assert!(!fake
+        .calls
+        .iter()
+        .any(|c| matches!(c, Call::Run(cmd, _) if cmd == "dmesg")));
 
     let (res, events) = boot(&mut ctx, &mut fake, &job(1));
     res.unwrap();
     let why = "read the guest command's output: connection reset";
     let error = format!("measure during s: {why}");
     let tail = [
-        BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 1, error: why.into(), cause: Cause::Ssh },
+        BootEvent::RepetitionFailed {
+            benchmark: "s".into(),
+            repetition: 1,
+            error: why.into(),
+            cause: Cause::Ssh,
+        },
         cut(Stage::Measure, Cause::Ssh, &error, false),
         BootEvent::PoweredOff { findings: vec![] },
         cut_off(error.clone(), Cause::Ssh),
@@ -300,15 +481,41 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     let w = world("timeout", "{clock: icount, boot_timeout_s: 100}");
     let mut ctx = ctx(&w);
     let console = "[    0.0] Linux version 6.12\nharness: uptime 150.25 1.0\n".to_string();
-    let past = Script { until: Until::Hangs, console, ..Script::ssh(vec![]) };
+    let past = Script {
+        until: Until::Hangs,
+        console,
+        ..Script::ssh(vec![])
+    };
     // the busy pace: 12 wall seconds per guest second
-    let slow = Answer::Says { stdout: "uptime0 10.00 0\nsample metric=x value=1 unit=s better=lower\nuptime1 20.00 0\n".into(), wall_s: 120.0 };
-    let scripts = vec![Script { until: Until::Hangs, ..Script::ssh(vec![]) }, past, Script::ssh(vec![slow]), Script { until: Until::Hangs, ..Script::ssh(vec![]) }];
+    let slow = Answer::Says {
+        stdout: "uptime0 10.00 0\nsample metric=x value=1 unit=s better=lower\nuptime1 20.00 0\n".into(),
+        wall_s: 120.0,
+    };
+    let scripts = vec![
+        Script {
+            until: Until::Hangs,
+            ..Script::ssh(vec![])
+        },
+        past,
+        Script::ssh(vec![slow]),
+        Script {
+            until: Until::Hangs,
+            ..Script::ssh(vec![])
+        },
+    ];
     let mut fake = Fake::new(scripts);
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
     // before any measured pace: the backstop of 60 wall seconds per guest second, capped
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(1800, deadline), false));
+    assert_eq!(
+        events[2],
+        cut(
+            Stage::WaitSsh,
+            Cause::BootTimeout,
+            &host_deadline(1800, deadline),
+            false
+        )
+    );
     assert_eq!(fake.calls[1], Call::WaitSsh(ICOUNT_WAIT_CAP));
     // the console's guest time passes boot_timeout_s first
     let (_, events) = boot(&mut ctx, &mut fake, &job(1));
@@ -318,15 +525,38 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     // bounded by 5x the repetition it measured (120 s)
     ctx.strikes = Strikes::default();
     let (_, events) = boot(&mut ctx, &mut fake, &job(2));
-    let bench_waits: Vec<Duration> = fake.calls.iter().filter_map(|c| match c { Call::Run(cmd, w) if cmd.starts_with("/bench/") => Some(*w), _ => None }).collect();
-    assert_eq!(bench_waits[0], ICOUNT_WAIT_CAP, "60 guest seconds at the backstop and the grace, capped");
-    assert_eq!(bench_waits[1], Duration::from_secs(600), "5x the slowest repetition, under the pace's 60 x 12 x 1.5 + 30 s");
-    assert!(matches!(events.last(), Some(BootEvent::Ended { error: None, busy_wall_per_guest_s: Some(p), .. }) if *p == 12.0), "{events:?}");
+    let bench_waits: Vec<Duration> = fake
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Run(cmd, w) if cmd.starts_with("/bench/") => Some(*w),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        bench_waits[0], ICOUNT_WAIT_CAP,
+        "60 guest seconds at the backstop and the grace, capped"
+    );
+    assert_eq!(
+        bench_waits[1],
+        Duration::from_secs(600),
+        "5x the slowest repetition, under the pace's 60 x 12 x 1.5 + 30 s"
+    );
+    assert!(
+        matches!(events.last(), Some(BootEvent::Ended { error: None, busy_wall_per_guest_s: Some(p), .. }) if *p == 12.0),
+        "{events:?}"
+    );
     assert_eq!(ctx.pace.measured(), Some(12.0));
     // the pace would give 1800 s; the run's slowest boot to SSH (2 s) bounds it at its floor
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(120, deadline), false));
-    assert_eq!(fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))), Some(&Call::WaitSsh(SEEN_FLOOR)));
+    assert_eq!(
+        events[2],
+        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(120, deadline), false)
+    );
+    assert_eq!(
+        fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))),
+        Some(&Call::WaitSsh(SEEN_FLOOR))
+    );
 }
 
 #[test]
@@ -336,8 +566,16 @@ fn warmup_repetitions_are_marked_and_the_busy_pace_is_the_slowest() {
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 3.0), says(2.0, 2.0), says(3.0, 1.5)])]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
-    let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0", 1)].into_iter().chain(logged_in()).chain(measured()).chain(ended(3.0)).collect();
-    assert_eq!(events, want, "only repetition 0 is a warm-up one; the busy pace is the slowest repetition's");
+    let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0", 1)]
+        .into_iter()
+        .chain(logged_in())
+        .chain(measured())
+        .chain(ended(3.0))
+        .collect();
+    assert_eq!(
+        events, want,
+        "only repetition 0 is a warm-up one; the busy pace is the slowest repetition's"
+    );
     assert_eq!(ctx.pace.measured(), Some(3.0));
     assert_eq!(fake.calls.iter().filter(|c| matches!(c, Call::PowerOff(_))).count(), 1);
 }
@@ -352,25 +590,59 @@ fn an_interrupted_job_boots_afresh_when_resumed() {
     let mut ctx = ctx(&w);
     let mut fake = Fake::new(vec![Script::ssh(three())]);
     let mut sink = RunSink::new(&w.run, &w.ui);
-    Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(1) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut fake,
+        sink: &mut sink,
+        job: &job(1),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Interrupted])]);
     let mut sink = RunSink::new(&w.run, &w.ui);
-    let e = Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap_err();
+    let e = Boot {
+        ctx: &mut ctx,
+        machine: &mut fake,
+        sink: &mut sink,
+        job: &job(0),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap_err();
     assert!(e.downcast_ref::<crate::proc::Interrupted>().is_some(), "{e:#}");
     let ends = |run: &Run| -> Vec<(u32, Option<String>)> {
-        run.events().unwrap().into_iter().filter_map(|e| match e { Event::BootEnd { boot, boot_id, .. } => Some((boot, boot_id)), _ => None }).collect()
+        run.events()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::BootEnd { boot, boot_id, .. } => Some((boot, boot_id)),
+                _ => None,
+            })
+            .collect()
     };
-    assert_eq!(ends(&w.run), [(1, Some("base-2cpu-b1".to_string()))], "the interrupted boot has no boot_end");
+    assert_eq!(
+        ends(&w.run),
+        [(1, Some("base-2cpu-b1".to_string()))],
+        "the interrupted boot has no boot_end"
+    );
     // resumed: the jobs without a boot_end boot again
     let done: Vec<u32> = ends(&w.run).iter().map(|e| e.0).collect();
     let mut fake = Fake::new(vec![Script::ssh(three())]);
     for j in [job(0), job(1)].iter().filter(|j| !done.contains(&j.boot)) {
         let (res, events) = boot(&mut ctx, &mut fake, j);
         res.unwrap();
-        let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0.2", 1)].into_iter().chain(logged_in()).chain(measured()).chain(ended(1.0)).collect();
+        let want: Vec<BootEvent> = [job_event(0), started(&ctx, "base-2cpu-b0.2", 1)]
+            .into_iter()
+            .chain(logged_in())
+            .chain(measured())
+            .chain(ended(1.0))
+            .collect();
         assert_eq!(events, want);
     }
-    assert_eq!(fake.calls.iter().filter(|c| matches!(c, Call::Start(_))).count(), 1, "the ended job is not booted again");
+    assert_eq!(
+        fake.calls.iter().filter(|c| matches!(c, Call::Start(_))).count(),
+        1,
+        "the ended job is not booted again"
+    );
 }
 
 /// The run's sink writes the records of today's schema: a retried boot
@@ -381,15 +653,45 @@ fn the_run_sink_writes_the_runs_records() {
     let mut ctx = ctx(&w);
     let measuring = Script::ssh(vec![says(1.0, 1.0), Answer::Dies(Exit::Signal(libc::SIGABRT))]);
     let dmesg = "[    9.0] WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20\n".to_string();
-    let mut fake = Fake::new(vec![aborts(), measuring, Script { dmesg, ..Script::ssh(three()) }]);
+    let mut fake = Fake::new(vec![
+        aborts(),
+        measuring,
+        Script {
+            dmesg,
+            ..Script::ssh(three())
+        },
+    ]);
     let mut sink = RunSink::new(&w.run, &w.ui);
-    Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut fake,
+        sink: &mut sink,
+        job: &job(0),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
     let lines = |f: &str| -> Vec<serde_json::Value> {
-        std::fs::read_to_string(w.run.dir.join(f)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        std::fs::read_to_string(w.run.dir.join(f))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     };
     let events = lines("events.jsonl");
-    let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e["event"].as_str().unwrap(), e["boot_id"].as_str().unwrap_or(""))).collect();
-    assert_eq!(kinds, [("boot", "base-2cpu-b0"), ("boot", "base-2cpu-b0.2"), ("notice", ""), ("boot", "base-2cpu-b0.3"), ("boot_end", "base-2cpu-b0.3")]);
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e["event"].as_str().unwrap(), e["boot_id"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("boot", "base-2cpu-b0"),
+            ("boot", "base-2cpu-b0.2"),
+            ("notice", ""),
+            ("boot", "base-2cpu-b0.3"),
+            ("boot_end", "base-2cpu-b0.3")
+        ]
+    );
     let cmdline = match started(&ctx, "x", 1) {
         BootEvent::Started(s) => s.cmdline,
         _ => unreachable!(),
@@ -407,7 +709,8 @@ fn the_run_sink_writes_the_runs_records() {
         "error": null, "findings": []
     });
     assert_eq!(events[1], second);
-    let notice = "base-2cpu-b0.2: measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output; \
+    let notice =
+        "base-2cpu-b0.2: measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output; \
                   QEMU's failure, not the kernel's: this boot's samples are not counted and the job boots again";
     assert_eq!(events[2], serde_json::json!({"event": "notice", "message": notice}));
     let finding = serde_json::json!({"kind": "warn", "line": "WARNING: CPU: 1 PID: 9 at mm/vmalloc.c:100 free_vmap_area_noflush+0x9/0x20", "signature": "warn: free_vmap_area_noflush"});
@@ -417,11 +720,31 @@ fn the_run_sink_writes_the_runs_records() {
     });
     assert_eq!(events[4], end);
     let samples = lines("samples.jsonl");
-    let ids: Vec<(&str, u64, bool)> = samples.iter().map(|s| (s["boot_id"].as_str().unwrap(), s["repetition"].as_u64().unwrap(), s["warmup"] == true)).collect();
-    assert_eq!(ids, [("base-2cpu-b0.2", 0, true), ("base-2cpu-b0.3", 0, true), ("base-2cpu-b0.3", 1, false), ("base-2cpu-b0.3", 2, false)]);
+    let ids: Vec<(&str, u64, bool)> = samples
+        .iter()
+        .map(|s| {
+            (
+                s["boot_id"].as_str().unwrap(),
+                s["repetition"].as_u64().unwrap(),
+                s["warmup"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("base-2cpu-b0.2", 0, true),
+            ("base-2cpu-b0.3", 0, true),
+            ("base-2cpu-b0.3", 1, false),
+            ("base-2cpu-b0.3", 2, false)
+        ]
+    );
     assert_eq!(samples[3]["value"], 3.0);
     assert_eq!(samples[3]["clock"], "tcg-wall");
-    assert!(w.run.log("boots/base-2cpu-b0.3/bench-s-r2.log").is_file() && w.run.log("boots/base-2cpu-b0.3/dmesg.log").is_file());
+    assert!(
+        w.run.log("boots/base-2cpu-b0.3/bench-s-r2.log").is_file()
+            && w.run.log("boots/base-2cpu-b0.3/dmesg.log").is_file()
+    );
 }
 
 /// The KVM probe: a guest that reaches SSH proves KVM; one QEMU stops with
@@ -435,19 +758,47 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     ctx.accel = Accel::Kvm;
     let dir = w.run.log("kvm-probe");
     let (k, i) = (Path::new("/k/bzImage"), Path::new("/k/initrd"));
-    let stuck = Script { until: Until::Hangs, log: "$ qemu\nKVM internal error. Suberror: 1\nextra data[0]: 0x0\n".into(), ..Script::ssh(vec![]) };
-    let panics = Script { until: Until::Hangs, console: "[    0.5] Kernel panic - not syncing: Fatal exception\n".into(), ..Script::ssh(vec![]) };
-    let silent = Script { until: Until::Hangs, ..Script::ssh(vec![]) };
-    let slow = Script { until: Until::Hangs, console: "[    1.653697] amd_pstate: the _CPC object is not present\n".into(), ..Script::ssh(vec![]) };
+    let stuck = Script {
+        until: Until::Hangs,
+        log: "$ qemu\nKVM internal error. Suberror: 1\nextra data[0]: 0x0\n".into(),
+        ..Script::ssh(vec![])
+    };
+    let panics = Script {
+        until: Until::Hangs,
+        console: "[    0.5] Kernel panic - not syncing: Fatal exception\n".into(),
+        ..Script::ssh(vec![])
+    };
+    let silent = Script {
+        until: Until::Hangs,
+        ..Script::ssh(vec![])
+    };
+    let slow = Script {
+        until: Until::Hangs,
+        console: "[    1.653697] amd_pstate: the _CPC object is not present\n".into(),
+        ..Script::ssh(vec![])
+    };
     let mut fake = Fake::new(vec![Script::ssh(vec![]), stuck, panics, silent, slow]);
     assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), None);
     assert_eq!(fake.calls.last(), Some(&Call::PowerOff(Duration::from_secs(5))));
     assert_eq!(fake.calls[1], Call::WaitSsh(PROBE_DEADLINE));
     let got = |f: Option<ProbeFailure>| f.map(|f| (f.why, f.kvm_fault, f.cause));
-    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("KVM internal error. Suberror: 1".to_string(), true, Cause::Qemu)));
-    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("kernel panic during boot (panic)".to_string(), false, Cause::Panic)));
+    assert_eq!(
+        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        Some(("KVM internal error. Suberror: 1".to_string(), true, Cause::Qemu))
+    );
+    assert_eq!(
+        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        Some(("kernel panic during boot (panic)".to_string(), false, Cause::Panic))
+    );
     // a guest that wrote nothing by the deadline never ran its kernel: KVM's fault
-    assert_eq!(got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()), Some(("the KVM guest wrote nothing to its console in 60 s".to_string(), true, Cause::BootTimeout)));
+    assert_eq!(
+        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        Some((
+            "the KVM guest wrote nothing to its console in 60 s".to_string(),
+            true,
+            Cause::BootTimeout
+        ))
+    );
     // one that printed and then did not answer is not blamed on KVM
     let f = probe_on(&ctx, &mut fake, k, i, &dir).unwrap().unwrap();
     assert_eq!((f.kvm_fault, f.cause), (false, Cause::BootTimeout), "{}", f.why);
@@ -462,25 +813,72 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
 fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
     let w = world("qemu-aborts", "{}");
     let fake_qemu = w._dir.path().join("qemu-system-x86_64");
-    std::fs::write(&fake_qemu, "#!/bin/sh\necho \"qemu: iotlb_to_section: Assertion \\`section' failed.\"\nkill -ABRT $$\n").unwrap();
+    std::fs::write(
+        &fake_qemu,
+        "#!/bin/sh\necho \"qemu: iotlb_to_section: Assertion \\`section' failed.\"\nkill -ABRT $$\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&fake_qemu, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut ctx = ctx(&w);
     ctx.qemu = fake_qemu;
     let mut machine = Qemu::new("/nonexistent/key".into(), String::new());
     let mut rec = Recorder::default();
-    Boot { ctx: &mut ctx, machine: &mut machine, sink: &mut rec, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
-    let cuts: Vec<(&str, Cause, bool)> = rec.events.iter().filter_map(|e| match e { BootEvent::Cut { error, cause, again, .. } => Some((error.as_str(), *cause, *again)), _ => None }).collect();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut machine,
+        sink: &mut rec,
+        job: &job(0),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
+    let cuts: Vec<(&str, Cause, bool)> = rec
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            BootEvent::Cut {
+                error, cause, again, ..
+            } => Some((error.as_str(), *cause, *again)),
+            _ => None,
+        })
+        .collect();
     let last = format!("{SIGABRT} (QEMU died in all 3 attempts)");
-    assert_eq!(cuts, [(SIGABRT, Cause::QemuSignal, true), (SIGABRT, Cause::QemuSignal, true), (last.as_str(), Cause::QemuSignal, false)]);
-    assert_eq!(rec.events.last(), Some(&failed(format!("boot failed: {last}"), Cause::QemuSignal)));
+    assert_eq!(
+        cuts,
+        [
+            (SIGABRT, Cause::QemuSignal, true),
+            (SIGABRT, Cause::QemuSignal, true),
+            (last.as_str(), Cause::QemuSignal, false)
+        ]
+    );
+    assert_eq!(
+        rec.events.last(),
+        Some(&failed(format!("boot failed: {last}"), Cause::QemuSignal))
+    );
     assert!(w.run.log("boots/base-2cpu-b0.3/qemu.log").is_file());
 
     // one that exits with a status: the kernel's boot failed, no retry
-    std::fs::write(&ctx.qemu, "#!/bin/sh\necho \"qemu: could not load kernel '/k/bzImage'\"\nexit 1\n").unwrap();
+    std::fs::write(
+        &ctx.qemu,
+        "#!/bin/sh\necho \"qemu: could not load kernel '/k/bzImage'\"\nexit 1\n",
+    )
+    .unwrap();
     let mut rec = Recorder::default();
-    Boot { ctx: &mut ctx, machine: &mut machine, sink: &mut rec, job: &job(1) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut machine,
+        sink: &mut rec,
+        job: &job(1),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
     let why = "QEMU exited with status 1 before SSH came up: qemu: could not load kernel '/k/bzImage'";
-    assert_eq!(rec.events[2..], [cut(Stage::WaitSsh, Cause::QemuExit, why, false), failed(format!("boot failed: {why}"), Cause::QemuExit)]);
+    assert_eq!(
+        rec.events[2..],
+        [
+            cut(Stage::WaitSsh, Cause::QemuExit, why, false),
+            failed(format!("boot failed: {why}"), Cause::QemuExit)
+        ]
+    );
 }
 
 #[test]
@@ -537,17 +935,36 @@ fn a_profiled_boot_has_nokaslr_and_a_broken_profiler_only_a_notice() {
         c.profiler = Some(so.clone());
         let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
         let mut rec = Recorder::default();
-        Boot { ctx: &mut c, machine: &mut fake, sink: &mut rec, job: &job(0) }.run(&kernel, Path::new("/k/initrd")).unwrap();
+        Boot {
+            ctx: &mut c,
+            machine: &mut fake,
+            sink: &mut rec,
+            job: &job(0),
+        }
+        .run(&kernel, Path::new("/k/initrd"))
+        .unwrap();
         let cmdline = rec.events.iter().find_map(|e| match e {
             BootEvent::Started(s) => Some(s.cmdline.clone()),
             _ => None,
         });
         assert_eq!(cmdline.unwrap().ends_with(" nokaslr"), nokaslr);
-        let notices: Vec<String> = w.run.events().unwrap().into_iter().filter_map(|e| match e {
-            Event::Notice { message } => Some(message),
-            _ => None,
-        }).collect();
-        assert_eq!(notices.iter().any(|n| n.starts_with("base-2cpu-b0: this boot has no kernel profile: read the symbols file")), !syms, "{notices:?}");
+        let notices: Vec<String> = w
+            .run
+            .events()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Notice { message } => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            notices
+                .iter()
+                .any(|n| n.starts_with("base-2cpu-b0: this boot has no kernel profile: read the symbols file")),
+            !syms,
+            "{notices:?}"
+        );
     }
 }
 
@@ -564,24 +981,62 @@ fn a_profiled_boot_records_each_window_and_its_instructions_per_op() {
     // and the first measured repetition's; the second wrote none
     let profiles = w.run.records().join("profiles");
     std::fs::create_dir_all(&profiles).unwrap();
-    let window = |ops: u64| format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal 1000 1 0 0\nkernel 800 1 0 0\nf f 800 1 0 0\nf [user] 200 0 0 0\n");
+    let window = |ops: u64| {
+        format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal 1000 1 0 0\nkernel 800 1 0 0\nf f 800 1 0 0\nf [user] 200 0 0 0\n")
+    };
     std::fs::write(profiles.join("base-2cpu-b0.profile.1"), window(10)).unwrap();
     std::fs::write(profiles.join("base-2cpu-b0.profile.2"), window(4)).unwrap();
     let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
     let mut sink = super::RunSink::new(&w.run, &w.ui);
-    Boot { ctx: &mut c, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(&k.path().join("bzImage"), Path::new("/k/initrd")).unwrap();
-    let got: Vec<(u32, bool, String, Option<u64>)> = w.run.events().unwrap().into_iter().filter_map(|e| match e {
-        Event::Profile { repetition, warmup, path, ops, error: None, boot_id, .. } if boot_id == "base-2cpu-b0" => Some((repetition, warmup, path, ops)),
-        _ => None,
-    }).collect();
+    Boot {
+        ctx: &mut c,
+        machine: &mut fake,
+        sink: &mut sink,
+        job: &job(0),
+    }
+    .run(&k.path().join("bzImage"), Path::new("/k/initrd"))
+    .unwrap();
+    let got: Vec<(u32, bool, String, Option<u64>)> = w
+        .run
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Profile {
+                repetition,
+                warmup,
+                path,
+                ops,
+                error: None,
+                boot_id,
+                ..
+            } if boot_id == "base-2cpu-b0" => Some((repetition, warmup, path, ops)),
+            _ => None,
+        })
+        .collect();
     let rel = |n: u32| format!("profiles/base-2cpu-b0.profile.{n}");
     assert_eq!(got, [(0, true, rel(1), Some(10)), (1, false, rel(2), Some(4))]);
-    let per_op: Vec<(u32, String, f64)> = w.run.samples().unwrap().into_iter().filter(|s| s.unit == "insns/op").map(|s| (s.repetition, s.metric, s.value)).collect();
+    let per_op: Vec<(u32, String, f64)> = w
+        .run
+        .samples()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.unit == "insns/op")
+        .map(|s| (s.repetition, s.metric, s.value))
+        .collect();
     let want = [
-        (0, "insns_per_op", 100.0), (0, "kernel_insns_per_op", 80.0), (0, "user_insns_per_op", 20.0),
-        (1, "insns_per_op", 250.0), (1, "kernel_insns_per_op", 200.0), (1, "user_insns_per_op", 50.0),
+        (0, "insns_per_op", 100.0),
+        (0, "kernel_insns_per_op", 80.0),
+        (0, "user_insns_per_op", 20.0),
+        (1, "insns_per_op", 250.0),
+        (1, "kernel_insns_per_op", 200.0),
+        (1, "user_insns_per_op", 50.0),
     ];
-    assert_eq!(per_op, want.map(|(r, m, v)| (r, m.to_string(), v)).to_vec(), "the second measured repetition has no window");
+    assert_eq!(
+        per_op,
+        want.map(|(r, m, v)| (r, m.to_string(), v)).to_vec(),
+        "the second measured repetition has no window"
+    );
 }
 
 /// The reason a boot under icount gives when the host stopped waiting.
@@ -608,7 +1063,10 @@ fn a_repetition_over_the_output_limit_fails_alone() {
         cause: Cause::OutputOverLimit,
     };
     assert!(events.contains(&over), "{events:#?}");
-    assert!(!events.iter().any(|e| matches!(e, BootEvent::Cut { .. })), "{events:#?}");
+    assert!(
+        !events.iter().any(|e| matches!(e, BootEvent::Cut { .. })),
+        "{events:#?}"
+    );
 }
 
 /// Issue 22 item 8: a boot whose console floods is stopped, as over the limit.
@@ -617,11 +1075,21 @@ fn a_boot_whose_console_floods_is_stopped() {
     let w = world("console-flood", "{}");
     let mut ctx = ctx(&w);
     let flood = "[    1.0] flood\n".repeat((crate::vm::MAX_CONSOLE as usize) / 16 + 1);
-    let mut fake = Fake::new(vec![Script { console: flood, ..Script::ssh(vec![says(1.0, 1.0)]) }]);
+    let mut fake = Fake::new(vec![Script {
+        console: flood,
+        ..Script::ssh(vec![says(1.0, 1.0)])
+    }]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
     let why = "console over limit: the guest wrote more than 64 MiB to its console";
-    assert_eq!(events.last(), Some(&failed(format!("boot failed: {why}"), Cause::OutputOverLimit)), "{:?}", events.last());
-    assert!(!fake.calls.iter().any(|c| matches!(c, Call::Run(..))), "no benchmark runs");
+    assert_eq!(
+        events.last(),
+        Some(&failed(format!("boot failed: {why}"), Cause::OutputOverLimit)),
+        "{:?}",
+        events.last()
+    );
+    assert!(
+        !fake.calls.iter().any(|c| matches!(c, Call::Run(..))),
+        "no benchmark runs"
+    );
 }
-

@@ -80,8 +80,21 @@ impl Args {
             clock: self.clock,
             ..Default::default()
         };
-        let rule = bisect::Rule { batch: self.batch, max_rounds: self.max_rounds, alpha: self.alpha, skip_after: self.skip_after, ..Default::default() };
-        bisect::Request { git: self.git.unwrap_or_default(), good: self.good.unwrap_or_default(), bad: self.bad.unwrap_or_default(), trial, metric: self.metric, rule }
+        let rule = bisect::Rule {
+            batch: self.batch,
+            max_rounds: self.max_rounds,
+            alpha: self.alpha,
+            skip_after: self.skip_after,
+            ..Default::default()
+        };
+        bisect::Request {
+            git: self.git.unwrap_or_default(),
+            good: self.good.unwrap_or_default(),
+            bad: self.bad.unwrap_or_default(),
+            trial,
+            metric: self.metric,
+            rule,
+        }
     }
 }
 
@@ -130,12 +143,24 @@ fn sole<'a>(c: &'a [Named], open: &[String]) -> Option<&'a Named> {
 fn lines(e: &Ended) -> Vec<String> {
     let mut out = vec![];
     if let Some(one) = sole(&e.culprits, &e.open) {
-        out.push(format!("first bad commit: {} (carries {:.0}% of the change)", one.subject, one.share * 100.0));
+        out.push(format!(
+            "first bad commit: {} (carries {:.0}% of the change)",
+            one.subject,
+            one.share * 100.0
+        ));
     } else {
-        out.extend(e.culprits.iter().map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)));
+        out.extend(
+            e.culprits
+                .iter()
+                .map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)),
+        );
     }
     for c in &e.culprits {
-        out.extend(c.maybe.iter().map(|m| format!("  (or the skipped {m}, which could not be measured)")));
+        out.extend(
+            c.maybe
+                .iter()
+                .map(|m| format!("  (or the skipped {m}, which could not be measured)")),
+        );
     }
     out.extend(e.open.iter().map(|o| format!("not placed: {o}")));
     if e.culprits.is_empty() && e.open.is_empty() {
@@ -160,14 +185,24 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 
 /// Runs the bisection in `dir` to its end and prints it (also `try --per-patch`'s end).
 pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
-    eprintln!("bisect: {} (resume with `harness bisect --resume {}`)", dir.display(), dir.display());
+    eprintln!(
+        "bisect: {} (resume with `harness bisect --resume {}`)",
+        dir.display(),
+        dir.display()
+    );
     let opts = run_options(g, &bisect::matrix_of(dir)?, quiet)?;
     let json = g.json;
     let say = move |s: &str| if json { eprintln!("{s}") } else { println!("{s}") };
     let found = bisect::run(dir, &opts, &say)?;
     let culprits: Vec<Named> = found.culprits.iter().map(|c| named(dir, c)).collect();
     let one = sole(&culprits, &found.open).map(|c| (c.commit.clone(), c.subject.clone()));
-    let ended = Ended { bisect_dir: dir, first_bad: one.as_ref().map(|o| o.0.clone()), subject: one.map(|o| o.1), culprits, open: found.open.clone() };
+    let ended = Ended {
+        bisect_dir: dir,
+        first_bad: one.as_ref().map(|o| o.0.clone()),
+        subject: one.map(|o| o.1),
+        culprits,
+        open: found.open.clone(),
+    };
     if json {
         print_json(&ended)?;
     } else {
@@ -179,7 +214,13 @@ pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
 /// A culprit as printed, with its evidence.
 fn named(dir: &Path, c: &bisect::search::Culprit) -> Named {
     let profile = bisect::profile_or_why(dir, &c.commit, TOP);
-    Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone(), profile }
+    Named {
+        commit: c.commit.clone(),
+        subject: bisect::describe(dir, &c.commit),
+        share: c.share,
+        maybe: c.maybe.clone(),
+        profile,
+    }
 }
 
 /// The functions of a culprit's profile printed.
@@ -200,23 +241,77 @@ mod tests {
 
     #[test]
     fn undecided_has_its_own_code() {
-        let c = bisect::Culprit { commit: "c4".into(), share: 1.0, maybe: vec![] };
-        assert_eq!(exit(&bisect::Found { culprits: vec![c], open: vec![] }), Exit::Done);
-        assert_eq!(exit(&bisect::Found { culprits: vec![], open: vec!["c0..c6: the ends do not differ".into()] }).code(), 3);
+        let c = bisect::Culprit {
+            commit: "c4".into(),
+            share: 1.0,
+            maybe: vec![],
+        };
+        assert_eq!(
+            exit(&bisect::Found {
+                culprits: vec![c],
+                open: vec![]
+            }),
+            Exit::Done
+        );
+        assert_eq!(
+            exit(&bisect::Found {
+                culprits: vec![],
+                open: vec!["c0..c6: the ends do not differ".into()]
+            })
+            .code(),
+            3
+        );
     }
 
     #[test]
     fn the_json_record_and_the_lines_are_as_documented() {
         let dir = Path::new("/runs/bisect-1");
-        let n = |c: &str, share| Named { commit: c.into(), subject: format!("{c} exec: slower"), share, maybe: vec![], profile: format!("{c} against the good end:\n* pcpu_alloc_noprof 377 1473") };
-        let found = Ended { bisect_dir: dir, first_bad: Some("abc".into()), subject: Some("abc exec: slower".into()), culprits: vec![n("abc", 1.0)], open: vec![] };
+        let n = |c: &str, share| Named {
+            commit: c.into(),
+            subject: format!("{c} exec: slower"),
+            share,
+            maybe: vec![],
+            profile: format!("{c} against the good end:\n* pcpu_alloc_noprof 377 1473"),
+        };
+        let found = Ended {
+            bisect_dir: dir,
+            first_bad: Some("abc".into()),
+            subject: Some("abc exec: slower".into()),
+            culprits: vec![n("abc", 1.0)],
+            open: vec![],
+        };
         assert_eq!(
             serde_json::to_string(&found).unwrap(),
             r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[],"profile":"abc against the good end:\n* pcpu_alloc_noprof 377 1473"}],"open":[]}"#
         );
-        assert_eq!(lines(&found), ["first bad commit: abc exec: slower (carries 100% of the change)", "why: abc against the good end:\n* pcpu_alloc_noprof 377 1473"]);
-        let two = Ended { bisect_dir: dir, first_bad: None, subject: None, culprits: vec![n("a", 0.52), n("b", 0.48)], open: vec!["a..b: why".into()] };
-        assert_eq!(lines(&two)[..3], ["carries 52% of the change: a exec: slower", "carries 48% of the change: b exec: slower", "not placed: a..b: why"]);
-        assert_eq!(lines(&two)[3..], ["why: a against the good end:\n* pcpu_alloc_noprof 377 1473", "why: b against the good end:\n* pcpu_alloc_noprof 377 1473"]);
+        assert_eq!(
+            lines(&found),
+            [
+                "first bad commit: abc exec: slower (carries 100% of the change)",
+                "why: abc against the good end:\n* pcpu_alloc_noprof 377 1473"
+            ]
+        );
+        let two = Ended {
+            bisect_dir: dir,
+            first_bad: None,
+            subject: None,
+            culprits: vec![n("a", 0.52), n("b", 0.48)],
+            open: vec!["a..b: why".into()],
+        };
+        assert_eq!(
+            lines(&two)[..3],
+            [
+                "carries 52% of the change: a exec: slower",
+                "carries 48% of the change: b exec: slower",
+                "not placed: a..b: why"
+            ]
+        );
+        assert_eq!(
+            lines(&two)[3..],
+            [
+                "why: a against the good end:\n* pcpu_alloc_noprof 377 1473",
+                "why: b against the good end:\n* pcpu_alloc_noprof 377 1473"
+            ]
+        );
     }
 }

@@ -51,17 +51,32 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     crate::proc::install_signal_handler()?;
     let (matrix, profile) = a.m.resolve()?;
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
-    let at = a.run_dir.map(std::path::absolute).transpose().context("resolve --run-dir")?;
+    let at = a
+        .run_dir
+        .map(std::path::absolute)
+        .transpose()
+        .context("resolve --run-dir")?;
     let (dir, built) = pipeline::build(m, &run_options(g, &matrix, a.quiet)?, at.as_deref())?;
     if g.json {
         let variants = built
             .iter()
             .map(|(variant, r)| match r {
-                Ok(key) => Variant { variant, kernel: Some(key), error: None },
-                Err(e) => Variant { variant, kernel: None, error: Some(e) },
+                Ok(key) => Variant {
+                    variant,
+                    kernel: Some(key),
+                    error: None,
+                },
+                Err(e) => Variant {
+                    variant,
+                    kernel: None,
+                    error: Some(e),
+                },
             })
             .collect();
-        print_json(&Built { run_dir: &dir, variants })?;
+        print_json(&Built {
+            run_dir: &dir,
+            variants,
+        })?;
         return Ok(Exit::Done);
     }
     for (variant, r) in &built {
@@ -80,8 +95,26 @@ mod tests {
 
     #[test]
     fn the_json_record_is_as_documented() {
-        let variants = vec![Variant { variant: "base", kernel: Some("k1"), error: None }, Variant { variant: "v", kernel: None, error: Some("build failed: x") }];
-        let j = serde_json::to_string(&Built { run_dir: Path::new("/r"), variants }).unwrap();
-        assert_eq!(j, r#"{"run_dir":"/r","variants":[{"variant":"base","kernel":"k1"},{"variant":"v","error":"build failed: x"}]}"#);
+        let variants = vec![
+            Variant {
+                variant: "base",
+                kernel: Some("k1"),
+                error: None,
+            },
+            Variant {
+                variant: "v",
+                kernel: None,
+                error: Some("build failed: x"),
+            },
+        ];
+        let j = serde_json::to_string(&Built {
+            run_dir: Path::new("/r"),
+            variants,
+        })
+        .unwrap();
+        assert_eq!(
+            j,
+            r#"{"run_dir":"/r","variants":[{"variant":"base","kernel":"k1"},{"variant":"v","error":"build failed: x"}]}"#
+        );
     }
 }

@@ -24,11 +24,19 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let m = config::load(&matrix, profile.as_deref()).context("load the matrix")?;
     let opts = run_options(g, &matrix, a.quiet)?;
     let mut aa = crate::calibrate::aa_matrix(&m);
-    aa.profile = Some(format!("calibrate{}", m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()));
+    aa.profile = Some(format!(
+        "calibrate{}",
+        m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()
+    ));
     let dir = pipeline::start(aa, &opts)?;
     let run = store::Run::open(&dir)?;
     let (meta, events) = (run.meta()?, run.events()?);
-    let r = report::build_from(&meta, &run.samples()?, &events, &report::Floors::none("none (this is the A/A run)"));
+    let r = report::build_from(
+        &meta,
+        &run.samples()?,
+        &events,
+        &report::Floors::none("none (this is the A/A run)"),
+    );
     let cal = crate::calibrate::compute(&r, &meta, &events, m.profile.clone());
     crate::calibrate::save(&g.work_dir, &cal)?;
     if g.json {
@@ -37,7 +45,10 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     }
     print!("{}", report::table(&r));
     print_floors(&cal, &m.statistics);
-    println!("stored in {} for runs of this matrix and profile on this host", crate::calibrate::path(&g.work_dir).display());
+    println!(
+        "stored in {} for runs of this matrix and profile on this host",
+        crate::calibrate::path(&g.work_dir).display()
+    );
     Ok(Exit::Done)
 }
 

@@ -28,7 +28,14 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     };
     let mut items = check::run(&m, &g.work_dir);
     if let Some(e) = unknown {
-        items.insert(0, check::Item { level: check::Level::Warn, what: "profile here".into(), message: format!("checked as written: whether KVM is usable here is not known ({e:#})") });
+        items.insert(
+            0,
+            check::Item {
+                level: check::Level::Warn,
+                what: "profile here".into(),
+                message: format!("checked as written: whether KVM is usable here is not known ({e:#})"),
+            },
+        );
     }
     items.extend(check::disk(&g.work_dir, &g.runs_dir));
     let errors = items.iter().filter(|i| i.level == check::Level::Error).count();

@@ -37,7 +37,15 @@ pub enum Exit {
 
 impl Exit {
     /// Every outcome, in the order of the table of codes.
-    pub const ALL: [Exit; 7] = [Exit::Done, Exit::Regressed, Exit::Error, Exit::DoesNotApply, Exit::VariantFailed, Exit::Undecided, Exit::Interrupted];
+    pub const ALL: [Exit; 7] = [
+        Exit::Done,
+        Exit::Regressed,
+        Exit::Error,
+        Exit::DoesNotApply,
+        Exit::VariantFailed,
+        Exit::Undecided,
+        Exit::Interrupted,
+    ];
 
     /// The process exit code.
     pub const fn code(self) -> u8 {
@@ -88,15 +96,30 @@ mod tests {
         let codes: Vec<(Exit, u8)> = Exit::ALL.iter().map(|e| (*e, e.code())).collect();
         assert_eq!(
             codes,
-            [(Exit::Done, 0), (Exit::Regressed, 1), (Exit::Error, 2), (Exit::DoesNotApply, 2), (Exit::VariantFailed, 2), (Exit::Undecided, 3), (Exit::Interrupted, 130)]
+            [
+                (Exit::Done, 0),
+                (Exit::Regressed, 1),
+                (Exit::Error, 2),
+                (Exit::DoesNotApply, 2),
+                (Exit::VariantFailed, 2),
+                (Exit::Undecided, 3),
+                (Exit::Interrupted, 130)
+            ]
         );
         // the enum's doc comment lists every code, and the help table too
         let doc = include_str!("exit.rs");
         let table = Exit::table();
         for e in Exit::ALL {
-            assert!(doc.contains(&format!("/// | {} | ", e.code())), "{e:?} is not in the doc comment's table");
+            assert!(
+                doc.contains(&format!("/// | {} | ", e.code())),
+                "{e:?} is not in the doc comment's table"
+            );
             assert!(table.contains(&format!("{:>3}  {}", e.code(), e.meaning())), "{table}");
         }
-        assert_ne!(Exit::Undecided.code(), Exit::Regressed.code(), "undecided is not a gate failure");
+        assert_ne!(
+            Exit::Undecided.code(),
+            Exit::Regressed.code(),
+            "undecided is not a gate failure"
+        );
     }
 }

@@ -41,11 +41,24 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     for n in &notes {
         crate::ui::notice(n);
     }
-    let cell = CellProfile { benchmark: a.bench, vcpus: a.vcpus, variant: a.variant, diff, from };
+    let cell = CellProfile {
+        benchmark: a.bench,
+        vcpus: a.vcpus,
+        variant: a.variant,
+        diff,
+        from,
+    };
     if g.json {
         print_json(&cell)?;
     } else {
-        println!("{} against base: {} at {} vCPUs, run {}{}", cell.variant, cell.benchmark, cell.vcpus, run.id, cell.from_clause());
+        println!(
+            "{} against base: {} at {} vCPUs, run {}{}",
+            cell.variant,
+            cell.benchmark,
+            cell.vcpus,
+            run.id,
+            cell.from_clause()
+        );
         print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
     }
     Ok(Exit::Done)

@@ -23,8 +23,15 @@ pub(super) struct Args {
 
 /// Prints what the policy lets go; with `--yes`, deletes it.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    let policy = gc::Policy { keep: a.keep, days: a.days };
-    let _lock = if a.yes { Some(crate::workdir::WorkLock::acquire(&g.work_dir, "gc")?) } else { None };
+    let policy = gc::Policy {
+        keep: a.keep,
+        days: a.days,
+    };
+    let _lock = if a.yes {
+        Some(crate::workdir::WorkLock::acquire(&g.work_dir, "gc")?)
+    } else {
+        None
+    };
     let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now());
     let total: u64 = victims.iter().map(|v| v.bytes).sum();
     if g.json {
@@ -34,7 +41,11 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         for v in &victims {
             println!("{verb} {} ({}): {}", v.path.display(), gc::human(v.bytes), v.why);
         }
-        let tail = if a.yes || victims.is_empty() { "" } else { "; pass --yes to delete" };
+        let tail = if a.yes || victims.is_empty() {
+            ""
+        } else {
+            "; pass --yes to delete"
+        };
         println!("{} in {} item(s){tail}", gc::human(total), victims.len());
     }
     if a.yes {

@@ -48,7 +48,16 @@ enum Action {
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     match a.action {
         Some(Action::Import { run_dirs }) => import(g, &run_dirs),
-        None => show(g, &history::Filter { bench: a.bench, vcpus: a.vcpus, variant: a.variant, last: a.last }, a.html.as_deref()),
+        None => show(
+            g,
+            &history::Filter {
+                bench: a.bench,
+                vcpus: a.vcpus,
+                variant: a.variant,
+                last: a.last,
+            },
+            a.html.as_deref(),
+        ),
     }
 }
 
@@ -66,7 +75,8 @@ fn import(g: &Global, run_dirs: &[PathBuf]) -> Result<Exit> {
     let path = g.history_path();
     let mut db = history::open(&path)?;
     for dir in run_dirs {
-        let a = history::add(&mut db, dir, &g.work_dir, history::Sources::Records).with_context(|| format!("add {} to the history", dir.display()))?;
+        let a = history::add(&mut db, dir, &g.work_dir, history::Sources::Records)
+            .with_context(|| format!("add {} to the history", dir.display()))?;
         let added = format!("{a:?}").to_lowercase();
         if g.json {
             print_json_line(&Imported { run_dir: dir, added })?;

@@ -74,22 +74,44 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let tonight = nightly::real::tonight(&tree, &a.branch)?;
     let mut opts = run_options(g, &matrix, a.quiet)?;
     (opts.jobs, opts.allow_concurrent_wall) = (a.jobs, a.allow_concurrent_wall);
-    let changepoints = crate::stats::changepoint::Params { min_magnitude: a.min_change, alpha: a.change_alpha, ..Default::default() };
-    let mut robot = Real { tree, matrix, profile: profile.clone(), dir: dir.clone(), history: hist.clone(), opts, changepoints };
+    let changepoints = crate::stats::changepoint::Params {
+        min_magnitude: a.min_change,
+        alpha: a.change_alpha,
+        ..Default::default()
+    };
+    let mut robot = Real {
+        tree,
+        matrix,
+        profile: profile.clone(),
+        dir: dir.clone(),
+        history: hist.clone(),
+        opts,
+        changepoints,
+    };
     let key = nightly::key(&history::matrix_id(&robot.load()?), profile.as_deref());
     let mut db = history::open(&hist)?;
     let o = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, &|s| eprintln!("{s}"))?;
     let run_id = o.night.run_id.clone().unwrap_or_default();
-    let run_dir: String = db.query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [&run_id], |r| r.get(0)).with_context(|| format!("find run {run_id} in the history"))?;
+    let run_dir: String = db
+        .query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [&run_id], |r| r.get(0))
+        .with_context(|| format!("find run {run_id} in the history"))?;
     let (_, meta, r) = write_report_files(Path::new(&run_dir), g)?;
     let text = nightly::mail::text(&o, &cells(&r, &meta.matrix.key_metrics));
     let reports = dir.join("reports");
     std::fs::create_dir_all(&reports).with_context(|| format!("create {}", reports.display()))?;
-    let file = reports.join(format!("{}-{}.md", crate::util::stamp(), nightly::short(&o.tonight.commit)));
+    let file = reports.join(format!(
+        "{}-{}.md",
+        crate::util::stamp(),
+        nightly::short(&o.tonight.commit)
+    ));
     std::fs::write(&file, &text).with_context(|| format!("write {}", file.display()))?;
     nightly::told(&db, &o)?;
     if g.json {
-        print_json(&Printed { report: &file, run_dir: Path::new(&run_dir), outcome: &o })?;
+        print_json(&Printed {
+            report: &file,
+            run_dir: Path::new(&run_dir),
+            outcome: &o,
+        })?;
     } else {
         print!("{text}");
         println!("report: {}", file.display());
@@ -103,15 +125,29 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 /// Tonight's key cells of base: median, interval and standing against history.
 fn cells(r: &report::Report, key: &[String]) -> Vec<String> {
     let mut out = vec![];
-    for row in r.rows.iter().filter(|row| report::gate::is_key(key, &row.benchmark, &row.metric)) {
+    for row in r
+        .rows
+        .iter()
+        .filter(|row| report::gate::is_key(key, &row.benchmark, &row.metric))
+    {
         for c in row.cells.iter().filter(|c| c.variant == "base") {
             let value = match (&c.summary, &c.failure) {
-                (Some(s), _) => format!("median {:.6} {} ({:.6} to {:.6}, {} boots)", s.median, row.unit, s.ci_lo, s.ci_hi, c.n),
+                (Some(s), _) => format!(
+                    "median {:.6} {} ({:.6} to {:.6}, {} boots)",
+                    s.median, row.unit, s.ci_lo, s.ci_hi, c.n
+                ),
                 (None, Some(f)) => format!("no value: {f}"),
                 (None, None) => "no value".into(),
             };
-            let standing = c.history.as_deref().map(|h| format!("; history: {h}")).unwrap_or_default();
-            out.push(format!("{} {} at {} vCPUs: {value}{standing}", row.benchmark, row.metric, row.vcpus));
+            let standing = c
+                .history
+                .as_deref()
+                .map(|h| format!("; history: {h}"))
+                .unwrap_or_default();
+            out.push(format!(
+                "{} {} at {} vCPUs: {value}{standing}",
+                row.benchmark, row.metric, row.vcpus
+            ));
         }
     }
     out

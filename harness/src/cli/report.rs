@@ -70,7 +70,11 @@ impl Gating {
         for f in &g.failures {
             eprintln!("gate: fails: {f}");
         }
-        let tag = if self.strict { "fails (--strict)" } else { "warning (fatal with --strict)" };
+        let tag = if self.strict {
+            "fails (--strict)"
+        } else {
+            "warning (fatal with --strict)"
+        };
         for w in &g.warnings {
             eprintln!("gate: {tag}: {w}");
         }
@@ -108,7 +112,8 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
 /// Adds a finished run to the history; a failure is a notice, never a failed run.
 pub(super) fn add_to_history(g: &Global, run_dir: &Path) {
     let path = g.history_path();
-    let added = history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
+    let added =
+        history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
     match added {
         Ok(a) => eprintln!("history: {} {} ({a:?})", path.display(), run_dir.display()),
         Err(e) => crate::ui::notice(&format!("the run is not in the history: {e:#}")),
@@ -161,7 +166,10 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: O
 
 /// Builds the report of a run (floors of the calibration that fits, the
 /// history's standings) and writes report.json/report.csv/report.html into it.
-pub(super) fn write_report_files(run_dir: &Path, g: &Global) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
+pub(super) fn write_report_files(
+    run_dir: &Path,
+    g: &Global,
+) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
     let mut r = build_report(&run, &g.work_dir)?;
@@ -191,8 +199,14 @@ mod tests {
 
     #[test]
     fn a_gate_fails_only_when_asked_for() {
-        let failing = crate::report::Gate { failures: vec!["static-doexec regressed".into()], warnings: vec![] };
-        let warning = crate::report::Gate { failures: vec![], warnings: vec!["static-doexec unsure".into()] };
+        let failing = crate::report::Gate {
+            failures: vec!["static-doexec regressed".into()],
+            warnings: vec![],
+        };
+        let warning = crate::report::Gate {
+            failures: vec![],
+            warnings: vec!["static-doexec unsure".into()],
+        };
         let gating = |gate, strict| Gating { gate, strict };
         assert_eq!(gating(false, false).exit(&failing), Exit::Done);
         assert_eq!(gating(true, false).exit(&failing), Exit::Regressed);

@@ -54,7 +54,12 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         o
     };
     if let (Some(shard), Some(dir)) = (a.shard, &a.run_dir) {
-        return run_shard(g, dir, shard, at_once(run_options(g, &store::Run::open(dir)?.meta()?.matrix.path, a.quiet)?));
+        return run_shard(
+            g,
+            dir,
+            shard,
+            at_once(run_options(g, &store::Run::open(dir)?.meta()?.matrix.path, a.quiet)?),
+        );
     }
     let (matrix, profile) = a.m.resolve()?;
     crate::proc::install_signal_handler()?;
@@ -67,7 +72,12 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         }
         None => {
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
-            let load = || pipeline::for_this_host(config::load(&matrix, profile.as_deref()).context("load the matrix")?, &opts.work_dir);
+            let load = || {
+                pipeline::for_this_host(
+                    config::load(&matrix, profile.as_deref()).context("load the matrix")?,
+                    &opts.work_dir,
+                )
+            };
             (start_for_this_host(load, &opts)?, opts)
         }
     };
@@ -82,13 +92,27 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 /// remembered, so it is the profile's `without_kvm:` substitute; the
 /// given-up run directory, builds and the probe only, is removed). `run`
 /// and `try` start this way.
-pub(super) fn start_for_this_host(load: impl Fn() -> Result<config::Matrix>, opts: &pipeline::Options) -> Result<PathBuf> {
-    let e = match pipeline::start(load()?, &pipeline::Options { restart_instead: true, ..opts.clone() }) {
+pub(super) fn start_for_this_host(
+    load: impl Fn() -> Result<config::Matrix>,
+    opts: &pipeline::Options,
+) -> Result<PathBuf> {
+    let e = match pipeline::start(
+        load()?,
+        &pipeline::Options {
+            restart_instead: true,
+            ..opts.clone()
+        },
+    ) {
         Ok(dir) => return Ok(dir),
         Err(e) => e,
     };
-    let Some(r) = e.chain().find_map(|c| c.downcast_ref::<pipeline::RunInstead>()) else { return Err(e) };
-    eprintln!("notice: {r}; starting again as `{}` (the kernels are cached)", r.instead);
+    let Some(r) = e.chain().find_map(|c| c.downcast_ref::<pipeline::RunInstead>()) else {
+        return Err(e);
+    };
+    eprintln!(
+        "notice: {r}; starting again as `{}` (the kernels are cached)",
+        r.instead
+    );
     std::fs::remove_dir_all(&r.dir).with_context(|| format!("remove the given-up run {}", r.dir.display()))?;
     pipeline::start(load()?, opts)
 }
@@ -109,9 +133,16 @@ fn run_shard(g: &Global, dir: &Path, shard: plan::Shard, opts: pipeline::Options
     let dir = std::path::absolute(dir).context("resolve --run-dir")?;
     pipeline::shard(&dir, shard, &opts)?;
     if g.json {
-        print_json(&ShardDone { shard: shard.to_string(), run_dir: &dir })?;
+        print_json(&ShardDone {
+            shard: shard.to_string(),
+            run_dir: &dir,
+        })?;
     } else {
-        println!("shard {shard} of {} done; the merged report: harness report {}", dir.display(), dir.display());
+        println!(
+            "shard {shard} of {} done; the merged report: harness report {}",
+            dir.display(),
+            dir.display()
+        );
     }
     Ok(Exit::Done)
 }

@@ -55,13 +55,28 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let job = job(a, g)?;
     let dir = slurm::write(&job)?;
     if !g.json {
-        println!("slurm scripts: {} (submit with {}/submit.sh)", dir.display(), dir.display());
+        println!(
+            "slurm scripts: {} (submit with {}/submit.sh)",
+            dir.display(),
+            dir.display()
+        );
     }
     let submitted = if submit { Some(slurm::submit(&dir)?) } else { None };
     if g.json {
-        print_json(&Written { scripts: &dir, run_dir: &job.run_dir, shards, submitted })?;
+        print_json(&Written {
+            scripts: &dir,
+            run_dir: &job.run_dir,
+            shards,
+            submitted,
+        })?;
     } else if let Some(ids) = submitted {
-        println!("submitted: build {}, shards {} (array 0-{}), report {}", ids.build, ids.shards, shards - 1, ids.report);
+        println!(
+            "submitted: build {}, shards {} (array 0-{}), report {}",
+            ids.build,
+            ids.shards,
+            shards - 1,
+            ids.report
+        );
         println!("run directory: {}", job.run_dir.display());
     }
     Ok(Exit::Done)
@@ -86,7 +101,12 @@ fn job(a: Args, g: &Global) -> Result<slurm::Job> {
         profile,
         work_dir: g.work_dir.clone(),
         runs_dir: g.runs_dir.clone(),
-        images_dir: g.images_dir.as_ref().map(std::path::absolute).transpose().context("resolve --images-dir")?,
+        images_dir: g
+            .images_dir
+            .as_ref()
+            .map(std::path::absolute)
+            .transpose()
+            .context("resolve --images-dir")?,
         run_dir,
         shards: a.shards,
         partition: a.partition,

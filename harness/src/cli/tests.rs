@@ -7,7 +7,9 @@ use clap::CommandFactory;
 fn an_error_prints_its_chain_once_after_error() {
     let e = anyhow::anyhow!("/tmp/x is not a run directory").context("open the run");
     assert_eq!(error_text(&e), "error: open the run: /tmp/x is not a run directory");
-    let e = anyhow::anyhow!("no such file").context("read run.json").context("resume /tmp/r");
+    let e = anyhow::anyhow!("no such file")
+        .context("read run.json")
+        .context("resume /tmp/r");
     assert_eq!(error_text(&e), "error: resume /tmp/r: read run.json: no such file");
 }
 

@@ -74,10 +74,45 @@ struct Outputs {
 impl Args {
     /// The request the library takes, and the options only the command uses.
     fn request(self) -> (trial::Request, Outputs) {
-        let Args { series, git, range, matrix, profile, vcpus, bench, clock, boots, floor, per_patch, gating, junit, quiet } = self;
+        let Args {
+            series,
+            git,
+            range,
+            matrix,
+            profile,
+            vcpus,
+            bench,
+            clock,
+            boots,
+            floor,
+            per_patch,
+            gating,
+            junit,
+            quiet,
+        } = self;
         let profile_is_default = profile.is_none();
         let profile = profile.unwrap_or_else(|| "premerge".into());
-        (trial::Request { series, git, range, matrix, profile, profile_is_default, vcpus, bench, clock, boots, floor }, Outputs { gating, junit, quiet, per_patch })
+        (
+            trial::Request {
+                series,
+                git,
+                range,
+                matrix,
+                profile,
+                profile_is_default,
+                vcpus,
+                bench,
+                clock,
+                boots,
+                floor,
+            },
+            Outputs {
+                gating,
+                junit,
+                quiet,
+                per_patch,
+            },
+        )
     }
 }
 
@@ -91,7 +126,15 @@ struct Refused<'a> {
 /// Runs the two-variant matrix; a refusal or a variant that could not be
 /// made decides the exit code before the gate does.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    let (req, Outputs { gating, junit, quiet, per_patch }) = a.request();
+    let (
+        req,
+        Outputs {
+            gating,
+            junit,
+            quiet,
+            per_patch,
+        },
+    ) = a.request();
     crate::proc::install_signal_handler()?;
     let m = trial::matrix(&req, &g.work_dir)?;
     let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
@@ -110,7 +153,10 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let dir = if req.clock.is_none() {
         // the matrix made above first; made again (for the substitute) only after a failed probe
         let first = std::cell::Cell::new(Some(m));
-        super::run::start_for_this_host(|| first.take().map_or_else(|| trial::matrix(&req, &g.work_dir), Ok), &opts)?
+        super::run::start_for_this_host(
+            || first.take().map_or_else(|| trial::matrix(&req, &g.work_dir), Ok),
+            &opts,
+        )?
     } else {
         pipeline::start(m, &opts)?
     };
@@ -139,12 +185,28 @@ mod tests {
     #[test]
     fn a_variant_that_could_not_be_made_outranks_the_gate() {
         use crate::records::{Cause, Stage};
-        let f = |stage, cause, text: &str| trial::Failure { stage, cause: Some(cause), text: text.into() };
-        let boot = f(Stage::Boot, Cause::Panic, "series at 2 vCPUs, boot 0: console: Kernel panic");
-        let build = f(Stage::Build, Cause::BuildTimeout, "series: build timed out after 60 min");
+        let f = |stage, cause, text: &str| trial::Failure {
+            stage,
+            cause: Some(cause),
+            text: text.into(),
+        };
+        let boot = f(
+            Stage::Boot,
+            Cause::Panic,
+            "series at 2 vCPUs, boot 0: console: Kernel panic",
+        );
+        let build = f(
+            Stage::Build,
+            Cause::BuildTimeout,
+            "series: build timed out after 60 min",
+        );
         assert_eq!(exit(&[], Exit::Done), Exit::Done);
         assert_eq!(exit(&[], Exit::Regressed), Exit::Regressed);
-        assert_eq!(exit(std::slice::from_ref(&boot), Exit::Done), Exit::Done, "a failed boot is the verdict's business");
+        assert_eq!(
+            exit(std::slice::from_ref(&boot), Exit::Done),
+            Exit::Done,
+            "a failed boot is the verdict's business"
+        );
         assert_eq!(exit(&[boot, build.clone()], Exit::Regressed), Exit::VariantFailed);
         assert_eq!(exit(&[build], Exit::Done).code(), 2);
         assert_eq!(Exit::DoesNotApply.code(), 2);
@@ -154,7 +216,11 @@ mod tests {
     fn per_patch_and_junit_are_asked_for_by_their_flags() {
         use clap::Parser;
         let args = |extra: &[&str]| {
-            let argv = [&["harness", "try", "s.mbox", "--bench", "static-doexec", "--vcpus", "2"][..], extra].concat();
+            let argv = [
+                &["harness", "try", "s.mbox", "--bench", "static-doexec", "--vcpus", "2"][..],
+                extra,
+            ]
+            .concat();
             match super::super::Cli::try_parse_from(argv).unwrap().cmd {
                 super::super::Command::Try(a) => a.request(),
                 _ => unreachable!(),
@@ -165,7 +231,10 @@ mod tests {
         assert!(!out.per_patch && out.junit.is_none());
         assert_eq!(args(&["--junit", "ci.xml"]).1.junit, Some(PathBuf::from("ci.xml")));
         let both = ["harness", "try", "s.mbox", "--per-patch", "--junit", "ci.xml"];
-        assert!(super::super::Cli::try_parse_from(both).is_err(), "a bisection writes no junit");
+        assert!(
+            super::super::Cli::try_parse_from(both).is_err(),
+            "a bisection writes no junit"
+        );
         assert_eq!((req.bench, req.vcpus), (vec!["static-doexec".to_string()], vec![2]));
     }
 }

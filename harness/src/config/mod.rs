@@ -7,14 +7,16 @@
 
 mod params;
 mod raw;
-mod validated;
 mod statistics;
+mod validated;
 mod validation;
 
 use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
-pub use validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant};
+pub use validated::{
+    AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant,
+};
 pub use validation::{is_base_config_target, BASE_CONFIG_TARGETS};
 
 use raw::RawMatrix;
@@ -58,15 +60,20 @@ pub enum ConfigError {
 
 /// Reads and validates a matrix file, applying `profile` if given.
 pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse(&text, path, profile)
 }
 
 /// Whether the matrix file at `path` defines profile `name` (the file read
 /// and parsed, not validated).
 pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let raw: RawMatrix = serde_yaml::from_str(&text).map_err(|e| yaml_error(e, path))?;
     Ok(raw.profiles.contains_key(name))
 }
@@ -79,15 +86,22 @@ fn yaml_error(e: serde_yaml::Error, path: &Path) -> ConfigError {
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
     }
-    ConfigError::Yaml { path: path.to_path_buf(), line, column, message }
+    ConfigError::Yaml {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message,
+    }
 }
 
 /// Parses and validates matrix text; `path` is used for messages and to
 /// resolve relative paths.
 pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
     let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| yaml_error(e, path))?;
-    validation::validate(raw, path, profile)
-        .map_err(|problems| ConfigError::Invalid { path: path.to_path_buf(), problems })
+    validation::validate(raw, path, profile).map_err(|problems| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    })
 }
 
 #[cfg(test)]

@@ -76,7 +76,6 @@ pub(super) struct RawGuest {
     pub(super) numa_nodes: Option<u32>,
 }
 
-
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSampling {

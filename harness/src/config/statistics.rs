@@ -28,7 +28,12 @@ fn fraction(f: &RawFraction, path: &str) -> Result<f64, String> {
 /// `statistics`' thresholds and second stage checked into `s`; every
 /// problem pushed to `p` with its YAML path. `benchmarks` are the matrix's
 /// benchmark names (a per-metric key names one: `bench` or `bench.metric`).
-pub(super) fn thresholds(mut s: Statistics, raw: &RawStatistics, benchmarks: &[String], p: &mut Vec<String>) -> Statistics {
+pub(super) fn thresholds(
+    mut s: Statistics,
+    raw: &RawStatistics,
+    benchmarks: &[String],
+    p: &mut Vec<String>,
+) -> Statistics {
     let take = |f: &RawFraction, path: &str, p: &mut Vec<String>| fraction(f, path).map_err(|e| p.push(e)).ok();
     s.threshold = match (&raw.threshold, &raw.floor) {
         (Some(_), Some(_)) => {
@@ -46,12 +51,16 @@ pub(super) fn thresholds(mut s: Statistics, raw: &RawStatistics, benchmarks: &[S
         }
         let bench = key.split('.').next().unwrap_or("");
         if !benchmarks.iter().any(|b| b == bench) {
-            p.push(format!("{path}: `{key}` names no benchmark (write `benchmark` or `benchmark.metric`)"));
+            p.push(format!(
+                "{path}: `{key}` names no benchmark (write `benchmark` or `benchmark.metric`)"
+            ));
         }
     }
     if let Some(b) = raw.second_stage.as_ref().and_then(|x| x.boots) {
         if b == 0 || b > 100 {
-            p.push(format!("statistics.second_stage.boots: {b} must lie in 1..=100 (leave `second_stage` out for none)"));
+            p.push(format!(
+                "statistics.second_stage.boots: {b} must lie in 1..=100 (leave `second_stage` out for none)"
+            ));
         }
     }
     s

@@ -45,12 +45,24 @@ fn a_good_matrix_validates() {
     assert_eq!(m.kernel.source, PathBuf::from(DEFAULT_SOURCE));
     assert_eq!(m.series_dir, PathBuf::from("/m/patches"));
     match &m.benchmarks[0].kind {
-        BenchKind::Doexec { link, workers, duration_s, .. } => {
+        BenchKind::Doexec {
+            link,
+            workers,
+            duration_s,
+            ..
+        } => {
             assert_eq!((*link, *workers, *duration_s), (Link::Shared, Count::Fixed(3), 5));
         }
         k => panic!("{k:?}"),
     }
-    assert!(matches!(m.benchmarks[1].kind, BenchKind::TestVmalloc { nr_threads: Count::Named(_), run_test_mask: 7, .. }));
+    assert!(matches!(
+        m.benchmarks[1].kind,
+        BenchKind::TestVmalloc {
+            nr_threads: Count::Named(_),
+            run_test_mask: 7,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -60,7 +72,9 @@ fn profiles_select_and_override() {
     assert_eq!(m.benchmarks.len(), 1);
     assert_eq!(m.sampling.boots, 1);
     assert_eq!(m.sampling.repetitions, 5);
-    let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly")).unwrap_err().to_string();
+    let e = parse(GOOD, Path::new("/m/matrix.yaml"), Some("nightly"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no profile `nightly` (defined: quick)"), "{e}");
 }
 
@@ -69,15 +83,28 @@ fn profiles_override_benchmark_parameters() {
     let text = format!("{GOOD}  short:\n    overrides:\n      s: {{duration_s: 1, warmup_s: 0}}\n");
     let m = parse(&text, Path::new("/m/matrix.yaml"), Some("short")).unwrap();
     match &m.benchmarks[0].kind {
-        BenchKind::Doexec { duration_s, warmup_s, workers, .. } => assert_eq!((*duration_s, *warmup_s, *workers), (1, 0, Count::Fixed(3))),
+        BenchKind::Doexec {
+            duration_s,
+            warmup_s,
+            workers,
+            ..
+        } => assert_eq!((*duration_s, *warmup_s, *workers), (1, 0, Count::Fixed(3))),
         k => panic!("{k:?}"),
     }
     let bad = format!("{GOOD}  short:\n    overrides:\n      nope: {{duration_s: 1}}\n      s: {{fanout: 2}}\n");
-    let e = parse(&bad, Path::new("/m/matrix.yaml"), Some("short")).unwrap_err().to_string();
-    assert!(e.contains("profiles.short.overrides.nope: no benchmark `nope` in this profile"), "{e}");
+    let e = parse(&bad, Path::new("/m/matrix.yaml"), Some("short"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("profiles.short.overrides.nope: no benchmark `nope` in this profile"),
+        "{e}"
+    );
     assert!(e.contains("benchmarks[0].fanout: not a parameter of doexec"), "{e}");
     let unknown = format!("{GOOD}  short:\n    overrides:\n      s: {{speed: 1}}\n");
-    assert!(matches!(parse(&unknown, Path::new("/m/matrix.yaml"), Some("short")), Err(ConfigError::Yaml { .. })));
+    assert!(matches!(
+        parse(&unknown, Path::new("/m/matrix.yaml"), Some("short")),
+        Err(ConfigError::Yaml { .. })
+    ));
 }
 
 #[test]
@@ -85,12 +112,25 @@ fn the_clock_is_chosen_per_matrix_or_profile() {
     assert_eq!(p(GOOD).unwrap().guest.clock, Clock::Wall);
     let text = format!("{GOOD}  exact:\n    clock: icount\n    cmdline: [nokaslr]\n");
     let m = parse(&text, Path::new("/m/matrix.yaml"), Some("exact")).unwrap();
-    assert_eq!((m.guest.clock, m.guest.cmdline.clone()), (Clock::Icount, vec!["nokaslr".to_string()]));
-    assert_eq!(parse(&text, Path::new("/m/matrix.yaml"), None).unwrap().guest.clock, Clock::Wall);
+    assert_eq!(
+        (m.guest.clock, m.guest.cmdline.clone()),
+        (Clock::Icount, vec!["nokaslr".to_string()])
+    );
+    assert_eq!(
+        parse(&text, Path::new("/m/matrix.yaml"), None).unwrap().guest.clock,
+        Clock::Wall
+    );
     let pr = problems(&format!("guest: {{clock: icount, accel: kvm}}\n{GOOD}"));
-    assert!(pr.iter().any(|x| x.starts_with("guest.clock: icount counts instructions under TCG only")), "{pr:?}");
+    assert!(
+        pr.iter()
+            .any(|x| x.starts_with("guest.clock: icount counts instructions under TCG only")),
+        "{pr:?}"
+    );
     let pr = problems(&format!("guest: {{clock: cycles}}\n{GOOD}"));
-    assert!(pr.iter().any(|x| x == "guest.clock: `cycles` is not wall or icount"), "{pr:?}");
+    assert!(
+        pr.iter().any(|x| x == "guest.clock: `cycles` is not wall or icount"),
+        "{pr:?}"
+    );
 }
 
 #[test]
@@ -107,7 +147,11 @@ fn kernel_profiles_default_on_under_icount_only() {
     ];
     for (guest, profiled, profile_boots) in cases {
         let g = p(&format!("{guest}\n{GOOD}")).unwrap().guest;
-        assert_eq!((g.kernel_profile, g.profile_boots), (profiled, profile_boots), "{guest}");
+        assert_eq!(
+            (g.kernel_profile, g.profile_boots),
+            (profiled, profile_boots),
+            "{guest}"
+        );
     }
 }
 
@@ -116,26 +160,69 @@ fn yaml_errors_carry_file_line_column() {
     let e = p("variants:\n  - name: base\n   bad indent: [\n").unwrap_err();
     let s = e.to_string();
     assert!(s.starts_with("/m/matrix.yaml:3:"), "{s}");
-    let e = p(&GOOD.replace("    link: shared\n", "    link: shared\n    wokers: 3\n")).unwrap_err().to_string();
-    assert!(e.starts_with("/m/matrix.yaml:10:5: benchmarks[0]: unknown field `wokers`, expected one of"), "{e}");
+    let e = p(&GOOD.replace("    link: shared\n", "    link: shared\n    wokers: 3\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("/m/matrix.yaml:10:5: benchmarks[0]: unknown field `wokers`, expected one of"),
+        "{e}"
+    );
     assert!(!e.contains(" at line "), "{e}");
-    let e = p(&GOOD.replace("vcpus: [4, 2]", "vcpus: [4, two]")).unwrap_err().to_string();
+    let e = p(&GOOD.replace("vcpus: [4, 2]", "vcpus: [4, two]"))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("/m/matrix.yaml:5:"), "{e}");
 }
 
 #[test]
 fn validation_names_yaml_paths() {
     let cases: &[(&str, &str, &str)] = &[
-        ("  - name: v1\n", "  - name: v1\n    apply: [nope]\n", "variants[1].apply[0]: no series `nope`"),
-        ("  - name: v1\n", "  - name: V 1\n", "variants[1].name: `V 1` must be lowercase"),
-        ("  - name: v1\n", "  - name: v1\n    ref: --upload-pack=x\n", "variants[1].ref: `--upload-pack=x` is not a git commit-ish"),
-        ("    benchmarks: [s]\n", "    benchmarks: [zz]\n", "variants[1].benchmarks[0]: no benchmark `zz`"),
-        ("    kind: doexec\n", "    kind: dexec\n", "benchmarks[0].kind: `dexec` is not a benchmark kind"),
-        ("    workers: 3\n", "    workers: 3\n    nr_threads: 4\n", "benchmarks[0].nr_threads: not a parameter of doexec"),
-        ("    workers: 3\n", "    workers: 0\n", "benchmarks[0].workers: must be at least 1"),
+        (
+            "  - name: v1\n",
+            "  - name: v1\n    apply: [nope]\n",
+            "variants[1].apply[0]: no series `nope`",
+        ),
+        (
+            "  - name: v1\n",
+            "  - name: V 1\n",
+            "variants[1].name: `V 1` must be lowercase",
+        ),
+        (
+            "  - name: v1\n",
+            "  - name: v1\n    ref: --upload-pack=x\n",
+            "variants[1].ref: `--upload-pack=x` is not a git commit-ish",
+        ),
+        (
+            "    benchmarks: [s]\n",
+            "    benchmarks: [zz]\n",
+            "variants[1].benchmarks[0]: no benchmark `zz`",
+        ),
+        (
+            "    kind: doexec\n",
+            "    kind: dexec\n",
+            "benchmarks[0].kind: `dexec` is not a benchmark kind",
+        ),
+        (
+            "    workers: 3\n",
+            "    workers: 3\n    nr_threads: 4\n",
+            "benchmarks[0].nr_threads: not a parameter of doexec",
+        ),
+        (
+            "    workers: 3\n",
+            "    workers: 0\n",
+            "benchmarks[0].workers: must be at least 1",
+        ),
         ("vcpus: [4, 2]", "vcpus: [4, 0]", "vcpus[1]: must be at least 1"),
-        ("  - name: base\n", "  - name: basis\n", "variants: a variant named `base`"),
-        ("  - name: base\n", "  - name: base\n    revert: [x]\n", "variants[0]: `base` is the unmodified tree"),
+        (
+            "  - name: base\n",
+            "  - name: basis\n",
+            "variants: a variant named `base`",
+        ),
+        (
+            "  - name: base\n",
+            "  - name: base\n    revert: [x]\n",
+            "variants[0]: `base` is the unmodified tree",
+        ),
     ];
     for (from, to, want) in cases {
         let text = GOOD.replacen(from, to, 1);
@@ -146,19 +233,41 @@ fn validation_names_yaml_paths() {
 
 #[test]
 fn base_config_is_a_known_target_or_an_existing_file() {
-    for t in ["tinyconfig", "defconfig", "allnoconfig", "x86_64_defconfig", "i386_defconfig"] {
+    for t in [
+        "tinyconfig",
+        "defconfig",
+        "allnoconfig",
+        "x86_64_defconfig",
+        "i386_defconfig",
+    ] {
         let m = p(&format!("kernel:\n  base_config: {t}\n{GOOD}")).unwrap();
         assert_eq!(m.kernel.base_config, BaseConfig::Target(t.into()), "{t}");
     }
     // make would run the host command in `--eval=$(shell ...)`
-    for bad in ["--eval=$(shell id)config", "-j1config", "oldconfig", "kvm_guest.config", "X86_defconfig", "_defconfig"] {
+    for bad in [
+        "--eval=$(shell id)config",
+        "-j1config",
+        "oldconfig",
+        "kvm_guest.config",
+        "X86_defconfig",
+        "_defconfig",
+    ] {
         let pr = problems(&format!("kernel:\n  base_config: '{bad}'\n{GOOD}"));
-        assert!(pr.iter().any(|x| x.starts_with("kernel.base_config: ") && x.contains("no file `/m/")), "{bad}: {pr:?}");
+        assert!(
+            pr.iter()
+                .any(|x| x.starts_with("kernel.base_config: ") && x.contains("no file `/m/")),
+            "{bad}: {pr:?}"
+        );
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     std::fs::write(dir.join("myconfig"), "CONFIG_SMP=y\n").unwrap();
-    let m = parse(&format!("kernel:\n  base_config: myconfig\n{GOOD}"), &dir.join("matrix.yaml"), None).unwrap();
+    let m = parse(
+        &format!("kernel:\n  base_config: myconfig\n{GOOD}"),
+        &dir.join("matrix.yaml"),
+        None,
+    )
+    .unwrap();
     assert_eq!(m.kernel.base_config, BaseConfig::File(dir.join("myconfig")));
     std::fs::remove_dir_all(dir).ok();
 }
@@ -167,7 +276,11 @@ fn base_config_is_a_known_target_or_an_existing_file() {
 fn missing_fragment_and_series_files_are_named() {
     let text = format!("kernel:\n  fragments: [kconfigs/none.config]\n{GOOD}");
     let pr = problems(&text);
-    assert!(pr.iter().any(|x| x == "kernel.fragments[0]: no file `/m/kconfigs/none.config`"), "{pr:?}");
+    assert!(
+        pr.iter()
+            .any(|x| x == "kernel.fragments[0]: no file `/m/kconfigs/none.config`"),
+        "{pr:?}"
+    );
 }
 
 #[test]
@@ -176,11 +289,23 @@ fn timeouts_have_upper_bounds() {
         let text = GOOD.replace("    workers: 3\n", &format!("    workers: 3\n    timeout_s: {bench}\n"));
         format!("{text}kernel:\n  build_timeout_min: {build}\nguest:\n  boot_timeout_s: {boot}\n")
     };
-    assert!(p(&with(10_080, 86_400, 86_400)).is_ok(), "a week's build, a day's boot and benchmark are allowed");
+    assert!(
+        p(&with(10_080, 86_400, 86_400)).is_ok(),
+        "a week's build, a day's boot and benchmark are allowed"
+    );
     let cases = [
-        (with(u64::MAX, 300, 600), "kernel.build_timeout_min: 18446744073709551615 is more than 10080 (a week)"),
-        (with(90, u64::MAX / 1000, 600), "guest.boot_timeout_s: 18446744073709551 is more than 86400 (a day)"),
-        (with(90, 300, 86_401), "benchmarks[0].timeout_s: 86401 is more than 86400 (a day)"),
+        (
+            with(u64::MAX, 300, 600),
+            "kernel.build_timeout_min: 18446744073709551615 is more than 10080 (a week)",
+        ),
+        (
+            with(90, u64::MAX / 1000, 600),
+            "guest.boot_timeout_s: 18446744073709551 is more than 86400 (a day)",
+        ),
+        (
+            with(90, 300, 86_401),
+            "benchmarks[0].timeout_s: 86401 is more than 86400 (a day)",
+        ),
     ];
     for (text, want) in cases {
         assert_eq!(problems(&text), vec![want.to_string()]);
@@ -197,8 +322,14 @@ fn without_kvm_names_another_profile_of_the_matrix() {
     assert_eq!(m.without_kvm, None, "the profile applied is exact, which has none");
     let cases = [
         (with("nope", exact), "profiles.quick.without_kvm: no profile `nope`"),
-        (with("quick", exact), "profiles.quick.without_kvm: names the profile itself"),
-        (with("exact", &format!("{exact}    without_kvm: quick\n")), "profiles.quick.without_kvm: `exact` has a `without_kvm:` of its own"),
+        (
+            with("quick", exact),
+            "profiles.quick.without_kvm: names the profile itself",
+        ),
+        (
+            with("exact", &format!("{exact}    without_kvm: quick\n")),
+            "profiles.quick.without_kvm: `exact` has a `without_kvm:` of its own",
+        ),
     ];
     for (text, want) in cases {
         let got = problems(&text);
@@ -210,13 +341,22 @@ fn without_kvm_names_another_profile_of_the_matrix() {
 fn thresholds_are_declared_per_metric_with_stated_defaults() {
     let m = p(GOOD).unwrap();
     // none declared: 2% for every metric, and no second stage
-    assert_eq!((m.statistics.threshold_for("s", "execs_per_s"), m.statistics.second_stage_boots), (0.02, 0));
+    assert_eq!(
+        (
+            m.statistics.threshold_for("s", "execs_per_s"),
+            m.statistics.second_stage_boots
+        ),
+        (0.02, 0)
+    );
     let text = format!(
         "{GOOD}statistics:\n  threshold: 3%\n  thresholds: {{s: 0.05, v.usec: 1.5%}}\n  second_stage: {{boots: 4}}\n"
     );
     let m = p(&text).unwrap();
     let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
-    assert_eq!((t("s", "execs_per_s"), t("v", "usec"), t("v", "other")), (0.05, 0.015, 0.03));
+    assert_eq!(
+        (t("s", "execs_per_s"), t("v", "usec"), t("v", "other")),
+        (0.05, 0.015, 0.03)
+    );
     assert_eq!(m.statistics.second_stage_boots, 4);
     // a profile's statistics replace the top level's threshold (`floor` is its older name) and add entries
     let prof = format!(
@@ -224,7 +364,16 @@ fn thresholds_are_declared_per_metric_with_stated_defaults() {
     );
     let m = parse(&prof, Path::new("/m/matrix.yaml"), Some("gate")).unwrap();
     let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
-    assert_eq!((t("s", "x"), t("v", "usec"), t("v", "other"), m.statistics.threshold, m.statistics.second_stage_boots), (0.05, 0.015, 0.04, 0.01, 6));
+    assert_eq!(
+        (
+            t("s", "x"),
+            t("v", "usec"),
+            t("v", "other"),
+            m.statistics.threshold,
+            m.statistics.second_stage_boots
+        ),
+        (0.05, 0.015, 0.04, 0.01, 6)
+    );
     let top = parse(&prof, Path::new("/m/matrix.yaml"), None).unwrap();
     assert_eq!((top.statistics.threshold, top.statistics.second_stage_boots), (0.03, 0));
 }
@@ -237,9 +386,19 @@ fn bad_thresholds_are_named_by_their_yaml_path() {
     let e = problems(&text);
     let has = |s: &str| e.iter().any(|x| x.contains(s));
     assert!(has("statistics.threshold: 1.2 must lie in [0, 1)"), "{e:?}");
-    assert!(has("statistics.thresholds.nope.rate: `nope.rate` names no benchmark"), "{e:?}");
-    assert!(has("statistics.thresholds.s: `lots` is not a fraction (write 0.03 or 3%)"), "{e:?}");
+    assert!(
+        has("statistics.thresholds.nope.rate: `nope.rate` names no benchmark"),
+        "{e:?}"
+    );
+    assert!(
+        has("statistics.thresholds.s: `lots` is not a fraction (write 0.03 or 3%)"),
+        "{e:?}"
+    );
     assert!(has("statistics.second_stage.boots: 0 must lie in 1..=100"), "{e:?}");
     let both = problems(&format!("{GOOD}statistics: {{floor: 0.02, threshold: 0.02}}\n"));
-    assert!(both.iter().any(|x| x.contains("statistics.floor: `floor` is the older name of `threshold`")), "{both:?}");
+    assert!(
+        both.iter()
+            .any(|x| x.contains("statistics.floor: `floor` is the older name of `threshold`")),
+        "{both:?}"
+    );
 }

@@ -220,7 +220,9 @@ impl Statistics {
     /// benchmark's, else the default.
     pub fn threshold_for(&self, benchmark: &str, metric: &str) -> f64 {
         let own = self.thresholds.get(&format!("{benchmark}.{metric}"));
-        own.or_else(|| self.thresholds.get(benchmark)).copied().unwrap_or(self.threshold)
+        own.or_else(|| self.thresholds.get(benchmark))
+            .copied()
+            .unwrap_or(self.threshold)
     }
 }
 

@@ -7,13 +7,16 @@ use std::path::{Path, PathBuf};
 
 use super::params::{self, BenchKind};
 use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics, RawVariant};
-use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant};
+use super::validated::{
+    AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant,
+};
 use super::DEFAULT_SOURCE;
 
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
         && !s.starts_with(['.', '-'])
 }
 
@@ -23,11 +26,19 @@ struct Rel(PathBuf);
 impl Rel {
     fn of(path: &Path) -> Rel {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Rel(if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir })
+        Rel(if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        })
     }
     fn path(&self, s: &str) -> PathBuf {
         let q = PathBuf::from(s);
-        if q.is_absolute() { q } else { self.0.join(q) }
+        if q.is_absolute() {
+            q
+        } else {
+            self.0.join(q)
+        }
     }
 }
 
@@ -40,11 +51,15 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     let defined_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
     for pname in raw.profiles.keys() {
         if !valid_name(pname) {
-            p.push(format!("profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"));
+            p.push(format!(
+                "profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"
+            ));
         }
     }
     check_without_kvm(&raw.profiles, &mut p);
-    let without_kvm = profile.and_then(|n| raw.profiles.get(n)).and_then(|pr| pr.without_kvm.clone());
+    let without_kvm = profile
+        .and_then(|n| raw.profiles.get(n))
+        .and_then(|pr| pr.without_kvm.clone());
     // Profiles first: they select from and override the top level.
     if let Some(name) = profile {
         if !apply_profile(&mut raw, name, &mut p) {
@@ -63,10 +78,13 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     for (i, k) in raw.key_metrics.iter().enumerate() {
         let b = k.split('.').next().unwrap_or("");
         if !defined_bench.iter().any(|n| n == b) {
-            p.push(format!("key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"));
+            p.push(format!(
+                "key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"
+            ));
         }
     }
-    raw.key_metrics.retain(|k| all_bench.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
+    raw.key_metrics
+        .retain(|k| all_bench.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
 
     if !p.is_empty() {
         return Err(p);
@@ -109,7 +127,14 @@ fn check_without_kvm(profiles: &BTreeMap<String, RawProfile>, p: &mut Vec<String
 fn apply_profile(raw: &mut RawMatrix, name: &str, p: &mut Vec<String>) -> bool {
     let Some(prof) = raw.profiles.get(name).cloned() else {
         let known: Vec<_> = raw.profiles.keys().cloned().collect();
-        p.push(format!("profiles: no profile `{name}` (defined: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
+        p.push(format!(
+            "profiles: no profile `{name}` (defined: {})",
+            if known.is_empty() {
+                "none".into()
+            } else {
+                known.join(", ")
+            }
+        ));
         return false;
     };
     narrow(raw, &prof, name, p);
@@ -187,7 +212,9 @@ fn override_values(raw: &mut RawMatrix, prof: RawProfile, name: &str, p: &mut Ve
     for (bname, o) in &prof.overrides {
         match raw.benchmarks.iter_mut().find(|b| &b.name == bname) {
             Some(b) => o.apply(b),
-            None => p.push(format!("profiles.{name}.overrides.{bname}: no benchmark `{bname}` in this profile")),
+            None => p.push(format!(
+                "profiles.{name}.overrides.{bname}: no benchmark `{bname}` in this profile"
+            )),
         }
     }
 }
@@ -210,8 +237,19 @@ fn validate_kernel(k: &RawKernel, rel: &Rel, p: &mut Vec<String>) -> Kernel {
     if build_timeout_min == 0 {
         p.push("kernel.build_timeout_min: must be at least 1".into());
     }
-    at_most(build_timeout_min, MAX_BUILD_TIMEOUT_MIN, "kernel.build_timeout_min", "a week", p);
-    Kernel { source, base_config, fragments, build_timeout_min }
+    at_most(
+        build_timeout_min,
+        MAX_BUILD_TIMEOUT_MIN,
+        "kernel.build_timeout_min",
+        "a week",
+        p,
+    );
+    Kernel {
+        source,
+        base_config,
+        fragments,
+        build_timeout_min,
+    }
 }
 
 /// The longest build `kernel.build_timeout_min` may allow: a week, in minutes.
@@ -244,7 +282,9 @@ fn files(names: &[String], at: &str, rel: &Rel, p: &mut Vec<String>) -> Vec<Path
 /// A name that is valid and not yet in `seen`, or a problem at `at.name`.
 fn check_name(name: &str, at: &str, seen: &mut BTreeSet<String>, p: &mut Vec<String>) {
     if !valid_name(name) {
-        p.push(format!("{at}.name: `{name}` must be lowercase letters, digits, '.', '_' or '-'"));
+        p.push(format!(
+            "{at}.name: `{name}` must be lowercase letters, digits, '.', '_' or '-'"
+        ));
     }
     if !seen.insert(name.to_string()) {
         p.push(format!("{at}.name: `{name}` is defined twice"));
@@ -259,13 +299,23 @@ fn validate_benchmarks(raw: &[RawBenchmark], p: &mut Vec<String>) -> Vec<Benchma
         let at = format!("benchmarks[{i}]");
         check_name(&b.name, &at, &mut seen, p);
         match bench_kind(b) {
-            Ok(kind) => benchmarks.push(Benchmark { name: b.name.clone(), kind, timeout_s: b.timeout_s.unwrap_or(600) }),
+            Ok(kind) => benchmarks.push(Benchmark {
+                name: b.name.clone(),
+                kind,
+                timeout_s: b.timeout_s.unwrap_or(600),
+            }),
             Err(errs) => p.extend(errs.into_iter().map(|e| format!("{at}.{e}"))),
         }
         if b.timeout_s == Some(0) {
             p.push(format!("{at}.timeout_s: must be at least 1"));
         }
-        at_most(b.timeout_s.unwrap_or(0), MAX_TIMEOUT_S, &format!("{at}.timeout_s"), "a day", p);
+        at_most(
+            b.timeout_s.unwrap_or(0),
+            MAX_TIMEOUT_S,
+            &format!("{at}.timeout_s"),
+            "a day",
+            p,
+        );
     }
     if raw.is_empty() {
         p.push("benchmarks: at least one benchmark is needed".into());
@@ -275,7 +325,13 @@ fn validate_benchmarks(raw: &[RawBenchmark], p: &mut Vec<String>) -> Vec<Benchma
 
 /// `variants:`: each one's series, fragments, benchmarks and git ref; `base`
 /// first, running every benchmark another variant asks for.
-fn validate_variants(raw: &[RawVariant], series_dir: &Path, all_bench: &[String], rel: &Rel, p: &mut Vec<String>) -> Vec<Variant> {
+fn validate_variants(
+    raw: &[RawVariant],
+    series_dir: &Path,
+    all_bench: &[String],
+    rel: &Rel,
+    p: &mut Vec<String>,
+) -> Vec<Variant> {
     let mut variants = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, v) in raw.iter().enumerate() {
@@ -285,9 +341,15 @@ fn validate_variants(raw: &[RawVariant], series_dir: &Path, all_bench: &[String]
             for (j, s) in list.iter().enumerate() {
                 let d = series_dir.join(s);
                 if !valid_name(s) {
-                    p.push(format!("{at}.{key}[{j}]: `{s}` is not a series name (a directory under {})", series_dir.display()));
+                    p.push(format!(
+                        "{at}.{key}[{j}]: `{s}` is not a series name (a directory under {})",
+                        series_dir.display()
+                    ));
                 } else if !d.join("series").is_file() {
-                    p.push(format!("{at}.{key}[{j}]: no series `{s}`: expected {} listing its patches", d.join("series").display()));
+                    p.push(format!(
+                        "{at}.{key}[{j}]: no series `{s}`: expected {} listing its patches",
+                        d.join("series").display()
+                    ));
                 }
             }
         }
@@ -297,7 +359,10 @@ fn validate_variants(raw: &[RawVariant], series_dir: &Path, all_bench: &[String]
             Some(list) => {
                 for (j, b) in list.iter().enumerate() {
                     if !all_bench.contains(b) {
-                        p.push(format!("{at}.benchmarks[{j}]: no benchmark `{b}` (defined: {})", all_bench.join(", ")));
+                        p.push(format!(
+                            "{at}.benchmarks[{j}]: no benchmark `{b}` (defined: {})",
+                            all_bench.join(", ")
+                        ));
                     }
                 }
                 list.clone()
@@ -305,18 +370,29 @@ fn validate_variants(raw: &[RawVariant], series_dir: &Path, all_bench: &[String]
         };
         if let Some(r) = &v.git_ref {
             if r.is_empty() || r.starts_with('-') || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                p.push(format!("{at}.ref: `{r}` is not a git commit-ish (a commit id, tag or branch)"));
+                p.push(format!(
+                    "{at}.ref: `{r}` is not a git commit-ish (a commit id, tag or branch)"
+                ));
             }
         }
         let (apply, revert, git_ref) = (v.apply.clone(), v.revert.clone(), v.git_ref.clone());
-        variants.push(Variant { name: v.name.clone(), apply, revert, fragments, benchmarks, git_ref });
+        variants.push(Variant {
+            name: v.name.clone(),
+            apply,
+            revert,
+            fragments,
+            benchmarks,
+            git_ref,
+        });
     }
     let Some(i) = variants.iter().position(|v| v.name == "base") else {
         p.push("variants: a variant named `base` (the reference) is required".into());
         return variants;
     };
     if !variants[i].is_plain() {
-        p.push(format!("variants[{i}]: `base` is the unmodified tree; it takes no apply, revert or fragments"));
+        p.push(format!(
+            "variants[{i}]: `base` is the unmodified tree; it takes no apply, revert or fragments"
+        ));
     }
     let mut base = variants.remove(i);
     let mut used: Vec<String> = Vec::new();
@@ -356,11 +432,15 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
     }
     let memory_mib = g.memory_mib.unwrap_or(2048);
     if memory_mib < 256 {
-        p.push(format!("guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"));
+        p.push(format!(
+            "guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"
+        ));
     }
     for (i, w) in g.cmdline.iter().enumerate() {
         if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"') {
-            p.push(format!("guest.cmdline[{i}]: `{w}` must be one word without spaces or quotes"));
+            p.push(format!(
+                "guest.cmdline[{i}]: `{w}` must be one word without spaces or quotes"
+            ));
         }
     }
     let pvh = match g.boot.as_deref().unwrap_or("pvh") {
@@ -371,7 +451,13 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
             true
         }
     };
-    at_most(g.boot_timeout_s.unwrap_or(0), MAX_TIMEOUT_S, "guest.boot_timeout_s", "a day", p);
+    at_most(
+        g.boot_timeout_s.unwrap_or(0),
+        MAX_TIMEOUT_S,
+        "guest.boot_timeout_s",
+        "a day",
+        p,
+    );
     let (sockets, threads) = (g.sockets.unwrap_or(1), g.threads.unwrap_or(1));
     if sockets == 0 || threads == 0 {
         p.push("guest: sockets and threads must be at least 1".into());
@@ -398,9 +484,15 @@ fn validate_vcpus(raw: &[u32], guest: &Guest, p: &mut Vec<String>) -> Vec<u32> {
         if n == 0 {
             p.push(format!("vcpus[{i}]: must be at least 1"));
         } else if n % (guest.sockets * guest.threads).max(1) != 0 {
-            p.push(format!("vcpus[{i}]: {n} does not divide into {} socket(s) × {} thread(s)", guest.sockets, guest.threads));
+            p.push(format!(
+                "vcpus[{i}]: {n} does not divide into {} socket(s) × {} thread(s)",
+                guest.sockets, guest.threads
+            ));
         } else if guest.numa_nodes > 0 && n % guest.numa_nodes != 0 {
-            p.push(format!("vcpus[{i}]: {n} does not divide into {} NUMA nodes", guest.numa_nodes));
+            p.push(format!(
+                "vcpus[{i}]: {n} does not divide into {} NUMA nodes",
+                guest.numa_nodes
+            ));
         }
     }
     let mut vcpus = raw.to_vec();
@@ -440,10 +532,23 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
 /// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
 fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
     let Some(allowed) = params::parameters(&b.kind) else {
-        return Err(vec![format!("kind: `{}` is not a benchmark kind ({})", b.kind, params::KINDS.join(", "))]);
+        return Err(vec![format!(
+            "kind: `{}` is not a benchmark kind ({})",
+            b.kind,
+            params::KINDS.join(", ")
+        )]);
     };
-    let mut errs: Vec<String> = b.given().into_iter().filter(|k| !allowed.contains(k))
-        .map(|k| format!("{k}: not a parameter of {} (its parameters: {})", b.kind, allowed.join(", ")))
+    let mut errs: Vec<String> = b
+        .given()
+        .into_iter()
+        .filter(|k| !allowed.contains(k))
+        .map(|k| {
+            format!(
+                "{k}: not a parameter of {} (its parameters: {})",
+                b.kind,
+                allowed.join(", ")
+            )
+        })
         .collect();
     let kind = params::validate(b, &mut errs);
     match kind {
@@ -456,17 +561,26 @@ fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
 /// alone (6.12 `scripts/kconfig/Makefile`); `oldconfig`, `olddefconfig`,
 /// `config` and the `*.config` fragment targets start from whatever
 /// `.config` the tree holds, and the interactive ones wait for a human.
-pub const BASE_CONFIG_TARGETS: &[&str] =
-    &["defconfig", "tinyconfig", "allnoconfig", "allyesconfig", "allmodconfig", "alldefconfig", "randconfig"];
+pub const BASE_CONFIG_TARGETS: &[&str] = &[
+    "defconfig",
+    "tinyconfig",
+    "allnoconfig",
+    "allyesconfig",
+    "allmodconfig",
+    "alldefconfig",
+    "randconfig",
+];
 
 /// Is `t` a make target `base_config` may name: one of
 /// [`BASE_CONFIG_TARGETS`] or an `arch/*/configs/<name>_defconfig` name
 /// (`[a-z0-9_]+_defconfig`)? Anything else is a file path, never a make
 /// argument.
 pub fn is_base_config_target(t: &str) -> bool {
-    let arch_defconfig = t
-        .strip_suffix("_defconfig")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    let arch_defconfig = t.strip_suffix("_defconfig").is_some_and(|n| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    });
     BASE_CONFIG_TARGETS.contains(&t) || arch_defconfig
 }
 

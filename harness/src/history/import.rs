@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Matrix;
 use crate::proc::Cmd;
-use crate::report::{self, Floors, Report};
 use crate::records::{Event, RunMeta};
+use crate::report::{self, Floors, Report};
 use crate::store::Run;
 
 /// What adding a run did.
@@ -85,10 +85,17 @@ pub fn run_key(meta: &RunMeta, events: &[Event]) -> RunKey {
     });
     RunKey {
         matrix_id: matrix_id(&meta.matrix),
-        matrix_name: meta.matrix.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+        matrix_name: meta
+            .matrix
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         profile: meta.matrix.profile.clone().unwrap_or_default(),
         host: meta.host.hostname.clone(),
-        clock: report::run_clock(meta, events).map(|c| c.name().to_string()).unwrap_or_default(),
+        clock: report::run_clock(meta, events)
+            .map(|c| c.name().to_string())
+            .unwrap_or_default(),
         accel: accel.unwrap_or_default(),
     }
 }
@@ -99,7 +106,11 @@ pub fn run_key(meta: &RunMeta, events: &[Event]) -> RunKey {
 fn content_hash(run: &Run) -> Result<String> {
     let mut h = Sha256::new();
     let mut feed = |p: &Path| -> Result<()> {
-        let data = if p.exists() { std::fs::read(p).with_context(|| format!("read {}", p.display()))? } else { Vec::new() };
+        let data = if p.exists() {
+            std::fs::read(p).with_context(|| format!("read {}", p.display()))?
+        } else {
+            Vec::new()
+        };
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
         Ok(())
@@ -114,7 +125,14 @@ fn content_hash(run: &Run) -> Result<String> {
         }
     }
     for s in &shards {
-        h.update(format!("{} {}\n", s.shard, if s.writer.is_some() { "running" } else { "stopped" }).as_bytes());
+        h.update(
+            format!(
+                "{} {}\n",
+                s.shard,
+                if s.writer.is_some() { "running" } else { "stopped" }
+            )
+            .as_bytes(),
+        );
     }
     Ok(hex(&h.finalize()[..16]))
 }
@@ -132,7 +150,11 @@ pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Source
     let meta = run.meta()?;
     let hash = content_hash(&run)?;
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let had: Option<String> = tx.query_row("SELECT content_hash FROM runs WHERE run_id = ?1", [&meta.id], |r| r.get(0)).optional()?;
+    let had: Option<String> = tx
+        .query_row("SELECT content_hash FROM runs WHERE run_id = ?1", [&meta.id], |r| {
+            r.get(0)
+        })
+        .optional()?;
     if had.as_deref() == Some(hash.as_str()) {
         return Ok(Added::Unchanged);
     }
@@ -152,7 +174,13 @@ pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Source
 fn tree_identity(source: &Path) -> (Option<String>, Option<String>, Option<String>) {
     if source.join(".git").exists() {
         let git = |args: &[&str]| {
-            let f = Cmd::new("git").arg("-C").arg(source).args(args.iter().copied()).capture().run().ok()?;
+            let f = Cmd::new("git")
+                .arg("-C")
+                .arg(source)
+                .args(args.iter().copied())
+                .capture()
+                .run()
+                .ok()?;
             f.success().then(|| f.output.trim().to_string())
         };
         let commit = git(&["rev-parse", "HEAD"]);
@@ -165,10 +193,22 @@ fn tree_identity(source: &Path) -> (Option<String>, Option<String>, Option<Strin
     (crate::kernel::tree::source_key(source).ok(), None, None)
 }
 
-fn insert_run(tx: &Transaction, meta: &RunMeta, events: &[Event], r: &Report, dir: &Path, hash: &str, sources: Sources) -> Result<()> {
+fn insert_run(
+    tx: &Transaction,
+    meta: &RunMeta,
+    events: &[Event],
+    r: &Report,
+    dir: &Path,
+    hash: &str,
+    sources: Sources,
+) -> Result<()> {
     let k = run_key(meta, events);
     let source = &meta.matrix.kernel.source;
-    let (tree_id, commit, describe) = if sources == Sources::Live { tree_identity(source) } else { (None, None, None) };
+    let (tree_id, commit, describe) = if sources == Sources::Live {
+        tree_identity(source)
+    } else {
+        (None, None, None)
+    };
     tx.execute(
         "INSERT INTO runs (run_id, content_hash, started, run_dir, matrix_id, matrix_name, profile, host, accel, clock, qemu,
             harness_version, harness_revision, kernel_source, complete, tree_id, git_commit, git_describe)
@@ -207,11 +247,19 @@ fn series_hash(m: &Matrix, name: &str) -> Option<String> {
     Some(hex(&h.finalize()[..8]))
 }
 
-fn insert_variants(tx: &Transaction, meta: &RunMeta, events: &[Event], work_dir: &Path, sources: Sources) -> Result<()> {
+fn insert_variants(
+    tx: &Transaction,
+    meta: &RunMeta,
+    events: &[Event],
+    work_dir: &Path,
+    sources: Sources,
+) -> Result<()> {
     let m = &meta.matrix;
     for v in &m.variants {
         let build = events.iter().rev().find_map(|e| match e {
-            Event::Build { variant, key, release, .. } if variant == &v.name => Some((key.clone(), release.clone())),
+            Event::Build {
+                variant, key, release, ..
+            } if variant == &v.name => Some((key.clone(), release.clone())),
             _ => None,
         });
         let (key, release) = build.unwrap_or_default();
@@ -220,10 +268,17 @@ fn insert_variants(tx: &Transaction, meta: &RunMeta, events: &[Event], work_dir:
             .and_then(|k| std::fs::read(work_dir.join("kernels").join(k).join("config")).ok())
             .map(|c| hex(&Sha256::digest(c)[..8]));
         let series: BTreeMap<String, Option<String>> = match sources {
-            Sources::Live => v.revert.iter().map(|s| (format!("-{s}"), series_hash(m, s))).chain(v.apply.iter().map(|s| (s.clone(), series_hash(m, s)))).collect(),
+            Sources::Live => v
+                .revert
+                .iter()
+                .map(|s| (format!("-{s}"), series_hash(m, s)))
+                .chain(v.apply.iter().map(|s| (s.clone(), series_hash(m, s))))
+                .collect(),
             Sources::Records => BTreeMap::new(),
         };
-        let series = (!series.is_empty()).then(|| serde_json::to_string(&series)).transpose()?;
+        let series = (!series.is_empty())
+            .then(|| serde_json::to_string(&series))
+            .transpose()?;
         tx.execute(
             "INSERT INTO variants (run_id, variant, build_key, kernel_release, config_hash, series_hashes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![meta.id, v.name, key, release, config_hash, series],
@@ -237,7 +292,9 @@ fn insert_cells(tx: &Transaction, r: &Report) -> Result<()> {
         "INSERT INTO cells (run_id, benchmark, metric, vcpus, variant, unit, higher_is_better, n, median, lo, hi, ci_exact, boots_ended, boots_failed)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
-    let mut boot = tx.prepare("INSERT INTO boots (run_id, benchmark, metric, vcpus, variant, idx, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
+    let mut boot = tx.prepare(
+        "INSERT INTO boots (run_id, benchmark, metric, vcpus, variant, idx, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
     for row in &r.rows {
         for c in &row.cells {
             let s = c.summary.as_ref();
@@ -258,7 +315,15 @@ fn insert_cells(tx: &Transaction, r: &Report) -> Result<()> {
                 c.boots_failed as i64
             ])?;
             for (i, v) in c.boots.iter().enumerate() {
-                boot.execute(params![r.run_id, row.benchmark, row.metric, row.vcpus, c.variant, i as i64, v])?;
+                boot.execute(params![
+                    r.run_id,
+                    row.benchmark,
+                    row.metric,
+                    row.vcpus,
+                    c.variant,
+                    i as i64,
+                    v
+                ])?;
             }
         }
     }

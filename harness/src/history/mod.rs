@@ -78,7 +78,11 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
 /// `page_dir` when given, else a `file://` URL.
 fn night_link(run_dir: &str, page_dir: Option<&Path>) -> String {
     let dir = Path::new(run_dir);
-    let target = if dir.join("report.html").is_file() { dir.join("report.html") } else { dir.to_path_buf() };
+    let target = if dir.join("report.html").is_file() {
+        dir.join("report.html")
+    } else {
+        dir.to_path_buf()
+    };
     match page_dir.and_then(|d| std::fs::canonicalize(d).ok()) {
         Some(d) => relative(&d, &target).to_string_lossy().into_owned(),
         None => format!("file://{}", target.display()),
@@ -87,8 +91,19 @@ fn night_link(run_dir: &str, page_dir: Option<&Path>) -> String {
 
 /// A change in words, with the runs on either side.
 pub fn change_text(c: &Change, higher_is_better: bool) -> String {
-    let word = if (c.change < 0.0) == higher_is_better { "worse" } else { "better" };
-    format!("changed on {} by {:+.1}% ({word}; p={:.3}): between {} and {}", c.date, c.change * 100.0, c.p, c.run_before, c.run_after)
+    let word = if (c.change < 0.0) == higher_is_better {
+        "worse"
+    } else {
+        "better"
+    };
+    format!(
+        "changed on {} by {:+.1}% ({word}; p={:.3}): between {} and {}",
+        c.date,
+        c.change * 100.0,
+        c.p,
+        c.run_before,
+        c.run_after
+    )
 }
 
 /// The series as trends to draw, links relative to `page_dir` when given.
@@ -99,11 +114,22 @@ pub fn trends(series: &[Series], page_dir: Option<&Path>) -> Vec<crate::report::
         .map(|s| {
             let k = &s.key;
             let r = &k.run;
-            let profile = if r.profile.is_empty() { String::new() } else { format!(" --profile {}", r.profile) };
+            let profile = if r.profile.is_empty() {
+                String::new()
+            } else {
+                format!(" --profile {}", r.profile)
+            };
             Trend {
                 title: format!("{} {} at {} vCPUs, {}", k.benchmark, k.metric, k.vcpus, k.variant),
-                key: format!("matrix {} ({}){profile}, host {}, clock {}, accel {}", r.matrix_name, r.matrix_id, r.host, r.clock, r.accel),
-                unit: format!("{}, {} is better", s.unit, if s.higher_is_better { "higher" } else { "lower" }),
+                key: format!(
+                    "matrix {} ({}){profile}, host {}, clock {}, accel {}",
+                    r.matrix_name, r.matrix_id, r.host, r.clock, r.accel
+                ),
+                unit: format!(
+                    "{}, {} is better",
+                    s.unit,
+                    if s.higher_is_better { "higher" } else { "lower" }
+                ),
                 points: s
                     .nights
                     .iter()
@@ -118,14 +144,26 @@ pub fn trends(series: &[Series], page_dir: Option<&Path>) -> Vec<crate::report::
                         n: n.n,
                     })
                     .collect(),
-                marks: s.changes.iter().map(|c| TrendMark { index: c.index, text: change_text(c, s.higher_is_better) }).collect(),
+                marks: s
+                    .changes
+                    .iter()
+                    .map(|c| TrendMark {
+                        index: c.index,
+                        text: change_text(c, s.higher_is_better),
+                    })
+                    .collect(),
             }
         })
         .collect()
 }
 
 /// Writes each key cell's standing against the history into the report.
-pub fn annotate(r: &mut crate::report::Report, db: &Connection, meta: &crate::records::RunMeta, events: &[crate::records::Event]) -> Result<()> {
+pub fn annotate(
+    r: &mut crate::report::Report,
+    db: &Connection,
+    meta: &crate::records::RunMeta,
+    events: &[crate::records::Event],
+) -> Result<()> {
     let p = crate::stats::changepoint::Params::default();
     for (ri, ci, s) in standings(db, meta, events, r, WINDOW, &p)? {
         r.rows[ri].cells[ci].history = Some(s.text());

@@ -9,9 +9,9 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 
 use super::import::{run_key, RunKey};
+use crate::records::{Event, RunMeta};
 use crate::report::Report;
 use crate::stats::changepoint::{self, Params};
-use crate::records::{Event, RunMeta};
 
 /// Which series to read.
 #[derive(Debug, Clone, Default)]
@@ -124,7 +124,14 @@ pub fn series(db: &Connection, f: &Filter, p: &Params) -> Result<Vec<Series>> {
     let mut rows = stmt.query(params![f.bench, f.vcpus, f.variant])?;
     while let Some(r) = rows.next()? {
         let key = SeriesKey {
-            run: RunKey { matrix_id: r.get(0)?, matrix_name: r.get(1)?, profile: r.get(2)?, host: r.get(3)?, clock: r.get(4)?, accel: r.get(5)? },
+            run: RunKey {
+                matrix_id: r.get(0)?,
+                matrix_name: r.get(1)?,
+                profile: r.get(2)?,
+                host: r.get(3)?,
+                clock: r.get(4)?,
+                accel: r.get(5)?,
+            },
             benchmark: r.get(6)?,
             metric: r.get(7)?,
             vcpus: r.get(8)?,
@@ -141,7 +148,13 @@ pub fn series(db: &Connection, f: &Filter, p: &Params) -> Result<Vec<Series>> {
             n: r.get::<_, i64>(19)? as usize,
         };
         let (unit, higher_is_better): (String, bool) = (r.get(10)?, r.get(11)?);
-        let s = by.entry(key.clone()).or_insert_with(|| Series { key, unit: String::new(), higher_is_better, nights: vec![], changes: vec![] });
+        let s = by.entry(key.clone()).or_insert_with(|| Series {
+            key,
+            unit: String::new(),
+            higher_is_better,
+            nights: vec![],
+            changes: vec![],
+        });
         s.unit = unit;
         s.nights.push(night);
     }
@@ -215,13 +228,21 @@ pub fn tonight(before: &[f64], value: f64, p: &changepoint::Params, higher_is_be
     let dev: Vec<f64> = seg.iter().map(|v| (v - med).abs()).collect();
     let spread = (1.4826 * crate::stats::median(&dev).unwrap_or(0.0)).max(med.abs() * 1e-12);
     let n = seg.len() as f64;
-    let t = statrs::distribution::StudentsT::new(0.0, 1.0, n - 1.0).map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.975)).unwrap_or(f64::INFINITY);
+    let t = statrs::distribution::StudentsT::new(0.0, 1.0, n - 1.0)
+        .map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.975))
+        .unwrap_or(f64::INFINITY);
     let change = value / med - 1.0;
     let outside = (value - med).abs() > t * spread * (1.0 + 1.0 / n).sqrt();
     if outside && change.abs() >= p.min_magnitude {
-        Standing::Tonight { change, worse: (change < 0.0) == higher_is_better, nights: seg.len() }
+        Standing::Tonight {
+            change,
+            worse: (change < 0.0) == higher_is_better,
+            nights: seg.len(),
+        }
     } else {
-        Standing::Same { nights: before.len() + 1 }
+        Standing::Same {
+            nights: before.len() + 1,
+        }
     }
 }
 
@@ -250,7 +271,14 @@ impl Standing {
 /// The standing of every key cell of `r` (a report of the run `meta`)
 /// against the nights before it, this run's own median last; `window`
 /// earlier nights at most. Cells without a value are left out.
-pub fn standings(db: &Connection, meta: &RunMeta, events: &[Event], r: &Report, window: usize, p: &Params) -> Result<Vec<(usize, usize, Standing)>> {
+pub fn standings(
+    db: &Connection,
+    meta: &RunMeta,
+    events: &[Event],
+    r: &Report,
+    window: usize,
+    p: &Params,
+) -> Result<Vec<(usize, usize, Standing)>> {
     let k = run_key(meta, events);
     let mut stmt = db.prepare(
         "SELECT r.run_id, r.started, r.run_dir, c.median, c.lo, c.hi, c.ci_exact, c.n FROM cells c JOIN runs r ON r.run_id = c.run_id
@@ -266,10 +294,32 @@ pub fn standings(db: &Connection, meta: &RunMeta, events: &[Event], r: &Report, 
         }
         for (ci, c) in row.cells.iter().enumerate() {
             let Some(s) = &c.summary else { continue };
-            let args = params![k.matrix_id, k.profile, k.host, k.clock, k.accel, row.benchmark, row.metric, row.vcpus, c.variant, meta.id, meta.started, window as i64];
+            let args = params![
+                k.matrix_id,
+                k.profile,
+                k.host,
+                k.clock,
+                k.accel,
+                row.benchmark,
+                row.metric,
+                row.vcpus,
+                c.variant,
+                meta.id,
+                meta.started,
+                window as i64
+            ];
             let mut nights: Vec<Night> = stmt
                 .query_map(args, |x| {
-                    Ok(Night { run_id: x.get(0)?, started: x.get(1)?, run_dir: x.get(2)?, median: x.get(3)?, lo: x.get(4)?, hi: x.get(5)?, ci_exact: x.get(6)?, n: x.get::<_, i64>(7)? as usize })
+                    Ok(Night {
+                        run_id: x.get(0)?,
+                        started: x.get(1)?,
+                        run_dir: x.get(2)?,
+                        median: x.get(3)?,
+                        lo: x.get(4)?,
+                        hi: x.get(5)?,
+                        ci_exact: x.get(6)?,
+                        n: x.get::<_, i64>(7)? as usize,
+                    })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             if nights.is_empty() {
@@ -278,9 +328,22 @@ pub fn standings(db: &Connection, meta: &RunMeta, events: &[Event], r: &Report, 
             }
             nights.reverse();
             let before: Vec<f64> = nights.iter().map(|n| n.median).collect();
-            nights.push(Night { run_id: meta.id.clone(), started: meta.started.clone(), run_dir: String::new(), median: s.median, lo: s.ci_lo, hi: s.ci_hi, ci_exact: s.ci_exact, n: c.n });
+            nights.push(Night {
+                run_id: meta.id.clone(),
+                started: meta.started.clone(),
+                run_dir: String::new(),
+                median: s.median,
+                lo: s.ci_lo,
+                hi: s.ci_hi,
+                ci_exact: s.ci_exact,
+                n: c.n,
+            });
             let standing = match changes(&nights, p).pop() {
-                Some(ch) => Standing::Changed { date: ch.date, change: ch.change, worse: (ch.change < 0.0) == row.higher_is_better },
+                Some(ch) => Standing::Changed {
+                    date: ch.date,
+                    change: ch.change,
+                    worse: (ch.change < 0.0) == row.higher_is_better,
+                },
                 None => tonight(&before, s.median, p, row.higher_is_better),
             };
             out.push((ri, ci, standing));

@@ -115,7 +115,9 @@ pub fn open(path: &Path) -> Result<Connection> {
     let mut db = Connection::open(path).with_context(|| format!("open the history database {}", path.display()))?;
     db.busy_timeout(std::time::Duration::from_secs(30))?;
     // WAL: readers never block the writer, and a finishing run's write waits its turn
-    let _mode: String = db.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).with_context(|| format!("use WAL in {}", path.display()))?;
+    let _mode: String = db
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .with_context(|| format!("use WAL in {}", path.display()))?;
     migrate(&mut db).with_context(|| format!("migrate the history database {}", path.display()))?;
     Ok(db)
 }
@@ -128,12 +130,18 @@ pub fn open_to_read(path: &Path) -> Result<Connection> {
         return open(path);
     }
     use rusqlite::OpenFlags;
-    let escaped = path.to_string_lossy().replace('%', "%25").replace('?', "%3f").replace('#', "%23");
+    let escaped = path
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
     // immutable: no lock or -shm file is needed, which a read-only place cannot hold
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let db = Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
         .with_context(|| format!("open the history database {} read-only", path.display()))?;
-    let have: u32 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).with_context(|| format!("read {}", path.display()))?;
+    let have: u32 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .with_context(|| format!("read {}", path.display()))?;
     if have != VERSION {
         bail!(
             "read the history database {}: it is read-only and of schema version {have}, this harness reads {VERSION}; copy it somewhere writable",
@@ -151,7 +159,8 @@ pub fn migrate(db: &mut Connection) -> Result<()> {
         bail!("read schema version {have}: this harness knows up to {VERSION}; use a newer harness");
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(have as usize) {
-        tx.execute_batch(sql).with_context(|| format!("apply migration to version {}", i + 1))?;
+        tx.execute_batch(sql)
+            .with_context(|| format!("apply migration to version {}", i + 1))?;
     }
     tx.execute_batch(&format!("PRAGMA user_version = {VERSION}"))?;
     tx.commit()?;

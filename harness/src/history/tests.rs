@@ -3,15 +3,18 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 use super::*;
+use crate::records::{Event, RunMeta, Sample};
 use crate::report::tests::{boots, meta_with};
 use crate::report::{build_from, Floors};
 use crate::stats::changepoint::Params;
-use crate::records::{Event, RunMeta, Sample};
 use crate::vm::MeasureClock;
 
 /// A directory of its own for a test, removed when dropped.
 fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("harness-history-{name}-")).tempdir().unwrap()
+    tempfile::Builder::new()
+        .prefix(&format!("harness-history-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A run of base and v on `day` (days after 2026-01-01), 5 boots each at `level`.
@@ -33,8 +36,16 @@ fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<E
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(meta).unwrap()).unwrap();
     let lines = |v: Vec<String>| v.into_iter().map(|l| l + "\n").collect::<String>();
-    std::fs::write(dir.join("samples.jsonl"), lines(samples.iter().map(|s| serde_json::to_string(s).unwrap()).collect())).unwrap();
-    std::fs::write(dir.join("events.jsonl"), lines(events.iter().map(|e| serde_json::to_string(e).unwrap()).collect())).unwrap();
+    std::fs::write(
+        dir.join("samples.jsonl"),
+        lines(samples.iter().map(|s| serde_json::to_string(s).unwrap()).collect()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("events.jsonl"),
+        lines(events.iter().map(|e| serde_json::to_string(e).unwrap()).collect()),
+    )
+    .unwrap();
     dir
 }
 
@@ -42,9 +53,18 @@ fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<E
 fn dump(db: &Connection) -> Vec<String> {
     let mut out = Vec::new();
     for t in ["runs", "cells", "boots", "variants"] {
-        let mut stmt = db.prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3, 4, 5")).unwrap();
+        let mut stmt = db
+            .prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3, 4, 5"))
+            .unwrap();
         let n = stmt.column_count();
-        let rows = stmt.query_map([], |r| Ok((0..n).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect::<Vec<_>>().join("|"))).unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap();
         out.extend(rows.map(|r| format!("{t}: {}", r.unwrap())));
     }
     out
@@ -64,12 +84,24 @@ fn adding_a_run_again_changes_nothing() {
     let dir = write_run(&root, &records("n1", 0, 100.0, |_| {}));
     assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
     let before = dump(&db);
-    assert_eq!(before.iter().filter(|l| l.starts_with("boots:")).count(), 10, "one value per boot and cell");
+    assert_eq!(
+        before.iter().filter(|l| l.starts_with("boots:")).count(),
+        10,
+        "one value per boot and cell"
+    );
     assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Unchanged);
-    assert_eq!(add(&mut db, &dir, &root, Sources::Live).unwrap(), Added::Unchanged, "same records: nothing is rewritten");
+    assert_eq!(
+        add(&mut db, &dir, &root, Sources::Live).unwrap(),
+        Added::Unchanged,
+        "same records: nothing is rewritten"
+    );
     assert_eq!(dump(&db), before, "re-import changes nothing");
     // the run was resumed since: its records changed, its rows are replaced, not doubled
-    std::fs::write(dir.join("events.jsonl"), std::fs::read_to_string(dir.join("events.jsonl")).unwrap() + "{\"event\":\"notice\",\"message\":\"x\"}\n").unwrap();
+    std::fs::write(
+        dir.join("events.jsonl"),
+        std::fs::read_to_string(dir.join("events.jsonl")).unwrap() + "{\"event\":\"notice\",\"message\":\"x\"}\n",
+    )
+    .unwrap();
     assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Replaced);
     assert_eq!(dump(&db).len(), before.len());
 }
@@ -104,20 +136,45 @@ fn a_version_1_database_is_migrated() {
         )
         .unwrap();
         db.execute("INSERT INTO cells VALUES ('old', 'd', 'execs_per_s', 2, 'base', 'execs/s', 1, 5, 100.0, 99.0, 101.0, 0, 5, 0)", []).unwrap();
-        db.execute("INSERT INTO boots VALUES ('old', 'd', 'execs_per_s', 2, 'base', 0, 100.0)", []).unwrap();
+        db.execute(
+            "INSERT INTO boots VALUES ('old', 'd', 'execs_per_s', 2, 'base', 0, 100.0)",
+            [],
+        )
+        .unwrap();
     }
     let mut db = open(&path).unwrap();
     let version: u32 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(version, schema::VERSION);
-    let (tree, variants): (Option<String>, i64) =
-        db.query_row("SELECT tree_id, (SELECT count(*) FROM variants) FROM runs WHERE run_id = 'old'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (tree, variants): (Option<String>, i64) = db
+        .query_row(
+            "SELECT tree_id, (SELECT count(*) FROM variants) FROM runs WHERE run_id = 'old'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
     assert_eq!((tree, variants), (None, 0), "new columns and tables, old rows kept");
     let new = write_run(&root, &records("new", 1, 100.0, |_| {}));
     assert_eq!(add(&mut db, &new, &root, Sources::Records).unwrap(), Added::New);
-    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    let s = series(
+        &db,
+        &Filter {
+            variant: Some("base".into()),
+            ..Filter::default()
+        },
+        &Params::default(),
+    )
+    .unwrap();
     assert_eq!(s.len(), 1, "{s:?}");
-    assert_eq!(s[0].nights.iter().map(|n| n.run_id.as_str()).collect::<Vec<_>>(), ["old", "new"], "the migrated run is the first night");
-    assert_eq!(open(&path).map(|_| ()).ok(), Some(()), "opening an up-to-date database again is a no-op");
+    assert_eq!(
+        s[0].nights.iter().map(|n| n.run_id.as_str()).collect::<Vec<_>>(),
+        ["old", "new"],
+        "the migrated run is the first night"
+    );
+    assert_eq!(
+        open(&path).map(|_| ()).ok(),
+        Some(()),
+        "opening an up-to-date database again is a no-op"
+    );
 }
 
 #[test]
@@ -135,7 +192,10 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
     ];
     for (day, (name, tweak)) in kinds.iter().enumerate() {
         for night in 0..2 {
-            let dir = write_run(&root, &records(&format!("{name}-{night}"), (day * 2 + night) as u64, 100.0, tweak));
+            let dir = write_run(
+                &root,
+                &records(&format!("{name}-{night}"), (day * 2 + night) as u64, 100.0, tweak),
+            );
             add(&mut db, &dir, &root, Sources::Records).unwrap();
         }
     }
@@ -147,13 +207,35 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
         }
     }
     add(&mut db, &write_run(&root, &kvm), &root, Sources::Records).unwrap();
-    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    let s = series(
+        &db,
+        &Filter {
+            variant: Some("base".into()),
+            ..Filter::default()
+        },
+        &Params::default(),
+    )
+    .unwrap();
     assert_eq!(s.len(), 6, "{:?}", s.iter().map(|s| &s.key).collect::<Vec<_>>());
     for x in &s {
         let prefix = x.nights[0].run_id.split('-').next().unwrap();
-        assert!(x.nights.iter().all(|n| n.run_id.starts_with(prefix)), "one kind per series: {:?}", x.nights);
+        assert!(
+            x.nights.iter().all(|n| n.run_id.starts_with(prefix)),
+            "one kind per series: {:?}",
+            x.nights
+        );
     }
-    let only = series(&db, &Filter { bench: Some("d".into()), vcpus: Some(2), variant: Some("v".into()), last: Some(1) }, &Params::default()).unwrap();
+    let only = series(
+        &db,
+        &Filter {
+            bench: Some("d".into()),
+            vcpus: Some(2),
+            variant: Some("v".into()),
+            last: Some(1),
+        },
+        &Params::default(),
+    )
+    .unwrap();
     assert!(only.iter().all(|x| x.nights.len() == 1 && x.key.variant == "v"));
 }
 
@@ -166,10 +248,26 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
         let dir = write_run(&root, &records(&format!("night{i:02}"), i, level(i, 14, 0.05), |_| {}));
         add(&mut db, &dir, &root, Sources::Records).unwrap();
     }
-    let s = series(&db, &Filter { variant: Some("base".into()), ..Filter::default() }, &Params::default()).unwrap();
+    let s = series(
+        &db,
+        &Filter {
+            variant: Some("base".into()),
+            ..Filter::default()
+        },
+        &Params::default(),
+    )
+    .unwrap();
     let c = &s[0].changes;
     assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!((c[0].index, c[0].run_before.as_str(), c[0].run_after.as_str(), c[0].date.as_str()), (14, "night13", "night14", "2026-01-15"));
+    assert_eq!(
+        (
+            c[0].index,
+            c[0].run_before.as_str(),
+            c[0].run_after.as_str(),
+            c[0].date.as_str()
+        ),
+        (14, "night13", "night14", "2026-01-15")
+    );
     assert!((c[0].change - 0.05).abs() < 0.01 && c[0].p <= 0.001, "{c:?}");
     assert!(change_text(&c[0], true).starts_with("changed on 2026-01-15 by +5.0% (better; p=0.001)"));
 
@@ -177,18 +275,30 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
     let (meta, samples, events) = records("night24", 24, level(24, 14, 0.05), |_| {});
     let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
     annotate(&mut r, &db, &meta, &events).unwrap();
-    assert_eq!(r.rows[0].cells[0].history.as_deref(), Some("changed on 2026-01-15 by +5.0% (better)"));
+    assert_eq!(
+        r.rows[0].cells[0].history.as_deref(),
+        Some("changed on 2026-01-15 by +5.0% (better)")
+    );
     assert!(crate::report::table(&r).contains("history: changed on 2026-01-15"));
     let flat_root_dir = scratch("flat");
     let flat_root = flat_root_dir.path().to_path_buf();
     let mut flat = open(&flat_root.join("h.sqlite")).unwrap();
     for i in 0..10u64 {
-        add(&mut flat, &write_run(&flat_root, &records(&format!("f{i}"), i, level(i, 99, 0.0), |_| {})), &flat_root, Sources::Records).unwrap();
+        add(
+            &mut flat,
+            &write_run(&flat_root, &records(&format!("f{i}"), i, level(i, 99, 0.0), |_| {})),
+            &flat_root,
+            Sources::Records,
+        )
+        .unwrap();
     }
     let (meta, samples, events) = records("f10", 10, level(10, 99, 0.0), |_| {});
     let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
     annotate(&mut r, &flat, &meta, &events).unwrap();
-    assert_eq!(r.rows[0].cells[0].history.as_deref(), Some("same as history (11 nights)"));
+    assert_eq!(
+        r.rows[0].cells[0].history.as_deref(),
+        Some("same as history (11 nights)")
+    );
     let (meta, samples, events) = records("x", 10, 100.0, |m| m.host.hostname = "elsewhere".into());
     let mut r = build_from(&meta, &samples, &events, &Floors::none("none"));
     annotate(&mut r, &flat, &meta, &events).unwrap();
@@ -200,7 +310,10 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
 
 #[test]
 fn trends_link_to_run_reports_relative_to_the_page() {
-    assert_eq!(relative(Path::new("/a/b/pages"), Path::new("/a/b/runs/r1/report.html")), PathBuf::from("../runs/r1/report.html"));
+    assert_eq!(
+        relative(Path::new("/a/b/pages"), Path::new("/a/b/runs/r1/report.html")),
+        PathBuf::from("../runs/r1/report.html")
+    );
     let root_dir = scratch("links");
     let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
@@ -229,7 +342,11 @@ fn a_copied_or_renamed_run_directory_imports_once() {
     }
     assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::New);
     assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::Unchanged);
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Unchanged, "the original after its copy");
+    assert_eq!(
+        add(&mut db, &dir, &root, Sources::Records).unwrap(),
+        Added::Unchanged,
+        "the original after its copy"
+    );
     let runs: i64 = db.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)).unwrap();
     assert_eq!(runs, 1);
 }
@@ -242,7 +359,12 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
     let (meta, samples, mut events) = records("sh", 0, 100.0, |_| {});
     for e in &mut events {
         // each boot job's own index, as the plan numbers them
-        if let Event::BootEnd { boot, boot_id: Some(id), .. } = e {
+        if let Event::BootEnd {
+            boot,
+            boot_id: Some(id),
+            ..
+        } = e
+        {
             *boot = id.rsplit('b').next().unwrap().parse().unwrap();
         }
     }
@@ -252,7 +374,11 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
     let lines = |v: Vec<String>| v.into_iter().map(|l| l + "\n").collect::<String>();
     let write = |only_base: bool| {
         let keep = |v: &str| !only_base || v == "base";
-        let s: Vec<String> = samples.iter().filter(|s| keep(&s.variant)).map(|s| serde_json::to_string(s).unwrap()).collect();
+        let s: Vec<String> = samples
+            .iter()
+            .filter(|s| keep(&s.variant))
+            .map(|s| serde_json::to_string(s).unwrap())
+            .collect();
         let e: Vec<String> = events
             .iter()
             .filter(|e| match e {
@@ -267,11 +393,18 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
     write(true);
     assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
     let failed = |db: &Connection| -> (i64, i64) {
-        db.query_row("SELECT n, boots_failed FROM cells WHERE variant = 'v'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        db.query_row("SELECT n, boots_failed FROM cells WHERE variant = 'v'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap()
     };
     assert_eq!(failed(&db), (0, 5), "the jobs a dead shard owes count as failed");
     write(false);
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Replaced, "the shard's records changed");
+    assert_eq!(
+        add(&mut db, &dir, &root, Sources::Records).unwrap(),
+        Added::Replaced,
+        "the shard's records changed"
+    );
     assert_eq!(failed(&db), (5, 0));
 }
 
@@ -282,17 +415,32 @@ fn a_read_only_copy_of_the_database_can_be_read() {
     let path = root.join("h.sqlite");
     {
         let mut db = open(&path).unwrap();
-        add(&mut db, &write_run(&root, &records("r1", 0, 100.0, |_| {})), &root, Sources::Records).unwrap();
+        add(
+            &mut db,
+            &write_run(&root, &records("r1", 0, 100.0, |_| {})),
+            &root,
+            Sources::Records,
+        )
+        .unwrap();
     }
     let copy = root.join("ro/h.sqlite");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(&path, &copy).unwrap();
     // an immutable file is read-only even for root (tests may run as root)
-    let chattr = |flag: &str| crate::proc::Cmd::new("chattr").arg(flag).arg(&copy).capture().run().map(|f| f.success()).unwrap_or(false);
+    let chattr = |flag: &str| {
+        crate::proc::Cmd::new("chattr")
+            .arg(flag)
+            .arg(&copy)
+            .capture()
+            .run()
+            .map(|f| f.success())
+            .unwrap_or(false)
+    };
     if !chattr("+i") {
         return;
     }
-    let got = open_existing(&copy).map(|db| db.map(|db| series(&db, &Filter::default(), &Params::default()).map(|s| s.len())));
+    let got = open_existing(&copy)
+        .map(|db| db.map(|db| series(&db, &Filter::default(), &Params::default()).map(|s| s.len())));
     chattr("-i");
     assert_eq!(got.unwrap().unwrap().unwrap(), 2);
 }
@@ -304,21 +452,44 @@ fn a_read_only_copy_of_the_database_can_be_read() {
 fn tonight_is_tested_against_the_last_segment_or_is_not_yet_testable() {
     use super::query::{tonight, Standing};
     let p = crate::stats::changepoint::Params::default();
-    let flat: Vec<f64> = (0..12).map(|i| 1000.0 * (1.0 + 0.002 * ((i * 7 % 5) as f64 - 2.0))).collect();
-    assert_eq!(tonight(&flat[..3], 1000.0, &p, true), Standing::NotYetTestable { nights: 3 });
+    let flat: Vec<f64> = (0..12)
+        .map(|i| 1000.0 * (1.0 + 0.002 * ((i * 7 % 5) as f64 - 2.0)))
+        .collect();
+    assert_eq!(
+        tonight(&flat[..3], 1000.0, &p, true),
+        Standing::NotYetTestable { nights: 3 }
+    );
     assert_eq!(tonight(&flat, 1001.0, &p, true), Standing::Same { nights: 13 });
     match tonight(&flat, 950.0, &p, true) {
-        Standing::Tonight { change, worse: true, nights: 12 } => assert!((change + 0.05).abs() < 0.002, "{change}"),
+        Standing::Tonight {
+            change,
+            worse: true,
+            nights: 12,
+        } => assert!((change + 0.05).abs() < 0.002, "{change}"),
         other => panic!("a 5% drop tonight: {other:?}"),
     }
     // lower is better: a rise is worse
-    assert!(matches!(tonight(&flat, 1050.0, &p, false), Standing::Tonight { worse: true, .. }));
+    assert!(matches!(
+        tonight(&flat, 1050.0, &p, false),
+        Standing::Tonight { worse: true, .. }
+    ));
     // beyond the interval but below the 2% magnitude: same
     assert_eq!(tonight(&flat, 1015.0, &p, true), Standing::Same { nights: 13 });
     // after a step, only the nights since it count
     let mut stepped: Vec<f64> = flat.iter().map(|v| v * 0.9).collect();
     stepped.extend(&flat[..4]);
-    assert_eq!(tonight(&stepped, 1000.0, &p, true), Standing::NotYetTestable { nights: 4 });
-    let text = Standing::Tonight { change: -0.05, worse: true, nights: 12 }.text();
-    assert!(text.starts_with("tonight -5.0% (worse) against the last 12 nights"), "{text}");
+    assert_eq!(
+        tonight(&stepped, 1000.0, &p, true),
+        Standing::NotYetTestable { nights: 4 }
+    );
+    let text = Standing::Tonight {
+        change: -0.05,
+        worse: true,
+        nights: 12,
+    }
+    .text();
+    assert!(
+        text.starts_with("tonight -5.0% (worse) against the last 12 nights"),
+        "{text}"
+    );
 }

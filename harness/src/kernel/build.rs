@@ -12,9 +12,9 @@ use sha2::{Digest, Sha256};
 use super::fault::{host_fault, HostFault};
 use super::kconfig::{self, Config, Lost};
 use super::tree::{Applied, Tree};
-use crate::util::hex;
 use crate::config::BaseConfig;
 use crate::proc::Cmd;
+use crate::util::hex;
 
 /// A built kernel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -41,7 +41,9 @@ impl Artifact {
     /// Whether the kernel was built with CONFIG_PVH: its `vmlinux` has a
     /// PVH entry QEMU can boot directly.
     pub fn has_pvh(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("config")).map(|c| c.contains("\nCONFIG_PVH=y")).unwrap_or(false)
+        std::fs::read_to_string(self.dir.join("config"))
+            .map(|c| c.contains("\nCONFIG_PVH=y"))
+            .unwrap_or(false)
     }
 
     /// The image to boot: `vmlinux` through its PVH entry when `pvh` is
@@ -108,8 +110,13 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
             }
             let cached = work.join("tree").join(format!("{}.{t}", tree.key));
             if !cached.is_file() {
-                make_ok(make(tree).arg(t).deadline(Duration::from_secs(600)), &format!("make {t}"), log)?;
-                std::fs::copy(tree.dir.join(".config"), &cached).with_context(|| format!("write {}", cached.display()))?;
+                make_ok(
+                    make(tree).arg(t).deadline(Duration::from_secs(600)),
+                    &format!("make {t}"),
+                    log,
+                )?;
+                std::fs::copy(tree.dir.join(".config"), &cached)
+                    .with_context(|| format!("write {}", cached.display()))?;
             }
             kconfig::read(&cached)?
         }
@@ -128,11 +135,19 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
     }
     let dot_config = tree.dir.join(".config");
     std::fs::write(&dot_config, kconfig::render(&merged)).with_context(|| format!("write {}", dot_config.display()))?;
-    make_ok(make(tree).arg("olddefconfig").deadline(Duration::from_secs(600)), "make olddefconfig", log)?;
+    make_ok(
+        make(tree).arg("olddefconfig").deadline(Duration::from_secs(600)),
+        "make olddefconfig",
+        log,
+    )?;
     let text = std::fs::read_to_string(&dot_config).with_context(|| format!("read {}", dot_config.display()))?;
     let config = kconfig::parse(&text).map_err(|e| anyhow::anyhow!("read the final .config: {e}"))?;
     let lost = kconfig::lost(&requested, &config);
-    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(log).with_context(|| format!("open {}", log.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .with_context(|| format!("open {}", log.display()))?;
     use std::io::Write;
     f.write_all(note.as_bytes())?;
     for l in &lost {
@@ -181,7 +196,12 @@ pub struct BuildFailure {
 /// Pulls the error lines out of a build log.
 pub fn error_lines(log: &str) -> Vec<String> {
     log.lines()
-        .filter(|l| l.contains("error:") || l.contains("] Error ") || l.starts_with("make: ***") || l.contains("undefined reference"))
+        .filter(|l| {
+            l.contains("error:")
+                || l.contains("] Error ")
+                || l.starts_with("make: ***")
+                || l.contains("undefined reference")
+        })
         .take(20)
         .map(|l| l.trim().to_string())
         .collect()
@@ -198,10 +218,26 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     crate::proc::check_interrupted()?;
     let text = log_since(log, from);
     if let Some(why) = host_fault("make", f.code, f.signal, &text) {
-        return Err(HostFault { what: what.into(), why, log: log.display().to_string() }.into());
+        return Err(HostFault {
+            what: what.into(),
+            why,
+            log: log.display().to_string(),
+        }
+        .into());
     }
-    let how = if f.timed_out { "timed out".to_string() } else { format!("exited with {:?}", f.code) };
-    let tail: Vec<&str> = text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+    let how = if f.timed_out {
+        "timed out".to_string()
+    } else {
+        format!("exited with {:?}", f.code)
+    };
+    let tail: Vec<&str> = text
+        .lines()
+        .rev()
+        .take(15)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     anyhow::bail!("{what}: {how} (log: {})\n{}", log.display(), tail.join("\n"))
 }
 
@@ -231,7 +267,14 @@ pub fn build_jobs(cpus: u32, available_mib: Option<u64>) -> u32 {
 
 /// Builds the configured tree and stores the kernel under `work/kernels/<key>`.
 /// A failure the host caused is an `Err` holding a [`HostFault`].
-pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Duration, log: &Path) -> Result<Result<Artifact, BuildFailure>> {
+pub fn build(
+    tree: &Tree,
+    cfg: &Configured,
+    key: &str,
+    work: &Path,
+    timeout: Duration,
+    log: &Path,
+) -> Result<Result<Artifact, BuildFailure>> {
     let jobs = build_jobs(crate::host::cpus(), crate::host::memory_available_mib());
     let modules = cfg.config.get("MODULES").map(|v| v == "y").unwrap_or(false);
     let mut targets = vec!["bzImage", "vmlinux"];
@@ -240,22 +283,38 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
     }
     let start = std::time::Instant::now();
     let from = log_len(log);
-    let f = make(tree).arg(format!("-j{jobs}")).args(targets).log(log).deadline(timeout).run()?;
+    let f = make(tree)
+        .arg(format!("-j{jobs}"))
+        .args(targets)
+        .log(log)
+        .deadline(timeout)
+        .run()?;
     if !f.success() {
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
         let text = log_since(log, from);
         if let (false, Some(why)) = (f.timed_out, host_fault("make", f.code, f.signal, &text)) {
-            return Err(HostFault { what: "build the kernel".into(), why, log: log.display().to_string() }.into());
+            return Err(HostFault {
+                what: "build the kernel".into(),
+                why,
+                log: log.display().to_string(),
+            }
+            .into());
         }
-        return Ok(Err(BuildFailure { timed_out: f.timed_out, errors: error_lines(&text) }));
+        return Ok(Err(BuildFailure {
+            timed_out: f.timed_out,
+            errors: error_lines(&text),
+        }));
     }
     let dir = work.join("kernels").join(key);
     let tmp = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let mods = if modules {
-        let install = make(tree).arg("modules_install").arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display())).arg("INSTALL_MOD_STRIP=1");
+        let install = make(tree)
+            .arg("modules_install")
+            .arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display()))
+            .arg("INSTALL_MOD_STRIP=1");
         make_ok(install.deadline(Duration::from_secs(600)), "make modules_install", log)?;
         Some(dir.join("mods"))
     } else {
@@ -278,7 +337,8 @@ pub fn build(tree: &Tree, cfg: &Configured, key: &str, work: &Path, timeout: Dur
         build_s: start.elapsed().as_secs_f64(),
         nr_cpus: cfg.config.get("NR_CPUS").and_then(|v| v.parse().ok()),
     };
-    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?).with_context(|| format!("write {}/artifact.json", tmp.display()))?;
+    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?)
+        .with_context(|| format!("write {}/artifact.json", tmp.display()))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
     crate::workdir::touch(&dir.join(crate::workdir::LAST_USED));
@@ -294,14 +354,23 @@ mod tests {
         let log = "  CC      mm/memory.o\nmm/memory.c:12:5: error: 'x' undeclared\nmake[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1\n  CC kernel/fork.o\n";
         assert_eq!(
             error_lines(log),
-            vec!["mm/memory.c:12:5: error: 'x' undeclared", "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"]
+            vec![
+                "mm/memory.c:12:5: error: 'x' undeclared",
+                "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"
+            ]
         );
     }
 
     /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.
     #[test]
     fn build_jobs_are_capped_by_memory() {
-        for (cpus, avail, want) in [(8, Some(64 * 1024), 8), (8, Some(4 * 1024), 2), (8, Some(1000), 1), (2, None, 2), (1, Some(0), 1)] {
+        for (cpus, avail, want) in [
+            (8, Some(64 * 1024), 8),
+            (8, Some(4 * 1024), 2),
+            (8, Some(1000), 1),
+            (2, None, 2),
+            (1, Some(0), 1),
+        ] {
             assert_eq!(build_jobs(cpus, avail), want, "{cpus} CPUs, {avail:?} MiB");
         }
     }

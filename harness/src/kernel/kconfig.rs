@@ -76,7 +76,12 @@ pub fn merge(base: &Config, fragments: &[Config]) -> (Config, Config, Vec<Overri
         for (k, v) in frag {
             if let Some(prev) = requested.get(k) {
                 if prev != v {
-                    overrides.push(Override { symbol: k.clone(), was: prev.clone(), now: v.clone(), fragment: i });
+                    overrides.push(Override {
+                        symbol: k.clone(),
+                        was: prev.clone(),
+                        now: v.clone(),
+                        fragment: i,
+                    });
                 }
             }
             merged.insert(k.clone(), v.clone());
@@ -123,7 +128,11 @@ pub fn lost(requested: &Config, fin: &Config) -> Vec<Lost> {
         .iter()
         .filter_map(|(k, want)| {
             let have = fin.get(k).cloned().unwrap_or_else(|| "n".into());
-            (have != *want).then(|| Lost { symbol: k.clone(), requested: want.clone(), actual: have })
+            (have != *want).then(|| Lost {
+                symbol: k.clone(),
+                requested: want.clone(),
+                actual: have,
+            })
         })
         .collect()
 }
@@ -147,7 +156,10 @@ mod tests {
 
     #[test]
     fn parse_errors_name_the_line() {
-        assert_eq!(parse("CONFIG_A=y\nNR_CPUS=4\n").unwrap_err(), "line 2: `NR_CPUS=4` is not CONFIG_<SYMBOL>=<value>");
+        assert_eq!(
+            parse("CONFIG_A=y\nNR_CPUS=4\n").unwrap_err(),
+            "line 2: `NR_CPUS=4` is not CONFIG_<SYMBOL>=<value>"
+        );
         assert_eq!(parse("CONFIG_A\n").unwrap_err(), "line 1: `CONFIG_A` has no `=`");
     }
 
@@ -156,7 +168,12 @@ mod tests {
         // (base, fragments, merged, overrides)
         let cases: &[(&str, &[&str], &str, usize)] = &[
             ("CONFIG_A=y\n", &["CONFIG_B=m\n"], "CONFIG_A=y\nCONFIG_B=m\n", 0),
-            ("CONFIG_A=y\n", &["# CONFIG_A is not set\n"], "# CONFIG_A is not set\n", 0),
+            (
+                "CONFIG_A=y\n",
+                &["# CONFIG_A is not set\n"],
+                "# CONFIG_A is not set\n",
+                0,
+            ),
             ("", &["CONFIG_A=y\n", "CONFIG_A=m\n"], "CONFIG_A=m\n", 1),
             ("", &["CONFIG_A=y\n", "CONFIG_A=y\n"], "CONFIG_A=y\n", 0),
             ("CONFIG_N=64\n", &["CONFIG_N=512\n"], "CONFIG_N=512\n", 0),

@@ -43,11 +43,20 @@ pub fn load_series(dir: &Path, name: &str) -> Result<Series> {
         let file = words.next().unwrap_or_default();
         if let Some(extra) = words.next() {
             if extra != "-p1" {
-                bail!("{}:{}: only `-p1` may follow a patch name, found `{extra}`", sfile.display(), i + 1);
+                bail!(
+                    "{}:{}: only `-p1` may follow a patch name, found `{extra}`",
+                    sfile.display(),
+                    i + 1
+                );
             }
         }
         if file.contains('/') || file.starts_with('.') {
-            bail!("{}:{}: `{file}` must be a file name in {}", sfile.display(), i + 1, sdir.display());
+            bail!(
+                "{}:{}: `{file}` must be a file name in {}",
+                sfile.display(),
+                i + 1,
+                sdir.display()
+            );
         }
         let p = sdir.join(file);
         if !p.is_file() {
@@ -58,7 +67,11 @@ pub fn load_series(dir: &Path, name: &str) -> Result<Series> {
     if patches.is_empty() {
         bail!("{}: lists no patch", sfile.display());
     }
-    Ok(Series { name: name.into(), patches, experimental })
+    Ok(Series {
+        name: name.into(),
+        patches,
+        experimental,
+    })
 }
 
 /// Files a unified diff touches (`-p1` stripped), checked to stay inside the tree.
@@ -128,7 +141,10 @@ pub fn parse_failures(output: &str) -> Vec<(String, Vec<u32>)> {
     let mut out: Vec<(String, Vec<u32>)> = Vec::new();
     let mut current: Option<String> = None;
     for line in output.lines() {
-        if let Some(f) = line.strip_prefix("patching file ").or_else(|| line.strip_prefix("checking file ")) {
+        if let Some(f) = line
+            .strip_prefix("patching file ")
+            .or_else(|| line.strip_prefix("checking file "))
+        {
             current = Some(f.trim().trim_matches(|c| c == '\'' || c == '`').to_string());
         } else if let Some(rest) = line.strip_prefix("Hunk #") {
             if rest.contains("FAILED") {
@@ -156,7 +172,13 @@ pub fn parse_failures(output: &str) -> Vec<(String, Vec<u32>)> {
 
 /// Runs GNU patch on `tree`: strict (`--fuzz=0`), never asking, no backup or
 /// reject files. `Ok(Err(failure))` when the patch does not apply.
-pub fn run_patch(tree: &Path, patch: &Path, reverse: bool, dry_run: bool, log: Option<&Path>) -> Result<Result<(), Failure>> {
+pub fn run_patch(
+    tree: &Path,
+    patch: &Path,
+    reverse: bool,
+    dry_run: bool,
+    log: Option<&Path>,
+) -> Result<Result<(), Failure>> {
     let text = std::fs::read_to_string(patch).with_context(|| format!("read {}", patch.display()))?;
     touched_files(&text).with_context(|| format!("check {}", patch.display()))?;
     let abs = std::fs::canonicalize(patch).with_context(|| format!("resolve {}", patch.display()))?;
@@ -185,12 +207,24 @@ pub fn run_patch(tree: &Path, patch: &Path, reverse: bool, dry_run: bool, log: O
     // a patch Ctrl-C stopped is an interruption; one the disk or a signal stopped is the host's, not a conflict
     crate::proc::check_interrupted()?;
     if let Some(why) = super::fault::host_fault("patch", f.code, f.signal, &f.output) {
-        let log = log.map_or_else(|| format!("what patch said: {}", f.output.trim()), |l| l.display().to_string());
-        return Err(super::fault::HostFault { what: format!("apply {}", patch.display()), why, log }.into());
+        let log = log.map_or_else(
+            || format!("what patch said: {}", f.output.trim()),
+            |l| l.display().to_string(),
+        );
+        return Err(super::fault::HostFault {
+            what: format!("apply {}", patch.display()),
+            why,
+            log,
+        }
+        .into());
     }
     // -s suppressed the "checking file" lines that say where it failed: ask again
     let v = base(&["--dry-run"]).run()?;
-    Ok(Err(Failure { patch: patch.to_path_buf(), files: parse_failures(&v.output), output: v.output.trim().to_string() }))
+    Ok(Err(Failure {
+        patch: patch.to_path_buf(),
+        files: parse_failures(&v.output),
+        output: v.output.trim().to_string(),
+    }))
 }
 
 /// A series' state against a tree.
@@ -251,8 +285,11 @@ fn trial(tree: &Path, series: &Series, scratch: &Path, reverse: bool) -> Result<
             }
         }
     }
-    let order: Vec<&PathBuf> =
-        if reverse { series.patches.iter().rev().collect() } else { series.patches.iter().collect() };
+    let order: Vec<&PathBuf> = if reverse {
+        series.patches.iter().rev().collect()
+    } else {
+        series.patches.iter().collect()
+    };
     for p in order {
         if let Err(f) = run_patch(scratch, p, reverse, false, None)? {
             return Ok(Some(f));
@@ -284,8 +321,15 @@ mod tests {
         let out = "checking file kernel/sys.c\nHunk #2 FAILED at 310.\nHunk #4 FAILED at 1701.\n\
                    2 out of 4 hunks FAILED\nchecking file mm/memory.c\n";
         assert_eq!(parse_failures(out), vec![("kernel/sys.c".to_string(), vec![2, 4])]);
-        let f = Failure { patch: "p/0001.patch".into(), files: parse_failures(out), output: out.into() };
-        assert_eq!(f.to_string(), "p/0001.patch does not apply; kernel/sys.c: hunk #2, #4 failed");
+        let f = Failure {
+            patch: "p/0001.patch".into(),
+            files: parse_failures(out),
+            output: out.into(),
+        };
+        assert_eq!(
+            f.to_string(),
+            "p/0001.patch does not apply; kernel/sys.c: hunk #2, #4 failed"
+        );
     }
 
     fn write(p: &Path, s: &str) {
@@ -300,7 +344,8 @@ mod tests {
         let tree = root.join("tree");
         write(&tree.join("f.c"), "one\ntwo\nthree\n");
         let series_dir = root.join("patches");
-        let patch = "From x\nSubject: [PATCH] t\n\n---\n--- a/f.c\n+++ b/f.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
+        let patch =
+            "From x\nSubject: [PATCH] t\n\n---\n--- a/f.c\n+++ b/f.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
         write(&series_dir.join("s/0001-t.patch"), patch);
         write(&series_dir.join("s/series"), "# a comment\n0001-t.patch\n");
         let s = load_series(&series_dir, "s").unwrap();
@@ -323,6 +368,9 @@ mod tests {
         write(&root.join("s/series"), "0001-a.patch\n0002-missing.patch\n");
         write(&root.join("s/0001-a.patch"), "x");
         let e = load_series(&root, "s").unwrap_err().to_string();
-        assert!(e.ends_with("s/series:2: patch file `0002-missing.patch` does not exist"), "{e}");
+        assert!(
+            e.ends_with("s/series:2: patch file `0002-missing.patch` does not exist"),
+            "{e}"
+        );
     }
 }

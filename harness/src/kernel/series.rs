@@ -50,7 +50,10 @@ impl Source {
                 let text = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
                 let msgs = split_mbox(&text);
                 if msgs.is_empty() {
-                    bail!("read {}: no patch in it (an mbox has `From ` lines, a patch a `---`/`+++` diff)", f.display());
+                    bail!(
+                        "read {}: no patch in it (an mbox has `From ` lines, a patch a `---`/`+++` diff)",
+                        f.display()
+                    );
                 }
                 Ok(named(msgs))
             }
@@ -64,24 +67,52 @@ impl Source {
                 if files.is_empty() {
                     bail!("read {}: no *.patch file and no `series` file in it", d.display());
                 }
-                files.iter().map(|p| Ok((file_name(p), std::fs::read(p).with_context(|| format!("read {}", p.display()))?))).collect()
+                files
+                    .iter()
+                    .map(|p| {
+                        Ok((
+                            file_name(p),
+                            std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
+                        ))
+                    })
+                    .collect()
             }
             Source::Quilt(d) => {
                 let s = super::patch::load_series(d.parent().unwrap_or(Path::new("/")), &file_name(d))?;
-                s.patches.iter().map(|p| Ok((file_name(p), std::fs::read(p).with_context(|| format!("read {}", p.display()))?))).collect()
+                s.patches
+                    .iter()
+                    .map(|p| {
+                        Ok((
+                            file_name(p),
+                            std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
+                        ))
+                    })
+                    .collect()
             }
             Source::GitRange { tree, range } => {
                 if !range.contains("..") {
                     bail!("the range `{range}` is not BASE..TOPIC");
                 }
-                let f = Cmd::new("git").arg("-C").arg(tree).args(["format-patch", "--stdout", "--no-signature", range.as_str()]).capture().run()?;
+                let f = Cmd::new("git")
+                    .arg("-C")
+                    .arg(tree)
+                    .args(["format-patch", "--stdout", "--no-signature", range.as_str()])
+                    .capture()
+                    .run()?;
                 if !f.success() {
-                    bail!("run git format-patch {range} in {}: {}", tree.display(), f.output.trim());
+                    bail!(
+                        "run git format-patch {range} in {}: {}",
+                        tree.display(),
+                        f.output.trim()
+                    );
                 }
                 std::fs::write(log, f.output.as_bytes()).with_context(|| format!("write {}", log.display()))?;
                 let msgs = split_mbox(f.output.as_bytes());
                 if msgs.is_empty() {
-                    bail!("take the patches of {range} in {}: the range holds no commit", tree.display());
+                    bail!(
+                        "take the patches of {range} in {}: the range holds no commit",
+                        tree.display()
+                    );
                 }
                 Ok(named(msgs))
             }
@@ -90,7 +121,9 @@ impl Source {
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// `0001-<subject words>.patch` names for split messages.
@@ -101,11 +134,31 @@ fn named(msgs: Vec<Vec<u8>>) -> Vec<(String, Vec<u8>)> {
             let text = String::from_utf8_lossy(&m);
             let subject = text.lines().find_map(|l| l.strip_prefix("Subject:")).unwrap_or("patch");
             let subject = subject.trim();
-            let subject = if subject.starts_with('[') { subject.split_once(']').map_or(subject, |(_, r)| r) } else { subject };
-            let slug: String = subject.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+            let subject = if subject.starts_with('[') {
+                subject.split_once(']').map_or(subject, |(_, r)| r)
+            } else {
+                subject
+            };
+            let slug: String = subject
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
             let slug: Vec<&str> = slug.split('-').filter(|w| !w.is_empty()).collect();
             let slug = slug.join("-").chars().take(52).collect::<String>();
-            (format!("{:04}-{}.patch", i + 1, if slug.is_empty() { "patch".into() } else { slug }), m)
+            (
+                format!(
+                    "{:04}-{}.patch",
+                    i + 1,
+                    if slug.is_empty() { "patch".into() } else { slug }
+                ),
+                m,
+            )
         })
         .collect()
 }
@@ -125,7 +178,10 @@ pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
         cur.get_or_insert_with(Vec::new).extend_from_slice(line);
     }
     msgs.extend(cur);
-    let has_diff = |m: &Vec<u8>| m.split(|&b| b == b'\n').any(|l| l.starts_with(b"+++ ") || l.starts_with(b"diff --git "));
+    let has_diff = |m: &Vec<u8>| {
+        m.split(|&b| b == b'\n')
+            .any(|l| l.starts_with(b"+++ ") || l.starts_with(b"diff --git "))
+    };
     msgs.into_iter().filter(has_diff).collect()
 }
 
@@ -146,12 +202,20 @@ pub fn write_quilt(patches: &[(String, Vec<u8>)], dir: &Path, name: &str) -> Res
     let mut listed = String::new();
     for (n, (file, _)) in patches.iter().enumerate() {
         // two sources may both have a 0001-…: keep the names apart
-        let file = if names.contains(file) { format!("{:04}-{file}", n + 1) } else { file.clone() };
+        let file = if names.contains(file) {
+            format!("{:04}-{file}", n + 1)
+        } else {
+            file.clone()
+        };
         listed.push_str(&file);
         listed.push('\n');
         names.push(file);
     }
-    let mut files: Vec<(&str, &[u8])> = names.iter().map(String::as_str).zip(patches.iter().map(|(_, d)| d.as_slice())).collect();
+    let mut files: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(String::as_str)
+        .zip(patches.iter().map(|(_, d)| d.as_slice()))
+        .collect();
     files.push(("series", listed.as_bytes()));
     let sdir = dir.join(name);
     crate::util::write_dir_once(&sdir, &files).with_context(|| format!("write the series {}", sdir.display()))
@@ -161,18 +225,28 @@ pub fn write_quilt(patches: &[(String, Vec<u8>)], dir: &Path, name: &str) -> Res
 mod tests {
     use super::*;
 
-    const P1: &str = "From: A <a@x>\nSubject: [PATCH 1/2] mm: one thing\n\nbody\n---\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n";
-    const P2: &str = "From: A <a@x>\nSubject: [PATCH 2/2] fs: other\n\n---\n--- a/g.c\n+++ b/g.c\n@@ -1 +1 @@\n-c\n+d\n";
+    const P1: &str =
+        "From: A <a@x>\nSubject: [PATCH 1/2] mm: one thing\n\nbody\n---\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n";
+    const P2: &str =
+        "From: A <a@x>\nSubject: [PATCH 2/2] fs: other\n\n---\n--- a/g.c\n+++ b/g.c\n@@ -1 +1 @@\n-c\n+d\n";
 
     #[test]
     fn an_mbox_splits_into_its_patches_byte_for_byte() {
         let cover = "From 0000 Mon Sep 17 00:00:00 2001\nFrom: A <a@x>\nSubject: [PATCH 0/2] cover\n\nwords\n";
         let mbox = format!("{cover}From 1111 Mon Sep 17 00:00:00 2001\n{P1}From 2222 Mon Sep 17 00:00:00 2001\n{P2}");
         let msgs = split_mbox(mbox.as_bytes());
-        assert_eq!(msgs, vec![P1.as_bytes().to_vec(), P2.as_bytes().to_vec()], "the cover letter has no diff");
+        assert_eq!(
+            msgs,
+            vec![P1.as_bytes().to_vec(), P2.as_bytes().to_vec()],
+            "the cover letter has no diff"
+        );
         let names: Vec<String> = named(msgs).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["0001-mm-one-thing.patch", "0002-fs-other.patch"]);
-        assert_eq!(split_mbox(P1.as_bytes()), vec![P1.as_bytes().to_vec()], "a lone patch is one message");
+        assert_eq!(
+            split_mbox(P1.as_bytes()),
+            vec![P1.as_bytes().to_vec()],
+            "a lone patch is one message"
+        );
     }
 
     #[test]
@@ -192,21 +266,24 @@ mod tests {
         w("quilt/first.patch", P1);
         w("quilt/second.patch", P2);
         let log = root.join("log");
-        for (src, want) in [
-            ("mbox", vec![P1, P2]),
-            ("dir", vec![P1, P2]),
-            ("quilt", vec![P2, P1]),
-        ] {
+        for (src, want) in [("mbox", vec![P1, P2]), ("dir", vec![P1, P2]), ("quilt", vec![P2, P1])] {
             let s = Source::detect(&root.join(src)).unwrap();
             write_quilt(&collect(&[s], &log).unwrap(), &root.join("out"), "t").unwrap();
             let series = super::super::patch::load_series(&root.join("out"), "t").unwrap();
-            let got: Vec<String> = series.patches.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+            let got: Vec<String> = series
+                .patches
+                .iter()
+                .map(|p| std::fs::read_to_string(p).unwrap())
+                .collect();
             assert_eq!(got, want, "{src}");
         }
         let e = format!("{:#}", Source::detect(&root.join("missing")).unwrap_err());
         assert!(e.starts_with("read the series "), "{e}");
         w("empty/x.txt", "");
-        let e = format!("{:#}", collect(&[Source::detect(&root.join("empty")).unwrap()], &log).unwrap_err());
+        let e = format!(
+            "{:#}",
+            collect(&[Source::detect(&root.join("empty")).unwrap()], &log).unwrap_err()
+        );
         assert!(e.contains("no *.patch file"), "{e}");
     }
 
@@ -219,7 +296,14 @@ mod tests {
         let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(&root).unwrap();
         let git = |args: &[&str]| {
-            Cmd::new("git").arg("-C").arg(&root).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+            Cmd::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args.iter().copied())
+                .capture()
+                .run_ok()
+                .unwrap()
         };
         git(&["init", "-q"]);
         std::fs::write(root.join("f.c"), "a\n").unwrap();
@@ -231,18 +315,33 @@ mod tests {
             git(&["commit", "-qam", &format!("step {i}")]);
         }
         let out = root.join("out");
-        let src = Source::GitRange { tree: root.clone(), range: "base..HEAD".into() };
+        let src = Source::GitRange {
+            tree: root.clone(),
+            range: "base..HEAD".into(),
+        };
         write_quilt(&collect(&[src], &root.join("log")).unwrap(), &out, "r").unwrap();
         let s = super::super::patch::load_series(&out, "r").unwrap();
         assert!(s.patches[0].ends_with("0001-step-0.patch"), "{:?}", s.patches);
         assert!(std::fs::read_to_string(&s.patches[1]).unwrap().contains("-b\n+c\n"));
-        let e = format!("{:#}", collect(&[Source::GitRange { tree: root.clone(), range: "HEAD..HEAD".into() }], &root.join("log")).unwrap_err());
+        let e = format!(
+            "{:#}",
+            collect(
+                &[Source::GitRange {
+                    tree: root.clone(),
+                    range: "HEAD..HEAD".into()
+                }],
+                &root.join("log")
+            )
+            .unwrap_err()
+        );
         assert!(e.contains("holds no commit"), "{e}");
     }
 
     #[test]
     fn concurrent_tries_of_one_series_each_see_it_whole() {
-        let patches: Vec<(String, Vec<u8>)> = (0..20).map(|i| (format!("{i:04}-p.patch"), P1.repeat(50).into_bytes())).collect();
+        let patches: Vec<(String, Vec<u8>)> = (0..20)
+            .map(|i| (format!("{i:04}-p.patch"), P1.repeat(50).into_bytes()))
+            .collect();
         let want: Vec<Vec<u8>> = patches.iter().map(|p| p.1.clone()).collect();
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("try");
@@ -250,10 +349,15 @@ mod tests {
         let one_try = || -> Result<Vec<Vec<u8>>> {
             write_quilt(&patches, &out, "series")?;
             let s = crate::kernel::patch::load_series(&out, "series")?;
-            s.patches.iter().map(|p| std::fs::read(p).with_context(|| format!("read {}", p.display()))).collect()
+            s.patches
+                .iter()
+                .map(|p| std::fs::read(p).with_context(|| format!("read {}", p.display())))
+                .collect()
         };
         let got: Vec<Result<Vec<Vec<u8>>>> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..6).map(|_| s.spawn(|| (0..10).map(|_| one_try()).collect::<Vec<_>>())).collect();
+            let hs: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| (0..10).map(|_| one_try()).collect::<Vec<_>>()))
+                .collect();
             hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
         for g in got {

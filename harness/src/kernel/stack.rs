@@ -85,16 +85,29 @@ impl Stack {
     pub fn push(&self, tree: &Path, p: &Path, reverse: bool) -> Result<PathBuf> {
         let data = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
         let mut before = BTreeMap::new();
-        for f in patch::touched_files(&String::from_utf8_lossy(&data)).with_context(|| format!("check {}", p.display()))? {
+        for f in
+            patch::touched_files(&String::from_utf8_lossy(&data)).with_context(|| format!("check {}", p.display()))?
+        {
             before.insert(f.clone(), file_hash(&tree.join(&f))?);
         }
         let mut stack = self.read()?;
         std::fs::create_dir_all(&self.copies).with_context(|| format!("create {}", self.copies.display()))?;
-        let name = format!("{:03}-{}", stack.len(), p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let name = format!(
+            "{:03}-{}",
+            stack.len(),
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
         let copy = self.copies.join(name);
         write_synced(&copy, &data)?;
         let patch = std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?;
-        stack.push(Landed { patch, reverse, copy: Some(copy.clone()), before });
+        stack.push(Landed {
+            patch,
+            reverse,
+            copy: Some(copy.clone()),
+            before,
+        });
         self.write(&stack)?;
         Ok(copy)
     }
@@ -111,13 +124,19 @@ impl Stack {
         }
         for l in stack.iter().rev() {
             let Some(copy) = l.copy.as_ref().filter(|c| c.is_file()) else {
-                return Ok(Undone::Doubt(format!("no copy of {} as it was applied", l.patch.display())));
+                return Ok(Undone::Doubt(format!(
+                    "no copy of {} as it was applied",
+                    l.patch.display()
+                )));
             };
             if let Err(f) = patch::run_patch(tree, copy, !l.reverse, true, Some(log))? {
                 return Ok(Undone::Doubt(format!("{} does not reverse ({f})", l.patch.display())));
             }
             if let Err(f) = patch::run_patch(tree, copy, !l.reverse, false, Some(log))? {
-                return Ok(Undone::Doubt(format!("{} did not reverse after a clean dry run ({f})", l.patch.display())));
+                return Ok(Undone::Doubt(format!(
+                    "{} did not reverse after a clean dry run ({f})",
+                    l.patch.display()
+                )));
             }
         }
         for (f, want) in pristine {
@@ -140,7 +159,9 @@ impl Stack {
     pub fn clear(&self) -> Result<()> {
         self.write(&[])?;
         match std::fs::remove_dir_all(&self.copies) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("remove {}", self.copies.display())),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("remove {}", self.copies.display()))
+            }
             _ => Ok(()),
         }
     }
@@ -161,15 +182,21 @@ mod tests {
     use crate::kernel::patch::Series;
     use std::path::{Path, PathBuf};
 
-    const TWO_FILES: &str = "--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1 +1 @@\n-int vmap_lazy_nr;\n+long vmap_lazy_nr;\n\
+    const TWO_FILES: &str =
+        "--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1 +1 @@\n-int vmap_lazy_nr;\n+long vmap_lazy_nr;\n\
                              --- a/Makefile\n+++ b/Makefile\n@@ -1 +1 @@\n-VERSION = 6\n+VERSION = 7\n";
-    const ONE_FILE: &str = "--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1 +1 @@\n-int vmap_lazy_nr;\n+long vmap_lazy_nr;\n";
+    const ONE_FILE: &str =
+        "--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1 +1 @@\n-int vmap_lazy_nr;\n+long vmap_lazy_nr;\n";
 
     /// A directory source, a series of one two-file patch, the work tree.
     fn setup(root: &Path) -> (PathBuf, Series, Tree, PathBuf) {
         let src = root.join("linux");
         std::fs::create_dir_all(src.join("mm")).unwrap();
-        std::fs::write(src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n").unwrap();
+        std::fs::write(
+            src.join("Makefile"),
+            "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n",
+        )
+        .unwrap();
         std::fs::write(src.join("mm/vmalloc.c"), "int vmap_lazy_nr;\n").unwrap();
         std::fs::create_dir_all(root.join("patches/s")).unwrap();
         std::fs::write(root.join("patches/s/0001-x.patch"), TWO_FILES).unwrap();
@@ -182,7 +209,11 @@ mod tests {
 
     fn assert_pristine(src: &Path, tree: &Tree) {
         for f in ["Makefile", "mm/vmalloc.c"] {
-            assert_eq!(std::fs::read_to_string(tree.dir.join(f)).unwrap(), std::fs::read_to_string(src.join(f)).unwrap(), "{f}");
+            assert_eq!(
+                std::fs::read_to_string(tree.dir.join(f)).unwrap(),
+                std::fs::read_to_string(src.join(f)).unwrap(),
+                "{f}"
+            );
         }
     }
 
@@ -212,7 +243,13 @@ mod tests {
         let again = Tree::prepare(&src, &tmp.path().join("work"), &log).unwrap();
         assert_pristine(&src, &again);
         tree.apply_series(&s, false, &log).unwrap().unwrap();
-        assert_eq!(std::fs::read_to_string(again.dir.join("Makefile")).unwrap().lines().next(), Some("VERSION = 7"));
+        assert_eq!(
+            std::fs::read_to_string(again.dir.join("Makefile"))
+                .unwrap()
+                .lines()
+                .next(),
+            Some("VERSION = 7")
+        );
     }
 
     #[test]
@@ -224,7 +261,14 @@ mod tests {
         let root = tmp.path();
         let (src, s, _, log) = setup(root);
         let git = |args: &[&str]| {
-            crate::proc::Cmd::new("git").arg("-C").arg(&src).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+            crate::proc::Cmd::new("git")
+                .arg("-C")
+                .arg(&src)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args.iter().copied())
+                .capture()
+                .run_ok()
+                .unwrap()
         };
         git(&["init", "-q"]);
         git(&["add", "."]);
@@ -247,6 +291,9 @@ mod tests {
         std::fs::write(again.dir.join("mm/vmalloc.o"), "a build product").unwrap();
         let third = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
         assert_pristine(&src, &third);
-        assert!(!third.dir.join("mm/new.c").exists() && third.dir.join("mm/vmalloc.o").is_file(), "only what the patches touched is cleaned");
+        assert!(
+            !third.dir.join("mm/new.c").exists() && third.dir.join("mm/vmalloc.o").is_file(),
+            "only what the patches touched is cleaned"
+        );
     }
 }

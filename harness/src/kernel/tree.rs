@@ -26,7 +26,10 @@ pub struct Applied {
 impl Applied {
     /// The patch at `p` (its path resolved), applied forwards or reversed.
     pub fn new(p: &Path, reverse: bool) -> Result<Applied> {
-        Ok(Applied { patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?, reverse })
+        Ok(Applied {
+            patch: std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?,
+            reverse,
+        })
     }
 
     /// Every patch of a series in its order, each applied as `reverse` says:
@@ -61,7 +64,10 @@ enum Origin {
 /// edit anywhere in it makes a new identity.
 pub fn source_key(source: &Path) -> Result<String> {
     let meta = std::fs::metadata(source).with_context(|| {
-        format!("find the kernel source {} (install linux-source-6.12 or set kernel.source)", source.display())
+        format!(
+            "find the kernel source {} (install linux-source-6.12 or set kernel.source)",
+            source.display()
+        )
     })?;
     let mut h = Sha256::new();
     h.update(source.to_string_lossy().as_bytes());
@@ -101,7 +107,9 @@ fn hash_dir(root: &Path, rel: &Path, h: &mut Sha256) -> Result<()> {
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let r = rel.join(e.file_name());
-        let m = e.metadata().with_context(|| format!("stat {}", root.join(&r).display()))?;
+        let m = e
+            .metadata()
+            .with_context(|| format!("stat {}", root.join(&r).display()))?;
         h.update(r.as_os_str().as_encoded_bytes());
         h.update([0]);
         h.update(m.mode().to_le_bytes());
@@ -109,7 +117,8 @@ fn hash_dir(root: &Path, rel: &Path, h: &mut Sha256) -> Result<()> {
         h.update(m.mtime().to_le_bytes());
         h.update(m.mtime_nsec().to_le_bytes());
         if m.file_type().is_symlink() {
-            let t = std::fs::read_link(root.join(&r)).with_context(|| format!("read the link {}", root.join(&r).display()))?;
+            let t = std::fs::read_link(root.join(&r))
+                .with_context(|| format!("read the link {}", root.join(&r).display()))?;
             h.update(t.as_os_str().as_encoded_bytes());
         } else if m.is_dir() {
             hash_dir(root, &r, h)?;
@@ -127,7 +136,11 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
     let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
     if meta.is_file() {
         // a tarball with one top directory, whatever its name
-        let escape = |f: &String| f.chars().flat_map(|c| if "*?[\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect::<String>();
+        let escape = |f: &String| {
+            f.chars()
+                .flat_map(|c| if "*?[\\".contains(c) { vec!['\\', c] } else { vec![c] })
+                .collect::<String>()
+        };
         let f = Cmd::new("tar")
             .arg("-xf")
             .arg(source)
@@ -138,25 +151,49 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
             .capture()
             .log(log)
             .run()?;
-        let real_errors = f.output.lines().any(|l| !l.contains("Not found in archive") && !l.contains("Exiting with failure status"));
+        let real_errors = f
+            .output
+            .lines()
+            .any(|l| !l.contains("Not found in archive") && !l.contains("Exiting with failure status"));
         if !f.success() && real_errors {
-            bail!("unpack {} files of {}: {}", files.len(), source.display(), f.output.trim());
+            bail!(
+                "unpack {} files of {}: {}",
+                files.len(),
+                source.display(),
+                f.output.trim()
+            );
         }
     } else if source.join(".git").exists() {
         let git = || Cmd::new("git").arg("-C").arg(source).capture();
-        let known = git().args(["ls-tree", "-r", "--name-only", "HEAD", "--"]).args(files).run_ok()?;
+        let known = git()
+            .args(["ls-tree", "-r", "--name-only", "HEAD", "--"])
+            .args(files)
+            .run_ok()?;
         let known: Vec<&str> = known.output.lines().filter(|l| !l.is_empty()).collect();
         if !known.is_empty() {
             let tar = dest.join("pristine.tar");
-            git().args(["archive", "--format=tar", "-o"]).arg(&tar).args(["HEAD", "--"]).args(&known).log(log).run_ok()?;
-            Cmd::new("tar").arg("-xf").arg(&tar).arg("-C").arg(dest).log(log).run_ok()?;
+            git()
+                .args(["archive", "--format=tar", "-o"])
+                .arg(&tar)
+                .args(["HEAD", "--"])
+                .args(&known)
+                .log(log)
+                .run_ok()?;
+            Cmd::new("tar")
+                .arg("-xf")
+                .arg(&tar)
+                .arg("-C")
+                .arg(dest)
+                .log(log)
+                .run_ok()?;
             std::fs::remove_file(&tar).with_context(|| format!("remove {}", tar.display()))?;
         }
     } else {
         for f in files {
             let (src, dst) = (source.join(f), dest.join(f));
             if src.is_file() {
-                std::fs::create_dir_all(dst.parent().unwrap_or(dest)).with_context(|| format!("create {}", dst.display()))?;
+                std::fs::create_dir_all(dst.parent().unwrap_or(dest))
+                    .with_context(|| format!("create {}", dst.display()))?;
                 std::fs::copy(&src, &dst).with_context(|| format!("copy {}", src.display()))?;
             }
         }
@@ -190,11 +227,20 @@ impl Tree {
         let key = source_key(source)?;
         let dir = work.join("tree").join(&key);
         let stack = Stack::at(work.join("tree").join(format!("{key}.applied.json")));
-        let tree = Tree { dir: dir.clone(), key, stack, origin: Origin::Copy(source.to_path_buf()) };
+        let tree = Tree {
+            dir: dir.clone(),
+            key,
+            stack,
+            origin: Origin::Copy(source.to_path_buf()),
+        };
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
-        crate::workdir::touch(&work.join("tree").join(format!("{}.{}", tree.key, crate::workdir::LAST_USED)));
+        crate::workdir::touch(
+            &work
+                .join("tree")
+                .join(format!("{}.{}", tree.key, crate::workdir::LAST_USED)),
+        );
         tree.rollback(log)?;
         Ok(tree)
     }
@@ -221,18 +267,35 @@ impl Tree {
         if !tree.dir.join(".git").exists() {
             let tmp = tree.dir.with_extension("partial");
             let _ = std::fs::remove_dir_all(&tmp);
-            std::fs::create_dir_all(work.join("tree")).with_context(|| format!("create {}", work.join("tree").display()))?;
-            Cmd::new("git").args(["clone", "--quiet", "--shared", "--no-checkout"]).arg(source).arg(&tmp).log(log).run_ok().context("clone the git tree")?;
+            std::fs::create_dir_all(work.join("tree"))
+                .with_context(|| format!("create {}", work.join("tree").display()))?;
+            Cmd::new("git")
+                .args(["clone", "--quiet", "--shared", "--no-checkout"])
+                .arg(source)
+                .arg(&tmp)
+                .log(log)
+                .run_ok()
+                .context("clone the git tree")?;
             std::fs::rename(&tmp, &tree.dir).with_context(|| format!("move the clone into {}", tree.dir.display()))?;
         }
         crate::workdir::touch(&work.join("tree").join(format!("{name}.{}", crate::workdir::LAST_USED)));
         tree.rollback(log)?;
         let git = || Cmd::new("git").arg("-C").arg(&tree.dir).log(log);
-        if !git().args(["cat-file", "-e", &format!("{commit}^{{commit}}")]).run()?.success() {
+        if !git()
+            .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+            .run()?
+            .success()
+        {
             // a commit made after the clone and not in the shared objects (a fetch into a new pack)
-            git().args(["fetch", "--quiet", "origin", "+refs/*:refs/remotes/source/*"]).run_ok().context("fetch new commits into the work clone")?;
+            git()
+                .args(["fetch", "--quiet", "origin", "+refs/*:refs/remotes/source/*"])
+                .run_ok()
+                .context("fetch new commits into the work clone")?;
         }
-        git().args(["checkout", "--quiet", "--force", "--detach", &commit]).run_ok().with_context(|| format!("check out {r} ({commit})"))?;
+        git()
+            .args(["checkout", "--quiet", "--force", "--detach", &commit])
+            .run_ok()
+            .with_context(|| format!("check out {r} ({commit})"))?;
         Ok(tree)
     }
 
@@ -264,13 +327,28 @@ impl Tree {
                 .log(log)
                 .run_ok()
                 .context("export the git tree")?;
-            Cmd::new("tar").arg("-xf").arg(&tar).arg("-C").arg(&tmp).log(log).run_ok()?;
+            Cmd::new("tar")
+                .arg("-xf")
+                .arg(&tar)
+                .arg("-C")
+                .arg(&tmp)
+                .log(log)
+                .run_ok()?;
             std::fs::remove_file(&tar).ok();
         } else {
-            Cmd::new("cp").arg("-a").arg(source.join(".")).arg(&tmp).log(log).run_ok().context("copy the source tree")?;
+            Cmd::new("cp")
+                .arg("-a")
+                .arg(source.join("."))
+                .arg(&tmp)
+                .log(log)
+                .run_ok()
+                .context("copy the source tree")?;
         }
         if !tmp.join("Makefile").is_file() {
-            bail!("{} does not hold a kernel tree (no top-level Makefile)", source.display());
+            bail!(
+                "{} does not hold a kernel tree (no top-level Makefile)",
+                source.display()
+            );
         }
         std::fs::rename(&tmp, &self.dir).with_context(|| format!("move the tree into {}", self.dir.display()))?;
         Ok(())
@@ -285,8 +363,15 @@ impl Tree {
             return Ok(());
         }
         if let Undone::Doubt(why) = self.stack.undo(&self.dir, log)? {
-            append_log(log, &format!("the work tree {} is in doubt ({why}): making it afresh\n", self.dir.display()));
-            self.afresh(log).with_context(|| format!("make the work tree afresh ({why})"))?;
+            append_log(
+                log,
+                &format!(
+                    "the work tree {} is in doubt ({why}): making it afresh\n",
+                    self.dir.display()
+                ),
+            );
+            self.afresh(log)
+                .with_context(|| format!("make the work tree afresh ({why})"))?;
         }
         self.stack.clear()
     }
@@ -300,11 +385,18 @@ impl Tree {
             }
             Origin::Clone => {
                 let git = || Cmd::new("git").arg("-C").arg(&self.dir).log(log);
-                git().args(["reset", "--quiet", "--hard"]).run_ok().context("reset the work clone")?;
+                git()
+                    .args(["reset", "--quiet", "--hard"])
+                    .run_ok()
+                    .context("reset the work clone")?;
                 // files a patch created are untracked: remove those only (build products stay)
                 let touched = self.stack.touched()?;
                 if !touched.is_empty() {
-                    git().args(["clean", "-fdq", "--"]).args(touched).run_ok().context("clean the work clone")?;
+                    git()
+                        .args(["clean", "-fdq", "--"])
+                        .args(touched)
+                        .run_ok()
+                        .context("clean the work clone")?;
                 }
                 Ok(())
             }
@@ -317,7 +409,11 @@ impl Tree {
     /// copy. Earlier patches of the series are rolled back by the caller's
     /// next [`Tree::rollback`].
     pub fn apply_series(&self, s: &Series, reverse: bool, log: &Path) -> Result<Result<(), Failure>> {
-        let order: Vec<&PathBuf> = if reverse { s.patches.iter().rev().collect() } else { s.patches.iter().collect() };
+        let order: Vec<&PathBuf> = if reverse {
+            s.patches.iter().rev().collect()
+        } else {
+            s.patches.iter().collect()
+        };
         for p in order {
             if let Err(f) = patch::run_patch(&self.dir, p, reverse, true, Some(log))? {
                 return Ok(Err(f));
@@ -337,10 +433,19 @@ impl Tree {
         let mk = std::fs::read_to_string(&makefile).with_context(|| format!("read {}", makefile.display()))?;
         let get = |k: &str| {
             mk.lines()
-                .find_map(|l| l.strip_prefix(k).map(|r| r.trim_start_matches([' ', '=']).trim().to_string()))
+                .find_map(|l| {
+                    l.strip_prefix(k)
+                        .map(|r| r.trim_start_matches([' ', '=']).trim().to_string())
+                })
                 .unwrap_or_default()
         };
-        Ok(format!("{}.{}.{}{}", get("VERSION"), get("PATCHLEVEL"), get("SUBLEVEL"), get("EXTRAVERSION")))
+        Ok(format!(
+            "{}.{}.{}{}",
+            get("VERSION"),
+            get("PATCHLEVEL"),
+            get("SUBLEVEL"),
+            get("EXTRAVERSION")
+        ))
     }
 }
 
@@ -358,7 +463,11 @@ mod tests {
 
     fn fake_tree(root: &Path) {
         std::fs::create_dir_all(root.join("mm")).unwrap();
-        std::fs::write(root.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n").unwrap();
+        std::fs::write(
+            root.join("Makefile"),
+            "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n",
+        )
+        .unwrap();
         std::fs::write(root.join("mm/vmalloc.c"), "int vmap_lazy_nr;\n").unwrap();
     }
 
@@ -377,11 +486,19 @@ mod tests {
         let f = src.join("mm/vmalloc.c");
         let old = std::fs::metadata(&f).unwrap().modified().unwrap();
         std::fs::write(&f, "int vmap_lazy_nX;\n").unwrap();
-        std::fs::File::options().write(true).open(&f).unwrap().set_modified(old + std::time::Duration::from_millis(1)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(old + std::time::Duration::from_millis(1))
+            .unwrap();
         assert_eq!(std::fs::metadata(&src).unwrap().modified().unwrap(), top);
         let t2 = Tree::prepare(&src, &work, &log).unwrap();
         assert_ne!(t1.key, t2.key, "an edit in mm/ must change the identity");
-        assert_eq!(std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nX;\n");
+        assert_eq!(
+            std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(),
+            "int vmap_lazy_nX;\n"
+        );
     }
 
     #[test]
@@ -390,16 +507,40 @@ mod tests {
         let dir = tmp.path().to_path_buf();
         fake_tree(&dir.join("linux-source-6.12"));
         std::fs::write(dir.join("linux-source-6.12/mm/a[1].c"), "odd name\n").unwrap();
-        Cmd::new("tar").arg("-cJf").arg(dir.join("src.tar.xz")).arg("-C").arg(&dir).arg("linux-source-6.12").run_ok().unwrap();
+        Cmd::new("tar")
+            .arg("-cJf")
+            .arg(dir.join("src.tar.xz"))
+            .arg("-C")
+            .arg(&dir)
+            .arg("linux-source-6.12")
+            .run_ok()
+            .unwrap();
         let files: Vec<String> = ["mm/vmalloc.c", "mm/a[1].c", "mm/new.c"].map(String::from).to_vec();
         for (name, source) in [("tar", dir.join("src.tar.xz")), ("dir", dir.join("linux-source-6.12"))] {
             let dest = dir.join(format!("out-{name}"));
             pristine_files(&source, &files, &dest, &dir.join("log")).unwrap();
-            assert_eq!(std::fs::read_to_string(dest.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr;\n", "{name}");
-            assert_eq!(std::fs::read_to_string(dest.join("mm/a[1].c")).unwrap(), "odd name\n", "{name}");
-            assert!(!dest.join("mm/new.c").exists() && !dest.join("Makefile").exists(), "{name}");
+            assert_eq!(
+                std::fs::read_to_string(dest.join("mm/vmalloc.c")).unwrap(),
+                "int vmap_lazy_nr;\n",
+                "{name}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(dest.join("mm/a[1].c")).unwrap(),
+                "odd name\n",
+                "{name}"
+            );
+            assert!(
+                !dest.join("mm/new.c").exists() && !dest.join("Makefile").exists(),
+                "{name}"
+            );
         }
-        let e = pristine_files(&dir.join("src.tar.xz").with_extension("none"), &files, &dir.join("x"), &dir.join("log")).unwrap_err();
+        let e = pristine_files(
+            &dir.join("src.tar.xz").with_extension("none"),
+            &files,
+            &dir.join("x"),
+            &dir.join("log"),
+        )
+        .unwrap_err();
         assert!(format!("{e:#}").contains("stat "), "{e:#}");
     }
 
@@ -408,7 +549,9 @@ mod tests {
     #[test]
     #[ignore = "needs an unpacked kernel tree in HARNESS_TREE"]
     fn directory_identity_time() {
-        let Some(t) = std::env::var_os("HARNESS_TREE") else { return };
+        let Some(t) = std::env::var_os("HARNESS_TREE") else {
+            return;
+        };
         for _ in 0..2 {
             let start = std::time::Instant::now();
             let k = source_key(Path::new(&t)).unwrap();
@@ -438,7 +581,14 @@ mod tests {
         let src = dir.join("linux");
         fake_tree(&src);
         let git = |args: &[&str]| {
-            Cmd::new("git").arg("-C").arg(&src).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+            Cmd::new("git")
+                .arg("-C")
+                .arg(&src)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args.iter().copied())
+                .capture()
+                .run_ok()
+                .unwrap()
         };
         git(&["init", "-q"]);
         git(&["add", "."]);
@@ -450,21 +600,33 @@ mod tests {
         std::fs::write(src.join("mm/vmalloc.c"), "uncommitted\n").unwrap();
         let (work, log) = (dir.join("work"), dir.join("log"));
         let good = Tree::prepare_ref(&src, "good", &work, &log).unwrap();
-        assert_eq!(std::fs::read_to_string(good.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr;\n");
+        assert_eq!(
+            std::fs::read_to_string(good.dir.join("mm/vmalloc.c")).unwrap(),
+            "int vmap_lazy_nr;\n"
+        );
         let built = good.dir.join("mm/vmalloc.o");
         std::fs::write(&built, "object").unwrap();
         let bad = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
         assert_eq!(bad.dir, good.dir, "one clone per source");
         assert_ne!(bad.key, good.key, "the key takes the commit");
-        assert_eq!(std::fs::read_to_string(bad.dir.join("mm/vmalloc.c")).unwrap(), "int vmap_lazy_nr = 2;\n");
+        assert_eq!(
+            std::fs::read_to_string(bad.dir.join("mm/vmalloc.c")).unwrap(),
+            "int vmap_lazy_nr = 2;\n"
+        );
         assert!(built.is_file(), "build products survive a switch (incremental builds)");
         assert_eq!(Tree::prepare_ref(&src, "good", &work, &log).unwrap().key, good.key);
         assert_eq!(resolve_ref(&src, "HEAD~1").unwrap(), resolve_ref(&src, "good").unwrap());
         let e = resolve_ref(&src, "nope").unwrap_err().to_string();
-        assert!(e.contains("find `nope` in ") && e.ends_with("it names no commit there"), "{e}");
+        assert!(
+            e.contains("find `nope` in ") && e.ends_with("it names no commit there"),
+            "{e}"
+        );
         let e = resolve_ref(&dir.join("work"), "x").unwrap_err().to_string();
         assert!(e.contains("is not a git tree"), "{e}");
-        assert!(!src.join(".git/worktrees").exists(), "nothing written into the user's repository");
+        assert!(
+            !src.join(".git/worktrees").exists(),
+            "nothing written into the user's repository"
+        );
     }
 
     #[test]
@@ -476,16 +638,30 @@ mod tests {
         let dir = tmp.path().to_path_buf();
         fake_tree(&dir);
         let git = |args: &[&str]| {
-            Cmd::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args.iter().copied()).capture().run_ok().unwrap()
+            Cmd::new("git")
+                .arg("-C")
+                .arg(&dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args.iter().copied())
+                .capture()
+                .run_ok()
+                .unwrap()
         };
         git(&["init", "-q"]);
         git(&["add", "."]);
         git(&["commit", "-qm", "x"]);
         let k = source_key(&dir).unwrap();
         std::fs::write(dir.join("untracked.txt"), "x").unwrap();
-        assert_eq!(source_key(&dir).unwrap(), k, "untracked files are not exported and do not matter");
+        assert_eq!(
+            source_key(&dir).unwrap(),
+            k,
+            "untracked files are not exported and do not matter"
+        );
         std::fs::write(dir.join("mm/vmalloc.c"), "edited\n").unwrap();
         let e = source_key(&dir).unwrap_err().to_string();
-        assert!(e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"), "{e}");
+        assert!(
+            e.contains("uncommitted changes (M mm/vmalloc.c)") && e.contains("commit or stash"),
+            "{e}"
+        );
     }
 }

@@ -9,7 +9,10 @@ use super::{short, Bisection, KeyChange, Outcome, Status};
 
 /// A change in words: cell, relative change with its interval, p, runs.
 pub fn change_line(c: &KeyChange) -> String {
-    let ci = c.interval.map(|(lo, hi)| format!("; 95% interval {:+.2}% to {:+.2}%", lo * 100.0, hi * 100.0)).unwrap_or_default();
+    let ci = c
+        .interval
+        .map(|(lo, hi)| format!("; 95% interval {:+.2}% to {:+.2}%", lo * 100.0, hi * 100.0))
+        .unwrap_or_default();
     format!(
         "{} {} at {} vCPUs: {:+.2}% ({}{ci}; p={:.3}), first night after it {}, between runs {} and {}",
         c.bench,
@@ -27,18 +30,38 @@ pub fn change_line(c: &KeyChange) -> String {
 /// The headline lines of a bisection's end.
 pub fn ended_lines(b: &Bisection) -> Vec<String> {
     let Some(r) = &b.result else {
-        return vec![format!("{}: not ended yet (resumed by the next nightly)", status_word(b.status))];
+        return vec![format!(
+            "{}: not ended yet (resumed by the next nightly)",
+            status_word(b.status)
+        )];
     };
     if b.status == Status::Failed || (r.error.is_some() && b.status != Status::Done) {
-        return vec![format!("{} after {} attempt(s): {}", status_word(b.status), b.attempts, r.error.as_deref().unwrap_or("?"))];
+        return vec![format!(
+            "{} after {} attempt(s): {}",
+            status_word(b.status),
+            b.attempts,
+            r.error.as_deref().unwrap_or("?")
+        )];
     }
     let mut out = vec![];
     match (&r.culprits[..], r.open.is_empty()) {
-        ([one], true) => out.push(format!("first bad commit: {} (carries {:.0}% of the change)", one.subject, one.share * 100.0)),
-        _ => out.extend(r.culprits.iter().map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject))),
+        ([one], true) => out.push(format!(
+            "first bad commit: {} (carries {:.0}% of the change)",
+            one.subject,
+            one.share * 100.0
+        )),
+        _ => out.extend(
+            r.culprits
+                .iter()
+                .map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)),
+        ),
     }
     for c in &r.culprits {
-        out.extend(c.maybe.iter().map(|m| format!("  (or the skipped {m}, which could not be measured)")));
+        out.extend(
+            c.maybe
+                .iter()
+                .map(|m| format!("  (or the skipped {m}, which could not be measured)")),
+        );
     }
     out.extend(r.open.iter().map(|o| format!("not placed: {o}")));
     if r.culprits.is_empty() && r.open.is_empty() {
@@ -58,15 +81,29 @@ fn status_word(s: Status) -> &'static str {
 
 /// Text indented by four spaces (a Markdown code block that survives a mail).
 fn block(lines: &[String]) -> String {
-    lines.iter().flat_map(|l| l.lines()).map(|l| format!("    {l}\n")).collect()
+    lines
+        .iter()
+        .flat_map(|l| l.lines())
+        .map(|l| format!("    {l}\n"))
+        .collect()
 }
 
 /// The report: `cells` are tonight's key cells of base with their standing.
 pub fn text(o: &Outcome, cells: &[String]) -> String {
     let t = &o.tonight;
     let mut s = format!("# Nightly: {} {}\n\n", short(&t.commit), t.subject);
-    let how = if o.already { "measured by an earlier nightly" } else { "measured tonight" };
-    s += &format!("Commit `{}` (\"{}\"), {how}: run {} in {}.\n\n", t.commit, t.subject, o.night.run_id.as_deref().unwrap_or("?"), o.night.runs_dir.display());
+    let how = if o.already {
+        "measured by an earlier nightly"
+    } else {
+        "measured tonight"
+    };
+    s += &format!(
+        "Commit `{}` (\"{}\"), {how}: run {} in {}.\n\n",
+        t.commit,
+        t.subject,
+        o.night.run_id.as_deref().unwrap_or("?"),
+        o.night.runs_dir.display()
+    );
     if !cells.is_empty() {
         s += "## Key cells\n\n";
         s += &cells.iter().map(|c| format!("- {c}\n")).collect::<String>();
@@ -83,10 +120,19 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
         s += "\n";
     }
     for b in &o.bisections {
-        s += &format!("## Bisection #{}: {}..{}\n\n", b.id, short(&b.good_commit), short(&b.bad_commit));
+        s += &format!(
+            "## Bisection #{}: {}..{}\n\n",
+            b.id,
+            short(&b.good_commit),
+            short(&b.bad_commit)
+        );
         s += &format!("The change: {}.\n", change_line(&b.change));
         if let Some(d) = &b.dir {
-            s += &format!("Directory: {} (`harness bisect --resume {}`).\n", d.display(), d.display());
+            s += &format!(
+                "Directory: {} (`harness bisect --resume {}`).\n",
+                d.display(),
+                d.display()
+            );
         }
         s += "\n";
         s += &block(&ended_lines(b));

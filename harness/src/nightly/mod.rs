@@ -90,12 +90,23 @@ pub fn key(matrix_id: &str, profile: Option<&str>) -> String {
 /// changes for the worse, run every bisection not ended, and gather what the
 /// report tells. The report's bisections are marked told by [`told`] once
 /// it is written.
-pub fn night(db: &mut Connection, nightly: &str, dir: &Path, tonight: &Tonight, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<Outcome> {
+pub fn night(
+    db: &mut Connection,
+    nightly: &str,
+    dir: &Path,
+    tonight: &Tonight,
+    robot: &mut dyn Robot,
+    say: &dyn Fn(&str),
+) -> Result<Outcome> {
     let runs_dir = dir.join("nights").join(&tonight.commit[..tonight.commit.len().min(12)]);
     let mut n = state::night(db, nightly, &tonight.commit, &tonight.subject, &runs_dir)?;
     let already = n.finished;
     if already {
-        say(&format!("nightly: {} was measured already ({}); looking at changes and bisections only", short(&tonight.commit), n.run_id.as_deref().unwrap_or("?")));
+        say(&format!(
+            "nightly: {} was measured already ({}); looking at changes and bisections only",
+            short(&tonight.commit),
+            n.run_id.as_deref().unwrap_or("?")
+        ));
     } else {
         let run_id = robot.measure(&tonight.commit, &n.runs_dir)?;
         state::finish_night(db, n.id, &run_id)?;
@@ -108,13 +119,27 @@ pub fn night(db: &mut Connection, nightly: &str, dir: &Path, tonight: &Tonight, 
             bisect_one(db, b, robot, say)?;
         }
     }
-    let bisections = state::bisections(db, nightly)?.into_iter().filter(|b| b.reported_night.is_none()).collect();
-    Ok(Outcome { tonight: tonight.clone(), night: n, already, changes, bisections })
+    let bisections = state::bisections(db, nightly)?
+        .into_iter()
+        .filter(|b| b.reported_night.is_none())
+        .collect();
+    Ok(Outcome {
+        tonight: tonight.clone(),
+        night: n,
+        already,
+        changes,
+        bisections,
+    })
 }
 
 /// Marks the bisections that ended in `o` as told (after its report is written).
 pub fn told(db: &Connection, o: &Outcome) -> Result<()> {
-    let ids: Vec<i64> = o.bisections.iter().filter(|b| matches!(b.status, Status::Done | Status::Failed)).map(|b| b.id).collect();
+    let ids: Vec<i64> = o
+        .bisections
+        .iter()
+        .filter(|b| matches!(b.status, Status::Done | Status::Failed))
+        .map(|b| b.id)
+        .collect();
     state::reported(db, &ids, o.night.id)
 }
 
@@ -146,10 +171,16 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
                     }
                 }
                 (Some(_), Some(_)) => "not bisected: both nights measured the same commit".into(),
-                (g, _) => format!("not bisected: run {} is not a night of this nightly", if g.is_none() { &c.good_run } else { &c.bad_run }),
+                (g, _) => format!(
+                    "not bisected: run {} is not a night of this nightly",
+                    if g.is_none() { &c.good_run } else { &c.bad_run }
+                ),
             }
         };
-        out.push(Seen { change: c.clone(), action });
+        out.push(Seen {
+            change: c.clone(),
+            action,
+        });
     }
     Ok(out)
 }
@@ -157,7 +188,9 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
 /// Each finished night's run id with its night number.
 fn nights_order(db: &Connection, nightly: &str) -> Result<std::collections::BTreeMap<String, i64>> {
     let mut stmt = db.prepare("SELECT run_id, id FROM nightly_nights WHERE nightly = ?1 AND run_id IS NOT NULL")?;
-    let rows = stmt.query_map([nightly], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let rows = stmt
+        .query_map([nightly], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
 
@@ -174,7 +207,13 @@ fn bisect_one(db: &Connection, mut b: Bisection, robot: &mut dyn Robot, say: &dy
             None => {
                 let d = robot.start_bisect(&b)?;
                 state::started(db, b.id, &d)?;
-                say(&format!("nightly: bisection #{} of {}..{} in {}", b.id, short(&b.good_commit), short(&b.bad_commit), d.display()));
+                say(&format!(
+                    "nightly: bisection #{} of {}..{} in {}",
+                    b.id,
+                    short(&b.good_commit),
+                    short(&b.bad_commit),
+                    d.display()
+                ));
                 b.dir = Some(d.clone());
                 d
             }
@@ -186,9 +225,29 @@ fn bisect_one(db: &Connection, mut b: Bisection, robot: &mut dyn Robot, say: &dy
         Err(e) if e.downcast_ref::<crate::proc::Interrupted>().is_some() || crate::proc::interrupted() => Err(e),
         Err(e) => {
             let attempts = b.attempts + 1;
-            let status = if attempts >= MAX_ATTEMPTS { Status::Failed } else { if b.dir.is_some() { Status::Running } else { Status::Pending } };
-            say(&format!("nightly: bisection #{} failed (attempt {attempts} of {MAX_ATTEMPTS}): {e:#}", b.id));
-            state::ended(db, b.id, status, attempts, &Bisected { error: Some(format!("{e:#}")), ..Default::default() })
+            let status = if attempts >= MAX_ATTEMPTS {
+                Status::Failed
+            } else {
+                if b.dir.is_some() {
+                    Status::Running
+                } else {
+                    Status::Pending
+                }
+            };
+            say(&format!(
+                "nightly: bisection #{} failed (attempt {attempts} of {MAX_ATTEMPTS}): {e:#}",
+                b.id
+            ));
+            state::ended(
+                db,
+                b.id,
+                status,
+                attempts,
+                &Bisected {
+                    error: Some(format!("{e:#}")),
+                    ..Default::default()
+                },
+            )
         }
     }
 }

@@ -38,12 +38,22 @@ pub struct Real {
 /// Tonight's commit: the tip of `branch` in `tree`, with its subject.
 pub fn tonight(tree: &Path, branch: &str) -> Result<Tonight> {
     let commit = crate::kernel::tree::resolve_ref(tree, branch)?;
-    Ok(Tonight { subject: subject(tree, &commit), commit })
+    Ok(Tonight {
+        subject: subject(tree, &commit),
+        commit,
+    })
 }
 
 /// A commit's subject (empty when git cannot say).
 pub fn subject(tree: &Path, commit: &str) -> String {
-    Cmd::new("git").arg("-C").arg(tree).args(["log", "-1", "--format=%s", commit]).capture().run_ok().map(|f| f.output.trim().to_string()).unwrap_or_default()
+    Cmd::new("git")
+        .arg("-C")
+        .arg(tree)
+        .args(["log", "-1", "--format=%s", commit])
+        .capture()
+        .run_ok()
+        .map(|f| f.output.trim().to_string())
+        .unwrap_or_default()
 }
 
 impl Real {
@@ -57,14 +67,21 @@ impl Real {
 
 /// The run directory under `runs` (a night makes one), if made.
 fn run_dir(runs: &Path) -> Option<PathBuf> {
-    std::fs::read_dir(runs).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.join("run.json").is_file())
+    std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.join("run.json").is_file())
 }
 
 /// Every planned boot of the run in `d` ended.
 fn complete(d: &Path) -> Result<bool> {
     let run = store::Run::open(d)?;
     let m = run.meta()?.matrix;
-    let ended = run.events()?.iter().filter(|e| matches!(e, crate::records::Event::BootEnd { .. })).count();
+    let ended = run
+        .events()?
+        .iter()
+        .filter(|e| matches!(e, crate::records::Event::BootEnd { .. }))
+        .count();
     Ok(ended >= crate::plan::boot_jobs(&m).len())
 }
 
@@ -72,8 +89,12 @@ impl Robot for Real {
     fn measure(&mut self, commit: &str, runs_dir: &Path) -> Result<String> {
         std::fs::create_dir_all(runs_dir).with_context(|| format!("create {}", runs_dir.display()))?;
         let log = runs_dir.join("tree.log");
-        let clone = crate::kernel::tree::Tree::prepare_ref(&self.tree, commit, &self.dir, &log).with_context(|| format!("check out {commit}"))?;
-        let o = Options { runs_dir: runs_dir.to_path_buf(), ..self.opts.clone() };
+        let clone = crate::kernel::tree::Tree::prepare_ref(&self.tree, commit, &self.dir, &log)
+            .with_context(|| format!("check out {commit}"))?;
+        let o = Options {
+            runs_dir: runs_dir.to_path_buf(),
+            ..self.opts.clone()
+        };
         let run = match run_dir(runs_dir) {
             Some(d) if complete(&d)? => d,
             Some(d) => {
@@ -87,17 +108,29 @@ impl Robot for Real {
             }
         };
         let mut db = history::open(&self.history)?;
-        history::add(&mut db, &run, &self.opts.work_dir, history::Sources::Live).with_context(|| format!("add {} to the history", run.display()))?;
+        history::add(&mut db, &run, &self.opts.work_dir, history::Sources::Live)
+            .with_context(|| format!("add {} to the history", run.display()))?;
         Ok(store::Run::open(&run)?.meta()?.id)
     }
 
     fn changes(&mut self, db: &Connection, run_id: &str) -> Result<Vec<KeyChange>> {
-        let dir: String = db.query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [run_id], |r| r.get(0)).with_context(|| format!("find run {run_id} in the history"))?;
+        let dir: String = db
+            .query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [run_id], |r| r.get(0))
+            .with_context(|| format!("find run {run_id} in the history"))?;
         let run = store::Run::open(Path::new(&dir))?;
         let meta = run.meta()?;
         let key = history::run_key(&meta, &run.events()?);
-        let all = history::series(db, &history::Filter { variant: Some("base".into()), ..Default::default() }, &self.changepoints)?;
-        let ours = all.iter().filter(|s| s.key.run == key && crate::report::gate::is_key(&meta.matrix.key_metrics, &s.key.benchmark, &s.key.metric));
+        let all = history::series(
+            db,
+            &history::Filter {
+                variant: Some("base".into()),
+                ..Default::default()
+            },
+            &self.changepoints,
+        )?;
+        let ours = all.iter().filter(|s| {
+            s.key.run == key && crate::report::gate::is_key(&meta.matrix.key_metrics, &s.key.benchmark, &s.key.metric)
+        });
         Ok(ours.flat_map(key_changes).collect())
     }
 
@@ -112,7 +145,14 @@ impl Robot for Real {
             bench: vec![b.change.bench.clone()],
             ..Default::default()
         };
-        let req = bisect::Request { git: self.tree.clone(), good: b.good_commit.clone(), bad: b.bad_commit.clone(), trial, metric: Some(b.change.metric.clone()), rule: bisect::Rule::default() };
+        let req = bisect::Request {
+            git: self.tree.clone(),
+            good: b.good_commit.clone(),
+            bad: b.bad_commit.clone(),
+            trial,
+            metric: Some(b.change.metric.clone()),
+            rule: bisect::Rule::default(),
+        };
         bisect::start(&req, &self.dir, &self.opts.work_dir)
     }
 
@@ -123,10 +163,25 @@ impl Robot for Real {
             steps.borrow_mut().push(s.to_string());
         };
         let found = bisect::run(dir, &self.opts, &say)?;
-        let culprits: Vec<Named> = found.culprits.iter().map(|c| Named { commit: c.commit.clone(), subject: bisect::describe(dir, &c.commit), share: c.share, maybe: c.maybe.clone() }).collect();
+        let culprits: Vec<Named> = found
+            .culprits
+            .iter()
+            .map(|c| Named {
+                commit: c.commit.clone(),
+                subject: bisect::describe(dir, &c.commit),
+                share: c.share,
+                maybe: c.maybe.clone(),
+            })
+            .collect();
         // the first culprit's differential profile (top 12 functions), or why there is none
         let profile = culprits.first().map(|c| bisect::profile_or_why(dir, &c.commit, 12));
-        Ok(Bisected { culprits, open: found.open, steps: steps.into_inner(), profile, error: None })
+        Ok(Bisected {
+            culprits,
+            open: found.open,
+            steps: steps.into_inner(),
+            profile,
+            error: None,
+        })
     }
 }
 

@@ -142,38 +142,76 @@ pub struct Bisection {
 }
 
 fn night_of(r: &rusqlite::Row) -> rusqlite::Result<Night> {
-    Ok(Night { id: r.get(0)?, commit: r.get(1)?, subject: r.get(2)?, runs_dir: PathBuf::from(r.get::<_, String>(3)?), run_id: r.get(4)?, finished: r.get::<_, String>(5)? == "finished" })
+    Ok(Night {
+        id: r.get(0)?,
+        commit: r.get(1)?,
+        subject: r.get(2)?,
+        runs_dir: PathBuf::from(r.get::<_, String>(3)?),
+        run_id: r.get(4)?,
+        finished: r.get::<_, String>(5)? == "finished",
+    })
 }
 
 const NIGHT: &str = "SELECT id, git_commit, subject, runs_dir, run_id, status FROM nightly_nights";
 
 /// The night of `commit`, made (running, no run yet) when there is none.
-pub fn night(db: &mut Connection, nightly: &str, commit: &str, subject: &str, runs_dir: &std::path::Path) -> Result<Night> {
+pub fn night(
+    db: &mut Connection,
+    nightly: &str,
+    commit: &str,
+    subject: &str,
+    runs_dir: &std::path::Path,
+) -> Result<Night> {
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute(
         "INSERT OR IGNORE INTO nightly_nights (nightly, git_commit, subject, runs_dir, status, started) VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
         params![nightly, commit, subject, runs_dir.to_string_lossy(), crate::util::now_rfc3339()],
     )?;
-    let n = tx.query_row(&format!("{NIGHT} WHERE nightly = ?1 AND git_commit = ?2"), params![nightly, commit], night_of)?;
+    let n = tx.query_row(
+        &format!("{NIGHT} WHERE nightly = ?1 AND git_commit = ?2"),
+        params![nightly, commit],
+        night_of,
+    )?;
     tx.commit()?;
     Ok(n)
 }
 
 /// Marks a night finished: its run `run_id` is in the history.
 pub fn finish_night(db: &Connection, id: i64, run_id: &str) -> Result<()> {
-    db.execute("UPDATE nightly_nights SET status = 'finished', run_id = ?2, finished = ?3 WHERE id = ?1", params![id, run_id, crate::util::now_rfc3339()])?;
+    db.execute(
+        "UPDATE nightly_nights SET status = 'finished', run_id = ?2, finished = ?3 WHERE id = ?1",
+        params![id, run_id, crate::util::now_rfc3339()],
+    )?;
     Ok(())
 }
 
 /// The finished night whose run is `run_id`.
 pub fn night_of_run(db: &Connection, nightly: &str, run_id: &str) -> Result<Option<Night>> {
-    Ok(db.query_row(&format!("{NIGHT} WHERE nightly = ?1 AND run_id = ?2 AND status = 'finished'"), params![nightly, run_id], night_of).optional()?)
+    Ok(db
+        .query_row(
+            &format!("{NIGHT} WHERE nightly = ?1 AND run_id = ?2 AND status = 'finished'"),
+            params![nightly, run_id],
+            night_of,
+        )
+        .optional()?)
 }
 
 fn bisection_of(r: &rusqlite::Row) -> rusqlite::Result<(Bisection, String, Option<String>)> {
     let b = Bisection {
         id: r.get(0)?,
-        change: KeyChange { bench: String::new(), metric: String::new(), vcpus: 0, good_run: String::new(), bad_run: String::new(), date: String::new(), change: 0.0, interval: None, p: 1.0, worse: true, unit: String::new() },
+        change: KeyChange {
+            bench: String::new(),
+            metric: String::new(),
+            vcpus: 0,
+            good_run: String::new(),
+            bad_run: String::new(),
+            date: String::new(),
+            change: 0.0,
+            interval: None,
+            p: 1.0,
+            worse: true,
+            unit: String::new(),
+        },
         good_commit: r.get(1)?,
         bad_commit: r.get(2)?,
         dir: r.get::<_, Option<String>>(4)?.map(PathBuf::from),
@@ -188,7 +226,9 @@ fn bisection_of(r: &rusqlite::Row) -> rusqlite::Result<(Bisection, String, Optio
 /// Every bisection of a nightly, oldest first.
 pub fn bisections(db: &Connection, nightly: &str) -> Result<Vec<Bisection>> {
     let mut stmt = db.prepare("SELECT id, good_commit, bad_commit, change, dir, status, attempts, result, reported_night FROM nightly_bisections WHERE nightly = ?1 ORDER BY id")?;
-    let rows = stmt.query_map([nightly], bisection_of)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = stmt
+        .query_map([nightly], bisection_of)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter()
         .map(|(mut b, change, result)| {
             b.change = serde_json::from_str(&change)?;
@@ -202,7 +242,13 @@ pub fn bisections(db: &Connection, nightly: &str) -> Result<Vec<Bisection>> {
 /// nightly already covers nights overlapping the change's (`order` gives a
 /// run's night number): then that one's id. Checked and written in one
 /// transaction, so a change is never claimed twice.
-pub fn claim(db: &mut Connection, nightly: &str, c: &KeyChange, commits: (&str, &str), order: &dyn Fn(&str) -> Option<i64>) -> Result<Result<i64, i64>> {
+pub fn claim(
+    db: &mut Connection,
+    nightly: &str,
+    c: &KeyChange,
+    commits: (&str, &str),
+    order: &dyn Fn(&str) -> Option<i64>,
+) -> Result<Result<i64, i64>> {
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut have: Vec<(i64, String, String)> = vec![];
     {
@@ -212,7 +258,10 @@ pub fn claim(db: &mut Connection, nightly: &str, c: &KeyChange, commits: (&str, 
         }
     }
     let (g, b) = (order(&c.good_run), order(&c.bad_run));
-    let overlaps = |og: &str, ob: &str| (og == c.good_run && ob == c.bad_run) || matches!((g, b, order(og), order(ob)), (Some(g), Some(b), Some(og), Some(ob)) if g < ob && og < b);
+    let overlaps = |og: &str, ob: &str| {
+        (og == c.good_run && ob == c.bad_run)
+            || matches!((g, b, order(og), order(ob)), (Some(g), Some(b), Some(og), Some(ob)) if g < ob && og < b)
+    };
     if let Some((id, _, _)) = have.iter().find(|(_, og, ob)| overlaps(og, ob)) {
         return Ok(Err(*id));
     }
@@ -228,7 +277,10 @@ pub fn claim(db: &mut Connection, nightly: &str, c: &KeyChange, commits: (&str, 
 
 /// Records a bisection's directory: it is running.
 pub fn started(db: &Connection, id: i64, dir: &std::path::Path) -> Result<()> {
-    db.execute("UPDATE nightly_bisections SET dir = ?2, status = 'running' WHERE id = ?1", params![id, dir.to_string_lossy()])?;
+    db.execute(
+        "UPDATE nightly_bisections SET dir = ?2, status = 'running' WHERE id = ?1",
+        params![id, dir.to_string_lossy()],
+    )?;
     Ok(())
 }
 
@@ -245,7 +297,10 @@ pub fn ended(db: &Connection, id: i64, status: Status, attempts: u32, result: &B
 /// Marks bisections as told in night `night`'s report.
 pub fn reported(db: &Connection, ids: &[i64], night: i64) -> Result<()> {
     for id in ids {
-        db.execute("UPDATE nightly_bisections SET reported_night = ?2 WHERE id = ?1 AND reported_night IS NULL", params![id, night])?;
+        db.execute(
+            "UPDATE nightly_bisections SET reported_night = ?2 WHERE id = ?1 AND reported_night IS NULL",
+            params![id, night],
+        )?;
     }
     Ok(())
 }

@@ -42,7 +42,12 @@ impl Robot for Fake {
             Some(true) => Err(crate::proc::Interrupted.into()),
             Some(false) => bail!("build the kernel of c2: no space left on device"),
             None => Ok(Bisected {
-                culprits: vec![Named { commit: "c2".into(), subject: "c2 exec: one more check".into(), share: 0.97, maybe: vec![] }],
+                culprits: vec![Named {
+                    commit: "c2".into(),
+                    subject: "c2 exec: one more check".into(),
+                    share: 0.97,
+                    maybe: vec![],
+                }],
                 steps: vec!["step 1: c2 like bad".into()],
                 profile: Some("* bprm_execve +2003".into()),
                 ..Default::default()
@@ -80,13 +85,27 @@ impl World {
         let tmp = tempfile::tempdir().unwrap();
         let db = crate::history::open(&tmp.path().join("history.sqlite")).unwrap();
         let dir = tmp.path().join("nightly");
-        let robot = Fake { root: dir.clone(), ..Default::default() };
-        World { _tmp: tmp, db, dir, robot, said: RefCell::new(vec![]) }
+        let robot = Fake {
+            root: dir.clone(),
+            ..Default::default()
+        };
+        World {
+            _tmp: tmp,
+            db,
+            dir,
+            robot,
+            said: RefCell::new(vec![]),
+        }
     }
     fn night(&mut self, commit: &str) -> Result<Outcome> {
-        let t = Tonight { commit: commit.into(), subject: format!("{commit} subject") };
+        let t = Tonight {
+            commit: commit.into(),
+            subject: format!("{commit} subject"),
+        };
         let said = &self.said;
-        let o = night(&mut self.db, "m1:nightly", &self.dir, &t, &mut self.robot, &|s| said.borrow_mut().push(s.to_string()))?;
+        let o = night(&mut self.db, "m1:nightly", &self.dir, &t, &mut self.robot, &|s| {
+            said.borrow_mut().push(s.to_string())
+        })?;
         told(&self.db, &o)?;
         Ok(o)
     }
@@ -99,11 +118,22 @@ fn a_change_for_the_worse_between_two_nights_starts_one_bisection_between_their_
         w.night(c).unwrap();
     }
     assert_eq!(w.robot.measured, ["c0", "c1", "c2", "c3"]);
-    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c0", "c1", 2.0, false), change("x", "c2", -3.0, true)];
+    w.robot.changes = vec![
+        change("c1", "c2", -1.1, true),
+        change("c0", "c1", 2.0, false),
+        change("x", "c2", -3.0, true),
+    ];
     let o = w.night("c4").unwrap();
     let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
     // the largest change first
-    assert_eq!(actions, ["not bisected: run run-x is not a night of this nightly", "not bisected: for the better", "bisection #1 started"]);
+    assert_eq!(
+        actions,
+        [
+            "not bisected: run run-x is not a night of this nightly",
+            "not bisected: for the better",
+            "bisection #1 started"
+        ]
+    );
     assert_eq!(w.robot.started, [("c1".to_string(), "c2".to_string())]);
     assert_eq!(o.bisections.len(), 1);
     assert_eq!(o.bisections[0].status, Status::Done);
@@ -118,17 +148,39 @@ fn a_second_nightly_measures_nothing_and_starts_no_second_bisection() {
     }
     w.robot.changes = vec![change("c1", "c2", -1.1, true)];
     w.night("c2").unwrap();
-    assert_eq!(w.robot.measured, ["c0", "c1", "c2"], "tonight's commit was measured already");
+    assert_eq!(
+        w.robot.measured,
+        ["c0", "c1", "c2"],
+        "tonight's commit was measured already"
+    );
     assert_eq!(w.robot.started.len(), 1);
     // run twice, and the change point moved by a night once a later night came: one change, one bisection
     let again = w.night("c2").unwrap();
     assert!(again.already);
     w.night("c3").unwrap();
-    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c2", "c3", -1.0, true), change("c0", "c2", -1.2, true)];
+    w.robot.changes = vec![
+        change("c1", "c2", -1.1, true),
+        change("c2", "c3", -1.0, true),
+        change("c0", "c2", -1.2, true),
+    ];
     let o = w.night("c3").unwrap();
     let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
-    assert_eq!(actions, ["covered by bisection #1", "covered by bisection #1", "bisection #2 started"]);
-    assert_eq!(w.robot.started, [("c1".to_string(), "c2".to_string()), ("c2".to_string(), "c3".to_string())], "only the next change is a new one");
+    assert_eq!(
+        actions,
+        [
+            "covered by bisection #1",
+            "covered by bisection #1",
+            "bisection #2 started"
+        ]
+    );
+    assert_eq!(
+        w.robot.started,
+        [
+            ("c1".to_string(), "c2".to_string()),
+            ("c2".to_string(), "c3".to_string())
+        ],
+        "only the next change is a new one"
+    );
     assert_eq!(w.robot.runs.len(), 2, "a finished bisection is not run again");
 }
 
@@ -143,11 +195,21 @@ fn an_interrupted_bisection_is_resumed_in_its_directory_not_started_again() {
     let e = w.night("c1").unwrap_err();
     assert!(e.downcast_ref::<crate::proc::Interrupted>().is_some(), "{e:#}");
     let b = &state::bisections(&w.db, "m1:nightly").unwrap()[0];
-    assert_eq!((b.status, b.dir.clone()), (Status::Running, Some(w.dir.join("bisect-1"))));
+    assert_eq!(
+        (b.status, b.dir.clone()),
+        (Status::Running, Some(w.dir.join("bisect-1")))
+    );
     let o = w.night("c1").unwrap();
     assert_eq!(w.robot.started.len(), 1);
     assert_eq!(w.robot.runs, [w.dir.join("bisect-1"), w.dir.join("bisect-1")]);
-    assert!(w.said.borrow().iter().any(|s| s.starts_with("nightly: resuming bisection #1 in ")), "{:?}", w.said.borrow());
+    assert!(
+        w.said
+            .borrow()
+            .iter()
+            .any(|s| s.starts_with("nightly: resuming bisection #1 in ")),
+        "{:?}",
+        w.said.borrow()
+    );
     assert_eq!(o.bisections[0].status, Status::Done);
 }
 
@@ -159,7 +221,10 @@ fn a_finished_bisection_is_reported_once() {
     }
     w.robot.changes = vec![change("c0", "c1", -1.1, true)];
     let first = w.night("c1").unwrap();
-    let text = mail::text(&first, &["static-doexec execs/s at 2 vCPUs: 2510 (same as history (5 nights))".into()]);
+    let text = mail::text(
+        &first,
+        &["static-doexec execs/s at 2 vCPUs: 2510 (same as history (5 nights))".into()],
+    );
     for want in [
         "# Nightly: c1 c1 subject",
         "- static-doexec execs/s at 2 vCPUs: -1.10% (worse; 95% interval -1.40% to -0.80%; p=0.001), first night after it 2026-12-03, between runs run-c0 and run-c1: bisection #1 started",
@@ -187,7 +252,10 @@ fn a_failing_bisection_is_tried_again_and_given_up_after_its_attempts() {
     w.robot.script = vec![Some(false), Some(false), Some(false)];
     let o = w.night("c1").unwrap();
     assert_eq!(o.bisections[0].status, Status::Running, "still open after one failure");
-    assert_eq!(mail::ended_lines(&o.bisections[0]), ["running after 1 attempt(s): build the kernel of c2: no space left on device"]);
+    assert_eq!(
+        mail::ended_lines(&o.bisections[0]),
+        ["running after 1 attempt(s): build the kernel of c2: no space left on device"]
+    );
     w.night("c1").unwrap();
     let o = w.night("c1").unwrap();
     assert_eq!((o.bisections[0].status, o.bisections[0].attempts), (Status::Failed, 3));
@@ -213,8 +281,18 @@ fn a_second_nightly_on_the_same_history_is_refused() {
     let db = tmp.path().join("history.sqlite");
     let _held = lock(&db).unwrap();
     let e = format!("{:#}", lock(&db).err().unwrap());
-    assert!(e.starts_with(&format!("another nightly is running on the history {} (pid {}, harness nightly; lock ", db.display(), std::process::id())), "{e}");
-    assert!(e.ends_with("this one does nothing; run it again when that one has finished"), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "another nightly is running on the history {} (pid {}, harness nightly; lock ",
+            db.display(),
+            std::process::id()
+        )),
+        "{e}"
+    );
+    assert!(
+        e.ends_with("this one does nothing; run it again when that one has finished"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -224,19 +302,64 @@ fn a_series_change_point_becomes_a_key_change_with_its_interval() {
     let nights: Vec<HNight> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| HNight { run_id: format!("r{i}"), started: format!("2026-12-0{}T01:30:00Z", i + 1), run_dir: String::new(), median: *v, lo: v - 1.0, hi: v + 1.0, ci_exact: false, n: 4 })
+        .map(|(i, v)| HNight {
+            run_id: format!("r{i}"),
+            started: format!("2026-12-0{}T01:30:00Z", i + 1),
+            run_dir: String::new(),
+            median: *v,
+            lo: v - 1.0,
+            hi: v + 1.0,
+            ci_exact: false,
+            n: 4,
+        })
         .collect();
-    let p = crate::stats::changepoint::Params { alpha: 0.05, min_magnitude: 0.005, ..Default::default() };
-    let run = RunKey { matrix_id: "m".into(), matrix_name: "matrix".into(), profile: String::new(), host: "h".into(), clock: "tcg-icount".into(), accel: "tcg".into() };
-    let key = SeriesKey { run, benchmark: "static-doexec".into(), metric: "execs/Ginsn".into(), vcpus: 2, variant: "base".into() };
+    let p = crate::stats::changepoint::Params {
+        alpha: 0.05,
+        min_magnitude: 0.005,
+        ..Default::default()
+    };
+    let run = RunKey {
+        matrix_id: "m".into(),
+        matrix_name: "matrix".into(),
+        profile: String::new(),
+        host: "h".into(),
+        clock: "tcg-icount".into(),
+        accel: "tcg".into(),
+    };
+    let key = SeriesKey {
+        run,
+        benchmark: "static-doexec".into(),
+        metric: "execs/Ginsn".into(),
+        vcpus: 2,
+        variant: "base".into(),
+    };
     let changes = crate::history::changes(&nights, &p);
-    let s = Series { key, unit: "execs/Ginsn".into(), higher_is_better: true, nights, changes };
+    let s = Series {
+        key,
+        unit: "execs/Ginsn".into(),
+        higher_is_better: true,
+        nights,
+        changes,
+    };
     let k = real::key_changes(&s);
     assert_eq!(k.len(), 1, "{k:?}");
     let c = &k[0];
-    assert_eq!((c.good_run.as_str(), c.bad_run.as_str(), c.date.as_str(), c.worse, c.vcpus), ("r3", "r4", "2026-12-05", true, 2));
+    assert_eq!(
+        (
+            c.good_run.as_str(),
+            c.bad_run.as_str(),
+            c.date.as_str(),
+            c.worse,
+            c.vcpus
+        ),
+        ("r3", "r4", "2026-12-05", true, 2)
+    );
     assert!((c.change - (2540.75 / 2560.25 - 1.0)).abs() < 1e-9, "{c:?}");
     let (lo, hi) = c.interval.unwrap();
     assert!(lo <= c.change && c.change <= hi && hi < 0.0, "{c:?}");
-    assert!(mail::change_line(c).starts_with("static-doexec execs/Ginsn at 2 vCPUs: -0.76% (worse; 95% interval "), "{}", mail::change_line(c));
+    assert!(
+        mail::change_line(c).starts_with("static-doexec execs/Ginsn at 2 vCPUs: -0.76% (worse; 95% interval "),
+        "{}",
+        mail::change_line(c)
+    );
 }

@@ -9,10 +9,10 @@ use anyhow::{bail, Context, Result};
 
 use super::Kernels;
 use crate::boot::{self, BootCtx, ProbeFailure};
-use crate::kernel::build::Artifact;
-use crate::records::Cause;
 use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
+use crate::kernel::build::Artifact;
+use crate::records::Cause;
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{self, Accel, MeasureClock};
@@ -41,14 +41,21 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
 /// A probe that failed on this host and QEMU before, and how to probe again.
 fn remembered_failure(work: &Path, probe_key: &str) -> Option<String> {
     let f = host::failed_probe(work, probe_key)?;
-    Some(format!("a probe boot failed on {}: {}; delete {} to probe again", f.when, f.reason, host::probe_path(work, probe_key).display()))
+    Some(format!(
+        "a probe boot failed on {}: {}; delete {} to probe again",
+        f.when,
+        f.reason,
+        host::probe_path(work, probe_key).display()
+    ))
 }
 
 /// `m` as it runs on this host: where its profile has a `without_kvm:` and
 /// KVM is not usable (or the matrix asks for TCG), that profile instead,
 /// loaded from the same matrix file and marked with what it replaces.
 pub fn for_this_host(m: Matrix, work: &Path) -> Result<Matrix> {
-    let (Some(alt), Some(asked)) = (m.without_kvm.clone(), m.profile.clone()) else { return Ok(m) };
+    let (Some(alt), Some(asked)) = (m.without_kvm.clone(), m.profile.clone()) else {
+        return Ok(m);
+    };
     let why = match (m.guest.accel, m.guest.clock) {
         (AccelChoice::Kvm, _) | (_, Clock::Icount) => return Ok(m),
         (AccelChoice::Tcg, Clock::Wall) => "the matrix asks for TCG".to_string(),
@@ -57,7 +64,8 @@ pub fn for_this_host(m: Matrix, work: &Path) -> Result<Matrix> {
             None => return Ok(m),
         },
     };
-    let mut instead = config::load(&m.path, Some(&alt)).with_context(|| format!("load profile `{alt}` (profiles.{asked}.without_kvm)"))?;
+    let mut instead = config::load(&m.path, Some(&alt))
+        .with_context(|| format!("load profile `{alt}` (profiles.{asked}.without_kvm)"))?;
     instead.instead_of = Some(InsteadOf { profile: asked, why });
     Ok(instead)
 }
@@ -67,7 +75,9 @@ pub fn for_this_host(m: Matrix, work: &Path) -> Result<Matrix> {
 fn instead_notice(m: &Matrix) -> Option<String> {
     let i = m.instead_of.as_ref()?;
     let clock = match m.guest.clock {
-        Clock::Icount => "under the instruction-counting clock, which resolves the changes TCG's wall clock cannot (docs/clocks.md)",
+        Clock::Icount => {
+            "under the instruction-counting clock, which resolves the changes TCG's wall clock cannot (docs/clocks.md)"
+        }
         Clock::Wall => "under the wall clock",
     };
     Some(format!(
@@ -102,7 +112,10 @@ pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key
 
 /// The kernel the probe boots: `base`'s when it built, else the first that built.
 fn probe_kernel(kernels: &Kernels) -> Option<&(Artifact, PathBuf)> {
-    kernels.get("base").and_then(|k| k.as_ref().ok()).or_else(|| kernels.values().find_map(|k| k.as_ref().ok()))
+    kernels
+        .get("base")
+        .and_then(|k| k.as_ref().ok())
+        .or_else(|| kernels.values().find_map(|k| k.as_ref().ok()))
 }
 
 /// What a probe boot's outcome means for the run.
@@ -126,7 +139,10 @@ fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
     match f {
         None => AfterProbe::Kvm,
         Some(f) if !f.kvm_fault && f.cause == Cause::Panic => AfterProbe::KernelFault(f.why),
-        Some(f) => AfterProbe::Tcg { why: f.why, remember: f.kvm_fault },
+        Some(f) => AfterProbe::Tcg {
+            why: f.why,
+            remember: f.kvm_fault,
+        },
     }
 }
 
@@ -134,15 +150,27 @@ fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
 /// first that built). A failure QEMU blames on KVM is remembered for this
 /// host, host kernel and QEMU version; a kernel's own failure (a panic)
 /// leaves the run on KVM; any other failure only sends this run to TCG.
-pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_key: &str, restart_instead: bool) -> Result<Accel> {
-    let Some((art, initrd)) = probe_kernel(kernels) else { return Ok(Accel::Kvm) };
-    ctx.ui.stage("probe", "booting once under KVM to see whether it works here");
+pub(super) fn probe_stage(
+    ctx: &BootCtx,
+    kernels: &Kernels,
+    work: &Path,
+    probe_key: &str,
+    restart_instead: bool,
+) -> Result<Accel> {
+    let Some((art, initrd)) = probe_kernel(kernels) else {
+        return Ok(Accel::Kvm);
+    };
+    ctx.ui
+        .stage("probe", "booting once under KVM to see whether it works here");
     let kernel = art.boot_image(ctx.m.guest.pvh);
     let dir = ctx.run.log("kvm-probe");
     match after_probe(boot::probe_kvm(ctx, kernel, initrd, &dir)?) {
         AfterProbe::Kvm => Ok(Accel::Kvm),
         AfterProbe::KernelFault(why) => {
-            ctx.run.notice(ctx.ui, format!("the KVM probe's kernel failed by itself ({why}); KVM is not blamed, the boots run under KVM"))?;
+            ctx.run.notice(
+                ctx.ui,
+                format!("the KVM probe's kernel failed by itself ({why}); KVM is not blamed, the boots run under KVM"),
+            )?;
             Ok(Accel::Kvm)
         }
         AfterProbe::Tcg { why, remember } => {
@@ -150,10 +178,20 @@ pub(super) fn probe_stage(ctx: &BootCtx, kernels: &Kernels, work: &Path, probe_k
                 host::remember_failed_probe(work, probe_key, &why)?;
                 // remembered, so the run started again takes the substitute profile
                 if let (true, Some(instead)) = (restart_instead, &ctx.m.without_kvm) {
-                    return Err(RunInstead { instead: instead.clone(), why, dir: ctx.run.dir.clone() }.into());
+                    return Err(RunInstead {
+                        instead: instead.clone(),
+                        why,
+                        dir: ctx.run.dir.clone(),
+                    }
+                    .into());
                 }
             }
-            ctx.run.notice(ctx.ui, format!("KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"))?;
+            ctx.run.notice(
+                ctx.ui,
+                format!(
+                    "KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"
+                ),
+            )?;
             Ok(Accel::Tcg)
         }
     }
@@ -253,14 +291,28 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().join("work");
         // no probe runs in any of these: the matrix decides
-        let cases = [("tcg", "quick", Some(("exact", "the matrix asks for TCG"))), ("kvm", "quick", None), ("tcg", "exact", None)];
+        let cases = [
+            ("tcg", "quick", Some(("exact", "the matrix asks for TCG"))),
+            ("kvm", "quick", None),
+            ("tcg", "exact", None),
+        ];
         for (accel, profile, want) in cases {
             let path = two_profiles(tmp.path(), accel);
             let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &work).unwrap();
-            let got = m.instead_of.as_ref().map(|i| (m.profile.as_deref().unwrap(), i.why.as_str()));
+            let got = m
+                .instead_of
+                .as_ref()
+                .map(|i| (m.profile.as_deref().unwrap(), i.why.as_str()));
             assert_eq!(got, want, "accel {accel}, profile {profile}");
             if want.is_some() {
-                assert_eq!((m.vcpus.clone(), m.guest.clock, m.instead_of.as_ref().unwrap().profile.as_str()), (vec![2], Clock::Icount, "quick"));
+                assert_eq!(
+                    (
+                        m.vcpus.clone(),
+                        m.guest.clock,
+                        m.instead_of.as_ref().unwrap().profile.as_str()
+                    ),
+                    (vec![2], Clock::Icount, "quick")
+                );
                 let n = instead_notice(&m).unwrap();
                 assert!(n.starts_with("KVM is not usable here (the matrix asks for TCG): profile `quick` runs as `exact` (profiles.quick.without_kvm), under the instruction-counting clock"), "{n}");
             }
@@ -277,7 +329,19 @@ mod tests {
             (&["a", "base"], &["a", "base"], None),
         ];
         for (names, broken, want) in cases {
-            let k: Kernels = names.iter().map(|n| (n.to_string(), if broken.contains(n) { Err("not built".into()) } else { built(n) })).collect();
+            let k: Kernels = names
+                .iter()
+                .map(|n| {
+                    (
+                        n.to_string(),
+                        if broken.contains(n) {
+                            Err("not built".into())
+                        } else {
+                            built(n)
+                        },
+                    )
+                })
+                .collect();
             let got = probe_kernel(&k).map(|(_, i)| i.file_stem().unwrap().to_string_lossy().into_owned());
             assert_eq!(got.as_deref(), want, "{names:?} broken {broken:?}");
         }
@@ -285,12 +349,33 @@ mod tests {
 
     #[test]
     fn a_kernel_that_panics_in_the_probe_does_not_send_the_run_to_tcg() {
-        let f = |why: &str, kvm_fault, cause| Some(ProbeFailure { why: why.into(), kvm_fault, cause });
+        let f = |why: &str, kvm_fault, cause| {
+            Some(ProbeFailure {
+                why: why.into(),
+                kvm_fault,
+                cause,
+            })
+        };
         let cases = [
             (None, AfterProbe::Kvm),
-            (f("KVM internal error", true, Cause::Qemu), AfterProbe::Tcg { why: "KVM internal error".into(), remember: true }),
-            (f("kernel panic during boot (panic)", false, Cause::Panic), AfterProbe::KernelFault("kernel panic during boot (panic)".into())),
-            (f("no SSH in 60 s", false, Cause::BootTimeout), AfterProbe::Tcg { why: "no SSH in 60 s".into(), remember: false }),
+            (
+                f("KVM internal error", true, Cause::Qemu),
+                AfterProbe::Tcg {
+                    why: "KVM internal error".into(),
+                    remember: true,
+                },
+            ),
+            (
+                f("kernel panic during boot (panic)", false, Cause::Panic),
+                AfterProbe::KernelFault("kernel panic during boot (panic)".into()),
+            ),
+            (
+                f("no SSH in 60 s", false, Cause::BootTimeout),
+                AfterProbe::Tcg {
+                    why: "no SSH in 60 s".into(),
+                    remember: false,
+                },
+            ),
         ];
         for (probe, want) in cases {
             assert_eq!(after_probe(probe), want);
@@ -315,7 +400,14 @@ mod tests {
         drop(s0);
         let s1 = Run::open_shard(&dir, Shard { k: 1, n: 2 }).unwrap();
         record_clock(&s1, MeasureClock::KvmWall).expect("the same clock goes on");
-        let e = format!("{:#}", record_clock(&s1, MeasureClock::TcgWall).expect_err("another clock"));
-        assert!(e.contains("shard 1/2 of") && e.contains("this host would measure in the tcg-wall clock but shard 0/2 measured in kvm-wall"), "{e}");
+        let e = format!(
+            "{:#}",
+            record_clock(&s1, MeasureClock::TcgWall).expect_err("another clock")
+        );
+        assert!(
+            e.contains("shard 1/2 of")
+                && e.contains("this host would measure in the tcg-wall clock but shard 0/2 measured in kvm-wall"),
+            "{e}"
+        );
     }
 }

@@ -35,7 +35,14 @@ const QEMU_OVERHEAD_MIB: u64 = 512;
 /// `guest_mib` (at least 1), under a wall clock 1. More than one under a
 /// wall clock is refused unless `allow_wall` (`--allow-concurrent-wall`):
 /// guests sharing the host's CPUs change each other's wall-clock numbers.
-pub fn jobs_at_once(clock: MeasureClock, asked: Option<u32>, allow_wall: bool, cpus: u32, available_mib: u64, guest_mib: u64) -> Result<u32> {
+pub fn jobs_at_once(
+    clock: MeasureClock,
+    asked: Option<u32>,
+    allow_wall: bool,
+    cpus: u32,
+    available_mib: u64,
+    guest_mib: u64,
+) -> Result<u32> {
     let wall = clock != MeasureClock::TcgIcount;
     match asked {
         Some(0) => Err(anyhow!("--jobs 0 runs nothing: give 1 or more")),
@@ -68,7 +75,13 @@ impl Shared<'_> {
             {
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 let &job = q.front()?;
-                let measured = self.seen.lock().unwrap_or_else(|e| e.into_inner()).1.ssh_bound(job.vcpus).is_some();
+                let measured = self
+                    .seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .1
+                    .ssh_bound(job.vcpus)
+                    .is_some();
                 let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
                 if measured || !running.contains(&job.vcpus) || self.stop.load(Ordering::SeqCst) {
                     running.push(job.vcpus);
@@ -113,8 +126,11 @@ pub(super) fn boot_at_once(ctx: &mut BootCtx, n: u32, jobs: &[BootJob], kernels:
                 let tx = tx.clone();
                 let spawn: Spawner = Arc::new(move |spec: VmSpec, log: &Path| {
                     let (reply, answer) = mpsc::channel();
-                    tx.send((spec, log.to_path_buf(), reply)).map_err(|_| anyhow!("start QEMU: the main thread no longer spawns"))?;
-                    answer.recv().map_err(|_| anyhow!("start QEMU: the main thread did not answer"))?
+                    tx.send((spec, log.to_path_buf(), reply))
+                        .map_err(|_| anyhow!("start QEMU: the main thread no longer spawns"))?;
+                    answer
+                        .recv()
+                        .map_err(|_| anyhow!("start QEMU: the main thread did not answer"))?
                 });
                 let shared = &shared;
                 s.spawn(move || worker(base, shared, kernels, spawn))
@@ -125,7 +141,10 @@ pub(super) fn boot_at_once(ctx: &mut BootCtx, n: u32, jobs: &[BootJob], kernels:
         for (spec, log, reply) in rx {
             let _ = reply.send(Vm::start(spec, &log));
         }
-        workers.into_iter().map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a boot worker panicked")))).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a boot worker panicked"))))
+            .collect()
     });
     let (pace, seen, strikes) = shared.seen.into_inner().unwrap_or_else(|e| e.into_inner());
     (ctx.pace, ctx.seen, ctx.strikes) = (pace, seen, strikes);
@@ -143,7 +162,16 @@ fn worker(base: &BootCtx, shared: &Shared, kernels: &Kernels, spawn: Spawner) ->
         let Some(job) = shared.next() else { return Ok(()) };
         let (pace, seen, strikes) = shared.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let before = strikes.clone();
-        let mut ctx = BootCtx { pace, seen, strikes, qemu: base.qemu.clone(), key: base.key.clone(), host_key: base.host_key.clone(), profiler: base.profiler.clone(), ..*base };
+        let mut ctx = BootCtx {
+            pace,
+            seen,
+            strikes,
+            qemu: base.qemu.clone(),
+            key: base.key.clone(),
+            host_key: base.host_key.clone(),
+            profiler: base.profiler.clone(),
+            ..*base
+        };
         let res = proc::check_interrupted().and_then(|_| boot_one(&mut ctx, job, kernels, Some(spawn.clone())));
         {
             let mut s = shared.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -169,7 +197,15 @@ mod tests {
         let icount = MeasureClock::TcgIcount;
         let wall = MeasureClock::TcgWall;
         // (clock, asked, allow wall, cpus, available MiB, guest MiB) -> jobs or the error's start
-        type Case = (MeasureClock, Option<u32>, bool, u32, u64, u64, std::result::Result<u32, &'static str>);
+        type Case = (
+            MeasureClock,
+            Option<u32>,
+            bool,
+            u32,
+            u64,
+            u64,
+            std::result::Result<u32, &'static str>,
+        );
         let cases: [Case; 9] = [
             (icount, None, false, 2, 22_000, 1024, Ok(2)),
             (icount, None, false, 64, 22_000, 1024, Ok(14)),
@@ -177,7 +213,15 @@ mod tests {
             (icount, Some(3), false, 2, 22_000, 1024, Ok(3)),
             (wall, None, false, 64, 220_000, 1024, Ok(1)),
             (wall, Some(1), false, 64, 220_000, 1024, Ok(1)),
-            (wall, Some(2), false, 64, 220_000, 1024, Err("--jobs 2 under the tcg-wall clock")),
+            (
+                wall,
+                Some(2),
+                false,
+                64,
+                220_000,
+                1024,
+                Err("--jobs 2 under the tcg-wall clock"),
+            ),
             (wall, Some(2), true, 64, 220_000, 1024, Ok(2)),
             (icount, Some(0), false, 2, 22_000, 1024, Err("--jobs 0 runs nothing")),
         ];

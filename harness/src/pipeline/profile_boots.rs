@@ -27,7 +27,12 @@ pub fn matrix(m: &Matrix) -> Matrix {
     p.guest.clock = Clock::Icount;
     p.guest.kernel_profile = true;
     p.guest.profile_boots = false;
-    p.sampling = Sampling { boots: 1, repetitions: 1, warmup_repetitions: 0, seed: m.sampling.seed };
+    p.sampling = Sampling {
+        boots: 1,
+        repetitions: 1,
+        warmup_repetitions: 0,
+        seed: m.sampling.seed,
+    };
     p.statistics.second_stage_boots = 0;
     for b in &mut p.benchmarks {
         shorten(&mut b.kind);
@@ -38,7 +43,12 @@ pub fn matrix(m: &Matrix) -> Matrix {
 /// One benchmark's parameters cut to a profile boot's length.
 fn shorten(k: &mut BenchKind) {
     match k {
-        BenchKind::Doexec { duration_s, warmup_s, .. } | BenchKind::ForkExec { duration_s, warmup_s, .. } => {
+        BenchKind::Doexec {
+            duration_s, warmup_s, ..
+        }
+        | BenchKind::ForkExec {
+            duration_s, warmup_s, ..
+        } => {
             *duration_s = (*duration_s).min(1);
             *warmup_s = 0;
         }
@@ -58,12 +68,23 @@ pub(super) fn boot(run: &Run, meta: &RunMeta, opts: &Options) -> Result<()> {
     let pm = matrix(&meta.matrix);
     let dir = run.dir.join(PROFILE_BOOTS_DIR);
     let fresh = !dir.join("run.json").is_file();
-    let mut sub = if fresh { Run::create_at(&dir)? } else { Run::open_to_write(&dir)? };
+    let mut sub = if fresh {
+        Run::create_at(&dir)?
+    } else {
+        Run::open_to_write(&dir)?
+    };
     // its own id: the private keys and images live under it in the work directory
     sub.id = format!("{}.{PROFILE_BOOTS_DIR}", run.id);
     if fresh {
         let started = crate::util::now_rfc3339();
-        sub.write_meta(&RunMeta { id: sub.id.clone(), started, matrix: pm.clone(), clock: None, jobs: None, ..meta.clone() })?;
+        sub.write_meta(&RunMeta {
+            id: sub.id.clone(),
+            started,
+            matrix: pm.clone(),
+            clock: None,
+            jobs: None,
+            ..meta.clone()
+        })?;
     }
     let ui = Ui::new(0, opts.quiet);
     let jobs = plan::boot_jobs(&pm);
@@ -73,7 +94,10 @@ pub(super) fn boot(run: &Run, meta: &RunMeta, opts: &Options) -> Result<()> {
         dir.display()
     );
     run.notice(&ui, msg)?;
-    let sub_opts = Options { jobs: None, ..opts.clone() };
+    let sub_opts = Options {
+        jobs: None,
+        ..opts.clone()
+    };
     super::execute(&sub, &pm, &sub_opts, &jobs, Some(&run.events()?))
 }
 
@@ -93,15 +117,58 @@ mod tests {
             \x20 - {name: t, kind: test_vmalloc, test_loop_count: 10}\n\
             sampling: {boots: 7, repetitions: 3, warmup_repetitions: 1}\n";
         let m = crate::config::parse(yaml, std::path::Path::new("/m/matrix.yaml"), None).unwrap();
-        assert!(m.guest.profile_boots && !m.guest.kernel_profile, "a wall-clock matrix asks for profile boots");
+        assert!(
+            m.guest.profile_boots && !m.guest.kernel_profile,
+            "a wall-clock matrix asks for profile boots"
+        );
         let p = matrix(&m);
-        assert_eq!((p.guest.accel, p.guest.clock, p.guest.kernel_profile, p.guest.profile_boots), (AccelChoice::Tcg, Clock::Icount, true, false));
-        assert_eq!((p.sampling.boots, p.sampling.repetitions, p.sampling.warmup_repetitions), (1, 1, 0));
-        assert_eq!((p.vcpus.clone(), p.guest.cmdline.clone(), p.guest.memory_mib), (vec![2, 26], vec!["foo=1".to_string()], 4096));
+        assert_eq!(
+            (
+                p.guest.accel,
+                p.guest.clock,
+                p.guest.kernel_profile,
+                p.guest.profile_boots
+            ),
+            (AccelChoice::Tcg, Clock::Icount, true, false)
+        );
+        assert_eq!(
+            (p.sampling.boots, p.sampling.repetitions, p.sampling.warmup_repetitions),
+            (1, 1, 0)
+        );
+        assert_eq!(
+            (p.vcpus.clone(), p.guest.cmdline.clone(), p.guest.memory_mib),
+            (vec![2, 26], vec!["foo=1".to_string()], 4096)
+        );
         let kinds: Vec<&BenchKind> = p.benchmarks.iter().map(|b| &b.kind).collect();
-        assert!(matches!(kinds[0], BenchKind::Doexec { duration_s: 1, warmup_s: 0, workers: Count::Named(_), .. }), "{:?}", kinds[0]);
-        assert!(matches!(kinds[1], BenchKind::ForkPrlimit { iterations: 50, .. }), "{:?}", kinds[1]);
-        assert!(matches!(kinds[2], BenchKind::TestVmalloc { test_loop_count: 10, .. }), "a short test stays as it is: {:?}", kinds[2]);
+        assert!(
+            matches!(
+                kinds[0],
+                BenchKind::Doexec {
+                    duration_s: 1,
+                    warmup_s: 0,
+                    workers: Count::Named(_),
+                    ..
+                }
+            ),
+            "{:?}",
+            kinds[0]
+        );
+        assert!(
+            matches!(kinds[1], BenchKind::ForkPrlimit { iterations: 50, .. }),
+            "{:?}",
+            kinds[1]
+        );
+        assert!(
+            matches!(
+                kinds[2],
+                BenchKind::TestVmalloc {
+                    test_loop_count: 10,
+                    ..
+                }
+            ),
+            "a short test stays as it is: {:?}",
+            kinds[2]
+        );
         assert_eq!(plan::boot_jobs(&p).len(), 4, "one boot per variant and vCPU count");
     }
 }

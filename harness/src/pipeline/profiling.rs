@@ -18,7 +18,13 @@ use crate::vm::{self, MeasureClock};
 /// build it, when only the build is missing). Writes every built kernel's
 /// symbols file; a kernel whose symbols cannot be written boots without a
 /// profile (the boot says so).
-pub(super) fn profiler(run: &Run, m: &Matrix, ui: &Ui, clock: MeasureClock, kernels: &Kernels) -> Result<Option<PathBuf>> {
+pub(super) fn profiler(
+    run: &Run,
+    m: &Matrix,
+    ui: &Ui,
+    clock: MeasureClock,
+    kernels: &Kernels,
+) -> Result<Option<PathBuf>> {
     if !m.guest.kernel_profile || clock != MeasureClock::TcgIcount {
         return Ok(None);
     }
@@ -41,7 +47,10 @@ fn with_plugin(run: &Run, ui: &Ui, found: Option<PathBuf>, kernels: &Kernels) ->
     for (variant, k) in kernels {
         let Ok((art, _)) = k else { continue };
         if let Err(e) = symbols::ensure(&art.vmlinux, &art.dir.join(symbols::FILE)) {
-            run.notice(ui, format!("{variant}: no kernel profiles: write its symbols file: {e:#}"))?;
+            run.notice(
+                ui,
+                format!("{variant}: no kernel profiles: write its symbols file: {e:#}"),
+            )?;
         }
     }
     Ok(Some(so))
@@ -62,7 +71,16 @@ mod tests {
         std::fs::create_dir_all(&kdir).unwrap();
         // any ELF with code symbols stands in for a vmlinux
         let vmlinux = std::env::current_exe().unwrap();
-        let art = Artifact { key: "k1".into(), dir: kdir.clone(), bzimage: kdir.join("bzImage"), vmlinux, modules: None, release: "6.12".into(), build_s: 1.0, nr_cpus: None };
+        let art = Artifact {
+            key: "k1".into(),
+            dir: kdir.clone(),
+            bzimage: kdir.join("bzImage"),
+            vmlinux,
+            modules: None,
+            release: "6.12".into(),
+            build_s: 1.0,
+            nr_cpus: None,
+        };
         let mut kernels: Kernels = Default::default();
         kernels.insert("base".into(), Ok((art, d.path().join("base.cpio"))));
         kernels.insert("broken".into(), Err("build failed".into()));
@@ -70,12 +88,28 @@ mod tests {
         assert!(!kdir.join(symbols::FILE).exists(), "no symbols without a plugin");
         let so = d.path().join("p.so");
         assert_eq!(with_plugin(&run, &ui, Some(so.clone()), &kernels).unwrap(), Some(so));
-        assert!(std::fs::read_to_string(kdir.join(symbols::FILE)).unwrap().lines().count() > 100);
-        let notices: Vec<String> = run.events().unwrap().into_iter().filter_map(|e| match e {
-            Event::Notice { message } => Some(message),
-            _ => None,
-        }).collect();
+        assert!(
+            std::fs::read_to_string(kdir.join(symbols::FILE))
+                .unwrap()
+                .lines()
+                .count()
+                > 100
+        );
+        let notices: Vec<String> = run
+            .events()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Notice { message } => Some(message),
+                _ => None,
+            })
+            .collect();
         assert_eq!(notices.len(), 1, "{notices:?}");
-        assert!(notices[0].contains("the profiler plugin is not built (build it with `cargo build --release -p harness-profiler`"), "{notices:?}");
+        assert!(
+            notices[0].contains(
+                "the profiler plugin is not built (build it with `cargo build --release -p harness-profiler`"
+            ),
+            "{notices:?}"
+        );
     }
 }

@@ -27,7 +27,13 @@ pub type Built<T> = BTreeMap<String, Result<T, String>>;
 /// recorded. A variant with `ref:` is built in the work clone checked out at
 /// that commit, its series judged against it. `Err` stops the run; a variant
 /// that failed is an `Err` entry.
-pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTreeSet<&str>, ui: &Ui) -> Result<Built<Artifact>> {
+pub(super) fn build_variants(
+    run: &Run,
+    m: &Matrix,
+    opts: &Options,
+    needed: &BTreeSet<&str>,
+    ui: &Ui,
+) -> Result<Built<Artifact>> {
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
     let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
     let states = {
@@ -37,7 +43,10 @@ pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTr
         classify(m, &m.series_names(), &tree, &opts.work_dir)?
     };
     for (s, st) in &states {
-        run.event(&Event::Series { series: s.clone(), state: st.clone() })?;
+        run.event(&Event::Series {
+            series: s.clone(),
+            state: st.clone(),
+        })?;
     }
     let mut out = BTreeMap::new();
     for v in &m.variants {
@@ -58,7 +67,15 @@ pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTr
             own_states = classify(m, &names, &tree, &opts.work_dir)?;
             &own_states
         };
-        let r = Step { run, m, tree: &tree, v, work: &opts.work_dir, ui }.make(states);
+        let r = Step {
+            run,
+            m,
+            tree: &tree,
+            v,
+            work: &opts.work_dir,
+            ui,
+        }
+        .make(states);
         tree.rollback(&run.log("tree.log"))?;
         drop(turn);
         out.insert(v.name.clone(), r?);
@@ -72,7 +89,9 @@ pub(super) fn build_variants(run: &Run, m: &Matrix, opts: &Options, needed: &BTr
 /// and rolls back a tree (a run that died let go with its process; the next
 /// one rolls back what it left).
 fn tree_turn(run: &Run, work: &Path, ui: &Ui) -> Result<crate::util::Flock> {
-    crate::workdir::lock_waiting(work, "tree", "the kernel tree", &format!("run {}", run.id), |m| ui.notice(m))
+    crate::workdir::lock_waiting(work, "tree", "the kernel tree", &format!("run {}", run.id), |m| {
+        ui.notice(m)
+    })
 }
 
 /// What the cache holds for each variant in `needed`, by the key of the
@@ -82,10 +101,21 @@ pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Bui
     let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
     for e in builds {
         match e {
-            Event::Build { variant, key, error, .. } => {
+            Event::Build {
+                variant, key, error, ..
+            } => {
                 last.insert(variant, (key, error));
             }
-            Event::Patch { variant, error: Some(err), .. } | Event::Config { variant, error: Some(err), .. } => {
+            Event::Patch {
+                variant,
+                error: Some(err),
+                ..
+            }
+            | Event::Config {
+                variant,
+                error: Some(err),
+                ..
+            } => {
                 failed.insert(variant, err);
             }
             _ => {}
@@ -149,7 +179,12 @@ impl Step<'_> {
             Err(msg) => return Ok(Err(msg)),
         };
         if !self.v.is_plain() {
-            self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: None, error: None, failed: None })?;
+            self.run.event(&Event::Patch {
+                variant: self.v.name.clone(),
+                failure: None,
+                error: None,
+                failed: None,
+            })?;
         }
         let cfg = match self.configure()? {
             Ok(c) => c,
@@ -174,7 +209,12 @@ impl Step<'_> {
                 if let Err(f) = self.tree.apply_series(&series, reverse, &plog)? {
                     proc::check_interrupted()?;
                     let msg = f.to_string();
-                    self.run.event(&Event::Patch { variant: self.v.name.clone(), failure: Some(f), error: Some(msg.clone()), failed: Some(Failed::new(Stage::Patch, Cause::Conflict)) })?;
+                    self.run.event(&Event::Patch {
+                        variant: self.v.name.clone(),
+                        failure: Some(f),
+                        error: Some(msg.clone()),
+                        failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
+                    })?;
                     return Ok(Err(msg));
                 }
                 applied.extend(Applied::series(&series, reverse)?);
@@ -190,12 +230,21 @@ impl Step<'_> {
         if std::mem::discriminant(st) == std::mem::discriminant(&want) {
             return Ok(None);
         }
-        let msg = if reverse { format!("revert series {s}: the base does not contain it ({st})") } else { format!("apply series {s}: {st}") };
+        let msg = if reverse {
+            format!("revert series {s}: the base does not contain it ({st})")
+        } else {
+            format!("apply series {s}: {st}")
+        };
         let failure = match st {
             State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
             _ => None,
         };
-        self.run.event(&Event::Patch { variant: self.v.name.clone(), failure, error: Some(msg.clone()), failed: Some(Failed::new(Stage::Patch, Cause::Conflict)) })?;
+        self.run.event(&Event::Patch {
+            variant: self.v.name.clone(),
+            failure,
+            error: Some(msg.clone()),
+            failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
+        })?;
         self.ui.notice(&format!("variant {}: {msg}", self.v.name));
         Ok(Some(msg))
     }
@@ -215,14 +264,25 @@ impl Step<'_> {
                     return Err(e);
                 }
                 let msg = format!("{e:#}");
-                self.run.event(&Event::Config { variant: self.v.name.clone(), lost: vec![], error: Some(msg.clone()), failed: Some(Failed::new(Stage::Config, Cause::Config)) })?;
+                self.run.event(&Event::Config {
+                    variant: self.v.name.clone(),
+                    lost: vec![],
+                    error: Some(msg.clone()),
+                    failed: Some(Failed::new(Stage::Config, Cause::Config)),
+                })?;
                 return Ok(Err(msg));
             }
         };
         for l in &cfg.lost {
-            self.ui.notice(&format!("variant {}: {l} (see {})", self.v.name, log.display()));
+            self.ui
+                .notice(&format!("variant {}: {l} (see {})", self.v.name, log.display()));
         }
-        self.run.event(&Event::Config { variant: self.v.name.clone(), lost: cfg.lost.clone(), error: None, failed: None })?;
+        self.run.event(&Event::Config {
+            variant: self.v.name.clone(),
+            lost: cfg.lost.clone(),
+            error: None,
+            failed: None,
+        })?;
         Ok(Ok(cfg))
     }
 
@@ -230,7 +290,13 @@ impl Step<'_> {
     fn build(&self, cfg: &Configured, key: String) -> Result<Result<Artifact, String>> {
         // the key's own lock: a run that needs the kernel another is building waits, then takes it from the cache
         let by = format!("run {}", self.run.id);
-        let _key = crate::workdir::lock_waiting(self.work, &format!("kernel-{key}"), &format!("kernel {key}"), &by, |m| self.ui.notice(m))?;
+        let _key = crate::workdir::lock_waiting(
+            self.work,
+            &format!("kernel-{key}"),
+            &format!("kernel {key}"),
+            &by,
+            |m| self.ui.notice(m),
+        )?;
         if let Some(art) = build::cached(self.work, &key) {
             self.run.event(&self.built(key, &art, true))?;
             return Ok(Ok(art));
@@ -244,12 +310,30 @@ impl Step<'_> {
             Err(f) => {
                 proc::check_interrupted()?;
                 let (msg, cause) = if f.timed_out {
-                    (format!("build timed out after {} min", self.m.kernel.build_timeout_min), Cause::BuildTimeout)
+                    (
+                        format!("build timed out after {} min", self.m.kernel.build_timeout_min),
+                        Cause::BuildTimeout,
+                    )
                 } else {
-                    (format!("build failed: {}", f.errors.first().cloned().unwrap_or_else(|| "see build.log".into())), Cause::Compile)
+                    (
+                        format!(
+                            "build failed: {}",
+                            f.errors.first().cloned().unwrap_or_else(|| "see build.log".into())
+                        ),
+                        Cause::Compile,
+                    )
                 };
                 let v = self.v.name.clone();
-                self.run.event(&Event::Build { variant: v, key: Some(key), build_s: 0.0, cached: false, release: None, errors: f.errors, error: Some(msg.clone()), failed: Some(Failed::new(Stage::Build, cause)) })?;
+                self.run.event(&Event::Build {
+                    variant: v,
+                    key: Some(key),
+                    build_s: 0.0,
+                    cached: false,
+                    release: None,
+                    errors: f.errors,
+                    error: Some(msg.clone()),
+                    failed: Some(Failed::new(Stage::Build, cause)),
+                })?;
                 Ok(Err(msg))
             }
         }
@@ -258,7 +342,16 @@ impl Step<'_> {
     /// The build event of a kernel made (or, `cached`, found: no build time).
     fn built(&self, key: String, art: &Artifact, cached: bool) -> Event {
         let build_s = if cached { 0.0 } else { art.build_s };
-        Event::Build { variant: self.v.name.clone(), key: Some(key), build_s, cached, release: Some(art.release.clone()), errors: vec![], error: None, failed: None }
+        Event::Build {
+            variant: self.v.name.clone(),
+            key: Some(key),
+            build_s,
+            cached,
+            release: Some(art.release.clone()),
+            errors: vec![],
+            error: None,
+            failed: None,
+        }
     }
 }
 
@@ -276,7 +369,8 @@ mod tests {
         let root = tmp.path();
         write(&root.join("linux/Makefile"), "VERSION = 6\n");
         write(&root.join("linux/mm/a.c"), "one\ntwo\nthree\n");
-        let patch = "Subject: [PATCH] t\n\n---\n--- a/mm/a.c\n+++ b/mm/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
+        let patch =
+            "Subject: [PATCH] t\n\n---\n--- a/mm/a.c\n+++ b/mm/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
         write(&root.join("patches/s/0001-t.patch"), patch);
         write(&root.join("patches/s/series"), "0001-t.patch\n");
         let yaml = format!(
@@ -291,15 +385,34 @@ mod tests {
         let states = classify(&m, &m.series_names(), &tree, &work).unwrap();
         assert!(matches!(states["s"], State::Applies), "{states:?}");
         let ui = Ui::new(0, true);
-        let step = |v: &str| Step { run: &run, m: &m, tree: &tree, v: m.variant(v).unwrap(), work: &work, ui: &ui };
+        let step = |v: &str| Step {
+            run: &run,
+            m: &m,
+            tree: &tree,
+            v: m.variant(v).unwrap(),
+            work: &work,
+            ui: &ui,
+        };
 
         let refused = step("r").patch(&states).unwrap().unwrap_err();
-        assert_eq!(refused, "revert series s: the base does not contain it (applies (not in the base))");
-        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(), "one\ntwo\nthree\n");
+        assert_eq!(
+            refused,
+            "revert series s: the base does not contain it (applies (not in the base))"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
 
         let applied = step("v").patch(&states).unwrap().unwrap();
-        assert_eq!(applied, vec![Applied::new(&root.join("patches/s/0001-t.patch"), false).unwrap()]);
-        assert_eq!(std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(), "one\nTWO\nthree\n");
+        assert_eq!(
+            applied,
+            vec![Applied::new(&root.join("patches/s/0001-t.patch"), false).unwrap()]
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.dir.join("mm/a.c")).unwrap(),
+            "one\nTWO\nthree\n"
+        );
         tree.rollback(&log).unwrap();
 
         let events = run.events().unwrap();
@@ -310,7 +423,11 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(patches, vec![("r", Some(refused.as_str()))], "a series that applied is recorded by make, not by patch");
+        assert_eq!(
+            patches,
+            vec![("r", Some(refused.as_str()))],
+            "a series that applied is recorded by make, not by patch"
+        );
     }
 
     /// A build the host failed (out of disk, the compiler OOM-killed, make
@@ -320,12 +437,28 @@ mod tests {
     #[test]
     fn a_host_failure_stops_the_build_unrecorded_and_a_compile_error_is_recorded() {
         let cases = [
-            ("host-disk", "\techo 'fs/x.o: final link failed: No space left on device'; exit 2\n", Some("no space left on device")),
-            ("host-oom", "\techo 'gcc: fatal error: Killed signal terminated program cc1'; exit 2\n", Some("compiler was killed")),
-            ("host-signal", "\tkill -9 $$PPID; sleep 5\n", Some("make was killed by signal 9")),
+            (
+                "host-disk",
+                "\techo 'fs/x.o: final link failed: No space left on device'; exit 2\n",
+                Some("no space left on device"),
+            ),
+            (
+                "host-oom",
+                "\techo 'gcc: fatal error: Killed signal terminated program cc1'; exit 2\n",
+                Some("compiler was killed"),
+            ),
+            (
+                "host-signal",
+                "\tkill -9 $$PPID; sleep 5\n",
+                Some("make was killed by signal 9"),
+            ),
             ("compile", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
             // the disk was full at an earlier attempt (its words still in build.log): this one is a compile error
-            ("compile-after-disk", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
+            (
+                "compile-after-disk",
+                "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n",
+                None,
+            ),
         ];
         for (name, recipe, host) in cases {
             let tmp = tempfile::tempdir().unwrap();
@@ -339,14 +472,33 @@ mod tests {
             let (work, log) = (root.join("work"), root.join("tree.log"));
             let run = Run::create(&root.join("runs"), "t").unwrap();
             if name == "compile-after-disk" {
-                write(&run.log("variants/base/build.log"), "ld: final link failed: No space left on device\nmake: *** [vmlinux] Error 1\n");
+                write(
+                    &run.log("variants/base/build.log"),
+                    "ld: final link failed: No space left on device\nmake: *** [vmlinux] Error 1\n",
+                );
             }
             let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
             let ui = Ui::new(0, true);
-            let step = Step { run: &run, m: &m, tree: &tree, v: m.variant("base").unwrap(), work: &work, ui: &ui };
-            let cfg = Configured { config: Default::default(), lost: vec![], text: String::new() };
+            let step = Step {
+                run: &run,
+                m: &m,
+                tree: &tree,
+                v: m.variant("base").unwrap(),
+                work: &work,
+                ui: &ui,
+            };
+            let cfg = Configured {
+                config: Default::default(),
+                lost: vec![],
+                text: String::new(),
+            };
             let r = step.build(&cfg, "k".into());
-            let builds = run.events().unwrap().into_iter().filter(|e| matches!(e, Event::Build { .. })).count();
+            let builds = run
+                .events()
+                .unwrap()
+                .into_iter()
+                .filter(|e| matches!(e, Event::Build { .. }))
+                .count();
             match host {
                 Some(words) => {
                     let e = format!("{:#}", r.err().unwrap_or_else(|| panic!("{name}: the run went on")));
@@ -391,24 +543,47 @@ mod tests {
             allow_concurrent_wall: false,
             restart_instead: false,
         };
-        let runs: Vec<Run> = ["a", "b"].iter().map(|l| Run::create(&opts.runs_dir, l).unwrap()).collect();
+        let runs: Vec<Run> = ["a", "b"]
+            .iter()
+            .map(|l| Run::create(&opts.runs_dir, l).unwrap())
+            .collect();
         let needed: BTreeSet<&str> = ["base"].into();
         let built: Vec<Built<Artifact>> = std::thread::scope(|s| {
-            let hs: Vec<_> = runs.iter().map(|run| s.spawn(|| build_variants(run, &m, &opts, &needed, &Ui::new(0, true)).unwrap())).collect();
+            let hs: Vec<_> = runs
+                .iter()
+                .map(|run| s.spawn(|| build_variants(run, &m, &opts, &needed, &Ui::new(0, true)).unwrap()))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let builds = std::fs::read_to_string(&count).unwrap();
-        assert_eq!(builds.lines().count(), 1, "the kernel was built more than once: {builds}");
-        let keys: Vec<String> = built.iter().map(|b| b["base"].as_ref().expect("built").key.clone()).collect();
+        assert_eq!(
+            builds.lines().count(),
+            1,
+            "the kernel was built more than once: {builds}"
+        );
+        let keys: Vec<String> = built
+            .iter()
+            .map(|b| b["base"].as_ref().expect("built").key.clone())
+            .collect();
         assert_eq!(keys[0], keys[1]);
         let cached: Vec<bool> = runs
             .iter()
             .flat_map(|r| r.events().unwrap())
             .filter_map(|e| match e {
-                Event::Build { cached, error: None, .. } => Some(cached),
+                Event::Build {
+                    cached, error: None, ..
+                } => Some(cached),
                 _ => None,
             })
             .collect();
-        assert_eq!({ let mut c = cached.clone(); c.sort(); c }, vec![false, true], "{cached:?}");
+        assert_eq!(
+            {
+                let mut c = cached.clone();
+                c.sort();
+                c
+            },
+            vec![false, true],
+            "{cached:?}"
+        );
     }
 }

@@ -40,7 +40,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { spread_factor: 3.0, rel_floor: 5e-4, abs_floor: 1.0, min_boots: 3, separated: true, callers_per_row: 4 }
+        Options {
+            spread_factor: 3.0,
+            rel_floor: 5e-4,
+            abs_floor: 1.0,
+            min_boots: 3,
+            separated: true,
+            callers_per_row: 4,
+        }
     }
 }
 
@@ -143,7 +150,10 @@ pub struct Diff {
 }
 
 fn values(boots: &[PerOp], name: &str, pick: impl Fn(&FnPerOp) -> f64) -> Vec<f64> {
-    boots.iter().map(|b| b.functions.get(name).map(&pick).unwrap_or(0.0)).collect()
+    boots
+        .iter()
+        .map(|b| b.functions.get(name).map(&pick).unwrap_or(0.0))
+        .collect()
 }
 
 fn med(xs: &[f64]) -> f64 {
@@ -160,7 +170,10 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>,
     let totals = (total(base), total(variant));
     let names: BTreeSet<&String> = base.iter().chain(variant).flat_map(|p| p.functions.keys()).collect();
     let enough = base.len() >= o.min_boots && variant.len() >= o.min_boots;
-    let mut rows: Vec<Row> = names.into_iter().map(|name| row(name, base, variant, aa, o, totals, enough)).collect();
+    let mut rows: Vec<Row> = names
+        .into_iter()
+        .map(|name| row(name, base, variant, aa, o, totals, enough))
+        .collect();
     rows.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()).then(x.name.cmp(&y.name)));
     Diff {
         base_boots: base.len(),
@@ -188,12 +201,39 @@ fn noise_of(name: &str, b: &Stat, v: &Stat, aa: Option<(&[PerOp], &[PerOp])>) ->
 /// A function's callers with their calls per op on either side, the most
 /// changed first, at most `keep`.
 fn callers_of(name: &str, base: &[PerOp], variant: &[PerOp], keep: usize) -> Vec<CallerRow> {
-    let names: BTreeSet<&String> = base.iter().chain(variant).filter_map(|p| p.functions.get(name)).flat_map(|f| f.callers.keys()).collect();
-    let side = |boots: &[PerOp], c: &str| med(&boots.iter().map(|p| p.functions.get(name).and_then(|f| f.callers.get(c)).copied().unwrap_or(0.0)).collect::<Vec<_>>());
-    let mut callers: Vec<CallerRow> = names.into_iter().map(|c| CallerRow { name: c.clone(), calls: Pair { base: side(base, c), variant: side(variant, c) } }).collect();
+    let names: BTreeSet<&String> = base
+        .iter()
+        .chain(variant)
+        .filter_map(|p| p.functions.get(name))
+        .flat_map(|f| f.callers.keys())
+        .collect();
+    let side = |boots: &[PerOp], c: &str| {
+        med(&boots
+            .iter()
+            .map(|p| {
+                p.functions
+                    .get(name)
+                    .and_then(|f| f.callers.get(c))
+                    .copied()
+                    .unwrap_or(0.0)
+            })
+            .collect::<Vec<_>>())
+    };
+    let mut callers: Vec<CallerRow> = names
+        .into_iter()
+        .map(|c| CallerRow {
+            name: c.clone(),
+            calls: Pair {
+                base: side(base, c),
+                variant: side(variant, c),
+            },
+        })
+        .collect();
     callers.sort_by(|x, y| {
         let d = |r: &CallerRow| (r.calls.variant - r.calls.base).abs();
-        d(y).total_cmp(&d(x)).then(y.calls.variant.total_cmp(&x.calls.variant)).then(x.name.cmp(&y.name))
+        d(y).total_cmp(&d(x))
+            .then(y.calls.variant.total_cmp(&x.calls.variant))
+            .then(x.name.cmp(&y.name))
     });
     callers.truncate(keep);
     callers
@@ -205,7 +245,10 @@ fn callers_of(name: &str, base: &[PerOp], variant: &[PerOp], keep: usize) -> Vec
 fn decide(b: &Stat, v: &Stat, noise: f64, op: f64, o: &Options, enough: bool) -> (f64, bool) {
     let threshold = (o.spread_factor * noise).max(o.rel_floor * op).max(o.abs_floor);
     let delta = v.median - b.median;
-    (threshold, enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min))
+    (
+        threshold,
+        enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min),
+    )
 }
 
 /// How often the rule calls a change between boots of one kernel.
@@ -233,15 +276,30 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
     let names: BTreeSet<&String> = boots.iter().flat_map(|p| p.functions.keys()).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut order: Vec<usize> = (0..boots.len()).collect();
-    let mut out = AaCalls { trials, per_side, calling: 0, by_function: BTreeMap::new() };
+    let mut out = AaCalls {
+        trials,
+        per_side,
+        calling: 0,
+        by_function: BTreeMap::new(),
+    };
     for _ in 0..trials {
         for i in 0..2 * per_side {
             let j = rng.random_range(i..order.len());
             order.swap(i, j);
         }
-        let (b, v): (Vec<&PerOp>, Vec<&PerOp>) = (order[..per_side].iter().map(|&i| &boots[i]).collect(), order[per_side..2 * per_side].iter().map(|&i| &boots[i]).collect());
+        let (b, v): (Vec<&PerOp>, Vec<&PerOp>) = (
+            order[..per_side].iter().map(|&i| &boots[i]).collect(),
+            order[per_side..2 * per_side].iter().map(|&i| &boots[i]).collect(),
+        );
         let op = med(&b.iter().map(|p| p.total_insns).collect::<Vec<_>>());
-        let of = |side: &[&PerOp], name: &str| Stat::of(&side.iter().map(|p| p.functions.get(name).map_or(0.0, |f| f.insns)).collect::<Vec<_>>());
+        let of = |side: &[&PerOp], name: &str| {
+            Stat::of(
+                &side
+                    .iter()
+                    .map(|p| p.functions.get(name).map_or(0.0, |f| f.insns))
+                    .collect::<Vec<_>>(),
+            )
+        };
         let mut any = false;
         for name in &names {
             let (sb, sv) = (of(&b, name), of(&v, name));
@@ -256,13 +314,24 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
 }
 
 /// One function's row: its change per op against its threshold.
-fn row(name: &str, base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>, o: &Options, (tb, tv): (Stat, Stat), enough: bool) -> Row {
+fn row(
+    name: &str,
+    base: &[PerOp],
+    variant: &[PerOp],
+    aa: Option<(&[PerOp], &[PerOp])>,
+    o: &Options,
+    (tb, tv): (Stat, Stat),
+    enough: bool,
+) -> Row {
     let b = Stat::of(&values(base, name, |f| f.insns));
     let v = Stat::of(&values(variant, name, |f| f.insns));
     let noise = noise_of(name, &b, &v, aa);
     let (threshold, called) = decide(&b, &v, noise, tb.median, o, enough);
     let delta = v.median - b.median;
-    let pair = |pick: fn(&FnPerOp) -> f64| Pair { base: med(&values(base, name, pick)), variant: med(&values(variant, name, pick)) };
+    let pair = |pick: fn(&FnPerOp) -> f64| Pair {
+        base: med(&values(base, name, pick)),
+        variant: med(&values(variant, name, pick)),
+    };
     let share = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
     Row {
         name: name.to_string(),
@@ -270,7 +339,10 @@ fn row(name: &str, base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[Pe
         variant: v,
         delta,
         delta_of_op: share(delta, tb.median),
-        share: Pair { base: share(b.median, tb.median), variant: share(v.median, tv.median) },
+        share: Pair {
+            base: share(b.median, tb.median),
+            variant: share(v.median, tv.median),
+        },
         calls: pair(|f| f.calls),
         locks: pair(|f| f.locks),
         pauses: pair(|f| f.pauses),
@@ -301,7 +373,8 @@ impl Diff {
         let mut out = String::new();
         let (tb, tv) = self.total;
         let (kb, kv) = self.kernel;
-        let _ = writeln!(
+        let _ =
+            writeln!(
             out,
             "instructions per op: total {} -> {} ({:+.3}%), kernel {} -> {}; boots {} base, {} variant; noise from {}",
             short(tb.median),
@@ -326,7 +399,16 @@ impl Diff {
         let _ = writeln!(
             out,
             "  {:<40} {:>12} {:>12} {:>11} {:>8} {:>15} {:>19} {:>15} {:>15} {:>9}",
-            "function", "base ins/op", "var ins/op", "delta", "d%op", "share", "calls/op", "locks/op", "pauses/op", "threshold"
+            "function",
+            "base ins/op",
+            "var ins/op",
+            "delta",
+            "d%op",
+            "share",
+            "calls/op",
+            "locks/op",
+            "pauses/op",
+            "threshold"
         );
         for r in self.rows.iter().take(limit) {
             let _ = writeln!(
@@ -345,7 +427,13 @@ impl Diff {
                 short(r.threshold)
             );
             for c in r.callers.iter().filter(|c| c.calls.base != c.calls.variant) {
-                let _ = writeln!(out, "      from {:<34} calls/op {}>{}", c.name, short(c.calls.base), short(c.calls.variant));
+                let _ = writeln!(
+                    out,
+                    "      from {:<34} calls/op {}>{}",
+                    c.name,
+                    short(c.calls.base),
+                    short(c.calls.variant)
+                );
             }
         }
         out
@@ -367,11 +455,25 @@ mod tests {
             .iter()
             .map(|(n, i, c, callers)| {
                 let callers = callers.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-                (n.to_string(), FnPerOp { insns: *i, calls: *c, locks: 0.0, pauses: 0.0, callers })
+                (
+                    n.to_string(),
+                    FnPerOp {
+                        insns: *i,
+                        calls: *c,
+                        locks: 0.0,
+                        pauses: 0.0,
+                        callers,
+                    },
+                )
             })
             .collect();
         let kernel = fs.iter().filter(|f| !f.0.starts_with('[')).map(|f| f.1).sum();
-        PerOp { ops: 1000.0, total_insns: total, kernel_insns: kernel, functions }
+        PerOp {
+            ops: 1000.0,
+            total_insns: total,
+            kernel_insns: kernel,
+            functions,
+        }
     }
 
     #[test]
@@ -381,23 +483,91 @@ mod tests {
         // f_new: only in the variant, +80: called
         // f_same: identical: not called
         let base = vec![
-            boot(100_000.0, &[("f_big", 50_000.0, 10.0, &[]), ("f_small", 100.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
-            boot(100_100.0, &[("f_big", 50_300.0, 10.0, &[]), ("f_small", 102.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
-            boot(100_050.0, &[("f_big", 50_150.0, 10.0, &[]), ("f_small", 101.0, 2.0, &[("g", 2.0)]), ("f_same", 10.0, 1.0, &[])]),
+            boot(
+                100_000.0,
+                &[
+                    ("f_big", 50_000.0, 10.0, &[]),
+                    ("f_small", 100.0, 2.0, &[("g", 2.0)]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
+            boot(
+                100_100.0,
+                &[
+                    ("f_big", 50_300.0, 10.0, &[]),
+                    ("f_small", 102.0, 2.0, &[("g", 2.0)]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
+            boot(
+                100_050.0,
+                &[
+                    ("f_big", 50_150.0, 10.0, &[]),
+                    ("f_small", 101.0, 2.0, &[("g", 2.0)]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
         ];
         let variant = vec![
-            boot(100_300.0, &[("f_big", 50_350.0, 10.0, &[]), ("f_small", 161.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 80.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
-            boot(100_280.0, &[("f_big", 50_200.0, 10.0, &[]), ("f_small", 160.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 80.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
-            boot(100_310.0, &[("f_big", 50_500.0, 10.0, &[]), ("f_small", 162.0, 3.0, &[("g", 2.0), ("h", 1.0)]), ("f_new", 80.0, 1.0, &[]), ("f_same", 10.0, 1.0, &[])]),
+            boot(
+                100_300.0,
+                &[
+                    ("f_big", 50_350.0, 10.0, &[]),
+                    ("f_small", 161.0, 3.0, &[("g", 2.0), ("h", 1.0)]),
+                    ("f_new", 80.0, 1.0, &[]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
+            boot(
+                100_280.0,
+                &[
+                    ("f_big", 50_200.0, 10.0, &[]),
+                    ("f_small", 160.0, 3.0, &[("g", 2.0), ("h", 1.0)]),
+                    ("f_new", 80.0, 1.0, &[]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
+            boot(
+                100_310.0,
+                &[
+                    ("f_big", 50_500.0, 10.0, &[]),
+                    ("f_small", 162.0, 3.0, &[("g", 2.0), ("h", 1.0)]),
+                    ("f_new", 80.0, 1.0, &[]),
+                    ("f_same", 10.0, 1.0, &[]),
+                ],
+            ),
         ];
         let d = diff(&base, &variant, None, &Options::default());
         let got: Vec<(&str, f64, bool)> = d.rows.iter().map(|r| (r.name.as_str(), r.delta, r.called)).collect();
-        assert_eq!(got, vec![("f_big", 200.0, false), ("f_new", 80.0, true), ("f_small", 60.0, true), ("f_same", 0.0, false)]);
+        assert_eq!(
+            got,
+            vec![
+                ("f_big", 200.0, false),
+                ("f_new", 80.0, true),
+                ("f_small", 60.0, true),
+                ("f_same", 0.0, false)
+            ]
+        );
         let small = &d.rows[2];
         assert_eq!(small.noise, 2.0);
         assert!((small.threshold - 50.025).abs() < 1e-9, "{}", small.threshold); // the 5e-4 floor of the op (100050 insns) beats 3 x 2
-        assert_eq!(small.calls, Pair { base: 2.0, variant: 3.0 });
-        assert_eq!(small.callers[0], CallerRow { name: "h".into(), calls: Pair { base: 0.0, variant: 1.0 } });
+        assert_eq!(
+            small.calls,
+            Pair {
+                base: 2.0,
+                variant: 3.0
+            }
+        );
+        assert_eq!(
+            small.callers[0],
+            CallerRow {
+                name: "h".into(),
+                calls: Pair {
+                    base: 0.0,
+                    variant: 1.0
+                }
+            }
+        );
         assert!((small.delta_of_op - 60.0 / 100_050.0).abs() < 1e-12);
         assert!((small.share.base - 101.0 / 100_050.0).abs() < 1e-12);
         let big = &d.rows[0];
@@ -413,33 +583,116 @@ mod tests {
     fn thresholds_table() {
         // (base boots, variant boots, aa (arm1, arm2) values, options) -> (threshold, called)
         let one = |x: f64| boot(10_000.0, &[("f", x, 1.0, &[])]);
-        let two = Options { min_boots: 2, ..Options::default() };
+        let two = Options {
+            min_boots: 2,
+            ..Options::default()
+        };
         let cases: Vec<Case> = vec![
             // identical boots: only the floors: max(5e-4*10000=5, 1) = 5
             (vec![100.0, 100.0], vec![106.0, 106.0], None, two.clone(), 5.0, true),
             (vec![100.0, 100.0], vec![104.0, 104.0], None, two.clone(), 5.0, false),
-            (vec![100.0, 100.0], vec![102.0, 102.0], None, Options { rel_floor: 1e-4, ..two.clone() }, 1.0, true),
+            (
+                vec![100.0, 100.0],
+                vec![102.0, 102.0],
+                None,
+                Options {
+                    rel_floor: 1e-4,
+                    ..two.clone()
+                },
+                1.0,
+                true,
+            ),
             // ... but not with fewer boots than the default asks
-            (vec![100.0, 100.0], vec![106.0, 106.0], None, Options::default(), 5.0, false),
-            (vec![100.0, 100.0, 100.0], vec![106.0, 106.0, 106.0], None, Options::default(), 5.0, true),
+            (
+                vec![100.0, 100.0],
+                vec![106.0, 106.0],
+                None,
+                Options::default(),
+                5.0,
+                false,
+            ),
+            (
+                vec![100.0, 100.0, 100.0],
+                vec![106.0, 106.0, 106.0],
+                None,
+                Options::default(),
+                5.0,
+                true,
+            ),
             // a single boot per side is never called
-            (vec![100.0], vec![200.0], None, Options { min_boots: 1, ..two.clone() }, 5.0, true),
+            (
+                vec![100.0],
+                vec![200.0],
+                None,
+                Options {
+                    min_boots: 1,
+                    ..two.clone()
+                },
+                5.0,
+                true,
+            ),
             (vec![100.0], vec![200.0], None, two.clone(), 5.0, false),
             // variant spread counts as noise too (3 x 8)
             (vec![100.0, 100.0], vec![102.0, 110.0], None, two.clone(), 24.0, false),
             // an A/A pair that moved by 5 raises the threshold (3 x 5)
-            (vec![100.0, 100.0], vec![116.0, 116.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), two.clone(), 15.0, true),
-            (vec![100.0, 100.0], vec![114.0, 114.0], Some((vec![100.0, 100.0], vec![105.0, 105.0])), two.clone(), 15.0, false),
+            (
+                vec![100.0, 100.0],
+                vec![116.0, 116.0],
+                Some((vec![100.0, 100.0], vec![105.0, 105.0])),
+                two.clone(),
+                15.0,
+                true,
+            ),
+            (
+                vec![100.0, 100.0],
+                vec![114.0, 114.0],
+                Some((vec![100.0, 100.0], vec![105.0, 105.0])),
+                two.clone(),
+                15.0,
+                false,
+            ),
             // a factor of 1
-            (vec![100.0, 108.0], vec![113.0, 113.0], None, Options { spread_factor: 1.0, ..two.clone() }, 8.0, true),
+            (
+                vec![100.0, 108.0],
+                vec![113.0, 113.0],
+                None,
+                Options {
+                    spread_factor: 1.0,
+                    ..two.clone()
+                },
+                8.0,
+                true,
+            ),
             // above the threshold, but the ranges overlap
-            (vec![100.0, 110.0], vec![108.0, 125.0], None, Options { spread_factor: 0.5, ..two.clone() }, 8.5, false),
-            (vec![100.0, 110.0], vec![108.0, 125.0], None, Options { spread_factor: 0.5, separated: false, ..two.clone() }, 8.5, true),
+            (
+                vec![100.0, 110.0],
+                vec![108.0, 125.0],
+                None,
+                Options {
+                    spread_factor: 0.5,
+                    ..two.clone()
+                },
+                8.5,
+                false,
+            ),
+            (
+                vec![100.0, 110.0],
+                vec![108.0, 125.0],
+                None,
+                Options {
+                    spread_factor: 0.5,
+                    separated: false,
+                    ..two.clone()
+                },
+                8.5,
+                true,
+            ),
         ];
         for (b, v, aa, o, threshold, called) in cases {
             let b: Vec<PerOp> = b.into_iter().map(one).collect();
             let v: Vec<PerOp> = v.into_iter().map(one).collect();
-            let aa: Option<(Vec<PerOp>, Vec<PerOp>)> = aa.map(|(x, y)| (x.into_iter().map(one).collect(), y.into_iter().map(one).collect()));
+            let aa: Option<(Vec<PerOp>, Vec<PerOp>)> =
+                aa.map(|(x, y)| (x.into_iter().map(one).collect(), y.into_iter().map(one).collect()));
             let d = diff(&b, &v, aa.as_ref().map(|(x, y)| (x.as_slice(), y.as_slice())), &o);
             let r = &d.rows[0];
             assert_eq!((r.threshold, r.called), (threshold, called), "{b:?} {v:?}");
@@ -451,7 +704,17 @@ mod tests {
     /// allocations left it), boot `i` in the high mode when bit `i` of
     /// `modes` is set, and a `steady` function that never moves.
     fn two_mode_boots(n: usize, modes: u64) -> Vec<PerOp> {
-        (0..n).map(|i| boot(400_000.0, &[("bits", if modes >> i & 1 == 1 { 160.0 } else { 100.0 }, 5.0, &[]), ("steady", 2000.0, 1.0, &[])])).collect()
+        (0..n)
+            .map(|i| {
+                boot(
+                    400_000.0,
+                    &[
+                        ("bits", if modes >> i & 1 == 1 { 160.0 } else { 100.0 }, 5.0, &[]),
+                        ("steady", 2000.0, 1.0, &[]),
+                    ],
+                )
+            })
+            .collect()
     }
 
     /// A mode jump looks like a change to 3 boots a side: the rule calls it
@@ -461,17 +724,37 @@ mod tests {
     #[test]
     fn aa_false_calls_count_the_comparisons_a_mode_jump_fools() {
         let boots = two_mode_boots(12, 0b1010_0110_1001);
-        let low = Options { rel_floor: 1e-4, ..Options::default() };
+        let low = Options {
+            rel_floor: 1e-4,
+            ..Options::default()
+        };
         let a = aa_false_calls(&boots, 3, 500, 7, &low).unwrap();
         // P(one side all low, the other all high) ≈ 2 · (6/12·5/11·4/10) · (6/9·5/8·4/7) ≈ 0.04
         assert!((5..=50).contains(&a.calling), "{a:?}");
         assert_eq!(a.by_function.keys().collect::<Vec<_>>(), vec!["bits"], "{a:?}");
         assert_eq!(a, aa_false_calls(&boots, 3, 500, 7, &low).unwrap());
         // 60 insns is 0.015% of the op: a floor of 0.02% calls nothing
-        let floor = aa_false_calls(&boots, 3, 500, 7, &Options { rel_floor: 2e-4, ..Options::default() }).unwrap();
+        let floor = aa_false_calls(
+            &boots,
+            3,
+            500,
+            7,
+            &Options {
+                rel_floor: 2e-4,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         assert_eq!(floor.calling, 0, "{floor:?}");
-        assert_eq!(aa_false_calls(&boots, 2, 100, 7, &low).unwrap().calling, 0, "under min_boots nothing is called");
-        assert!(aa_false_calls(&boots, 7, 10, 7, &low).is_none(), "12 boots cannot make two sides of 7");
+        assert_eq!(
+            aa_false_calls(&boots, 2, 100, 7, &low).unwrap().calling,
+            0,
+            "under min_boots nothing is called"
+        );
+        assert!(
+            aa_false_calls(&boots, 7, 10, 7, &low).is_none(),
+            "12 boots cannot make two sides of 7"
+        );
     }
 
     #[test]
@@ -484,11 +767,22 @@ mod tests {
             )
         };
         let per = |insns| super::super::parse(&text(insns)).unwrap().per_op(Some(100)).unwrap();
-        let d = diff(&[per(5000), per(5002), per(5001)], &[per(6000), per(6004), per(6002)], None, &Options::default());
+        let d = diff(
+            &[per(5000), per(5002), per(5001)],
+            &[per(6000), per(6004), per(6002)],
+            None,
+            &Options::default(),
+        );
         assert_eq!(d.rows[0].name, "do_x");
         assert!((d.rows[0].delta - 10.01).abs() < 1e-9, "{}", d.rows[0].delta);
         assert!(d.rows[0].called);
-        assert_eq!(d.rows[0].calls, Pair { base: 1.0, variant: 1.0 });
+        assert_eq!(
+            d.rows[0].calls,
+            Pair {
+                base: 1.0,
+                variant: 1.0
+            }
+        );
         assert_eq!(d.rows[1].name, "[user]");
         assert!(!d.rows[1].called);
     }

@@ -71,7 +71,8 @@ pub struct Profile {
 
 fn num(s: Option<&str>, what: &str, line: usize) -> Result<u64> {
     let s = s.with_context(|| format!("line {line}: {what} missing"))?;
-    s.parse::<u64>().with_context(|| format!("line {line}: {what} {s:?} is not a count"))
+    s.parse::<u64>()
+        .with_context(|| format!("line {line}: {what} {s:?} is not a count"))
 }
 
 fn counts(f: &[&str], line: usize) -> Result<Counts> {
@@ -123,13 +124,22 @@ pub fn parse(text: &str) -> Result<Profile> {
             "total" => p.total = counts(rest, n)?,
             "kernel" => p.kernel = counts(rest, n)?,
             "f" => {
-                let name = rest.first().with_context(|| format!("line {n}: function name missing"))?;
-                p.functions.push(Function { name: name.to_string(), counts: counts(&rest[1..], n)?, callers: Vec::new() });
+                let name = rest
+                    .first()
+                    .with_context(|| format!("line {n}: function name missing"))?;
+                p.functions.push(Function {
+                    name: name.to_string(),
+                    counts: counts(&rest[1..], n)?,
+                    callers: Vec::new(),
+                });
             }
             "c" => {
                 let name = rest.first().with_context(|| format!("line {n}: caller name missing"))?;
                 let count = num(rest.get(1).copied(), "caller count", n)?;
-                let f = p.functions.last_mut().with_context(|| format!("line {n}: caller line before any function"))?;
+                let f = p
+                    .functions
+                    .last_mut()
+                    .with_context(|| format!("line {n}: caller line before any function"))?;
                 f.callers.push((name.to_string(), count));
             }
             // informational header lines (blocks, functions) and future keys
@@ -184,7 +194,8 @@ pub fn sum(profiles: &[Profile]) -> Option<Profile> {
             Function { name, counts, callers }
         })
         .collect();
-    p.functions.sort_by(|a, b| b.counts.insns.cmp(&a.counts.insns).then(a.name.cmp(&b.name)));
+    p.functions
+        .sort_by(|a, b| b.counts.insns.cmp(&a.counts.insns).then(a.name.cmp(&b.name)));
     Some(p)
 }
 
@@ -230,7 +241,10 @@ impl Profile {
         let ops = match ops {
             Some(n) => n,
             None if self.ops_missing == 0 => self.ops,
-            None => bail!("{} closing marker(s) gave no op count and none was passed", self.ops_missing),
+            None => bail!(
+                "{} closing marker(s) gave no op count and none was passed",
+                self.ops_missing
+            ),
         };
         if ops == 0 {
             bail!("op count 0");
@@ -251,7 +265,12 @@ impl Profile {
                 (f.name.clone(), per)
             })
             .collect();
-        Ok(PerOp { ops: d, total_insns: self.total.insns as f64 / d, kernel_insns: self.kernel.insns as f64 / d, functions })
+        Ok(PerOp {
+            ops: d,
+            total_insns: self.total.insns as f64 / d,
+            kernel_insns: self.kernel.insns as f64 / d,
+            functions,
+        })
     }
 }
 
@@ -266,14 +285,34 @@ mod tests {
     #[test]
     fn parses_the_plugin_format() {
         let p = parse(TEXT).unwrap();
-        assert_eq!((p.mode.as_str(), p.windows, p.unclosed, p.ops, p.ops_missing, p.vcpus), ("marker", 1, false, 10, 0, 2));
+        assert_eq!(
+            (p.mode.as_str(), p.windows, p.unclosed, p.ops, p.ops_missing, p.vcpus),
+            ("marker", 1, false, 10, 0, 2)
+        );
         assert_eq!(p.callers, "static");
-        assert_eq!(p.total, Counts { insns: 450, calls: 15, locks: 2, pauses: 1 });
+        assert_eq!(
+            p.total,
+            Counts {
+                insns: 450,
+                calls: 15,
+                locks: 2,
+                pauses: 1
+            }
+        );
         assert_eq!(p.kernel.insns, 400);
         assert_eq!(p.functions.len(), 3);
         assert_eq!(p.functions[0].name, "f2");
-        assert_eq!(p.functions[0].callers, vec![("f0".to_string(), 3), ("[rest]".to_string(), 2)]);
-        assert_eq!(p.functions[2].counts, Counts { insns: 50, ..Counts::default() });
+        assert_eq!(
+            p.functions[0].callers,
+            vec![("f0".to_string(), 3), ("[rest]".to_string(), 2)]
+        );
+        assert_eq!(
+            p.functions[2].counts,
+            Counts {
+                insns: 50,
+                ..Counts::default()
+            }
+        );
     }
 
     #[test]
@@ -281,7 +320,11 @@ mod tests {
         let p = parse(TEXT).unwrap();
         // (ops argument, expected ops, f2 insns/op) or an error
         type Case = (Option<u64>, Option<(f64, f64)>);
-        let cases: &[Case] = &[(None, Some((10.0, 30.0))), (Some(100), Some((100.0, 3.0))), (Some(0), None)];
+        let cases: &[Case] = &[
+            (None, Some((10.0, 30.0))),
+            (Some(100), Some((100.0, 3.0))),
+            (Some(0), None),
+        ];
         for (arg, want) in cases {
             let got = p.per_op(*arg);
             match want {
@@ -311,18 +354,31 @@ mod tests {
         let p = parse(TEXT).unwrap();
         assert_eq!(sum(&[]), None);
         assert_eq!(sum(std::slice::from_ref(&p)).unwrap(), p);
-        let other = TEXT.replace("ops 10", "ops 30").replace("f f0 100 10 0 0\nc [indirect] 10", "f f0 900 10 0 0\nc [indirect] 10\nc f2 4");
+        let other = TEXT.replace("ops 10", "ops 30").replace(
+            "f f0 100 10 0 0\nc [indirect] 10",
+            "f f0 900 10 0 0\nc [indirect] 10\nc f2 4",
+        );
         let s = sum(&[p.clone(), parse(&other).unwrap()]).unwrap();
         assert_eq!((s.windows, s.ops, s.total.insns, s.kernel.insns), (2, 40, 900, 800));
         let names: Vec<(&str, u64)> = s.functions.iter().map(|f| (f.name.as_str(), f.counts.insns)).collect();
         assert_eq!(names, [("f0", 1000), ("f2", 600), ("[user]", 100)]);
-        assert_eq!(s.functions[0].callers, vec![("[indirect]".to_string(), 20), ("f2".to_string(), 4)]);
+        assert_eq!(
+            s.functions[0].callers,
+            vec![("[indirect]".to_string(), 20), ("f2".to_string(), 4)]
+        );
         assert_eq!(s.per_op(None).unwrap().functions["f0"].insns, 25.0);
     }
 
     #[test]
     fn rejects_other_text() {
-        for bad in ["", "hello\n", "harness-profile 2\n", "harness-profile 1\nf x 1 2 3\n", "harness-profile 1\nc x 1\n", "harness-profile 1\nf x 1 2 3 y\n"] {
+        for bad in [
+            "",
+            "hello\n",
+            "harness-profile 2\n",
+            "harness-profile 1\nf x 1 2 3\n",
+            "harness-profile 1\nc x 1\n",
+            "harness-profile 1\nf x 1 2 3 y\n",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -41,7 +41,12 @@ pub struct RawSym {
 /// such as `entry_SYSCALL_64`) reaches the next function or its section's
 /// end.
 pub fn functions(mut raw: Vec<RawSym>) -> Vec<Sym> {
-    raw.retain(|r| !r.name.is_empty() && !r.name.starts_with(".L") && !r.name.starts_with('$') && !r.name.contains(char::is_whitespace));
+    raw.retain(|r| {
+        !r.name.is_empty()
+            && !r.name.starts_with(".L")
+            && !r.name.starts_with('$')
+            && !r.name.contains(char::is_whitespace)
+    });
     raw.sort_by(|a, b| {
         a.addr
             .cmp(&b.addr)
@@ -53,9 +58,19 @@ pub fn functions(mut raw: Vec<RawSym>) -> Vec<Sym> {
     let mut out = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
         let next = raw.get(i + 1).map(|n| n.addr).unwrap_or(u64::MAX);
-        let end = if r.size > 0 { r.addr.saturating_add(r.size) } else { r.section_end }.min(next).min(r.section_end.max(r.addr + 1));
+        let end = if r.size > 0 {
+            r.addr.saturating_add(r.size)
+        } else {
+            r.section_end
+        }
+        .min(next)
+        .min(r.section_end.max(r.addr + 1));
         if end > r.addr {
-            out.push(Sym { start: r.addr, size: end - r.addr, name: r.name.clone() });
+            out.push(Sym {
+                start: r.addr,
+                size: end - r.addr,
+                name: r.name.clone(),
+            });
         }
     }
     out
@@ -72,7 +87,9 @@ pub fn raw_from_elf(data: &[u8]) -> Result<Vec<RawSym>> {
             SymbolKind::Unknown | SymbolKind::Label => false,
             _ => continue,
         };
-        let SymbolSection::Section(idx) = s.section() else { continue };
+        let SymbolSection::Section(idx) = s.section() else {
+            continue;
+        };
         let Ok(sec) = file.section_by_index(idx) else { continue };
         if sec.kind() != SectionKind::Text {
             continue;
@@ -127,7 +144,8 @@ pub fn ensure(vmlinux: &Path, out: &Path) -> Result<bool> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = out.with_extension(format!("syms.partial-{}-{n}", std::process::id()));
-    let written = write_symbols(vmlinux, &tmp).and_then(|_| std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display())));
+    let written = write_symbols(vmlinux, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display())));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -139,17 +157,24 @@ mod tests {
     use super::*;
 
     fn r(addr: u64, size: u64, func: bool, global: bool, name: &str) -> RawSym {
-        RawSym { addr, size, func, global, name: name.into(), section_end: 0x1000 }
+        RawSym {
+            addr,
+            size,
+            func,
+            global,
+            name: name.into(),
+            section_end: 0x1000,
+        }
     }
 
     #[test]
     fn functions_table() {
         let raw = vec![
             r(0x100, 0x20, true, true, "do_a"),
-            r(0x100, 0, false, true, "_stext"),     // a label at the same address: the sized function wins
-            r(0x120, 0x40, true, false, "do_b"),    // size cut at the next function
+            r(0x100, 0, false, true, "_stext"), // a label at the same address: the sized function wins
+            r(0x120, 0x40, true, false, "do_b"), // size cut at the next function
             r(0x140, 0x10, true, true, "do_c"),
-            r(0x200, 0, false, true, "entry_asm"),  // label: to the next function
+            r(0x200, 0, false, true, "entry_asm"), // label: to the next function
             r(0x300, 0x10, true, false, "local_x"),
             r(0x300, 0x10, true, true, "global_x"), // same address: the global wins
             r(0x400, 0, false, false, ".Lloop"),    // local labels are dropped
@@ -165,9 +190,15 @@ mod tests {
             (0xff0, 0x10, "_etext"),
         ];
         assert_eq!(got, want.map(|(a, b, c)| (a, b, c.to_string())).to_vec());
-        let f = RawSym { section_end: 0xffffffff81000100, ..r(0xffffffff81000000, 0x10, true, true, "f") };
+        let f = RawSym {
+            section_end: 0xffffffff81000100,
+            ..r(0xffffffff81000000, 0x10, true, true, "f")
+        };
         let text = render(&functions(vec![f]));
-        assert_eq!(text, "# harness-profiler symbols: start size name (hex)\nffffffff81000000 10 f\n");
+        assert_eq!(
+            text,
+            "# harness-profiler symbols: start size name (hex)\nffffffff81000000 10 f\n"
+        );
     }
 
     #[test]
@@ -177,7 +208,10 @@ mod tests {
         let data = std::fs::read(&exe).unwrap();
         let syms = functions(raw_from_elf(&data).unwrap());
         assert!(syms.len() > 100, "{}", syms.len());
-        assert!(syms.windows(2).all(|w| w[0].start + w[0].size <= w[1].start), "sorted and disjoint");
+        assert!(
+            syms.windows(2).all(|w| w[0].start + w[0].size <= w[1].start),
+            "sorted and disjoint"
+        );
         assert!(syms.iter().any(|s| s.name == "main"));
         assert!(raw_from_elf(b"not an elf").is_err());
     }
@@ -216,7 +250,10 @@ mod tests {
         assert!(ensure(&exe, &out).unwrap());
         let first = std::fs::read_to_string(&out).unwrap();
         assert!(first.lines().count() > 100);
-        assert!(!ensure(Path::new("/nonexistent/vmlinux"), &out).unwrap(), "kept, not rewritten");
+        assert!(
+            !ensure(Path::new("/nonexistent/vmlinux"), &out).unwrap(),
+            "kept, not rewritten"
+        );
         assert!(ensure(Path::new("/nonexistent/vmlinux"), &d.path().join("other")).is_err());
     }
 }

@@ -48,15 +48,26 @@ pub fn pin(m: &Matrix, images: &Path) -> Result<Inputs> {
     for name in m.series_names() {
         let s = patch::load_series(&m.series_dir, &name)?;
         let mut files = BTreeMap::new();
-        files.insert("series".to_string(), file_hash(&m.series_dir.join(&name).join("series"))?);
+        files.insert(
+            "series".to_string(),
+            file_hash(&m.series_dir.join(&name).join("series"))?,
+        );
         for p in &s.patches {
-            let f = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let f = p
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             files.insert(f, file_hash(p)?);
         }
         series.insert(name, files);
     }
     let mut fragments = BTreeMap::new();
-    for f in m.kernel.fragments.iter().chain(m.variants.iter().flat_map(|v| &v.fragments)) {
+    for f in m
+        .kernel
+        .fragments
+        .iter()
+        .chain(m.variants.iter().flat_map(|v| &v.fragments))
+    {
         fragments.insert(f.display().to_string(), file_hash(f)?);
     }
     let base_config = match &m.kernel.base_config {
@@ -64,14 +75,25 @@ pub fn pin(m: &Matrix, images: &Path) -> Result<Inputs> {
         BaseConfig::Target(_) => None,
     };
     // a matrix whose variants all name commits does not build HEAD: its state does not matter
-    let mut source = if m.variants.iter().all(|v| v.git_ref.is_some()) { String::new() } else { tree::source_key(&m.kernel.source)? };
+    let mut source = if m.variants.iter().all(|v| v.git_ref.is_some()) {
+        String::new()
+    } else {
+        tree::source_key(&m.kernel.source)?
+    };
     for v in &m.variants {
         if let Some(r) = &v.git_ref {
             source.push_str(&format!(" {}={}", v.name, tree::resolve_ref(&m.kernel.source, r)?));
         }
     }
     let (benchmarks, compiler) = (crate::image::benchmark_sources(images)?, crate::image::compiler()?);
-    Ok(Inputs { source, series, fragments, base_config, benchmarks, compiler })
+    Ok(Inputs {
+        source,
+        series,
+        fragments,
+        base_config,
+        benchmarks,
+        compiler,
+    })
 }
 
 /// What differs between the inputs pinned at the start and now, one phrase
@@ -125,7 +147,10 @@ pub fn benchmark_changes(pinned: &Inputs, now: &Inputs) -> Vec<String> {
         out.push(format!("benchmark source {f} was added"));
     }
     if pinned.compiler != now.compiler {
-        out.push(format!("the compiler of the benchmarks changed ({}, now {})", pinned.compiler, now.compiler));
+        out.push(format!(
+            "the compiler of the benchmarks changed ({}, now {})",
+            pinned.compiler, now.compiler
+        ));
     }
     out
 }
@@ -210,7 +235,11 @@ mod tests {
         ];
         assert_eq!(c, want);
         let e = format!("{:#}", check_unchanged(Some(&pinned), &m, &images, &root).unwrap_err());
-        assert!(e.contains("inputs changed since it started (the kernel source") && e.contains("series s: 0001-t.patch changed"), "{e}");
+        assert!(
+            e.contains("inputs changed since it started (the kernel source")
+                && e.contains("series s: 0001-t.patch changed"),
+            "{e}"
+        );
         check_unchanged(None, &m, &images, &root).expect("a run from before pinning resumes");
         std::fs::remove_dir_all(root).ok();
     }
@@ -223,11 +252,22 @@ mod tests {
         write(&images.join("doexec.c"), "int main(void) { return 0; }\n");
         write(&images.join("bench-common.h"), "#define X 1\n");
         write(&images.join("README"), "not a source\n");
-        let pinned = Inputs { benchmarks: crate::image::benchmark_sources(&images).unwrap(), compiler: "gcc (Debian 12.2.0-14) 12.2.0".into(), ..Inputs::default() };
-        assert_eq!(pinned.benchmarks.keys().collect::<Vec<_>>(), ["bench-common.h", "doexec.c"]);
+        let pinned = Inputs {
+            benchmarks: crate::image::benchmark_sources(&images).unwrap(),
+            compiler: "gcc (Debian 12.2.0-14) 12.2.0".into(),
+            ..Inputs::default()
+        };
+        assert_eq!(
+            pinned.benchmarks.keys().collect::<Vec<_>>(),
+            ["bench-common.h", "doexec.c"]
+        );
         write(&images.join("bench-common.h"), "#define X 2\n");
         write(&images.join("forkexec.c"), "int main(void) { return 1; }\n");
-        let now = Inputs { benchmarks: crate::image::benchmark_sources(&images).unwrap(), compiler: "gcc (Debian 14.2.0-19) 14.2.0".into(), ..Inputs::default() };
+        let now = Inputs {
+            benchmarks: crate::image::benchmark_sources(&images).unwrap(),
+            compiler: "gcc (Debian 14.2.0-19) 14.2.0".into(),
+            ..Inputs::default()
+        };
         let want = [
             "benchmark source bench-common.h changed",
             "benchmark source forkexec.c was added",
@@ -236,7 +276,10 @@ mod tests {
         assert_eq!(changes(&pinned, &now, Path::new("/src")), want);
         assert_eq!(benchmark_changes(&pinned, &now), want, "what a shard checks");
         let old = Inputs::default();
-        assert!(benchmark_changes(&old, &now).is_empty(), "a run from before pinning them is not refused");
+        assert!(
+            benchmark_changes(&old, &now).is_empty(),
+            "a run from before pinning them is not refused"
+        );
         std::fs::remove_dir_all(root).ok();
     }
 }

@@ -120,7 +120,15 @@ mod tests {
     #[test]
     fn only_a_qemu_crash_is_spurious() {
         assert!(Cause::QemuSignal.spurious());
-        for c in [Cause::Conflict, Cause::Compile, Cause::Panic, Cause::GuestHung, Cause::QemuExit, Cause::BenchError, Cause::HostError] {
+        for c in [
+            Cause::Conflict,
+            Cause::Compile,
+            Cause::Panic,
+            Cause::GuestHung,
+            Cause::QemuExit,
+            Cause::BenchError,
+            Cause::HostError,
+        ] {
             assert!(!c.spurious(), "{c:?}");
         }
         assert!(Failed::new(Stage::Benchmark, Cause::QemuSignal).spurious());
@@ -129,8 +137,14 @@ mod tests {
     #[test]
     fn stored_as_plain_words() {
         let f = Failed::new(Stage::Build, Cause::BuildTimeout);
-        assert_eq!(serde_json::to_string(&f).unwrap(), r#"{"stage":"build","cause":"build_timeout"}"#);
-        assert_eq!(serde_json::from_str::<Failed>(r#"{"stage":"boot","cause":"qemu_signal"}"#).unwrap(), Failed::new(Stage::Boot, Cause::QemuSignal));
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"stage":"build","cause":"build_timeout"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Failed>(r#"{"stage":"boot","cause":"qemu_signal"}"#).unwrap(),
+            Failed::new(Stage::Boot, Cause::QemuSignal)
+        );
         assert!(Stage::Config.makes_the_variant() && !Stage::Boot.makes_the_variant());
     }
 
@@ -140,11 +154,15 @@ mod tests {
         let old = r#"{"event":"boot_end","variant":"v","vcpus":2,"boot":0,"boot_id":null,"findings":[],"error":"variant not built: build failed: x"}"#;
         let e: Event = serde_json::from_str(old).unwrap();
         assert_eq!(e.failed(), None);
-        let Event::BootEnd { failed, .. } = e else { panic!("{e:?}") };
+        let Event::BootEnd { failed, .. } = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(failed, None);
         let new = old.replace("}", r#","failed":{"stage":"boot","cause":"not_built"}}"#);
         let e: Event = serde_json::from_str(&new).unwrap();
         assert_eq!(e.failed(), Some(Failed::new(Stage::Boot, Cause::NotBuilt)));
-        assert!(serde_json::to_string(&e).unwrap().ends_with(r#""failed":{"stage":"boot","cause":"not_built"}}"#));
+        assert!(serde_json::to_string(&e)
+            .unwrap()
+            .ends_with(r#""failed":{"stage":"boot","cause":"not_built"}}"#));
     }
 }

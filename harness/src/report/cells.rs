@@ -32,7 +32,10 @@ fn metrics_of(m: &Matrix, samples: &[&Sample]) -> Vec<(String, String, String, b
         if let Some(p) = crate::bench::primary_metric(b) {
             uniq.sort_by_key(|u| u.0 != p);
         }
-        metrics.extend(uniq.into_iter().map(|(metric, unit, hib)| (b.name.clone(), metric, unit, hib)));
+        metrics.extend(
+            uniq.into_iter()
+                .map(|(metric, unit, hib)| (b.name.clone(), metric, unit, hib)),
+        );
     }
     metrics
 }
@@ -41,7 +44,10 @@ fn metrics_of(m: &Matrix, samples: &[&Sample]) -> Vec<(String, String, String, b
 fn by_boot(samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, metric: &str) -> Vec<Vec<f64>> {
     let mut order: Vec<&str> = Vec::new();
     let mut groups: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.variant == variant && s.vcpus == vcpus && s.benchmark == bench && s.metric == metric && !s.warmup) {
+    for s in samples
+        .iter()
+        .filter(|s| s.variant == variant && s.vcpus == vcpus && s.benchmark == bench && s.metric == metric && !s.warmup)
+    {
         if !groups.contains_key(s.boot_id.as_str()) {
             order.push(&s.boot_id);
         }
@@ -61,11 +67,26 @@ struct FailureCounts {
     timed_out: usize,
 }
 
-fn failure_counts(s: &Scan, samples: &[&Sample], variant: &str, vcpus: u32, bench: &str, planned: usize) -> FailureCounts {
-    let mut c = FailureCounts { ended: 0, failed: 0, timed_out: 0 };
+fn failure_counts(
+    s: &Scan,
+    samples: &[&Sample],
+    variant: &str,
+    vcpus: u32,
+    bench: &str,
+    planned: usize,
+) -> FailureCounts {
+    let mut c = FailureCounts {
+        ended: 0,
+        failed: 0,
+        timed_out: 0,
+    };
     for (id, _) in s.ended.iter().filter(|(_, (v, n))| v == variant && *n == vcpus) {
         c.ended += 1;
-        let reps: BTreeSet<u32> = samples.iter().filter(|x| &x.boot_id == id && x.benchmark == bench && !x.warmup).map(|x| x.repetition).collect();
+        let reps: BTreeSet<u32> = samples
+            .iter()
+            .filter(|x| &x.boot_id == id && x.benchmark == bench && !x.warmup)
+            .map(|x| x.repetition)
+            .collect();
         let key = (id.clone(), bench.to_string());
         if s.bench_failed.contains(&key) || reps.len() < planned {
             c.failed += 1;
@@ -96,13 +117,19 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
         .scan
         .variant_fail
         .get(variant)
-        .or_else(|| x.scan.cell_fail.get(&(variant.to_string(), x.vcpus, x.bench.to_string())))
+        .or_else(|| {
+            x.scan
+                .cell_fail
+                .get(&(variant.to_string(), x.vcpus, x.bench.to_string()))
+        })
         .or_else(|| x.scan.boot_fail.get(&(variant.to_string(), x.vcpus)))
         .cloned();
     let n_warmup = x
         .counted
         .iter()
-        .filter(|s| s.variant == variant && s.vcpus == x.vcpus && s.benchmark == x.bench && s.metric == x.metric && s.warmup)
+        .filter(|s| {
+            s.variant == variant && s.vcpus == x.vcpus && s.benchmark == x.bench && s.metric == x.metric && s.warmup
+        })
         .count();
     Cell {
         variant: variant.to_string(),
@@ -117,7 +144,11 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
         boots_ended: counts.ended,
         boots_failed: counts.failed,
         timed_out: counts.timed_out,
-        kernel_faults: x.scan.faulted.get(&(variant.to_string(), x.vcpus)).map_or(0, BTreeSet::len),
+        kernel_faults: x
+            .scan
+            .faulted
+            .get(&(variant.to_string(), x.vcpus))
+            .map_or(0, BTreeSet::len),
         values: groups.concat(),
         history: None,
     }
@@ -131,7 +162,14 @@ fn comparison(base: &Cell, cell: &Cell, higher_is_better: bool, floor: f64) -> C
         base_failed: base.boots_failed,
         base_of: base.boots_ended,
     });
-    Comparison { base: base.boots.clone(), new: cell.boots.clone(), higher_is_better, floor, failures, worst: (base.timed_out, cell.timed_out) }
+    Comparison {
+        base: base.boots.clone(),
+        new: cell.boots.clone(),
+        higher_is_better,
+        floor,
+        failures,
+        worst: (base.timed_out, cell.timed_out),
+    }
 }
 
 /// A throughput (higher is better) of a benchmark whose workers follow the vCPU count.
@@ -169,12 +207,15 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         rule_text,
         floor_source: floors.source.clone(),
         detectable,
-        host: format!("{} ({} CPUs, {} MiB, {}; {})", meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu),
+        host: format!(
+            "{} ({} CPUs, {} MiB, {}; {})",
+            meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu
+        ),
         complete: s.jobs_ended >= crate::plan::boot_jobs(m).len(),
         clock,
-        clock_text: clock.map(|c| format!("{}: {}{}", c.name(), c.describe(), at_once(c, meta.jobs))).unwrap_or_else(|| {
-            "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()
-        }),
+        clock_text: clock
+            .map(|c| format!("{}: {}{}", c.name(), c.describe(), at_once(c, meta.jobs)))
+            .unwrap_or_else(|| "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()),
         shards: Vec::new(),
         profiles: Vec::new(),
     }
@@ -197,7 +238,11 @@ fn rule_of(m: &Matrix) -> Rule {
         alpha: m.statistics.alpha,
         // the least declared threshold: each cell's own is its comparison's
         // floor, and the rule takes the larger of the two
-        floor: m.statistics.thresholds.values().fold(m.statistics.threshold, |a, &b| a.min(b)),
+        floor: m
+            .statistics
+            .thresholds
+            .values()
+            .fold(m.statistics.threshold, |a, &b| a.min(b)),
         min_boots: Rule::default().min_boots,
         resamples: m.statistics.resamples,
         seed: m.statistics.seed,
@@ -211,7 +256,12 @@ fn other_clocks(s: &mut Scan, events: &[Event], clock: Option<MeasureClock>) -> 
     let Some(clock) = clock else { return BTreeSet::new() };
     let mut by_clock: BTreeMap<MeasureClock, BTreeSet<String>> = BTreeMap::new();
     for e in events {
-        if let Event::Boot { boot_id, clock: Some(c), .. } = e {
+        if let Event::Boot {
+            boot_id,
+            clock: Some(c),
+            ..
+        } = e
+        {
             if *c != clock {
                 by_clock.entry(*c).or_default().insert(boot_id.clone());
             }
@@ -239,16 +289,33 @@ fn other_clocks(s: &mut Scan, events: &[Event], clock: Option<MeasureClock>) -> 
 /// the `no_progress` rule recorded it) is no measurement: its repetition
 /// counts as failed, with a note.
 fn counted<'a>(s: &mut Scan, samples: &'a [Sample], refused: &BTreeSet<String>) -> Vec<&'a Sample> {
-    let stuck: Vec<&Sample> = samples.iter().filter(|x| x.higher_is_better && x.value == 0.0 && s.ended.contains_key(&x.boot_id)).collect();
+    let stuck: Vec<&Sample> = samples
+        .iter()
+        .filter(|x| x.higher_is_better && x.value == 0.0 && s.ended.contains_key(&x.boot_id))
+        .collect();
     for x in &stuck {
         s.bench_failed.insert((x.boot_id.clone(), x.benchmark.clone()));
-        s.notes.push(format!("{}: {} repetition {}: {} of 0 is no progress, not a measurement: the repetition counts as failed", x.boot_id, x.benchmark, x.repetition, x.metric));
+        s.notes.push(format!(
+            "{}: {} repetition {}: {} of 0 is no progress, not a measurement: the repetition counts as failed",
+            x.boot_id, x.benchmark, x.repetition, x.metric
+        ));
     }
-    let counted: Vec<&Sample> = samples.iter().filter(|x| s.ended.contains_key(&x.boot_id) && !(x.higher_is_better && x.value == 0.0)).collect();
-    let cut: BTreeSet<&str> = samples.iter().filter(|x| !s.ended.contains_key(&x.boot_id) && !refused.contains(&x.boot_id)).map(|x| x.boot_id.as_str()).collect();
+    let counted: Vec<&Sample> = samples
+        .iter()
+        .filter(|x| s.ended.contains_key(&x.boot_id) && !(x.higher_is_better && x.value == 0.0))
+        .collect();
+    let cut: BTreeSet<&str> = samples
+        .iter()
+        .filter(|x| !s.ended.contains_key(&x.boot_id) && !refused.contains(&x.boot_id))
+        .map(|x| x.boot_id.as_str())
+        .collect();
     if !cut.is_empty() {
         let ids: Vec<&str> = cut.into_iter().collect();
-        s.notes.push(format!("not counted: samples of {} boot(s) that never ended ({})", ids.len(), ids.join(", ")));
+        s.notes.push(format!(
+            "not counted: samples of {} boot(s) that never ended ({})",
+            ids.len(),
+            ids.join(", ")
+        ));
     }
     counted
 }
@@ -261,11 +328,27 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
     let mut pairs: Vec<Comparison> = Vec::new();
     let mut first_pairs: Vec<Comparison> = Vec::new();
     let mut pair_at: Vec<(usize, usize)> = Vec::new();
-    let first: Vec<&Sample> = counted.iter().copied().filter(|x| crate::plan::boot_index(&x.boot_id).is_none_or(|k| k < m.sampling.boots)).collect();
+    let first: Vec<&Sample> = counted
+        .iter()
+        .copied()
+        .filter(|x| crate::plan::boot_index(&x.boot_id).is_none_or(|k| k < m.sampling.boots))
+        .collect();
     for (bench, metric, unit, hib) in metrics_of(m, counted) {
         for &vcpus in &m.vcpus {
-            let x = CellInput { scan: s, counted, vcpus, bench: &bench, metric: &metric, planned: m.sampling.repetitions as usize };
-            let cells: Vec<Cell> = m.variants.iter().filter(|v| v.benchmarks.contains(&bench)).map(|v| make_cell(&x, &v.name)).collect();
+            let x = CellInput {
+                scan: s,
+                counted,
+                vcpus,
+                bench: &bench,
+                metric: &metric,
+                planned: m.sampling.repetitions as usize,
+            };
+            let cells: Vec<Cell> = m
+                .variants
+                .iter()
+                .filter(|v| v.benchmarks.contains(&bench))
+                .map(|v| make_cell(&x, &v.name))
+                .collect();
             if cells.is_empty() {
                 continue;
             }
@@ -284,10 +367,22 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
             }
             let linear_reference = linear_reference(m, &bench, hib);
             let unit = clock.map_or_else(|| unit.clone(), |c| c.unit(&unit));
-            rows.push(Row { benchmark: bench.clone(), metric: metric.clone(), unit, higher_is_better: hib, vcpus, floor, linear_reference, cells });
+            rows.push(Row {
+                benchmark: bench.clone(),
+                metric: metric.clone(),
+                unit,
+                higher_is_better: hib,
+                vcpus,
+                floor,
+                linear_reference,
+                cells,
+            });
         }
     }
-    let keys: Vec<bool> = pair_at.iter().map(|&(ri, _)| super::gate::is_key(&m.key_metrics, &rows[ri].benchmark, &rows[ri].metric)).collect();
+    let keys: Vec<bool> = pair_at
+        .iter()
+        .map(|&(ri, _)| super::gate::is_key(&m.key_metrics, &rows[ri].benchmark, &rows[ri].metric))
+        .collect();
     let (decisions, sent) = staged(m, rule, (&first_pairs, &pairs), &keys);
     for (((ri, ci), d), s) in pair_at.into_iter().zip(decisions).zip(sent) {
         rows[ri].cells[ci].decision = Some(d);
@@ -298,7 +393,12 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
 
 /// The decisions of every comparison and the cells sent to the gate's
 /// second stage ([`stats::stages::decide_staged`]).
-fn staged(m: &Matrix, rule: &Rule, (first, both): (&[Comparison], &[Comparison]), keys: &[bool]) -> (Vec<stats::Decision>, Vec<bool>) {
+fn staged(
+    m: &Matrix,
+    rule: &Rule,
+    (first, both): (&[Comparison], &[Comparison]),
+    keys: &[bool],
+) -> (Vec<stats::Decision>, Vec<bool>) {
     let plan = (m.sampling.boots as usize, m.statistics.second_stage_boots as usize);
     stats::stages::decide_staged(first, both, keys, rule, plan)
 }
@@ -315,7 +415,10 @@ pub fn run_clock(meta: &RunMeta, events: &[Event]) -> Option<MeasureClock> {
 
 fn boot_cpu_windows(boots: &mut [BootRow], samples: &[Sample]) {
     for b in boots {
-        let mine: Vec<&Sample> = samples.iter().filter(|s| s.boot_id == b.boot_id && s.cpu.is_some()).collect();
+        let mine: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.boot_id == b.boot_id && s.cpu.is_some())
+            .collect();
         if !mine.is_empty() {
             b.steal = Some(mine.iter().map(|s| s.cpu.unwrap().steal).sum::<f64>() / mine.len() as f64);
             b.idle = Some(mine.iter().map(|s| s.cpu.unwrap().idle).sum::<f64>() / mine.len() as f64);

@@ -54,7 +54,11 @@ pub struct Compared {
 /// Refuses two runs whose numbers are in different clocks (wall under KVM,
 /// wall under TCG, instruction counts under TCG): their ratios mean nothing.
 pub fn same_clock(a: &Report, b: &Report) -> anyhow::Result<()> {
-    let name = |r: &Report| r.clock.map(|c| c.name().to_string()).unwrap_or_else(|| "an unrecorded clock".into());
+    let name = |r: &Report| {
+        r.clock
+            .map(|c| c.name().to_string())
+            .unwrap_or_else(|| "an unrecorded clock".into())
+    };
     if a.clock != b.clock {
         anyhow::bail!(
             "compare {} with {}: {} was measured in {} and {} in {}; numbers of different clocks are never compared \
@@ -75,13 +79,26 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
     let mut keys = Vec::new();
     let mut tests = Vec::new();
     for rb in &b.rows {
-        let Some(ra) = a.rows.iter().find(|r| r.benchmark == rb.benchmark && r.metric == rb.metric && r.vcpus == rb.vcpus) else {
+        let Some(ra) = a
+            .rows
+            .iter()
+            .find(|r| r.benchmark == rb.benchmark && r.metric == rb.metric && r.vcpus == rb.vcpus)
+        else {
             continue;
         };
         for cb in &rb.cells {
             if let Some(ca) = ra.cells.iter().find(|c| c.variant == cb.variant) {
                 let test = across(ra, rb, ca, cb);
-                keys.push((rb, ca, cb, if test.is_some() { Method::RatioOfRatios } else { Method::NoControl }));
+                keys.push((
+                    rb,
+                    ca,
+                    cb,
+                    if test.is_some() {
+                        Method::RatioOfRatios
+                    } else {
+                        Method::NoControl
+                    },
+                ));
                 tests.push(test);
             }
         }
@@ -110,7 +127,16 @@ fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
         return None;
     }
     let (base_a, base_b) = (base(ra)?, base(rb)?);
-    let t = ratio_of_ratios(Arms { base: &base_a, variant: &ca.boots }, Arms { base: &base_b, variant: &cb.boots })?;
+    let t = ratio_of_ratios(
+        Arms {
+            base: &base_a,
+            variant: &ca.boots,
+        },
+        Arms {
+            base: &base_b,
+            variant: &cb.boots,
+        },
+    )?;
     Some(Pretested {
         p: t.p,
         ratio: t.ratio,
@@ -124,15 +150,30 @@ fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
 impl Compared {
     /// This cell for the gate.
     pub fn gate_item(&self) -> GateItem<'_> {
-        GateItem { benchmark: &self.benchmark, metric: &self.metric, vcpus: self.vcpus, variant: &self.variant, decision: &self.decision, faults: None }
+        GateItem {
+            benchmark: &self.benchmark,
+            metric: &self.metric,
+            vcpus: self.vcpus,
+            variant: &self.variant,
+            decision: &self.decision,
+            faults: None,
+        }
     }
 }
 
 /// The comparison as a terminal table.
 pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
     let mut t = Table::new();
-    t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["benchmark / metric", "vCPUs", "variant", a, b, "change B vs A (± its 95% interval)"]);
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec![
+        "benchmark / metric",
+        "vCPUs",
+        "variant",
+        a,
+        b,
+        "change B vs A (± its 95% interval)",
+    ]);
     for r in rows {
         let m = |s: &Option<Summary>| s.as_ref().map(|s| num(s.median)).unwrap_or_else(|| "-".into());
         t.add_row(vec![
@@ -162,7 +203,12 @@ mod tests {
         meta.id = id.into();
         meta.clock = clock;
         let events = vec![boot("base", "b0", None), boot_end("base", "b0", None)];
-        build_from(&meta, &[sample("base", "b0", 0, 1.0, false)], &events, &Floors::none("none"))
+        build_from(
+            &meta,
+            &[sample("base", "b0", 0, 1.0, false)],
+            &events,
+            &Floors::none("none"),
+        )
     }
 
     #[test]
@@ -173,7 +219,10 @@ mod tests {
         assert!(e.contains("a was measured in tcg-icount and b in tcg-wall"), "{e}");
         assert!(same_clock(&icount, &report("c", Some(MeasureClock::TcgIcount))).is_ok());
         let old = report("d", None);
-        assert!(same_clock(&old, &wall).unwrap_err().to_string().contains("an unrecorded clock"));
+        assert!(same_clock(&old, &wall)
+            .unwrap_err()
+            .to_string()
+            .contains("an unrecorded clock"));
         assert_eq!(wall.clock_text.split(':').next(), Some("tcg-wall"));
         assert!(icount.rows[0].unit.ends_with("/Ginsn"), "{}", icount.rows[0].unit);
     }
@@ -198,11 +247,21 @@ mod tests {
         assert_eq!(v.method, Method::RatioOfRatios);
         let ratio = v.decision.ratio.unwrap();
         assert!((ratio.ratio - 1.0).abs() < 1e-3, "{ratio:?}");
-        assert!(!matches!(v.decision.verdict, stats::Verdict::Regressed | stats::Verdict::Improved), "{:?}", v.decision);
+        assert!(
+            !matches!(v.decision.verdict, stats::Verdict::Regressed | stats::Verdict::Improved),
+            "{:?}",
+            v.decision
+        );
         let base = rows.iter().find(|r| r.variant == "base").unwrap();
-        assert_eq!((base.method, base.decision.verdict), (Method::NoControl, stats::Verdict::Insufficient));
+        assert_eq!(
+            (base.method, base.decision.verdict),
+            (Method::NoControl, stats::Verdict::Insufficient)
+        );
         let text = table("a", "b", &rows);
-        assert!(text.contains("not compared: no control across runs") && text.contains("never pooled"), "{text}");
+        assert!(
+            text.contains("not compared: no control across runs") && text.contains("never pooled"),
+            "{text}"
+        );
     }
 
     /// A variant 5% slower against its own base tonight is regressed,

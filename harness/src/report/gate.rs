@@ -44,7 +44,10 @@ impl Gate {
 }
 
 pub(crate) fn is_key(key_metrics: &[String], benchmark: &str, metric: &str) -> bool {
-    key_metrics.is_empty() || key_metrics.iter().any(|k| k == benchmark || *k == format!("{benchmark}.{metric}"))
+    key_metrics.is_empty()
+        || key_metrics
+            .iter()
+            .any(|k| k == benchmark || *k == format!("{benchmark}.{metric}"))
 }
 
 /// How the gate judges one cell.
@@ -59,10 +62,25 @@ pub enum Call {
 /// One cell's call and the gate's text for it; `None` when it passes.
 pub fn judge(it: &GateItem) -> Option<(Call, String)> {
     let d = it.decision;
-    let what = || format!("{} {} at {} vCPUs ({}): {}", it.variant, it.metric, it.vcpus, it.benchmark, decision_text(d).replace('\n', "; "));
+    let what = || {
+        format!(
+            "{} {} at {} vCPUs ({}): {}",
+            it.variant,
+            it.metric,
+            it.vcpus,
+            it.benchmark,
+            decision_text(d).replace('\n', "; ")
+        )
+    };
     let fails_hard = d.failures.is_some_and(|f| f.significant);
     if let Some((k, 0)) = it.faults.filter(|f| f.0 > 0) {
-        Some((Call::Fails, format!("{}; kernel faults (panic, oops, BUG, hang) in {k} of its boots and in none of base's", what())))
+        Some((
+            Call::Fails,
+            format!(
+                "{}; kernel faults (panic, oops, BUG, hang) in {k} of its boots and in none of base's",
+                what()
+            ),
+        ))
     } else if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
         Some((Call::Fails, what()))
     } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
@@ -76,7 +94,10 @@ pub fn judge(it: &GateItem) -> Option<(Call, String)> {
 /// the matrix names none).
 pub fn gate<'a>(items: impl IntoIterator<Item = GateItem<'a>>, key_metrics: &[String]) -> Gate {
     let mut g = Gate::default();
-    for it in items.into_iter().filter(|it| is_key(key_metrics, it.benchmark, it.metric)) {
+    for it in items
+        .into_iter()
+        .filter(|it| is_key(key_metrics, it.benchmark, it.metric))
+    {
         match judge(&it) {
             Some((Call::Fails, t)) => g.failures.push(t),
             Some((Call::Warns, t)) => g.warnings.push(t),
@@ -92,7 +113,14 @@ pub fn report_items(r: &Report) -> impl Iterator<Item = GateItem<'_>> {
         let base_faults = row.cells.first().map_or(0, |b| b.kernel_faults);
         row.cells.iter().filter_map(move |c| {
             let faults = Some((c.kernel_faults, base_faults));
-            Some(GateItem { benchmark: &row.benchmark, metric: &row.metric, vcpus: row.vcpus, variant: &c.variant, decision: c.decision.as_ref()?, faults })
+            Some(GateItem {
+                benchmark: &row.benchmark,
+                metric: &row.metric,
+                vcpus: row.vcpus,
+                variant: &c.variant,
+                decision: c.decision.as_ref()?,
+                faults,
+            })
         })
     })
 }

@@ -59,13 +59,17 @@ pub fn render(r: &Report) -> Result<String> {
     let rows: Vec<HtmlRow> = r.rows.iter().map(|row| html_row(r, row)).collect();
     let mut plots: Vec<Plot> = Vec::new();
     for row in &r.rows {
-        if !plots.iter().any(|p| p.benchmark == row.benchmark && p.metric == row.metric) {
+        if !plots
+            .iter()
+            .any(|p| p.benchmark == row.benchmark && p.metric == row.metric)
+        {
             plots.push(plot(r, row));
         }
     }
     let bars: Vec<ProfileChart> = r.profiles.iter().map(profile_chart).collect();
     let mut env = minijinja::Environment::new();
-    env.add_template("report.html", include_str!("report.html")).context("load the report template")?;
+    env.add_template("report.html", include_str!("report.html"))
+        .context("load the report template")?;
     let t = env.get_template("report.html")?;
     let ctx = minijinja::context! {
         r => minijinja::Value::from(minijinja::value::Serde(r)),
@@ -87,7 +91,17 @@ struct ProfileChart {
 const CHART_ROWS: usize = 12;
 
 fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
-    let bars: Vec<svg::Bar> = p.diff.rows.iter().take(CHART_ROWS).map(|r| svg::Bar { name: r.name.clone(), delta: r.delta, called: r.called }).collect();
+    let bars: Vec<svg::Bar> = p
+        .diff
+        .rows
+        .iter()
+        .take(CHART_ROWS)
+        .map(|r| svg::Bar {
+            name: r.name.clone(),
+            delta: r.delta,
+            called: r.called,
+        })
+        .collect();
     let (tb, tv) = p.diff.total;
     ProfileChart {
         title: format!(
@@ -106,8 +120,14 @@ fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
 /// A row of the table: one cell per variant, empty where it has none.
 fn html_row<'a>(r: &Report, row: &'a Row) -> HtmlRow<'a> {
     let cell = |v: &String| match row.cells.iter().find(|c| &c.variant == v) {
-        None => HtmlCell { text: String::new(), class: "" },
-        Some(c) => HtmlCell { text: cell_text(c), class: class_of(c) },
+        None => HtmlCell {
+            text: String::new(),
+            class: "",
+        },
+        Some(c) => HtmlCell {
+            text: cell_text(c),
+            class: class_of(c),
+        },
     };
     HtmlRow {
         benchmark: &row.benchmark,
@@ -122,7 +142,11 @@ fn html_row<'a>(r: &Report, row: &'a Row) -> HtmlRow<'a> {
 /// The plots of `row`'s metric: its scaling over every vCPU count, and a
 /// strip of every repetition per vCPU count.
 fn plot(r: &Report, row: &Row) -> Plot {
-    let same: Vec<&Row> = r.rows.iter().filter(|x| x.benchmark == row.benchmark && x.metric == row.metric).collect();
+    let same: Vec<&Row> = r
+        .rows
+        .iter()
+        .filter(|x| x.benchmark == row.benchmark && x.metric == row.metric)
+        .collect();
     let mut series: Vec<(String, Vec<Point>)> = Vec::new();
     for v in &r.variants {
         let pts: Vec<Point> = same
@@ -130,7 +154,13 @@ fn plot(r: &Report, row: &Row) -> Plot {
             .filter_map(|x| {
                 let c = x.cells.iter().find(|c| &c.variant == v)?;
                 let s = c.summary.as_ref()?;
-                Some(Point { x: x.vcpus as f64, y: s.median, lo: s.ci_lo, hi: s.ci_hi, ci: s.ci_exact })
+                Some(Point {
+                    x: x.vcpus as f64,
+                    y: s.median,
+                    lo: s.ci_lo,
+                    hi: s.ci_hi,
+                    ci: s.ci_exact,
+                })
             })
             .collect();
         if !pts.is_empty() {
@@ -142,9 +172,20 @@ fn plot(r: &Report, row: &Row) -> Plot {
         .iter()
         .map(|x| Strip {
             vcpus: x.vcpus,
-            svg: svg::strip(&x.cells.iter().map(|c| (c.variant.clone(), c.values.clone())).collect::<Vec<_>>(), &label),
+            svg: svg::strip(
+                &x.cells
+                    .iter()
+                    .map(|c| (c.variant.clone(), c.values.clone()))
+                    .collect::<Vec<_>>(),
+                &label,
+            ),
         })
         .collect();
     let scaling = svg::scaling(&series, &label, row.linear_reference);
-    Plot { benchmark: row.benchmark.clone(), metric: row.metric.clone(), scaling, strips }
+    Plot {
+        benchmark: row.benchmark.clone(),
+        metric: row.metric.clone(),
+        scaling,
+        strips,
+    }
 }

@@ -33,12 +33,17 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
                 Some((Call::Fails, t)) => Outcome::Failed(t),
                 Some((Call::Warns, t)) if strict => Outcome::Failed(t),
                 Some((Call::Warns, t)) => Outcome::Warned(t),
-                None if it.decision.verdict == Verdict::Insufficient => {
-                    Outcome::Skipped(format!("insufficient: {}", super::decision_text(it.decision).replace('\n', "; ")))
-                }
+                None if it.decision.verdict == Verdict::Insufficient => Outcome::Skipped(format!(
+                    "insufficient: {}",
+                    super::decision_text(it.decision).replace('\n', "; ")
+                )),
                 None => Outcome::Passed,
             };
-            (format!("{}.{}", it.benchmark, it.metric), format!("{} at {} vCPUs", it.variant, it.vcpus), outcome)
+            (
+                format!("{}.{}", it.benchmark, it.metric),
+                format!("{} at {} vCPUs", it.variant, it.vcpus),
+                outcome,
+            )
         })
         .collect();
     let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
@@ -51,7 +56,10 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
         escape(&r.started),
         cases.len()
     );
-    let _ = writeln!(x, "    <properties>\n      <property name=\"run_id\" value=\"{id}\"/>\n    </properties>");
+    let _ = writeln!(
+        x,
+        "    <properties>\n      <property name=\"run_id\" value=\"{id}\"/>\n    </properties>"
+    );
     for (class, name, outcome) in &cases {
         testcase(&mut x, class, name, outcome);
     }
@@ -61,17 +69,32 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
 
 /// One `<testcase>` element.
 fn testcase(x: &mut String, class: &str, name: &str, outcome: &Outcome) {
-    let head = format!("    <testcase classname=\"{}\" name=\"{}\"", escape(class), escape(name));
+    let head = format!(
+        "    <testcase classname=\"{}\" name=\"{}\"",
+        escape(class),
+        escape(name)
+    );
     let _ = match outcome {
         Outcome::Passed => writeln!(x, "{head}/>"),
         Outcome::Failed(t) => {
             let t = escape(t);
-            writeln!(x, "{head}>\n      <failure message=\"{t}\" type=\"gate\">{t}</failure>\n    </testcase>")
+            writeln!(
+                x,
+                "{head}>\n      <failure message=\"{t}\" type=\"gate\">{t}</failure>\n    </testcase>"
+            )
         }
         Outcome::Warned(t) => {
-            writeln!(x, "{head}>\n      <system-out>gate warning (fatal with --strict): {}</system-out>\n    </testcase>", escape(t))
+            writeln!(
+                x,
+                "{head}>\n      <system-out>gate warning (fatal with --strict): {}</system-out>\n    </testcase>",
+                escape(t)
+            )
         }
-        Outcome::Skipped(t) => writeln!(x, "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>", escape(t)),
+        Outcome::Skipped(t) => writeln!(
+            x,
+            "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>",
+            escape(t)
+        ),
     };
 }
 

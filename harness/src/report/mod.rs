@@ -190,7 +190,10 @@ pub struct Floors {
 impl Floors {
     /// No calibrated floor, for the reason given.
     pub fn none(why: &str) -> Floors {
-        Floors { by_cell: BTreeMap::new(), source: why.to_string() }
+        Floors {
+            by_cell: BTreeMap::new(),
+            source: why.to_string(),
+        }
     }
 }
 

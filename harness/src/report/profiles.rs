@@ -55,7 +55,11 @@ impl CellProfile {
 pub fn source(run: &Run, events: Vec<Event>) -> Result<(PathBuf, Vec<Event>, Option<String>)> {
     let own = events.iter().any(|e| matches!(e, Event::Profile { .. }));
     match run.profile_boots()? {
-        Some(sub) if !own => Ok((sub.dir.clone(), sub.events()?, Some(format!("{FROM_PROFILE_BOOTS} ({PROFILE_BOOTS_DIR}/)")))),
+        Some(sub) if !own => Ok((
+            sub.dir.clone(),
+            sub.events()?,
+            Some(format!("{FROM_PROFILE_BOOTS} ({PROFILE_BOOTS_DIR}/)")),
+        )),
         _ => Ok((run.dir.clone(), events, None)),
     }
 }
@@ -73,7 +77,18 @@ pub fn windows(events: &[Event], variant: &str, vcpus: u32, benchmark: &str) -> 
         .collect();
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for e in events {
-        if let Event::Profile { variant: v, vcpus: n, benchmark: b, boot_id, warmup: false, path, ops: Some(_), error: None, .. } = e {
+        if let Event::Profile {
+            variant: v,
+            vcpus: n,
+            benchmark: b,
+            boot_id,
+            warmup: false,
+            path,
+            ops: Some(_),
+            error: None,
+            ..
+        } = e
+        {
             if v == variant && *n == vcpus && b == benchmark && ended.contains(boot_id) {
                 out.entry(boot_id.clone()).or_default().push(path.clone());
             }
@@ -85,7 +100,14 @@ pub fn windows(events: &[Event], variant: &str, vcpus: u32, benchmark: &str) -> 
 /// One [`PerOp`] per boot of the cell (its windows summed), read from the
 /// run directory `dir`; a boot whose profiles cannot be read is left out
 /// and said in `notes`.
-pub fn boots(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark: &str, notes: &mut Vec<String>) -> Vec<PerOp> {
+pub fn boots(
+    dir: &Path,
+    events: &[Event],
+    variant: &str,
+    vcpus: u32,
+    benchmark: &str,
+    notes: &mut Vec<String>,
+) -> Vec<PerOp> {
     let mut out = Vec::new();
     for (boot_id, paths) in windows(events, variant, vcpus, benchmark) {
         let read: Result<Vec<_>> = paths.iter().map(|p| profile::read(&dir.join(p))).collect();
@@ -99,7 +121,14 @@ pub fn boots(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark:
 
 /// The differential profile of `variant` against base for `benchmark` at
 /// `vcpus`, from the run directory `dir`'s events.
-pub fn cell(dir: &Path, events: &[Event], variant: &str, vcpus: u32, benchmark: &str, notes: &mut Vec<String>) -> Result<diff::Diff> {
+pub fn cell(
+    dir: &Path,
+    events: &[Event],
+    variant: &str,
+    vcpus: u32,
+    benchmark: &str,
+    notes: &mut Vec<String>,
+) -> Result<diff::Diff> {
     let base = boots(dir, events, "base", vcpus, benchmark, notes);
     let var = boots(dir, events, variant, vcpus, benchmark, notes);
     for (arm, b) in [("base", &base), (variant, &var)] {
@@ -118,7 +147,13 @@ fn called(v: Verdict) -> bool {
 /// The differential profile of every called cell of `r` that has profiles
 /// on both sides, once per (benchmark, vCPUs, variant) whichever of its
 /// metrics was called; `from` as [`source`] gave it.
-pub fn called_cells(dir: &Path, events: &[Event], from: Option<&str>, r: &Report, notes: &mut Vec<String>) -> Vec<CellProfile> {
+pub fn called_cells(
+    dir: &Path,
+    events: &[Event],
+    from: Option<&str>,
+    r: &Report,
+    notes: &mut Vec<String>,
+) -> Vec<CellProfile> {
     let has_profiles = events.iter().any(|e| matches!(e, Event::Profile { .. }));
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
@@ -130,7 +165,13 @@ pub fn called_cells(dir: &Path, events: &[Event], from: Option<&str>, r: &Report
                 continue;
             }
             if let Ok(diff) = cell(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) {
-                out.push(CellProfile { benchmark: row.benchmark.clone(), vcpus: row.vcpus, variant: c.variant.clone(), diff, from: from.map(str::to_string) });
+                out.push(CellProfile {
+                    benchmark: row.benchmark.clone(),
+                    vcpus: row.vcpus,
+                    variant: c.variant.clone(),
+                    diff,
+                    from: from.map(str::to_string),
+                });
             }
         }
     }
@@ -161,7 +202,16 @@ mod tests {
     }
 
     fn end(boot_id: &str) -> Event {
-        Event::BootEnd { variant: String::new(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: None, busy_wall_per_guest_s: None, failed: None }
+        Event::BootEnd {
+            variant: String::new(),
+            vcpus: 2,
+            boot: 0,
+            boot_id: Some(boot_id.into()),
+            findings: vec![],
+            error: None,
+            busy_wall_per_guest_s: None,
+            failed: None,
+        }
     }
 
     fn window(f_insns: u64, ops: u64) -> String {
@@ -174,7 +224,11 @@ mod tests {
         std::fs::write(d.path().join("run.json"), "{}").unwrap();
         let run = Run::open(d.path()).unwrap();
         let (dir, ev, from) = source(&run, vec![]).unwrap();
-        assert_eq!((dir, ev.len(), from), (d.path().to_path_buf(), 0, None), "no profile boots: the run itself");
+        assert_eq!(
+            (dir, ev.len(), from),
+            (d.path().to_path_buf(), 0, None),
+            "no profile boots: the run itself"
+        );
         let sub = d.path().join(PROFILE_BOOTS_DIR);
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(sub.join("run.json"), "{}").unwrap();
@@ -185,7 +239,11 @@ mod tests {
         assert_eq!(from.unwrap(), format!("{FROM_PROFILE_BOOTS} (profile-boots/)"));
         let own = vec![profile_event("base", "base-2cpu-b1", false, 1, Some(10))];
         let (dir, ev, from) = source(&run, own).unwrap();
-        assert_eq!((dir, ev.len(), from), (d.path().to_path_buf(), 1, None), "its own profiles first");
+        assert_eq!(
+            (dir, ev.len(), from),
+            (d.path().to_path_buf(), 1, None),
+            "its own profiles first"
+        );
     }
 
     #[test]
@@ -210,18 +268,30 @@ mod tests {
         events.push(profile_event("v", "v-2cpu-b0", false, 4, None));
         let w = windows(&events, "v", 2, "s");
         assert_eq!(w.keys().collect::<Vec<_>>(), ["v-2cpu-b0", "v-2cpu-b1", "v-2cpu-b2"]);
-        assert_eq!(w["v-2cpu-b0"], ["profiles/v-2cpu-b0.profile.2", "profiles/v-2cpu-b0.profile.3"]);
+        assert_eq!(
+            w["v-2cpu-b0"],
+            ["profiles/v-2cpu-b0.profile.2", "profiles/v-2cpu-b0.profile.3"]
+        );
         let mut notes = vec![];
         let diff = cell(d.path(), &events, "v", 2, "s", &mut notes).unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         let top = &diff.rows[0];
-        assert_eq!((top.name.as_str(), top.base.median, top.variant.median, top.called), ("f", 100.1, 300.1, true));
+        assert_eq!(
+            (top.name.as_str(), top.base.median, top.variant.median, top.called),
+            ("f", 100.1, 300.1, true)
+        );
         let e = cell(d.path(), &events, "gone", 2, "s", &mut notes).unwrap_err();
-        assert!(format!("{e:#}").starts_with("gone has no kernel profile of s at 2 vCPUs"), "{e:#}");
+        assert!(
+            format!("{e:#}").starts_with("gone has no kernel profile of s at 2 vCPUs"),
+            "{e:#}"
+        );
         std::fs::write(d.path().join("profiles/v-2cpu-b1.profile.2"), "garbage").unwrap();
         let diff = cell(d.path(), &events, "v", 2, "s", &mut notes).unwrap();
         assert_eq!(diff.variant_boots, 2);
-        assert!(notes[0].starts_with("v-2cpu-b1 s: its kernel profile is left out"), "{notes:?}");
+        assert!(
+            notes[0].starts_with("v-2cpu-b1 s: its kernel profile is left out"),
+            "{notes:?}"
+        );
     }
 
     #[test]
@@ -242,14 +312,23 @@ mod tests {
         let r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
         let mut notes = vec![];
         let got = called_cells(d.path(), &rec.1, None, &r, &mut notes);
-        assert_eq!(got.iter().map(|c| (c.variant.as_str(), c.benchmark.as_str(), c.vcpus)).collect::<Vec<_>>(), [("slow", "d", 2)], "only the called cell");
+        assert_eq!(
+            got.iter()
+                .map(|c| (c.variant.as_str(), c.benchmark.as_str(), c.vcpus))
+                .collect::<Vec<_>>(),
+            [("slow", "d", 2)],
+            "only the called cell"
+        );
         assert_eq!(got[0].diff.rows[0].name, "f");
         let r = Report { profiles: got, ..r };
         let text = crate::report::table(&r);
         assert!(text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8; all: harness explain r --variant slow --bench d --vcpus 2)"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
         let html = crate::report::html::render(&r).unwrap();
-        assert!(html.contains("Why cells changed: kernel profiles") && html.contains(r#"<rect class="delta""#), "a bar chart of the top functions");
+        assert!(
+            html.contains("Why cells changed: kernel profiles") && html.contains(r#"<rect class="delta""#),
+            "a bar chart of the top functions"
+        );
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["profiles"][0]["diff"]["rows"][0]["name"], "f");
         // no profiles in the run: nothing, and report.json has no key

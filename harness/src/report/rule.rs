@@ -8,7 +8,14 @@ use crate::stats::{detectable_change, Rule};
 /// The decision rule in words, as printed with every report.
 pub fn rule_text(m: &Matrix, rule: &Rule, comparisons: usize, floor_source: &str) -> String {
     let extra = m.statistics.second_stage_boots as usize;
-    let staged = if extra > 0 { format!(" {}.", Spending::pocock(rule.alpha, m.sampling.boots as usize, extra).text()) } else { String::new() };
+    let staged = if extra > 0 {
+        format!(
+            " {}.",
+            Spending::pocock(rule.alpha, m.sampling.boots as usize, extra).text()
+        )
+    } else {
+        String::new()
+    };
     let text = format!(
         "unit: the boot; each boot's value is the median of its measured repetitions (the {} warm-up repetition(s) \
          per boot excluded; boots that never ended, e.g. cut off by an interruption, not counted; a boot that ended \
@@ -45,7 +52,10 @@ pub fn rule_text(m: &Matrix, rule: &Rule, comparisons: usize, floor_source: &str
 /// with the matrix's second stage (its boots added, Pocock's level) when it
 /// plans one.
 pub fn detectable_text(m: &Matrix, rows: &[Row], comparisons: usize) -> String {
-    let ds: Vec<&crate::stats::Decision> = rows.iter().flat_map(|r| r.cells.iter().filter_map(|c| c.decision.as_ref())).collect();
+    let ds: Vec<&crate::stats::Decision> = rows
+        .iter()
+        .flat_map(|r| r.cells.iter().filter_map(|c| c.decision.as_ref()))
+        .collect();
     let mut first: Vec<f64> = ds.iter().filter_map(|d| d.detectable).collect();
     if first.is_empty() {
         if ds.iter().any(|d| d.spread.is_some()) {
@@ -67,9 +77,16 @@ pub fn detectable_text(m: &Matrix, rows: &[Row], comparisons: usize) -> String {
     if extra > 0 {
         let sp = Spending::pocock(m.statistics.alpha, m.sampling.boots as usize, extra);
         let level = sp.nominal / comparisons.max(1) as f64;
-        let mut second: Vec<f64> = ds.iter().filter_map(|d| detectable_change(d.spread?, (d.n_base + extra, d.n_new + extra), d.floor, level)).collect();
+        let mut second: Vec<f64> = ds
+            .iter()
+            .filter_map(|d| detectable_change(d.spread?, (d.n_base + extra, d.n_new + extra), d.floor, level))
+            .collect();
         if !second.is_empty() {
-            s.push_str(&format!("; {:.1}% with the second stage's {extra} more boots per arm ({})", mid(&mut second).0 * 100.0, sp.text()));
+            s.push_str(&format!(
+                "; {:.1}% with the second stage's {extra} more boots per arm ({})",
+                mid(&mut second).0 * 100.0,
+                sp.text()
+            ));
         }
     }
     s

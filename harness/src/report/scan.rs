@@ -32,30 +32,69 @@ pub(super) struct Scan {
 /// (soft lockups and RCU stalls are not: overcommitted vCPUs raise them).
 fn is_fault(f: &crate::vm::Finding) -> bool {
     use crate::vm::Trouble;
-    matches!(f.kind, Trouble::Panic | Trouble::Oops | Trouble::Bug | Trouble::HungTask)
+    matches!(
+        f.kind,
+        Trouble::Panic | Trouble::Oops | Trouble::Bug | Trouble::HungTask
+    )
 }
 
 /// A recorded cause that is the kernel's fault.
 fn faulting(e: &Event) -> bool {
     use crate::records::Cause;
-    e.failed().is_some_and(|f| matches!(f.cause, Cause::Panic | Cause::GuestHung | Cause::BootTimeout))
+    e.failed()
+        .is_some_and(|f| matches!(f.cause, Cause::Panic | Cause::GuestHung | Cause::BootTimeout))
 }
 
 /// Notes a boot's kernel fault, if `e` shows one.
 fn note_fault(s: &mut Scan, e: &Event) {
     let (variant, vcpus, id, findings) = match e {
-        Event::Boot { variant, vcpus, boot_id, findings, retried: false, .. } => (variant, vcpus, Some(boot_id), findings),
-        Event::BootEnd { variant, vcpus, boot_id, findings, .. } => (variant, vcpus, boot_id.as_ref(), findings),
-        Event::BenchFailed { variant, vcpus, boot_id, .. } => (variant, vcpus, Some(boot_id), &Vec::new()),
+        Event::Boot {
+            variant,
+            vcpus,
+            boot_id,
+            findings,
+            retried: false,
+            ..
+        } => (variant, vcpus, Some(boot_id), findings),
+        Event::BootEnd {
+            variant,
+            vcpus,
+            boot_id,
+            findings,
+            ..
+        } => (variant, vcpus, boot_id.as_ref(), findings),
+        Event::BenchFailed {
+            variant,
+            vcpus,
+            boot_id,
+            ..
+        } => (variant, vcpus, Some(boot_id), &Vec::new()),
         _ => return,
     };
     if let Some(id) = id.filter(|_| faulting(e) || findings.iter().any(is_fault)) {
-        s.faulted.entry((variant.clone(), *vcpus)).or_default().insert(id.clone());
+        s.faulted
+            .entry((variant.clone(), *vcpus))
+            .or_default()
+            .insert(id.clone());
     }
 }
 
 fn boot_row(e: &Event) -> Option<BootRow> {
-    let Event::Boot { variant, vcpus, boot_id, accel, ready_s, env, error, findings, overcommit, image, retried, .. } = e else {
+    let Event::Boot {
+        variant,
+        vcpus,
+        boot_id,
+        accel,
+        ready_s,
+        env,
+        error,
+        findings,
+        overcommit,
+        image,
+        retried,
+        ..
+    } = e
+    else {
         return None;
     };
     Some(BootRow {
@@ -73,7 +112,13 @@ fn boot_row(e: &Event) -> Option<BootRow> {
         steal: None,
         idle: None,
         findings: findings.iter().map(|f| f.signature.clone()).collect(),
-        error: error.as_ref().map(|e| if *retried { format!("{e} (started again)") } else { e.clone() }),
+        error: error.as_ref().map(|e| {
+            if *retried {
+                format!("{e} (started again)")
+            } else {
+                e.clone()
+            }
+        }),
     })
 }
 
@@ -86,33 +131,60 @@ pub(super) fn scan(events: &[Event]) -> Scan {
             // a step's outcome replaces the variant's earlier failure: a
             // `--resume` that patched, configured and built it repaired it
             Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error),
-            Event::Config { variant, lost, error, .. } => {
+            Event::Config {
+                variant, lost, error, ..
+            } => {
                 variant_step(&mut s, variant, error);
                 if !lost.is_empty() {
                     let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
-                    s.notes.push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
+                    s.notes
+                        .push(format!("{variant}: config symbols not kept: {}", l.join(", ")));
                 }
             }
-            Event::Build { variant, build_s, cached, error, .. } => {
+            Event::Build {
+                variant,
+                build_s,
+                cached,
+                error,
+                ..
+            } => {
                 variant_step(&mut s, variant, error);
                 s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
             }
             Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
-            Event::Boot { variant, vcpus, error, retried, boot_id, .. } => {
+            Event::Boot {
+                variant,
+                vcpus,
+                error,
+                retried,
+                boot_id,
+                ..
+            } => {
                 match error {
                     // QEMU's crash, started again: shown, never the kernel's failure
-                    Some(err) if *retried => s.notes.push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
+                    Some(err) if *retried => s
+                        .notes
+                        .push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
                     Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
                     None => {}
                 }
                 s.boots.extend(boot_row(e));
             }
-            Event::BenchFailed { variant, vcpus, benchmark, repetition, error, boot_id, failed } => {
+            Event::BenchFailed {
+                variant,
+                vcpus,
+                benchmark,
+                repetition,
+                error,
+                boot_id,
+                failed,
+            } => {
                 use crate::records::Cause;
                 if failed.is_some_and(|f| matches!(f.cause, Cause::BenchTimeout | Cause::GuestHung)) {
                     s.timed_out.insert((boot_id.clone(), benchmark.clone()));
                 }
-                s.cell_fail.insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
+                s.cell_fail
+                    .insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
                 s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
                 s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
             }
@@ -135,16 +207,34 @@ fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>) {
 }
 
 fn scan_boot_end(s: &mut Scan, e: &Event) {
-    let Event::BootEnd { boot_id, findings, error, variant, vcpus, boot, failed, .. } = e else { return };
+    let Event::BootEnd {
+        boot_id,
+        findings,
+        error,
+        variant,
+        vcpus,
+        boot,
+        failed,
+        ..
+    } = e
+    else {
+        return;
+    };
     s.jobs_ended += 1;
     if let Some(id) = boot_id {
         s.ended.insert(id.clone(), (variant.clone(), *vcpus));
     }
     if boot_id.is_none() && failed.is_some_and(|f| f.cause == crate::records::Cause::NotBooted) {
         // a job given up on counts as an ended boot without samples: a failed one
-        s.ended.insert(format!("{variant}-{vcpus}cpu-b{boot} (not booted)"), (variant.clone(), *vcpus));
+        s.ended.insert(
+            format!("{variant}-{vcpus}cpu-b{boot} (not booted)"),
+            (variant.clone(), *vcpus),
+        );
     }
-    if let Some(b) = boot_id.as_ref().and_then(|id| s.boots.iter_mut().find(|b| &b.boot_id == id)) {
+    if let Some(b) = boot_id
+        .as_ref()
+        .and_then(|id| s.boots.iter_mut().find(|b| &b.boot_id == id))
+    {
         for f in findings {
             if !b.findings.contains(&f.signature) {
                 b.findings.push(f.signature.clone());
@@ -155,6 +245,11 @@ fn scan_boot_end(s: &mut Scan, e: &Event) {
         s.boot_fail.entry((variant.clone(), *vcpus)).or_insert(err.clone());
     }
     for f in findings {
-        s.notes.push(format!("{}: console: {} — {}", boot_id.clone().unwrap_or_default(), f.signature, f.line));
+        s.notes.push(format!(
+            "{}: console: {} — {}",
+            boot_id.clone().unwrap_or_default(),
+            f.signature,
+            f.line
+        ));
     }
 }

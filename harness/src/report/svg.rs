@@ -9,7 +9,9 @@
 use std::fmt::Write;
 
 /// Colours of variants, in order (base first).
-pub const PALETTE: &[&str] = &["#222222", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"];
+pub const PALETTE: &[&str] = &[
+    "#222222", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
+];
 
 /// One point of a curve: x, median, interval.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +36,10 @@ pub(super) const T: f64 = 20.0;
 pub(super) const B: f64 = 40.0;
 
 pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 pub(super) fn fmt(v: f64) -> String {
@@ -42,14 +47,35 @@ pub(super) fn fmt(v: f64) -> String {
 }
 
 pub(super) fn frame(out: &mut String, ylo: f64, yhi: f64, ylabel: &str) {
-    let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#);
-    let _ = write!(out, r##"<rect x="{L}" y="{T}" width="{}" height="{}" fill="none" stroke="#999"/>"##, W - L - R, H - T - B);
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        out,
+        r##"<rect x="{L}" y="{T}" width="{}" height="{}" fill="none" stroke="#999"/>"##,
+        W - L - R,
+        H - T - B
+    );
     for i in 0..=4 {
         let v = ylo + (yhi - ylo) * i as f64 / 4.0;
         let y = H - B - (H - T - B) * i as f64 / 4.0;
-        let _ = write!(out, r##"<line x1="{L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, W - R, L - 4.0, y + 4.0, fmt(v));
+        let _ = write!(
+            out,
+            r##"<line x1="{L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            W - R,
+            L - 4.0,
+            y + 4.0,
+            fmt(v)
+        );
     }
-    let _ = write!(out, r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#, H / 2.0, H / 2.0, esc(ylabel));
+    let _ = write!(
+        out,
+        r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        H / 2.0,
+        H / 2.0,
+        esc(ylabel)
+    );
 }
 
 fn yrange(vals: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -77,7 +103,9 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     };
     let xmax = xs.last().copied().unwrap_or(1.0).max(1.0);
     let reference: Vec<(f64, f64)> = match series.first().and_then(|(_, p)| p.first()) {
-        Some(p0) if linear_reference && xs.len() > 1 && p0.x > 0.0 => xs.iter().map(|&x| (x, p0.y * x / p0.x)).collect(),
+        Some(p0) if linear_reference && xs.len() > 1 && p0.x > 0.0 => {
+            xs.iter().map(|&x| (x, p0.y * x / p0.x)).collect()
+        }
         _ => vec![],
     };
     let data_hi = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.hi.max(p.y)));
@@ -87,31 +115,89 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     let px = |x: f64| -> f64 { L + 10.0 + (W - L - R - 20.0) * x / xmax };
     let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y.min(yhi) - ylo) / (yhi - ylo)) };
     for &x in std::iter::once(&0.0).chain(&xs) {
-        let _ = write!(out, r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##, px(x), H - B, H - B + 4.0, H - B + 16.0, x);
+        let _ = write!(
+            out,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
+            px(x),
+            H - B,
+            H - B + 4.0,
+            H - B + 16.0,
+            x
+        );
     }
-    let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#, (L + W - R) / 2.0, H - 6.0);
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#,
+        (L + W - R) / 2.0,
+        H - 6.0
+    );
     if !reference.is_empty() {
-        let pts: Vec<String> = reference.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
-        let _ = write!(out, r##"<polyline class="reference" points="{}" fill="none" stroke="#bbb" stroke-dasharray="4 3"/>"##, pts.join(" "));
+        let pts: Vec<String> = reference
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .collect();
+        let _ = write!(
+            out,
+            r##"<polyline class="reference" points="{}" fill="none" stroke="#bbb" stroke-dasharray="4 3"/>"##,
+            pts.join(" ")
+        );
     }
     for (i, (name, pts)) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
         // a variant's line, points and bars share one small sideways offset
         let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
-        let line: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", px(p.x) + dx, py(p.y))).collect();
-        let _ = write!(out, r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#, line.join(" "));
+        let line: Vec<String> = pts
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.x) + dx, py(p.y)))
+            .collect();
+        let _ = write!(
+            out,
+            r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            line.join(" ")
+        );
         for p in pts {
             let x = px(p.x) + dx;
-            let (dash, what) = if p.ci { ("", "95% CI") } else { (r#" stroke-dasharray="2 2""#, "range, too few boots for a CI") };
-            let _ = write!(out, r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"{dash}/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs, {what} [{}, {}]</title></circle>"#,
-                py(p.lo), py(p.hi), py(p.y), esc(name), fmt(p.y), p.x, fmt(p.lo), fmt(p.hi));
+            let (dash, what) = if p.ci {
+                ("", "95% CI")
+            } else {
+                (r#" stroke-dasharray="2 2""#, "range, too few boots for a CI")
+            };
+            let _ = write!(
+                out,
+                r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"{dash}/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs, {what} [{}, {}]</title></circle>"#,
+                py(p.lo),
+                py(p.hi),
+                py(p.y),
+                esc(name),
+                fmt(p.y),
+                p.x,
+                fmt(p.lo),
+                fmt(p.hi)
+            );
         }
         let ly = T + 14.0 + i as f64 * 16.0;
-        let _ = write!(out, r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#, W - R + 10.0, ly - 9.0, W - R + 24.0, ly, esc(name));
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
+            W - R + 10.0,
+            ly - 9.0,
+            W - R + 24.0,
+            ly,
+            esc(name)
+        );
     }
     if !reference.is_empty() {
         let ly = T + 14.0 + series.len() as f64 * 16.0;
-        let _ = write!(out, r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#bbb" stroke-dasharray="4 3"/><text x="{}" y="{}">linear</text>"##, W - R + 10.0, W - R + 20.0, ly - 4.0, ly - 4.0, W - R + 24.0, ly);
+        let _ = write!(
+            out,
+            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#bbb" stroke-dasharray="4 3"/><text x="{}" y="{}">linear</text>"##,
+            W - R + 10.0,
+            W - R + 20.0,
+            ly - 4.0,
+            ly - 4.0,
+            W - R + 24.0,
+            ly
+        );
     }
     out.push_str("</svg>");
     out
@@ -130,12 +216,30 @@ pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
         let cx = L + (W - L - R) * (i as f64 + 0.5) / n;
         for (j, v) in vals.iter().enumerate() {
             let jitter = ((j * 37 % 11) as f64 - 5.0) * 2.0;
-            let _ = write!(out, r#"<circle class="sample" cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}" fill-opacity="0.6"><title>{}</title></circle>"#, cx + jitter, py(*v), fmt(*v));
+            let _ = write!(
+                out,
+                r#"<circle class="sample" cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}" fill-opacity="0.6"><title>{}</title></circle>"#,
+                cx + jitter,
+                py(*v),
+                fmt(*v)
+            );
         }
         if let Some(m) = crate::stats::median(vals) {
-            let _ = write!(out, r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#, cx - 18.0, cx + 18.0, py(m), py(m));
+            let _ = write!(
+                out,
+                r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#,
+                cx - 18.0,
+                cx + 18.0,
+                py(m),
+                py(m)
+            );
         }
-        let _ = write!(out, r#"<text x="{cx:.1}" y="{}" text-anchor="middle">{}</text>"#, H - B + 16.0, esc(name));
+        let _ = write!(
+            out,
+            r#"<text x="{cx:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            H - B + 16.0,
+            esc(name)
+        );
     }
     out.push_str("</svg>");
     out
@@ -164,20 +268,51 @@ pub fn delta_bars(bars: &[Bar]) -> String {
     let m = bars.iter().map(|b| b.delta.abs()).fold(0.0, f64::max).max(1e-9);
     let (x0, half) = (NAME + (WIDTH - NAME - 80.0) / 2.0, (WIDTH - NAME - 80.0) / 2.0);
     let mut out = String::new();
-    let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {h}" width="{WIDTH}" height="{h}" font-family="sans-serif" font-size="11">"#);
-    let _ = write!(out, r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/>"##, h - B);
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {h}" width="{WIDTH}" height="{h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        out,
+        r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/>"##,
+        h - B
+    );
     for (i, b) in bars.iter().enumerate() {
         let y = T + ROW * i as f64;
         let w = half * b.delta.abs() / m;
         let x = if b.delta >= 0.0 { x0 } else { x0 - w };
         let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
         let op = if b.called { "1" } else { "0.3" };
-        let _ = write!(out, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, NAME - 6.0, y + 12.0, esc(&b.name));
-        let _ = write!(out, r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#, y + 3.0, ROW - 6.0, esc(&b.name), fmt(b.delta), if b.called { "" } else { " (under its threshold)" });
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            NAME - 6.0,
+            y + 12.0,
+            esc(&b.name)
+        );
+        let _ = write!(
+            out,
+            r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#,
+            y + 3.0,
+            ROW - 6.0,
+            esc(&b.name),
+            fmt(b.delta),
+            if b.called { "" } else { " (under its threshold)" }
+        );
         let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
-        let _ = write!(out, r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#, y + 12.0, if b.delta >= 0.0 { "start" } else { "end" }, b.delta);
+        let _ = write!(
+            out,
+            r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#,
+            y + 12.0,
+            if b.delta >= 0.0 { "start" } else { "end" },
+            b.delta
+        );
     }
-    let _ = write!(out, r#"<text x="{x0}" y="{}" text-anchor="middle">Δ instructions per op (variant − base)</text>"#, h - B + 24.0);
+    let _ = write!(
+        out,
+        r#"<text x="{x0}" y="{}" text-anchor="middle">Δ instructions per op (variant − base)</text>"#,
+        h - B + 24.0
+    );
     out.push_str("</svg>");
     out
 }
@@ -187,12 +322,21 @@ mod tests {
     use super::*;
 
     fn p(x: f64, y: f64) -> Point {
-        Point { x, y, lo: y * 0.9, hi: y * 1.1, ci: true }
+        Point {
+            x,
+            y,
+            lo: y * 0.9,
+            hi: y * 1.1,
+            ci: true,
+        }
     }
 
     #[test]
     fn scaling_has_a_line_per_variant_and_a_reference_only_when_asked() {
-        let series = [("base".into(), vec![p(2.0, 100.0), p(4.0, 180.0)]), ("v<1>".into(), vec![p(2.0, 90.0), p(4.0, 150.0)])];
+        let series = [
+            ("base".into(), vec![p(2.0, 100.0), p(4.0, 180.0)]),
+            ("v<1>".into(), vec![p(2.0, 90.0), p(4.0, 150.0)]),
+        ];
         let s = scaling(&series, "execs/s", true);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
         assert_eq!(s.matches(r#"class="variant""#).count(), 2);
@@ -211,33 +355,70 @@ mod tests {
 
     #[test]
     fn vcpu_axis_is_to_scale_and_bars_sit_on_their_points() {
-        let s = scaling(&[("base".into(), vec![p(26.0, 10.0), p(256.0, 50.0), p(448.0, 60.0)])], "execs/s", true);
+        let s = scaling(
+            &[("base".into(), vec![p(26.0, 10.0), p(256.0, 50.0), p(448.0, 60.0)])],
+            "execs/s",
+            true,
+        );
         let circles: Vec<f64> = s.split("<circle").skip(1).map(|t| attr(t, "cx")).collect();
-        let bars: Vec<f64> = s.split(r#"<line class="interval""#).skip(1).map(|t| attr(t, "x1")).collect();
+        let bars: Vec<f64> = s
+            .split(r#"<line class="interval""#)
+            .skip(1)
+            .map(|t| attr(t, "x1"))
+            .collect();
         assert_eq!(circles, bars, "each interval bar at its point's x");
         let (a, b, c) = (circles[0], circles[1], circles[2]);
         // x is linear in vCPUs: (256-26)/(448-256) of the gaps
         assert!((((b - a) / (c - b)) - 230.0 / 192.0).abs() < 0.02, "{circles:?}");
-        let short = scaling(&[("base".into(), vec![Point { ci: false, ..p(2.0, 1.0) }])], "x", false);
+        let short = scaling(
+            &[(
+                "base".into(),
+                vec![Point {
+                    ci: false,
+                    ..p(2.0, 1.0)
+                }],
+            )],
+            "x",
+            false,
+        );
         assert!(short.contains("stroke-dasharray=\"2 2\"") && short.contains("range, too few boots"));
     }
 
     #[test]
     fn delta_bars_grow_from_zero_by_sign() {
-        let bars = [Bar { name: "f<x>".into(), delta: 2000.0, called: true }, Bar { name: "g".into(), delta: -500.0, called: false }];
+        let bars = [
+            Bar {
+                name: "f<x>".into(),
+                delta: 2000.0,
+                called: true,
+            },
+            Bar {
+                name: "g".into(),
+                delta: -500.0,
+                called: false,
+            },
+        ];
         let s = delta_bars(&bars);
         let rects: Vec<&str> = s.split(r#"<rect class="delta""#).skip(1).collect();
         assert_eq!(rects.len(), 2);
         let (w0, w1) = (attr(rects[0], "width"), attr(rects[1], "width"));
         assert!((w0 / w1 - 4.0).abs() < 0.01, "widths follow |delta|: {w0} {w1}");
-        assert!(attr(rects[1], "x") + w1 - attr(rects[0], "x") < 0.2, "the negative bar ends where the positive one starts");
-        assert!(rects[0].contains("#d62728") && rects[1].contains("#1f77b4") && rects[1].contains("fill-opacity=\"0.3\""));
+        assert!(
+            attr(rects[1], "x") + w1 - attr(rects[0], "x") < 0.2,
+            "the negative bar ends where the positive one starts"
+        );
+        assert!(
+            rects[0].contains("#d62728") && rects[1].contains("#1f77b4") && rects[1].contains("fill-opacity=\"0.3\"")
+        );
         assert!(s.contains("f&lt;x&gt;"));
     }
 
     #[test]
     fn strip_plots_every_sample() {
-        let s = strip(&[("base".into(), vec![1.0, 2.0, 3.0]), ("v".into(), vec![2.0, 2.5])], "usec");
+        let s = strip(
+            &[("base".into(), vec![1.0, 2.0, 3.0]), ("v".into(), vec![2.0, 2.5])],
+            "usec",
+        );
         assert_eq!(s.matches(r#"class="sample""#).count(), 5);
     }
 }

@@ -1,7 +1,7 @@
 //! Tests of the report model: cells, comparisons, the BH pass, text and CSV; fixtures other modules' tests share.
 use super::*;
-use crate::stats::Verdict;
 use crate::records::{Event, Host, RunMeta, Sample};
+use crate::stats::Verdict;
 
 pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
     let vs: String = variants.iter().map(|v| format!("  - name: {v}\n")).collect();
@@ -11,7 +11,11 @@ pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
         id: "r".into(),
         started: "t".into(),
         matrix: crate::config::parse(&y, std::path::Path::new("/x/m.yaml"), None).unwrap(),
-        host: Host { hostname: "h".into(), cpus: 2, ..Host::default() },
+        host: Host {
+            hostname: "h".into(),
+            cpus: 2,
+            ..Host::default()
+        },
         harness_revision: None,
         clock: None,
         inputs: None,
@@ -62,7 +66,16 @@ pub(crate) fn boot(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
 }
 
 pub(crate) fn boot_end(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
-    Event::BootEnd { variant: variant.into(), vcpus: 2, boot: 0, boot_id: Some(boot_id.into()), findings: vec![], error: error.map(str::to_string), busy_wall_per_guest_s: None, failed: None }
+    Event::BootEnd {
+        variant: variant.into(),
+        vcpus: 2,
+        boot: 0,
+        boot_id: Some(boot_id.into()),
+        findings: vec![],
+        error: error.map(str::to_string),
+        busy_wall_per_guest_s: None,
+        failed: None,
+    }
 }
 
 /// `boots` ended boots of `variant`, 1 warm-up and 2 measured repetitions
@@ -101,26 +114,65 @@ fn cells_are_boots_with_verdicts_failures_and_gate() {
     });
     for boot in 0..5 {
         // what the pipeline records for the boots of a variant that never built
-        rec.1.push(Event::BootEnd { variant: "broken".into(), vcpus: 2, boot, boot_id: None, findings: vec![], error: Some("build failed".into()), busy_wall_per_guest_s: None, failed: None });
+        rec.1.push(Event::BootEnd {
+            variant: "broken".into(),
+            vcpus: 2,
+            boot,
+            boot_id: None,
+            findings: vec![],
+            error: Some("build failed".into()),
+            busy_wall_per_guest_s: None,
+            failed: None,
+        });
     }
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let base = &r.rows[0].cells[0];
-    assert_eq!((base.n, base.reps_per_boot.clone(), base.n_warmup), (5, vec![2; 5], 5), "5 boots × 2, warm-up kept apart");
-    assert_eq!((base.values.len(), base.boots.len()), (10, 5), "raw values kept for plots, one value per boot for the test");
-    assert!((base.boots[1] - 100.4).abs() < 1e-9, "a boot's value is its median repetition");
+    assert_eq!(
+        (base.n, base.reps_per_boot.clone(), base.n_warmup),
+        (5, vec![2; 5], 5),
+        "5 boots × 2, warm-up kept apart"
+    );
+    assert_eq!(
+        (base.values.len(), base.boots.len()),
+        (10, 5),
+        "raw values kept for plots, one value per boot for the test"
+    );
+    assert!(
+        (base.boots[1] - 100.4).abs() < 1e-9,
+        "a boot's value is its median repetition"
+    );
     let slow = verdict_of(&r, 1);
     assert_eq!((slow.verdict, slow.n_base, slow.n_new), (Verdict::Regressed, 5, 5));
     assert!((slow.p.unwrap() - 2.0 / 252.0).abs() < 1e-9, "the test counts boots");
     let text = cell_text(&r.rows[0].cells[1]);
-    assert!(text.contains("n=5 boots×2") && text.contains("worse by 20.0% +0.9/−1.0") && text.contains("regressed (p=0.008 q=0.008"), "{text}");
-    assert!(text.contains("range [") && text.contains("<6 boots: no 95% CI"), "{text}");
+    assert!(
+        text.contains("n=5 boots×2")
+            && text.contains("worse by 20.0% +0.9/−1.0")
+            && text.contains("regressed (p=0.008 q=0.008"),
+        "{text}"
+    );
+    assert!(
+        text.contains("range [") && text.contains("<6 boots: no 95% CI"),
+        "{text}"
+    );
     let broken = &r.rows[0].cells[2];
-    assert!(cell_text(broken).starts_with("FAILED: build failed: x.c:1: error: y"), "{}", cell_text(broken));
-    assert_eq!(broken.decision.unwrap().verdict, Verdict::Insufficient, "a variant that never built is FAILED, not a failure rate");
+    assert!(
+        cell_text(broken).starts_with("FAILED: build failed: x.c:1: error: y"),
+        "{}",
+        cell_text(broken)
+    );
+    assert_eq!(
+        broken.decision.unwrap().verdict,
+        Verdict::Insufficient,
+        "a variant that never built is FAILED, not a failure rate"
+    );
     assert_eq!(broken.boots_ended, 0);
     let g = report_gate(&r, &["d".to_string()]);
     assert_eq!((g.failures.len(), g.warnings.len()), (1, 0));
-    assert!(g.failures[0].starts_with("slow execs_per_s at 2 vCPUs (d): worse by 20.0%"), "{g:?}");
+    assert!(
+        g.failures[0].starts_with("slow execs_per_s at 2 vCPUs (d): worse by 20.0%"),
+        "{g:?}"
+    );
     assert!(report_gate(&r, &["other".to_string()]).failures.is_empty());
     let c = csv(&r);
     assert_eq!(c.lines().count(), 4);
@@ -148,14 +200,34 @@ fn resumed_boots_count_once() {
     }
     // ... because the first attempt was cut off after one repetition (no boot_end)
     rec.1.insert(0, boot("v", "v-2cpu-b0", None));
-    rec.0.splice(0..0, [sample("v", "v-2cpu-b0", 0, 1.0, true), sample("v", "v-2cpu-b0", 1, 50.0, false)]);
+    rec.0.splice(
+        0..0,
+        [
+            sample("v", "v-2cpu-b0", 0, 1.0, true),
+            sample("v", "v-2cpu-b0", 1, 50.0, false),
+        ],
+    );
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let v = &r.rows[0].cells[1];
-    assert_eq!((v.n, v.values.len()), (5, 10), "the cut-off boot's repetition is not counted");
+    assert_eq!(
+        (v.n, v.values.len()),
+        (5, 10),
+        "the cut-off boot's repetition is not counted"
+    );
     assert!(!v.values.contains(&50.0));
-    assert_eq!((v.boots_ended, v.boots_failed), (5, 0), "the cut-off boot is neither a unit nor a failure");
+    assert_eq!(
+        (v.boots_ended, v.boots_failed),
+        (5, 0),
+        "the cut-off boot is neither a unit nor a failure"
+    );
     assert_eq!(verdict_of(&r, 1).failures, None);
-    assert!(r.notes.iter().any(|n| n.contains("not counted") && n.contains("v-2cpu-b0")), "{:?}", r.notes);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("not counted") && n.contains("v-2cpu-b0")),
+        "{:?}",
+        r.notes
+    );
 }
 
 /// A boot whose QEMU crashed before SSH and was started again is shown
@@ -177,9 +249,18 @@ fn a_qemu_crash_that_was_retried_is_not_the_kernels_failure() {
     let v = &r.rows[0].cells[1];
     assert_eq!((v.n, v.boots_ended, v.boots_failed, v.failure.clone()), (5, 5, 0, None));
     assert!(!cell_text(v).contains("failed"), "{}", cell_text(v));
-    assert!(r.notes.iter().any(|n| n.contains("v-2cpu-b0: QEMU died from signal 6") && n.contains("started again")), "{:?}", r.notes);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("v-2cpu-b0: QEMU died from signal 6") && n.contains("started again")),
+        "{:?}",
+        r.notes
+    );
     let shown: Vec<_> = r.boots.iter().filter_map(|b| b.error.as_deref()).collect();
-    assert!(shown.len() == 1 && shown[0].ends_with("(started again)"), "the crashed attempt stays in the boots table: {shown:?}");
+    assert!(
+        shown.len() == 1 && shown[0].ends_with("(started again)"),
+        "the crashed attempt stays in the boots table: {shown:?}"
+    );
     // the same crash, not retried (attempts used up), is the cell's failure
     if let Event::Boot { retried, .. } = &mut crashed {
         *retried = false;
@@ -207,21 +288,44 @@ fn a_failure_repaired_by_resume_is_not_shown() {
         error: error.map(String::from),
         failed: None,
     };
-    rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
-    rec.1.push(build(Some("build failed: make: *** [Makefile:224: __sub-make] Interrupt")));
+    rec.1.push(Event::Config {
+        variant: "v".into(),
+        lost: vec![],
+        error: None,
+        failed: None,
+    });
+    rec.1.push(build(Some(
+        "build failed: make: *** [Makefile:224: __sub-make] Interrupt",
+    )));
     // --resume: configured and built again
-    rec.1.push(Event::Config { variant: "v".into(), lost: vec![], error: None, failed: None });
+    rec.1.push(Event::Config {
+        variant: "v".into(),
+        lost: vec![],
+        error: None,
+        failed: None,
+    });
     rec.1.push(build(None));
     boots("base", 5, 100.0, &mut rec);
     boots("v", 5, 100.0, &mut rec);
     // one boot of v lost a repetition: its failure text is its own
     rec.0.retain(|x| !(x.boot_id == "v-2cpu-b3" && x.repetition == 2));
-    rec.1.push(Event::BenchFailed { variant: "v".into(), vcpus: 2, benchmark: "d".into(), boot_id: "v-2cpu-b3".into(), repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
+    rec.1.push(Event::BenchFailed {
+        variant: "v".into(),
+        vcpus: 2,
+        benchmark: "d".into(),
+        boot_id: "v-2cpu-b3".into(),
+        repetition: 2,
+        error: "killed at its 60 s timeout".into(),
+        failed: None,
+    });
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let v = &r.rows[0].cells[1];
     assert_eq!(v.failure.as_deref(), Some("killed at its 60 s timeout"));
     let text = cell_text(v);
-    assert!(!text.contains("build failed") && text.contains("(failed in 1/5 boots: killed at"), "{text}");
+    assert!(
+        !text.contains("build failed") && text.contains("(failed in 1/5 boots: killed at"),
+        "{text}"
+    );
     // the same run without the failed boot shows no failure at all
     rec.1.retain(|e| !matches!(e, Event::BenchFailed { .. }));
     rec.0.push(sample("v", "v-2cpu-b3", 2, 100.0, false));
@@ -242,7 +346,11 @@ fn unsure_warns_and_fails_the_gate_only_when_strict() {
     let ci = d.ratio.unwrap();
     assert_eq!(d.verdict, Verdict::Unsure, "{d:?}");
     assert!(ci.lo < 0.98 && ci.hi > 0.98 && d.may_regress(), "{ci:?}");
-    assert!(decision_text(&d).contains("unsure: needs more boots (p=0.008 q=0.008, threshold 2.0%)"), "{}", decision_text(&d));
+    assert!(
+        decision_text(&d).contains("unsure: needs more boots (p=0.008 q=0.008, threshold 2.0%)"),
+        "{}",
+        decision_text(&d)
+    );
     let g = report_gate(&r, &[]);
     assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
     assert!(!g.fails(false) && g.fails(true));
@@ -256,33 +364,61 @@ fn failing_more_often_is_reported_not_thinned() {
     boots("flaky", 5, 100.0, &mut rec);
     // flaky: the second repetition of 3 boots timed out
     let timed_out = ["flaky-2cpu-b0", "flaky-2cpu-b1", "flaky-2cpu-b2"];
-    rec.0.retain(|s| !(s.repetition == 2 && timed_out.contains(&s.boot_id.as_str())));
+    rec.0
+        .retain(|s| !(s.repetition == 2 && timed_out.contains(&s.boot_id.as_str())));
     for boot_id in timed_out.map(String::from) {
-        rec.1.push(Event::BenchFailed { variant: "flaky".into(), vcpus: 2, benchmark: "d".into(), boot_id, repetition: 2, error: "killed at its 60 s timeout".into(), failed: None });
+        rec.1.push(Event::BenchFailed {
+            variant: "flaky".into(),
+            vcpus: 2,
+            benchmark: "d".into(),
+            boot_id,
+            repetition: 2,
+            error: "killed at its 60 s timeout".into(),
+            failed: None,
+        });
     }
     // hangs: no boot ever comes up
     for b in 0..5 {
         let id = format!("hangs-2cpu-b{b}");
         rec.1.push(boot("hangs", &id, Some("no SSH within 300 s")));
-        rec.1.push(boot_end("hangs", &id, Some("boot failed: no SSH within 300 s")));
+        rec.1
+            .push(boot_end("hangs", &id, Some("boot failed: no SSH within 300 s")));
     }
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let flaky = &r.rows[0].cells[1];
-    assert_eq!((flaky.n, flaky.boots_failed, flaky.boots_ended), (5, 3, 5), "boots that failed keep what they measured");
+    assert_eq!(
+        (flaky.n, flaky.boots_failed, flaky.boots_ended),
+        (5, 3, 5),
+        "boots that failed keep what they measured"
+    );
     let d = flaky.decision.unwrap();
     let f = d.failures.unwrap();
     // 3/5 against 0/5 has Fisher p 0.083: marked "fails more?", not the headline
-    assert_eq!((d.verdict, f.counts.failed, f.counts.base_failed, f.significant), (d.performance, 3, 0, false));
+    assert_eq!(
+        (d.verdict, f.counts.failed, f.counts.base_failed, f.significant),
+        (d.performance, 3, 0, false)
+    );
     assert_ne!(d.verdict, Verdict::FailsMore);
-    assert!(cell_text(flaky).contains("fails more?: 3/5 boots failed vs base 0/5 (Fisher p=0.083)"), "{}", cell_text(flaky));
+    assert!(
+        cell_text(flaky).contains("fails more?: 3/5 boots failed vs base 0/5 (Fisher p=0.083)"),
+        "{}",
+        cell_text(flaky)
+    );
     let hangs = r.rows[0].cells[2].decision.unwrap();
-    assert_eq!((hangs.verdict, hangs.performance), (Verdict::FailsMore, Verdict::Insufficient));
+    assert_eq!(
+        (hangs.verdict, hangs.performance),
+        (Verdict::FailsMore, Verdict::Insufficient)
+    );
     assert!(hangs.failures.unwrap().significant);
     let g = report_gate(&r, &[]);
     assert_eq!((g.failures.len(), g.warnings.len()), (1, 1), "{g:?}");
     assert!(g.failures[0].starts_with("hangs") && g.warnings[0].starts_with("flaky"));
     assert!(csv(&r).lines().nth(2).unwrap().contains(",3,5,"), "{}", csv(&r));
-    assert!(csv(&r).lines().nth(3).unwrap().contains(",fails more,5,5,"), "{}", csv(&r));
+    assert!(
+        csv(&r).lines().nth(3).unwrap().contains(",fails more,5,5,"),
+        "{}",
+        csv(&r)
+    );
 }
 
 #[test]
@@ -292,7 +428,16 @@ fn thresholds_apply_per_metric_and_a_calibrated_floor_is_not_added() {
     let mut rec = (Vec::new(), Vec::new());
     boots("base", 5, 100.0, &mut rec);
     boots("slow", 5, 80.0, &mut rec);
-    let wall: Vec<Sample> = rec.0.iter().map(|s| Sample { metric: "wall_s".into(), unit: "s".into(), higher_is_better: false, ..s.clone() }).collect();
+    let wall: Vec<Sample> = rec
+        .0
+        .iter()
+        .map(|s| Sample {
+            metric: "wall_s".into(),
+            unit: "s".into(),
+            higher_is_better: false,
+            ..s.clone()
+        })
+        .collect();
     rec.0.extend(wall);
     // a calibrated A/A floor of 30% for wall_s: a noise band, which the
     // interval already carries; it does not raise the threshold
@@ -303,8 +448,16 @@ fn thresholds_apply_per_metric_and_a_calibrated_floor_is_not_added() {
     assert_eq!((row("execs_per_s").floor, row("wall_s").floor), (0.25, 0.02));
     let execs = row("execs_per_s").cells[1].decision.unwrap();
     let wall = row("wall_s").cells[1].decision.unwrap();
-    assert_eq!((execs.verdict, execs.floor), (Verdict::Small, 0.25), "a 20% drop inside its declared 25% threshold");
-    assert_eq!((wall.verdict, wall.floor), (Verdict::Improved, 0.02), "the other metric keeps 2%, calibration or not");
+    assert_eq!(
+        (execs.verdict, execs.floor),
+        (Verdict::Small, 0.25),
+        "a 20% drop inside its declared 25% threshold"
+    );
+    assert_eq!(
+        (wall.verdict, wall.floor),
+        (Verdict::Improved, 0.02),
+        "the other metric keeps 2%, calibration or not"
+    );
     assert!(r.rule_text.contains("test floors") && table(&r).contains("floors: test floors"));
 }
 
@@ -328,13 +481,26 @@ fn the_report_prints_what_a_regressed_call_can_detect() {
     // the threshold plus the interval's reach: above 2%, and the figure printed
     assert_eq!(d.verdict, Verdict::NotSignificant);
     assert!(det > 0.02 && det < 0.08, "{det}");
-    assert!(r.detectable.starts_with(&format!("regressed calls: a true change of {:.1}%", det * 100.0)), "{}", r.detectable);
-    assert!(cell_text(&r.rows[0].cells[1]).contains(&format!("a regressed call needs {:.1}%", det * 100.0)), "{}", cell_text(&r.rows[0].cells[1]));
+    assert!(
+        r.detectable
+            .starts_with(&format!("regressed calls: a true change of {:.1}%", det * 100.0)),
+        "{}",
+        r.detectable
+    );
+    assert!(
+        cell_text(&r.rows[0].cells[1]).contains(&format!("a regressed call needs {:.1}%", det * 100.0)),
+        "{}",
+        cell_text(&r.rows[0].cells[1])
+    );
     assert!(table(&r).contains("regressed calls:"));
     let mut staged = meta.clone();
     staged.matrix.statistics.second_stage_boots = 6;
     let r2 = build_from(&staged, &rec.0, &rec.1, &Floors::none("none"));
-    assert!(r2.detectable.contains("with the second stage's 6 more boots per arm") && r2.detectable.contains("Pocock"), "{}", r2.detectable);
+    assert!(
+        r2.detectable.contains("with the second stage's 6 more boots per arm") && r2.detectable.contains("Pocock"),
+        "{}",
+        r2.detectable
+    );
 }
 
 #[test]
@@ -362,19 +528,37 @@ fn csv_quotes_guest_text() {
     let rows = parse_csv(&c);
     let header = "benchmark,metric,unit,higher_is_better,vcpus,variant,boots,reps,median,ci_lo,ci_hi,ci_exact,\
                   ratio,ratio_lo,ratio_hi,worse_by,worse_lo,worse_hi,p,q,floor,mde,verdict,boots_failed,boots_ended,failure";
-    assert_eq!(c.lines().next(), Some(header), "the header is the record's fields, in order");
+    assert_eq!(
+        c.lines().next(),
+        Some(header),
+        "the header is the record's fields, in order"
+    );
     let width = header.split(',').count();
     assert!(rows.iter().all(|r| r.len() == width), "{rows:?}");
     let broken = rows.iter().find(|r| r[5] == "broken").unwrap();
-    assert!(broken[width - 1].ends_with("exited with 1: \"x\", then\nline 2"), "{broken:?}");
+    assert!(
+        broken[width - 1].ends_with("exited with 1: \"x\", then\nline 2"),
+        "{broken:?}"
+    );
     assert_eq!(broken[2], "ops,\"s\"");
     let base = rows.iter().find(|r| r[5] == "base").unwrap();
-    assert_eq!((base[3].as_str(), base[6].as_str(), base[8].as_str(), base[20].as_str()), ("true", "1", "1", "0.02"), "numbers as Rust prints them");
-    assert!(csv(&Report { rows: vec![], ..build_from(&meta, &samples, &events, &Floors::none("none")) }) == format!("{header}\n"), "no cells: the header alone");
+    assert_eq!(
+        (base[3].as_str(), base[6].as_str(), base[8].as_str(), base[20].as_str()),
+        ("true", "1", "1", "0.02"),
+        "numbers as Rust prints them"
+    );
+    assert!(
+        csv(&Report {
+            rows: vec![],
+            ..build_from(&meta, &samples, &events, &Floors::none("none"))
+        }) == format!("{header}\n"),
+        "no cells: the header alone"
+    );
 }
 
 fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let (mut rows, mut row, mut field, mut quoted, mut chars) = (vec![], vec![], String::new(), false, text.chars().peekable());
+    let (mut rows, mut row, mut field, mut quoted, mut chars) =
+        (vec![], vec![], String::new(), false, text.chars().peekable());
     while let Some(c) = chars.next() {
         match (quoted, c) {
             (true, '"') if chars.peek() == Some(&'"') => {
@@ -399,9 +583,18 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, kind: crate::vm::Trouble) {
     let id = format!("{variant}-2cpu-b{boot}");
     for e in rec.1.iter_mut() {
-        if let Event::BootEnd { boot_id: Some(b), findings, .. } = e {
+        if let Event::BootEnd {
+            boot_id: Some(b),
+            findings,
+            ..
+        } = e
+        {
             if *b == id {
-                findings.push(crate::vm::Finding { kind, line: "Oops: 0000 [#1] SMP".into(), signature: format!("{kind:?}: do_exit") });
+                findings.push(crate::vm::Finding {
+                    kind,
+                    line: "Oops: 0000 [#1] SMP".into(),
+                    signature: format!("{kind:?}: do_exit"),
+                });
             }
         }
     }
@@ -436,7 +629,11 @@ fn a_kernel_fault_in_the_variant_only_fails_the_gate() {
     let r = build_from(&meta, &rec2.0, &rec2.1, &Floors::none("none"));
     let g = report_gate(&r, &[]);
     assert_eq!(g.failures.len(), 1, "{g:?}");
-    assert!(g.failures[0].starts_with("oops") && g.failures[0].contains("kernel faults (panic, oops, BUG, hang) in 1 of its boots and in none of base's"), "{g:?}");
+    assert!(
+        g.failures[0].starts_with("oops")
+            && g.failures[0].contains("kernel faults (panic, oops, BUG, hang) in 1 of its boots and in none of base's"),
+        "{g:?}"
+    );
 }
 
 /// Issue 21: 1 failed boot of 7 against 0 of 7 (Fisher p 0.5) is "fails
@@ -447,12 +644,24 @@ fn one_failure_in_seven_is_fails_more_with_a_question_mark() {
     let mut rec = (Vec::new(), Vec::new());
     boots("base", 7, 100.0, &mut rec);
     boots("flaky", 7, 100.0, &mut rec);
-    rec.1.push(Event::BenchFailed { variant: "flaky".into(), vcpus: 2, benchmark: "d".into(), boot_id: "flaky-2cpu-b4".into(), repetition: 2, error: "exit 1".into(), failed: None });
+    rec.1.push(Event::BenchFailed {
+        variant: "flaky".into(),
+        vcpus: 2,
+        benchmark: "d".into(),
+        boot_id: "flaky-2cpu-b4".into(),
+        repetition: 2,
+        error: "exit 1".into(),
+        failed: None,
+    });
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let d = r.rows[0].cells[1].decision.unwrap();
     assert_ne!(d.verdict, Verdict::FailsMore);
     assert!((d.failures.unwrap().p - 0.5).abs() < 1e-9);
-    assert!(cell_text(&r.rows[0].cells[1]).contains("fails more?: 1/7"), "{}", cell_text(&r.rows[0].cells[1]));
+    assert!(
+        cell_text(&r.rows[0].cells[1]).contains("fails more?: 1/7"),
+        "{}",
+        cell_text(&r.rows[0].cells[1])
+    );
     let g = report_gate(&r, &[]);
     assert_eq!((g.failures.len(), g.warnings.len()), (0, 1), "{g:?}");
 }
@@ -470,14 +679,32 @@ fn a_timed_out_boot_is_counted_for_the_test() {
     rec.0.retain(|s| !gone.contains(&s.boot_id.as_str()));
     for id in gone {
         let failed = Some(Failed::new(Stage::Benchmark, Cause::BenchTimeout));
-        rec.1.push(Event::BenchFailed { variant: "slowhang".into(), vcpus: 2, benchmark: "d".into(), boot_id: id.into(), repetition: 1, error: "killed at its timeout".into(), failed });
+        rec.1.push(Event::BenchFailed {
+            variant: "slowhang".into(),
+            vcpus: 2,
+            benchmark: "d".into(),
+            boot_id: id.into(),
+            repetition: 1,
+            error: "killed at its timeout".into(),
+            failed,
+        });
     }
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let c = &r.rows[0].cells[1];
     assert_eq!((c.n, c.timed_out, c.boots_failed), (3, 3, 3));
-    let measured_only = crate::stats::decide_all(&[crate::stats::Comparison::new(r.rows[0].cells[0].boots.clone(), c.boots.clone(), true)], &r.rule);
+    let measured_only = crate::stats::decide_all(
+        &[crate::stats::Comparison::new(
+            r.rows[0].cells[0].boots.clone(),
+            c.boots.clone(),
+            true,
+        )],
+        &r.rule,
+    );
     let (with, without) = (c.decision.unwrap().p.unwrap(), measured_only[0].p.unwrap());
-    assert!(with < without / 2.0, "the timed-out boots rank worst: p {with} against {without} without them");
+    assert!(
+        with < without / 2.0,
+        "the timed-out boots rank worst: p {with} against {without} without them"
+    );
 }
 
 /// A cell given up after two boots failed before SSH (issue 19): its
@@ -494,11 +721,29 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
         let id = format!("hang-2cpu-b{b}");
         rec.1.push(boot("hang", &id, Some("no SSH within 120 host seconds")));
         let error = Some("boot failed: no SSH within 120 host seconds".to_string());
-        rec.1.push(Event::BootEnd { variant: "hang".into(), vcpus: 2, boot: b, boot_id: Some(id), findings: vec![], error, busy_wall_per_guest_s: None, failed: timeout });
+        rec.1.push(Event::BootEnd {
+            variant: "hang".into(),
+            vcpus: 2,
+            boot: b,
+            boot_id: Some(id),
+            findings: vec![],
+            error,
+            busy_wall_per_guest_s: None,
+            failed: timeout,
+        });
     }
     let why = "not booted: the 2 boots of hang at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH within 120 host seconds";
     let failed = Some(Failed::new(Stage::Boot, Cause::NotBooted));
-    rec.1.push(Event::BootEnd { variant: "hang".into(), vcpus: 2, boot: 2, boot_id: None, findings: vec![], error: Some(why.into()), busy_wall_per_guest_s: None, failed });
+    rec.1.push(Event::BootEnd {
+        variant: "hang".into(),
+        vcpus: 2,
+        boot: 2,
+        boot_id: None,
+        findings: vec![],
+        error: Some(why.into()),
+        busy_wall_per_guest_s: None,
+        failed,
+    });
     meta.clock = Some(crate::vm::MeasureClock::TcgIcount);
     meta.jobs = Some(2);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
@@ -509,7 +754,12 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
     assert!(r.clock_text.ends_with("; 2 boots at once"), "{}", r.clock_text);
     meta.clock = Some(crate::vm::MeasureClock::TcgWall);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
-    assert!(r.clock_text.contains("2 boots at once under a wall clock (--allow-concurrent-wall)"), "{}", r.clock_text);
+    assert!(
+        r.clock_text
+            .contains("2 boots at once under a wall clock (--allow-concurrent-wall)"),
+        "{}",
+        r.clock_text
+    );
 }
 
 #[test]
@@ -530,14 +780,29 @@ fn guest_text_is_escaped_in_the_table_and_neutralised_in_the_csv() {
         boot("base", "b0", None),
         boot_end("base", "b0", None),
     ];
-    let r = build_from(&meta, &[sample("base", "b0", 1, 1.0, false)], &events, &Floors::none("none"));
+    let r = build_from(
+        &meta,
+        &[sample("base", "b0", 1, 1.0, false)],
+        &events,
+        &Floors::none("none"),
+    );
     let t = table(&r);
     assert!(!t.chars().any(|c| c == '\u{1b}' || c == '\u{9b}'), "{t:?}");
     assert!(t.contains("\\x1b[2J"), "{t}");
     let rows = parse_csv(&csv(&r));
     let broken = rows.iter().find(|r| r[5] == "broken").unwrap();
-    assert!(broken[25].starts_with("'=HYPERLINK"), "a spreadsheet must not run it: {:?}", broken[25]);
-    for (text, want) in [("+1", "'+1"), ("-x", "'-x"), ("@SUM(A1)", "'@SUM(A1)"), ("ok", "ok"), ("", "")] {
+    assert!(
+        broken[25].starts_with("'=HYPERLINK"),
+        "a spreadsheet must not run it: {:?}",
+        broken[25]
+    );
+    for (text, want) in [
+        ("+1", "'+1"),
+        ("-x", "'-x"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("ok", "ok"),
+        ("", ""),
+    ] {
         assert_eq!(super::text::neutral(text), want);
     }
 }
@@ -585,21 +850,53 @@ fn an_undecided_first_stage_is_decided_by_the_second_stages_boots() {
     }
     let first = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let (v, same) = (&first.rows[0].cells[1], &first.rows[0].cells[2]);
-    assert!(v.second_stage && !same.second_stage, "{} / {}", cell_text(v), cell_text(same));
-    assert!(cell_text(v).contains("second stage: its first stage left it undecided past the threshold"), "{}", cell_text(v));
-    assert!(matches!(v.decision.unwrap().verdict, Verdict::Unsure | Verdict::NotSignificant));
+    assert!(
+        v.second_stage && !same.second_stage,
+        "{} / {}",
+        cell_text(v),
+        cell_text(same)
+    );
+    assert!(
+        cell_text(v).contains("second stage: its first stage left it undecided past the threshold"),
+        "{}",
+        cell_text(v)
+    );
+    assert!(matches!(
+        v.decision.unwrap().verdict,
+        Verdict::Unsure | Verdict::NotSignificant
+    ));
     assert_eq!(second_stage_cells(&first), vec![("v".to_string(), 2)]);
-    assert!(first.rule_text.contains("Pocock's split: each stage's q must be ≤ 0.0294"), "{}", first.rule_text);
+    assert!(
+        first
+            .rule_text
+            .contains("Pocock's split: each stage's q must be ≤ 0.0294"),
+        "{}",
+        first.rule_text
+    );
     // the second stage: base and v boot 6 more times (b6..b11), v 4% lower
-    for (k, (x, y)) in [100.1, 99.8, 100.3, 99.9, 100.0, 100.4].iter().zip([96.1, 95.8, 96.3, 95.9, 96.0, 96.4]).enumerate() {
+    for (k, (x, y)) in [100.1, 99.8, 100.3, 99.9, 100.0, 100.4]
+        .iter()
+        .zip([96.1, 95.8, 96.3, 95.9, 96.0, 96.4])
+        .enumerate()
+    {
         one_boot("base", 6 + k as u32, *x, &mut rec);
         one_boot("v", 6 + k as u32, y, &mut rec);
     }
     let second = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
-    let (v, same) = (second.rows[0].cells[1].decision.unwrap(), second.rows[0].cells[2].decision.unwrap());
+    let (v, same) = (
+        second.rows[0].cells[1].decision.unwrap(),
+        second.rows[0].cells[2].decision.unwrap(),
+    );
     assert_eq!((v.n_new, v.verdict), (12, Verdict::Regressed), "{}", decision_text(&v));
-    assert_eq!((same.n_base, same.n_new), (6, 6), "a cell not sent keeps its first stage's decision: {same:?}");
-    assert!(second.rows[0].cells[1].second_stage, "the sent cell is still the one sent");
+    assert_eq!(
+        (same.n_base, same.n_new),
+        (6, 6),
+        "a cell not sent keeps its first stage's decision: {same:?}"
+    );
+    assert!(
+        second.rows[0].cells[1].second_stage,
+        "the sent cell is still the one sent"
+    );
     assert!(!report_gate(&second, &[]).failures.is_empty());
 }
 
@@ -615,5 +912,8 @@ fn too_few_boots_for_one_cell_alone_is_said_without_denying_calls_of_cells_that_
     let mut rec = (Vec::new(), Vec::new());
     boots("base", 2, 100.0, &mut rec);
     let r = build_from(&only_base, &rec.0, &rec.1, &Floors::none("none"));
-    assert_eq!(r.detectable, "regressed calls: none can be made at this sampling (no compared cell)");
+    assert_eq!(
+        r.detectable,
+        "regressed calls: none can be made at this sampling (no compared cell)"
+    );
 }

@@ -38,9 +38,17 @@ fn p_text(p: f64) -> String {
 pub fn change_text(d: &Decision) -> Option<String> {
     let (w, lo, hi) = d.worse_by()?;
     // in the headline's own scale: "better by" flips the signs and the ends
-    let (word, x, lo, hi) = if w >= 0.0 { ("worse", w, lo, hi) } else { ("better", -w, -hi, -lo) };
+    let (word, x, lo, hi) = if w >= 0.0 {
+        ("worse", w, lo, hi)
+    } else {
+        ("better", -w, -hi, -lo)
+    };
     let (x, up, down) = (x * 100.0, (hi - x) * 100.0, (x - lo) * 100.0);
-    let band = if format!("{up:.1}") == format!("{down:.1}") { format!("±{up:.1}") } else { format!("+{up:.1}/−{down:.1}") };
+    let band = if format!("{up:.1}") == format!("{down:.1}") {
+        format!("±{up:.1}")
+    } else {
+        format!("+{up:.1}/−{down:.1}")
+    };
     Some(format!("{word} by {x:.1}% {band}"))
 }
 
@@ -58,7 +66,12 @@ fn summary_text(s: &Summary) -> String {
     if s.ci_exact {
         format!("{} [{}, {}]", num(s.median), num(s.ci_lo), num(s.ci_hi))
     } else {
-        format!("{} range [{}, {}] (<6 boots: no 95% CI)", num(s.median), num(s.min), num(s.max))
+        format!(
+            "{} range [{}, {}] (<6 boots: no 95% CI)",
+            num(s.median),
+            num(s.min),
+            num(s.max)
+        )
     }
 }
 
@@ -74,8 +87,15 @@ pub fn cell_text(c: &Cell) -> String {
         s.push_str(&decision_text(d));
     }
     if c.summary.is_some() && c.boots_failed > 0 {
-        let why = c.failure.as_deref().map(|f| format!(": {}", shorten(f, 40))).unwrap_or_default();
-        s.push_str(&format!("\n(failed in {}/{} boots{why})", c.boots_failed, c.boots_ended));
+        let why = c
+            .failure
+            .as_deref()
+            .map(|f| format!(": {}", shorten(f, 40)))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "\n(failed in {}/{} boots{why})",
+            c.boots_failed, c.boots_ended
+        ));
     }
     if c.second_stage {
         s.push_str("\nsecond stage: its first stage left it undecided past the threshold");
@@ -105,7 +125,14 @@ pub fn decision_text(d: &Decision) -> String {
 
 fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
     let c = f.counts;
-    format!("{}/{} boots failed vs base {}/{} (Fisher p={})", c.failed, c.of, c.base_failed, c.base_of, p_text(f.p))
+    format!(
+        "{}/{} boots failed vs base {}/{} (Fisher p={})",
+        c.failed,
+        c.of,
+        c.base_failed,
+        c.base_of,
+        p_text(f.p)
+    )
 }
 
 fn performance_text(d: &Decision) -> String {
@@ -117,13 +144,21 @@ fn performance_text(d: &Decision) -> String {
     match d.performance {
         Verdict::NotSignificant => {
             let reach = match (d.smallest_p, d.alpha_eff, d.mde) {
-                (Some(sp), Some(a), _) if sp > a => format!("; {}/{} boots cannot pass: smallest p {:.3} > {:.3}", d.n_base, d.n_new, sp, a),
-                _ if d.detectable.is_some() => format!(", a regressed call needs {:.1}%", d.detectable.unwrap_or(0.0) * 100.0),
+                (Some(sp), Some(a), _) if sp > a => format!(
+                    "; {}/{} boots cannot pass: smallest p {:.3} > {:.3}",
+                    d.n_base, d.n_new, sp, a
+                ),
+                _ if d.detectable.is_some() => {
+                    format!(", a regressed call needs {:.1}%", d.detectable.unwrap_or(0.0) * 100.0)
+                }
                 _ => String::new(),
             };
             format!("{change}~ ({pq}{reach})")
         }
-        Verdict::Unsure => format!("{change}unsure: needs more boots ({pq}, threshold {:.1}%)", d.floor * 100.0),
+        Verdict::Unsure => format!(
+            "{change}unsure: needs more boots ({pq}, threshold {:.1}%)",
+            d.floor * 100.0
+        ),
         v => format!("{change}{} ({pq}, threshold {:.1}%)", v.symbol(), d.floor * 100.0),
     }
 }
@@ -146,7 +181,8 @@ pub fn printable_lines(s: &str) -> String {
 /// The terminal table (guest text escaped).
 pub fn table(r: &Report) -> String {
     let mut t = Table::new();
-    t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
     if std::env::var_os("COLUMNS").is_none() {
         t.set_width(160);
     }
@@ -155,13 +191,27 @@ pub fn table(r: &Report) -> String {
     t.set_header(header);
     for row in &r.rows {
         let dir = if row.higher_is_better { "↑" } else { "↓" };
-        let mut line = vec![format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit), row.vcpus.to_string()];
+        let mut line = vec![
+            format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit),
+            row.vcpus.to_string(),
+        ];
         for v in &r.variants {
-            line.push(row.cells.iter().find(|c| &c.variant == v).map(|c| printable_lines(&cell_text(c))).unwrap_or_default());
+            line.push(
+                row.cells
+                    .iter()
+                    .find(|c| &c.variant == v)
+                    .map(|c| printable_lines(&cell_text(c)))
+                    .unwrap_or_default(),
+            );
         }
         t.add_row(line);
     }
-    let mut out = format!("run {} (started {}){}\n", printable(&r.run_id), printable(&r.started), if r.complete { "" } else { " — INCOMPLETE" });
+    let mut out = format!(
+        "run {} (started {}){}\n",
+        printable(&r.run_id),
+        printable(&r.started),
+        if r.complete { "" } else { " — INCOMPLETE" }
+    );
     out.push_str(&format!("clock: {}\n", r.clock_text));
     out.push_str(&t.to_string());
     out.push('\n');
@@ -291,7 +341,11 @@ impl<'a> CsvRecord<'a> {
 /// its quotes doubled; text from a guest can hold any): a header, then one
 /// line per cell.
 pub fn csv(r: &Report) -> String {
-    let records: Vec<CsvRecord> = r.rows.iter().flat_map(|row| row.cells.iter().map(move |c| CsvRecord::of(row, c))).collect();
+    let records: Vec<CsvRecord> = r
+        .rows
+        .iter()
+        .flat_map(|row| row.cells.iter().map(move |c| CsvRecord::of(row, c)))
+        .collect();
     if records.is_empty() {
         // the csv crate writes the header with the first record: cut it from a blank one
         let blank = csv_text(&[CsvRecord::default()]);

@@ -61,12 +61,35 @@ pub fn table(trends: &[Trend]) -> String {
     for t in trends {
         out.push_str(&format!("{} — {}\n", printable(&t.title), printable(&t.key)));
         let mut tab = Table::new();
-        tab.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-        tab.set_header(vec!["night".to_string(), "run".into(), format!("median [interval] ({})", printable(&t.unit)), "boots".into(), "change".into()]);
+        tab.load_style(presets::UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic);
+        tab.set_header(vec![
+            "night".to_string(),
+            "run".into(),
+            format!("median [interval] ({})", printable(&t.unit)),
+            "boots".into(),
+            "change".into(),
+        ]);
         for (i, p) in t.points.iter().enumerate() {
-            let interval = if p.ci { format!("[{}, {}]", num(p.lo), num(p.hi)) } else { format!("range [{}, {}]", num(p.lo), num(p.hi)) };
-            let mark = t.marks.iter().filter(|m| m.index == i).map(|m| m.text.clone()).collect::<Vec<_>>().join("; ");
-            tab.add_row(vec![printable(&p.date), printable(&p.run_id), format!("{} {interval}", num(p.y)), p.n.to_string(), printable(&mark)]);
+            let interval = if p.ci {
+                format!("[{}, {}]", num(p.lo), num(p.hi))
+            } else {
+                format!("range [{}, {}]", num(p.lo), num(p.hi))
+            };
+            let mark = t
+                .marks
+                .iter()
+                .filter(|m| m.index == i)
+                .map(|m| m.text.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            tab.add_row(vec![
+                printable(&p.date),
+                printable(&p.run_id),
+                format!("{} {interval}", num(p.y)),
+                p.n.to_string(),
+                printable(&mark),
+            ]);
         }
         out.push_str(&format!("{tab}\n"));
         if t.marks.is_empty() {
@@ -88,12 +111,15 @@ struct Drawn<'a> {
 pub fn render(trends: &[Trend], method: &str) -> Result<String> {
     let drawn: Vec<Drawn> = trends.iter().map(|t| Drawn { t, svg: svg(t) }).collect();
     let mut env = minijinja::Environment::new();
-    env.add_template("history.html", include_str!("history.html")).context("load the history template")?;
+    env.add_template("history.html", include_str!("history.html"))
+        .context("load the history template")?;
     let ctx = minijinja::context! {
         trends => minijinja::Value::from(minijinja::value::Serde(&drawn)),
         method => method,
     };
-    env.get_template("history.html")?.render(ctx).context("render the history page")
+    env.get_template("history.html")?
+        .render(ctx)
+        .context("render the history page")
 }
 
 /// A nightly trend: one point per night with its interval bar, each point a
@@ -101,7 +127,9 @@ pub fn render(trends: &[Trend], method: &str) -> Result<String> {
 pub fn svg(t: &Trend) -> String {
     use super::svg::{esc, fmt, frame, B, H, L, R, T, W};
     use std::fmt::Write;
-    let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.lo), b.max(p.hi)));
+    let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+        (a.min(p.lo), b.max(p.hi))
+    });
     if !ylo.is_finite() {
         (ylo, yhi) = (0.0, 1.0);
     } else if yhi <= ylo {
@@ -115,22 +143,62 @@ pub fn svg(t: &Trend) -> String {
     let n = t.points.len().max(2) as f64;
     let px = |i: f64| -> f64 { L + 10.0 + (W - L - R - 20.0) * i / (n - 1.0) };
     let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y - ylo) / (yhi - ylo)) };
-    let line: Vec<String> = t.points.iter().enumerate().map(|(i, p)| format!("{:.1},{:.1}", px(i as f64), py(p.y))).collect();
-    let _ = write!(out, r##"<polyline class="trend" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>"##, line.join(" "));
+    let line: Vec<String> = t
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{:.1},{:.1}", px(i as f64), py(p.y)))
+        .collect();
+    let _ = write!(
+        out,
+        r##"<polyline class="trend" points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>"##,
+        line.join(" ")
+    );
     for (i, p) in t.points.iter().enumerate() {
         let x = px(i as f64);
         let dash = if p.ci { "" } else { r#" stroke-dasharray="2 2""# };
-        let _ = write!(out, r##"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#1f77b4"{dash}/><a href="{}"><circle cx="{x:.1}" cy="{:.1}" r="3.5" fill="#1f77b4"><title>{} {}: {} [{}, {}], {} boots</title></circle></a>"##,
-            py(p.lo), py(p.hi), esc(&p.link), py(p.y), esc(&p.date), esc(&p.run_id), fmt(p.y), fmt(p.lo), fmt(p.hi), p.n);
+        let _ = write!(
+            out,
+            r##"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#1f77b4"{dash}/><a href="{}"><circle cx="{x:.1}" cy="{:.1}" r="3.5" fill="#1f77b4"><title>{} {}: {} [{}, {}], {} boots</title></circle></a>"##,
+            py(p.lo),
+            py(p.hi),
+            esc(&p.link),
+            py(p.y),
+            esc(&p.date),
+            esc(&p.run_id),
+            fmt(p.y),
+            fmt(p.lo),
+            fmt(p.hi),
+            p.n
+        );
     }
     for m in &t.marks {
         let x = px(m.index as f64 - 0.5);
-        let _ = write!(out, r##"<line class="change" x1="{x:.1}" x2="{x:.1}" y1="{T}" y2="{}" stroke="#d62728" stroke-dasharray="5 3"><title>{}</title></line>"##, H - B, esc(&m.text));
+        let _ = write!(
+            out,
+            r##"<line class="change" x1="{x:.1}" x2="{x:.1}" y1="{T}" y2="{}" stroke="#d62728" stroke-dasharray="5 3"><title>{}</title></line>"##,
+            H - B,
+            esc(&m.text)
+        );
     }
     let label = |i: usize| t.points.get(i).map(|p| esc(&p.date)).unwrap_or_default();
     let last = t.points.len().saturating_sub(1);
-    let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="start">{}</text><text x="{:.1}" y="{}" text-anchor="end">{}</text>"#, px(0.0), H - B + 16.0, label(0), px(last as f64), H - B + 16.0, label(last));
-    let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">night (run)</text>"#, (L + W - R) / 2.0, H - 6.0);
+    let _ = write!(
+        out,
+        r#"<text x="{:.1}" y="{}" text-anchor="start">{}</text><text x="{:.1}" y="{}" text-anchor="end">{}</text>"#,
+        px(0.0),
+        H - B + 16.0,
+        label(0),
+        px(last as f64),
+        H - B + 16.0,
+        label(last)
+    );
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">night (run)</text>"#,
+        (L + W - R) / 2.0,
+        H - 6.0
+    );
     out.push_str("</svg>");
     out
 }
@@ -142,20 +210,57 @@ mod tests {
     #[test]
     fn trend_links_every_night_and_marks_changes() {
         let points = (0..6)
-            .map(|i| TrendPoint { date: format!("2026-01-0{}", i + 1), run_id: format!("r{i}"), link: format!("../r{i}/report.html"), y: if i < 3 { 10.0 } else { 11.0 }, lo: 9.5, hi: 11.5, ci: i != 0, n: 5 })
+            .map(|i| TrendPoint {
+                date: format!("2026-01-0{}", i + 1),
+                run_id: format!("r{i}"),
+                link: format!("../r{i}/report.html"),
+                y: if i < 3 { 10.0 } else { 11.0 },
+                lo: 9.5,
+                hi: 11.5,
+                ci: i != 0,
+                n: 5,
+            })
             .collect();
-        let t = Trend { title: "t".into(), key: "k".into(), unit: "ms".into(), points, marks: vec![TrendMark { index: 3, text: "+10%".into() }] };
+        let t = Trend {
+            title: "t".into(),
+            key: "k".into(),
+            unit: "ms".into(),
+            points,
+            marks: vec![TrendMark {
+                index: 3,
+                text: "+10%".into(),
+            }],
+        };
         let s = svg(&t);
         assert_eq!(s.matches("<a href=").count(), 6);
         assert!(s.contains(r#"href="../r3/report.html""#));
         assert_eq!(s.matches(r#"class="change""#).count(), 1);
-        assert_eq!(s.matches("stroke-dasharray=\"2 2\"").count(), 1, "the first night had too few boots for a CI");
+        assert_eq!(
+            s.matches("stroke-dasharray=\"2 2\"").count(),
+            1,
+            "the first night had too few boots for a CI"
+        );
     }
 
     #[test]
     fn the_history_table_escapes_what_the_runs_say() {
-        let p = TrendPoint { date: "2026-01-01".into(), run_id: "r\u{1b}]0;owned\u{7}".into(), link: String::new(), y: 1.0, lo: 1.0, hi: 1.0, ci: false, n: 1 };
-        let t = Trend { title: "t\u{1b}[1m".into(), key: "host \u{9b}x".into(), unit: "ms".into(), points: vec![p], marks: vec![] };
+        let p = TrendPoint {
+            date: "2026-01-01".into(),
+            run_id: "r\u{1b}]0;owned\u{7}".into(),
+            link: String::new(),
+            y: 1.0,
+            lo: 1.0,
+            hi: 1.0,
+            ci: false,
+            n: 1,
+        };
+        let t = Trend {
+            title: "t\u{1b}[1m".into(),
+            key: "host \u{9b}x".into(),
+            unit: "ms".into(),
+            points: vec![p],
+            marks: vec![],
+        };
         let out = table(&[t]);
         assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
     }

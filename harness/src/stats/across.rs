@@ -55,20 +55,35 @@ fn log_mean_var(x: &[f64]) -> Option<(f64, f64, usize)> {
 /// B's ratio against A's (see the module text); None when an arm has fewer
 /// than two boots or a value that is not positive.
 pub fn ratio_of_ratios(a: Arms, b: Arms) -> Option<RatioOfRatios> {
-    let arms = [log_mean_var(b.variant)?, log_mean_var(b.base)?, log_mean_var(a.variant)?, log_mean_var(a.base)?];
+    let arms = [
+        log_mean_var(b.variant)?,
+        log_mean_var(b.base)?,
+        log_mean_var(a.variant)?,
+        log_mean_var(a.base)?,
+    ];
     let d = arms[0].0 - arms[1].0 - (arms[2].0 - arms[3].0);
     let se2: f64 = arms.iter().map(|a| a.1).sum();
     if se2 <= 0.0 {
         // every arm on one value (a deterministic clock): the ratio is exact
         let r = d.exp();
-        return Some(RatioOfRatios { ratio: RatioCi { ratio: r, lo: r, hi: r }, p: if d == 0.0 { 1.0 } else { 0.0 } });
+        return Some(RatioOfRatios {
+            ratio: RatioCi { ratio: r, lo: r, hi: r },
+            p: if d == 0.0 { 1.0 } else { 0.0 },
+        });
     }
     let df = se2 * se2 / arms.iter().map(|a| a.1 * a.1 / (a.2 as f64 - 1.0)).sum::<f64>();
     let t = StudentsT::new(0.0, 1.0, df).ok()?;
     let se = se2.sqrt();
     let p = (2.0 * t.sf((d / se).abs())).min(1.0);
     let half = t.inverse_cdf(0.975) * se;
-    Some(RatioOfRatios { ratio: RatioCi { ratio: d.exp(), lo: (d - half).exp(), hi: (d + half).exp() }, p })
+    Some(RatioOfRatios {
+        ratio: RatioCi {
+            ratio: d.exp(),
+            lo: (d - half).exp(),
+            hi: (d + half).exp(),
+        },
+        p,
+    })
 }
 
 #[cfg(test)]
@@ -87,17 +102,33 @@ mod tests {
     /// `boot_sd`, the variant `effect` away from base.
     fn night(rng: &mut ChaCha8Rng, boots: usize, boot_sd: f64, offset_sd: f64, effect: f64) -> (Vec<f64>, Vec<f64>) {
         let level = 1000.0 * (1.0 + offset_sd * normal(rng));
-        let mut arm = |e: f64| (0..boots).map(|_| level * (1.0 + e) * (1.0 + boot_sd * normal(rng))).collect::<Vec<f64>>();
+        let mut arm = |e: f64| {
+            (0..boots)
+                .map(|_| level * (1.0 + e) * (1.0 + boot_sd * normal(rng)))
+                .collect::<Vec<f64>>()
+        };
         (arm(0.0), arm(effect))
     }
 
     #[test]
     fn an_exact_ratio_is_tested_exactly() {
-        let a = Arms { base: &[100.0, 100.0], variant: &[99.0, 99.0] };
-        let b = Arms { base: &[101.0, 101.0], variant: &[99.99, 99.99] };
+        let a = Arms {
+            base: &[100.0, 100.0],
+            variant: &[99.0, 99.0],
+        };
+        let b = Arms {
+            base: &[101.0, 101.0],
+            variant: &[99.99, 99.99],
+        };
         let r = ratio_of_ratios(a, b).unwrap();
-        assert!((r.ratio.ratio - 1.0).abs() < 1e-12 && r.p == 1.0, "the night offset cancels: {r:?}");
-        assert!(ratio_of_ratios(Arms { base: &[1.0], ..a }, b).is_none(), "one boot has no spread");
+        assert!(
+            (r.ratio.ratio - 1.0).abs() < 1e-12 && r.p == 1.0,
+            "the night offset cancels: {r:?}"
+        );
+        assert!(
+            ratio_of_ratios(Arms { base: &[1.0], ..a }, b).is_none(),
+            "one boot has no spread"
+        );
         assert!(ratio_of_ratios(Arms { base: &[1.0, 0.0], ..a }, b).is_none());
     }
 
@@ -115,7 +146,17 @@ mod tests {
                 let (ba, va) = night(&mut rng, 7, 0.01, offset, 0.0);
                 let (bb, vb) = night(&mut rng, 7, 0.01, offset, 0.0);
                 pooled += usize::from(mann_whitney_u(&va, &vb).unwrap().p <= 0.05);
-                let r = ratio_of_ratios(Arms { base: &ba, variant: &va }, Arms { base: &bb, variant: &vb }).unwrap();
+                let r = ratio_of_ratios(
+                    Arms {
+                        base: &ba,
+                        variant: &va,
+                    },
+                    Arms {
+                        base: &bb,
+                        variant: &vb,
+                    },
+                )
+                .unwrap();
                 ratio += usize::from(r.p <= 0.05);
                 called += usize::from(r.p <= 0.05 && (r.ratio.hi < 0.98 || r.ratio.lo > 1.02));
             }
@@ -140,10 +181,22 @@ mod tests {
         for _ in 0..n {
             let (ba, va) = night(&mut rng, 7, 0.01, 0.01, 0.0);
             let (bb, vb) = night(&mut rng, 7, 0.01, 0.01, -0.03);
-            let r = ratio_of_ratios(Arms { base: &ba, variant: &va }, Arms { base: &bb, variant: &vb }).unwrap();
+            let r = ratio_of_ratios(
+                Arms {
+                    base: &ba,
+                    variant: &va,
+                },
+                Arms {
+                    base: &bb,
+                    variant: &vb,
+                },
+            )
+            .unwrap();
             seen += usize::from(r.p <= 0.05 && r.ratio.hi < 1.0);
         }
-        eprintln!("a 3% drop across nights (1% offset, 7 boots per arm, 1% spread): p ≤ 0.05 and below 1 in {seen}/{n}");
+        eprintln!(
+            "a 3% drop across nights (1% offset, 7 boots per arm, 1% spread): p ≤ 0.05 and below 1 in {seen}/{n}"
+        );
         assert!(seen * 10 >= n * 9, "{seen}/{n}");
     }
 }

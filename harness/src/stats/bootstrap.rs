@@ -36,17 +36,8 @@ pub struct RatioCi {
 /// `resamples == 0`, or when `median(base)` is zero. Meant for positive metrics: with
 /// zeros or mixed signs a resample can have a zero base median, and the resulting
 /// infinite or NaN ratios make the interval meaningless.
-pub fn bootstrap_ratio_of_medians(
-    base: &[f64],
-    new: &[f64],
-    resamples: usize,
-    seed: u64,
-) -> Option<RatioCi> {
-    if base.is_empty()
-        || new.is_empty()
-        || resamples == 0
-        || base.iter().chain(new).any(|x| !x.is_finite())
-    {
+pub fn bootstrap_ratio_of_medians(base: &[f64], new: &[f64], resamples: usize, seed: u64) -> Option<RatioCi> {
+    if base.is_empty() || new.is_empty() || resamples == 0 || base.iter().chain(new).any(|x| !x.is_finite()) {
         return None;
     }
     let mut bb = base.to_vec();

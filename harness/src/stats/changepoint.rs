@@ -47,7 +47,13 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { alpha: 0.001, permutations: 999, min_size: 3, min_magnitude: 0.02, seed: 0x5EED_C4A9 }
+        Params {
+            alpha: 0.001,
+            permutations: 999,
+            min_size: 3,
+            min_magnitude: 0.02,
+            seed: 0x5EED_C4A9,
+        }
     }
 }
 
@@ -138,7 +144,10 @@ fn permutation_p(x: &[f64], q: f64, p: &Params, rng: &mut ChaCha8Rng) -> Option<
 
 /// `x` less the mean of each of its pieces cut at `cuts`.
 fn around_pieces(x: &[f64], cuts: &[usize]) -> Vec<f64> {
-    let bounds: Vec<usize> = std::iter::once(0).chain(cuts.iter().copied()).chain(std::iter::once(x.len())).collect();
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(cuts.iter().copied())
+        .chain(std::iter::once(x.len()))
+        .collect();
     let mut r = Vec::with_capacity(x.len());
     for w in bounds.windows(2).filter(|w| w[1] > w[0]) {
         let piece = &x[w[0]..w[1]];
@@ -166,7 +175,13 @@ fn studentised(x: &[f64], min_size: usize) -> Option<(f64, Vec<f64>)> {
     let (t, kappa, q) = best_split_with_end(x, min_size)?;
     let r = around_pieces(x, &[t, kappa]);
     let s = (r.iter().map(|v| v * v).sum::<f64>() / r.len() as f64).sqrt();
-    let stat = if q <= 0.0 { 0.0 } else if s <= 0.0 { f64::INFINITY } else { q / s };
+    let stat = if q <= 0.0 {
+        0.0
+    } else if s <= 0.0 {
+        f64::INFINITY
+    } else {
+        q / s
+    };
     Some((stat, r))
 }
 
@@ -233,8 +248,12 @@ fn significant_splits(x: &[f64], p: &Params) -> Vec<(usize, f64)> {
     let mut found = Vec::new();
     let mut todo = vec![(0, x.len())];
     while let Some((a, b)) = todo.pop() {
-        let Some((t, q)) = best_split(&x[a..b], p.min_size) else { continue };
-        let Some(pv) = split_p(&x[a..b], q, p, &mut rng).filter(|&pv| pv <= p.alpha) else { continue };
+        let Some((t, q)) = best_split(&x[a..b], p.min_size) else {
+            continue;
+        };
+        let Some(pv) = split_p(&x[a..b], q, p, &mut rng).filter(|&pv| pv <= p.alpha) else {
+            continue;
+        };
         found.push((a + t, pv));
         todo.push((a + t, b));
         todo.push((a, a + t));
@@ -245,13 +264,22 @@ fn significant_splits(x: &[f64], p: &Params) -> Vec<(usize, f64)> {
 
 /// The changes between neighbouring segments cut at `cuts`.
 fn changes_at(x: &[f64], cuts: &[(usize, f64)]) -> Vec<ChangePoint> {
-    let bounds: Vec<usize> = std::iter::once(0).chain(cuts.iter().map(|c| c.0)).chain(std::iter::once(x.len())).collect();
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(cuts.iter().map(|c| c.0))
+        .chain(std::iter::once(x.len()))
+        .collect();
     cuts.iter()
         .enumerate()
         .map(|(i, &(index, p))| {
             let before = median(&x[bounds[i]..index]).unwrap_or(f64::NAN);
             let after = median(&x[index..bounds[i + 2]]).unwrap_or(f64::NAN);
-            ChangePoint { index, before, after, change: after / before - 1.0, p }
+            ChangePoint {
+                index,
+                before,
+                after,
+                change: after / before - 1.0,
+                p,
+            }
         })
         .collect()
 }
@@ -262,7 +290,10 @@ pub fn e_divisive(x: &[f64], p: &Params) -> Vec<ChangePoint> {
     let mut cuts = significant_splits(x, p);
     loop {
         let changes = changes_at(x, &cuts);
-        let weakest = changes.iter().enumerate().min_by(|a, b| a.1.change.abs().total_cmp(&b.1.change.abs()));
+        let weakest = changes
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.change.abs().total_cmp(&b.1.change.abs()));
         match weakest {
             Some((i, c)) if c.change.is_nan() || c.change.abs() < p.min_magnitude => {
                 cuts.remove(i);
@@ -318,7 +349,10 @@ mod tests {
     #[test]
     fn flat_histories_raise_no_change_at_the_stated_rate() {
         let p = Params::default();
-        let raw = Params { min_magnitude: 0.0, ..p };
+        let raw = Params {
+            min_magnitude: 0.0,
+            ..p
+        };
         let (mut alarms, mut raw_alarms) = (0, 0);
         for seed in 0..200 {
             let x = noisy(1000 + seed, 60, 0.01, 60, 0.0);
@@ -327,8 +361,14 @@ mod tests {
         }
         eprintln!("flat 60 nights, 1% noise: {alarms}/200 with a change reported, {raw_alarms}/200 significant splits before the 2% floor");
         assert_eq!(alarms, 0, "no change of 2% or more in 200 flat histories");
-        assert!(raw_alarms <= 2, "each test is at p ≤ 0.001: {raw_alarms}/200 flat histories split");
-        assert!(e_divisive(&noisy(7, 60, 0.01, 60, 0.0), &p).is_empty(), "one flat history of 60 nights");
+        assert!(
+            raw_alarms <= 2,
+            "each test is at p ≤ 0.001: {raw_alarms}/200 flat histories split"
+        );
+        assert!(
+            e_divisive(&noisy(7, 60, 0.01, 60, 0.0), &p).is_empty(),
+            "one flat history of 60 nights"
+        );
     }
 
     #[test]
@@ -377,20 +417,34 @@ mod tests {
     /// --nocapture`).
     #[test]
     fn autocorrelated_flat_histories_rarely_split() {
-        let p = Params { alpha: 0.01, min_magnitude: 0.0, ..Params::default() };
+        let p = Params {
+            alpha: 0.01,
+            min_magnitude: 0.0,
+            ..Params::default()
+        };
         let old = |x: &[f64]| {
             let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-            best_split(x, p.min_size).is_some_and(|(_, q)| permutation_p(x, q, &p, &mut rng).is_some_and(|pv| pv <= p.alpha))
+            best_split(x, p.min_size)
+                .is_some_and(|(_, q)| permutation_p(x, q, &p, &mut rng).is_some_and(|pv| pv <= p.alpha))
         };
         let new = |x: &[f64]| !significant_splits(x, &p).is_empty();
-        let rows: Vec<(f64, usize)> = [0.0, 0.3, 0.5].iter().map(|&phi| (phi, flat_splits(phi, new))).collect();
+        let rows: Vec<(f64, usize)> = [0.0, 0.3, 0.5]
+            .iter()
+            .map(|&phi| (phi, flat_splits(phi, new)))
+            .collect();
         for (phi, n) in &rows {
             eprintln!("flat 40-night AR(1) histories, φ = {phi}: split at alpha 0.01 in {n}/200 (AR(1) bootstrap)");
         }
         let assumed_independent = flat_splits(0.5, old);
         eprintln!("flat 40-night AR(1) histories, φ = 0.5: split at alpha 0.01 in {assumed_independent}/200 assuming independent nights");
-        assert!(rows.iter().all(|r| r.1 <= 4), "each φ at the level, at most 4/200: {rows:?}");
-        assert!(assumed_independent >= 40, "shuffling autocorrelated nights splits far more: {assumed_independent}");
+        assert!(
+            rows.iter().all(|r| r.1 <= 4),
+            "each φ at the level, at most 4/200: {rows:?}"
+        );
+        assert!(
+            assumed_independent >= 40,
+            "shuffling autocorrelated nights splits far more: {assumed_independent}"
+        );
     }
 
     /// A few nights: the nightly e2e test's history (2026-12-01, icount,
@@ -402,7 +456,11 @@ mod tests {
     #[test]
     fn a_clear_step_in_eight_nights_is_found() {
         let x = [2559.0, 2560.0, 2561.0, 2559.0, 2540.0, 2541.0, 2539.0, 2539.0];
-        let p = Params { alpha: 0.05, min_magnitude: 0.005, ..Params::default() };
+        let p = Params {
+            alpha: 0.05,
+            min_magnitude: 0.005,
+            ..Params::default()
+        };
         let c = e_divisive(&x, &p);
         assert_eq!(c.iter().map(|c| c.index).collect::<Vec<_>>(), vec![4], "{c:?}");
     }
@@ -420,7 +478,9 @@ mod tests {
             let c = e_divisive(&x, &Params::default());
             found += usize::from(c.len() == 1 && (28..=32).contains(&c[0].index));
         }
-        eprintln!("3% step after night 30 in AR(1) φ = 0.5 noise (innovation sd 0.5%): found at night 29–33 in {found}/20");
+        eprintln!(
+            "3% step after night 30 in AR(1) φ = 0.5 noise (innovation sd 0.5%): found at night 29–33 in {found}/20"
+        );
         assert!(found >= 18, "{found}/20");
     }
 
@@ -458,22 +518,39 @@ mod tests {
     #[test]
     #[ignore = "on demand: the wider simulation docs/history.md quotes"]
     fn changepoint_level_and_power_over_more_series() {
-        let at = |alpha: f64| Params { alpha, min_magnitude: 0.0, ..Params::default() };
+        let at = |alpha: f64| Params {
+            alpha,
+            min_magnitude: 0.0,
+            ..Params::default()
+        };
         for phi in [0.0, 0.3, 0.5, 0.7] {
-            let n = (0..1000).filter(|&s| !significant_splits(&ar1(5000 + s, 40, phi, 0.01), &at(0.01)).is_empty()).count();
+            let n = (0..1000)
+                .filter(|&s| !significant_splits(&ar1(5000 + s, 40, phi, 0.01), &at(0.01)).is_empty())
+                .count();
             eprintln!("flat 40 nights, φ = {phi}: split at alpha 0.01 in {n}/1000");
         }
         // (step, nights, alpha): a step after the middle night in independent 1% noise
         // ... and by the shuffle alone, as if the nights were known to be independent
         let shuffled = |x: &[f64], p: &Params| {
             let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-            best_split(x, p.min_size).filter(|&(_, q)| permutation_p(x, q, p, &mut rng).is_some_and(|pv| pv <= p.alpha)).map(|(t, _)| t)
+            best_split(x, p.min_size)
+                .filter(|&(_, q)| permutation_p(x, q, p, &mut rng).is_some_and(|pv| pv <= p.alpha))
+                .map(|(t, _)| t)
         };
-        for (step, nights, alpha) in [(0.015, 40, 0.01), (0.02, 40, 0.01), (0.03, 40, 0.001), (0.02, 60, 0.001)] {
+        for (step, nights, alpha) in [
+            (0.015, 40, 0.01),
+            (0.02, 40, 0.01),
+            (0.03, 40, 0.001),
+            (0.02, 60, 0.001),
+        ] {
             let (mut found, mut by_shuffle) = (0, 0);
             for s in 0..40 {
                 let x = noisy(9000 + s, nights, 0.01, nights / 2, step);
-                found += usize::from(significant_splits(&x, &at(alpha)).iter().any(|c| c.0.abs_diff(nights / 2) <= 2));
+                found += usize::from(
+                    significant_splits(&x, &at(alpha))
+                        .iter()
+                        .any(|c| c.0.abs_diff(nights / 2) <= 2),
+                );
                 by_shuffle += usize::from(shuffled(&x, &at(alpha)).is_some_and(|t| t.abs_diff(nights / 2) <= 2));
             }
             eprintln!(

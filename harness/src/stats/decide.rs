@@ -109,7 +109,14 @@ pub struct Comparison {
 impl Comparison {
     /// A comparison with the rule's floor and no failure counts.
     pub fn new(base: Vec<f64>, new: Vec<f64>, higher_is_better: bool) -> Comparison {
-        Comparison { base, new, higher_is_better, floor: 0.0, failures: None, worst: (0, 0) }
+        Comparison {
+            base,
+            new,
+            higher_is_better,
+            floor: 0.0,
+            failures: None,
+            worst: (0, 0),
+        }
     }
 }
 
@@ -230,8 +237,17 @@ fn test_cell(c: &Comparison, rule: &Rule) -> Option<Tested> {
 fn with_worst(c: &Comparison) -> (Vec<f64>, Vec<f64>) {
     let all = c.base.iter().chain(&c.new);
     let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-    let worst = if c.higher_is_better { lo - 1.0 - lo.abs() } else { hi + 1.0 + hi.abs() };
-    let pad = |v: &[f64], k: usize| v.iter().copied().chain(std::iter::repeat_n(worst, k)).collect::<Vec<f64>>();
+    let worst = if c.higher_is_better {
+        lo - 1.0 - lo.abs()
+    } else {
+        hi + 1.0 + hi.abs()
+    };
+    let pad = |v: &[f64], k: usize| {
+        v.iter()
+            .copied()
+            .chain(std::iter::repeat_n(worst, k))
+            .collect::<Vec<f64>>()
+    };
     (pad(&c.base, c.worst.0), pad(&c.new, c.worst.1))
 }
 
@@ -254,7 +270,12 @@ fn with_worst(c: &Comparison) -> (Vec<f64>, Vec<f64>) {
 pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
     let tested: Vec<Option<Tested>> = cells.iter().map(|c| test_cell(c, rule)).collect();
     let (qs, counts) = bh_pass(tested.iter().map(|t| t.as_ref().map(|t| t.p)), rule);
-    cells.iter().zip(tested).zip(qs).map(|((c, t), q)| decide_one(c, t, q, rule, counts)).collect()
+    cells
+        .iter()
+        .zip(tested)
+        .zip(qs)
+        .map(|((c, t), q)| decide_one(c, t, q, rule, counts))
+        .collect()
 }
 
 /// The one BH pass of a call: each cell's q (NaN where untested) and
@@ -293,8 +314,21 @@ pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decisio
         .iter()
         .zip(qs)
         .map(|(c, q)| {
-            let shell = Comparison { base: Vec::new(), new: Vec::new(), higher_is_better: c.is_some_and(|c| c.higher_is_better), floor: c.map_or(0.0, |c| c.floor), failures: None, worst: (0, 0) };
-            let mut d = decide_one(&shell, c.map(|c| Tested { p: c.p, ratio: c.ratio }), q, rule, (passed, m));
+            let shell = Comparison {
+                base: Vec::new(),
+                new: Vec::new(),
+                higher_is_better: c.is_some_and(|c| c.higher_is_better),
+                floor: c.map_or(0.0, |c| c.floor),
+                failures: None,
+                worst: (0, 0),
+            };
+            let mut d = decide_one(
+                &shell,
+                c.map(|c| Tested { p: c.p, ratio: c.ratio }),
+                q,
+                rule,
+                (passed, m),
+            );
             d.n_base = c.map_or(0, |c| c.n_base);
             d.n_new = c.map_or(0, |c| c.n_new);
             d.smallest_p = None;
@@ -334,11 +368,17 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         d.mde = minimum_detectable_effect(&c.base, &c.new, alpha_eff).map(|x| x.max(floor));
         let lone = rule.alpha / m.max(1) as f64;
         d.spread = relative_spread(&c.base, &c.new);
-        d.detectable = d.spread.and_then(|s| detectable_change(s, (c.base.len(), c.new.len()), floor, lone));
+        d.detectable = d
+            .spread
+            .and_then(|s| detectable_change(s, (c.base.len(), c.new.len()), floor, lone));
     }
     // "fails more" is the headline only when Fisher's p says so; a larger
     // failure share without significance is shown as "fails more?"
-    d.verdict = if d.failures.is_some_and(|f| f.significant) { Verdict::FailsMore } else { d.performance };
+    d.verdict = if d.failures.is_some_and(|f| f.significant) {
+        Verdict::FailsMore
+    } else {
+        d.performance
+    };
     d
 }
 
@@ -346,7 +386,11 @@ fn fails_more(f: Failures, alpha: f64) -> Option<FailureRate> {
     let worse = f.of > 0 && f.base_of > 0 && f.failed * f.base_of > f.base_failed * f.of;
     worse.then(|| {
         let p = fisher_greater(f.failed, f.of, f.base_failed, f.base_of);
-        FailureRate { counts: f, p, significant: p <= alpha }
+        FailureRate {
+            counts: f,
+            p,
+            significant: p <= alpha,
+        }
     })
 }
 
@@ -465,4 +509,3 @@ fn sample_sd(xs: &[f64]) -> f64 {
     let mean = xs.iter().sum::<f64>() / n;
     (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
 }
-

@@ -56,12 +56,19 @@ pub fn aa_floor(a: &[f64], b: &[f64]) -> Option<AaFloor> {
     let mean = all.iter().sum::<f64>() / n;
     let sd = (all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
     let spread = sd / center.abs();
-    let chi = ChiSquared::new(n - 1.0).ok()?.inverse_cdf(1.0 - SPREAD_UPPER_CONFIDENCE);
+    let chi = ChiSquared::new(n - 1.0)
+        .ok()?
+        .inverse_cdf(1.0 - SPREAD_UPPER_CONFIDENCE);
     let spread_upper = spread * ((n - 1.0) / chi).sqrt();
     let k = a.len().min(b.len()) as f64;
     let observed = (mb / ma - 1.0).abs();
     let floor = (Z_975 * spread_upper * (std::f64::consts::PI / k).sqrt()).max(observed);
-    floor.is_finite().then_some(AaFloor { floor, observed, spread, spread_upper })
+    floor.is_finite().then_some(AaFloor {
+        floor,
+        observed,
+        spread,
+        spread_upper,
+    })
 }
 
 /// The effect floor `T = max(2%, measured A/A floor)`; `None` (no A/A data) or a

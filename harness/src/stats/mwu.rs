@@ -87,7 +87,12 @@ fn exact_tied_p(tie_sizes: &[usize], n1: usize, twice_sum: f64) -> f64 {
     let mean = (n1 * (n + 1)) as f64; // doubled: n1 * (n + 1) / 2 * 2
     let far = (twice_sum - mean).abs() - 1e-9;
     let total: u128 = ways[n1].iter().sum();
-    let tail: u128 = ways[n1].iter().enumerate().filter(|(s, _)| (*s as f64 - mean).abs() >= far).map(|(_, &w)| w).sum();
+    let tail: u128 = ways[n1]
+        .iter()
+        .enumerate()
+        .filter(|(s, _)| (*s as f64 - mean).abs() >= far)
+        .map(|(_, &w)| w)
+        .sum();
     tail as f64 / total as f64
 }
 
@@ -175,10 +180,7 @@ fn asymptotic_sf(u: f64, n1: usize, n2: usize, tie_sizes: &[usize]) -> f64 {
     let (n1, n2) = (n1 as f64, n2 as f64);
     let n = n1 + n2;
     let mu = n1 * n2 / 2.0;
-    let tie_term: f64 = tie_sizes
-        .iter()
-        .map(|&t| (t as f64).powi(3) - t as f64)
-        .sum();
+    let tie_term: f64 = tie_sizes.iter().map(|&t| (t as f64).powi(3) - t as f64).sum();
     let var = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
     if var.is_nan() || var <= 0.0 || var.is_infinite() {
         // all values tied (or n = 1 + 1 with a tie): no evidence of any difference

@@ -9,7 +9,8 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    benjamini_hochberg, bootstrap_ratio_of_medians, classify, decide_all, mann_whitney_u, median, Comparison, Rule, Verdict,
+    benjamini_hochberg, bootstrap_ratio_of_medians, classify, decide_all, mann_whitney_u, median, Comparison, Rule,
+    Verdict,
 };
 
 /// Within-boot spread of one repetition (relative sd).
@@ -34,7 +35,9 @@ pub(super) fn arm(rng: &mut ChaCha8Rng, boots: usize, reps: usize, boot_sd: f64,
     (0..boots)
         .map(|_| {
             let b = normal(rng, boot_sd);
-            let vals: Vec<f64> = (0..reps).map(|_| 1000.0 * (1.0 + effect) * (1.0 + b + normal(rng, WITHIN_SD))).collect();
+            let vals: Vec<f64> = (0..reps)
+                .map(|_| 1000.0 * (1.0 + effect) * (1.0 + b + normal(rng, WITHIN_SD)))
+                .collect();
             median(&vals).unwrap()
         })
         .collect()
@@ -67,7 +70,10 @@ fn scenario(boots: usize, reps: usize, boot_sd: f64, sims: (usize, usize), rule:
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut p_sig, mut called, mut soft) = (0, 0, 0);
     for _ in 0..sims.0 {
-        let (a, b) = (arm(&mut rng, boots, reps, boot_sd, 0.0), arm(&mut rng, boots, reps, boot_sd, 0.0));
+        let (a, b) = (
+            arm(&mut rng, boots, reps, boot_sd, 0.0),
+            arm(&mut rng, boots, reps, boot_sd, 0.0),
+        );
         let (p, v) = verdict(&a, &b, rule);
         p_sig += usize::from(p <= rule.alpha);
         called += usize::from(matches!(v, Some(Verdict::Regressed | Verdict::Improved)));
@@ -75,7 +81,10 @@ fn scenario(boots: usize, reps: usize, boot_sd: f64, sims: (usize, usize), rule:
     }
     let (mut regressed, mut significant) = (0, 0);
     for _ in 0..sims.1 {
-        let (a, b) = (arm(&mut rng, boots, reps, boot_sd, 0.0), arm(&mut rng, boots, reps, boot_sd, EFFECT));
+        let (a, b) = (
+            arm(&mut rng, boots, reps, boot_sd, 0.0),
+            arm(&mut rng, boots, reps, boot_sd, EFFECT),
+        );
         let (p, v) = verdict(&a, &b, rule);
         significant += usize::from(p <= rule.alpha);
         regressed += usize::from(v == Some(Verdict::Regressed));
@@ -91,12 +100,21 @@ fn scenario(boots: usize, reps: usize, boot_sd: f64, sims: (usize, usize), rule:
 }
 
 fn all_scenarios(sims: (usize, usize), resamples: usize) -> Vec<(&'static str, usize, usize, f64, Rates)> {
-    let rule = Rule { resamples, ..Rule::default() };
+    let rule = Rule {
+        resamples,
+        ..Rule::default()
+    };
     let mut out = Vec::new();
     for (i, (name, boots, reps)) in PROFILES.iter().enumerate() {
         for (j, ratio) in BOOT_RATIOS.iter().enumerate() {
             let seed = 1000 + (i * 10 + j) as u64;
-            out.push((*name, *boots, *reps, *ratio, scenario(*boots, *reps, ratio * WITHIN_SD, sims, &rule, seed)));
+            out.push((
+                *name,
+                *boots,
+                *reps,
+                *ratio,
+                scenario(*boots, *reps, ratio * WITHIN_SD, sims, &rule, seed),
+            ));
         }
     }
     out
@@ -107,11 +125,23 @@ fn aa_false_calls_stay_below_alpha_with_a_boot_effect() {
     let alpha = Rule::default().alpha;
     for (name, boots, reps, ratio, r) in all_scenarios((2000, 200), 200) {
         let what = format!("{name} {boots}x{reps}, boot spread {ratio}x within");
-        assert!(r.aa_called <= alpha, "{what}: A/A called regressed/improved in {:.3}", r.aa_called);
+        assert!(
+            r.aa_called <= alpha,
+            "{what}: A/A called regressed/improved in {:.3}",
+            r.aa_called
+        );
         // exact Mann-Whitney over boots is conservative: within 2 standard errors of alpha
-        assert!(r.aa_p <= alpha + 2.0 * (alpha * (1.0 - alpha) / 2000.0).sqrt(), "{what}: A/A p <= alpha in {:.3}", r.aa_p);
+        assert!(
+            r.aa_p <= alpha + 2.0 * (alpha * (1.0 - alpha) / 2000.0).sqrt(),
+            "{what}: A/A p <= alpha in {:.3}",
+            r.aa_p
+        );
         if ratio <= 1.0 {
-            assert!(r.power_regressed >= 0.5, "{what}: a 5% drop called regressed in only {:.2}", r.power_regressed);
+            assert!(
+                r.power_regressed >= 0.5,
+                "{what}: a 5% drop called regressed in only {:.2}",
+                r.power_regressed
+            );
         }
     }
 }
@@ -137,12 +167,18 @@ fn pooling_repetitions_would_not_hold_alpha() {
         let (a, b) = (reps(&mut rng), reps(&mut rng));
         hits += usize::from(mann_whitney_u(&a, &b).unwrap().p <= 0.05);
     }
-    assert!(hits as f64 / sims as f64 > 0.2, "pooled repetitions: p <= 0.05 in {hits}/{sims}");
+    assert!(
+        hits as f64 / sims as f64 > 0.2,
+        "pooled repetitions: p <= 0.05 in {hits}/{sims}"
+    );
 }
 
 #[test]
 fn lazy_verdicts_match_decide_all() {
-    let rule = Rule { resamples: 300, ..Rule::default() };
+    let rule = Rule {
+        resamples: 300,
+        ..Rule::default()
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for i in 0..60 {
         let effect = if i % 2 == 0 { 0.0 } else { EFFECT * (i % 5) as f64 / 4.0 };
@@ -152,7 +188,10 @@ fn lazy_verdicts_match_decide_all() {
             (_, Some(v)) => assert_eq!(v, full.verdict),
             (p, None) => {
                 assert!(p > rule.alpha);
-                assert!(matches!(full.verdict, Verdict::NotSignificant | Verdict::Equivalent), "{full:?}");
+                assert!(
+                    matches!(full.verdict, Verdict::NotSignificant | Verdict::Equivalent),
+                    "{full:?}"
+                );
             }
         }
     }
@@ -183,7 +222,11 @@ fn simulated_sampling_is_the_shipped_sampling() {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
     for (name, boots, reps) in PROFILES {
         let m = crate::config::load(&file, (name != "nightly").then_some(name)).unwrap();
-        assert_eq!((m.sampling.boots as usize, m.sampling.repetitions as usize), (boots, reps), "{name}");
+        assert_eq!(
+            (m.sampling.boots as usize, m.sampling.repetitions as usize),
+            (boots, reps),
+            "{name}"
+        );
     }
 }
 
@@ -208,7 +251,13 @@ struct ProfileShape {
 /// `stats` may not call: it is a layer above).
 fn comparisons(m: &crate::config::Matrix) -> usize {
     let metrics = |b: &String| m.benchmark(b).map(crate::bench::metric_count).unwrap_or(0);
-    m.variants.iter().skip(1).flat_map(|v| &v.benchmarks).map(metrics).sum::<usize>() * m.vcpus.len()
+    m.variants
+        .iter()
+        .skip(1)
+        .flat_map(|v| &v.benchmarks)
+        .map(metrics)
+        .sum::<usize>()
+        * m.vcpus.len()
 }
 
 /// The shipped profiles that compare something (`scale` has one variant),
@@ -222,7 +271,13 @@ fn shipped_profiles() -> Vec<ProfileShape> {
         .map(|&name| {
             let m = crate::config::load(&file, (name != "nightly").then_some(name)).unwrap();
             let (boots, reps) = (m.sampling.boots as usize, m.sampling.repetitions as usize);
-            ProfileShape { name, boots, reps, floor: m.statistics.threshold, m: comparisons(&m) }
+            ProfileShape {
+                name,
+                boots,
+                reps,
+                floor: m.statistics.threshold,
+                m: comparisons(&m),
+            }
         })
         .collect()
 }
@@ -235,7 +290,10 @@ fn report_run(rng: &mut ChaCha8Rng, p: &ProfileShape, effect: f64, rule: &Rule) 
     let cells: Vec<(Vec<f64>, Vec<f64>)> = (0..p.m)
         .map(|i| {
             let e = if i == 0 { effect } else { 0.0 };
-            (arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, 0.0), arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, e))
+            (
+                arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, 0.0),
+                arm(rng, p.boots, p.reps, PROFILE_BOOT_SD, e),
+            )
         })
         .collect();
     let ps: Vec<f64> = cells.iter().map(|(a, b)| mann_whitney_u(a, b).unwrap().p).collect();
@@ -254,12 +312,18 @@ fn report_run(rng: &mut ChaCha8Rng, p: &ProfileShape, effect: f64, rule: &Rule) 
 /// called regressed, per [`PROFILE_EFFECTS`], and the share of A/A reports
 /// (nothing changed) with any regressed or improved call.
 fn profile_rates(p: &ProfileShape, runs: usize, resamples: usize, seed: u64) -> ([f64; 3], f64) {
-    let rule = Rule { resamples, floor: p.floor, ..Rule::default() };
+    let rule = Rule {
+        resamples,
+        floor: p.floor,
+        ..Rule::default()
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let share = |k: usize| k as f64 / runs as f64;
     let mut power = [0.0; 3];
     for (slot, &effect) in power.iter_mut().zip(&PROFILE_EFFECTS) {
-        let hits = (0..runs).filter(|_| report_run(&mut rng, p, effect, &rule).0 == Some(Verdict::Regressed)).count();
+        let hits = (0..runs)
+            .filter(|_| report_run(&mut rng, p, effect, &rule).0 == Some(Verdict::Regressed))
+            .count();
         *slot = share(hits);
     }
     let aa = (0..runs)
@@ -274,7 +338,14 @@ fn profile_rates(p: &ProfileShape, runs: usize, resamples: usize, seed: u64) -> 
 #[test]
 fn shipped_profiles_count_their_comparisons() {
     let m: Vec<(&str, usize)> = shipped_profiles().iter().map(|p| (p.name, p.m)).collect();
-    let want = [("quick", 2), ("premerge", 11), ("smoke", 11), ("nightly", 33), ("exact", 1), ("reproduce", 33)];
+    let want = [
+        ("quick", 2),
+        ("premerge", 11),
+        ("smoke", 11),
+        ("nightly", 33),
+        ("exact", 1),
+        ("reproduce", 33),
+    ];
     assert_eq!(m, want);
 }
 
@@ -298,13 +369,26 @@ fn profile_simulation_table() {
     println!("| profile | m | boots × reps | floor | 2% drop: regressed | 3% drop: regressed | 5% drop: regressed | A/A: any false call |");
     println!("|---|---|---|---|---|---|---|---|");
     for (i, p) in shipped_profiles().iter().enumerate() {
-        let head = format!("| {} | {} | {} × {} | {}% |", p.name, p.m, p.boots, p.reps, p.floor * 100.0);
+        let head = format!(
+            "| {} | {} | {} × {} | {}% |",
+            p.name,
+            p.m,
+            p.boots,
+            p.reps,
+            p.floor * 100.0
+        );
         if p.boots < Rule::default().min_boots {
             println!("{head} – | – | – | – (fewer than 3 boots: every cell is ?) |");
             continue;
         }
         let (power, aa) = profile_rates(p, runs, 1000, 2000 + i as u64);
         let pct = |x: f64| format!("{:.1}%", x * 100.0);
-        println!("{head} {} | {} | {} | {} |", pct(power[0]), pct(power[1]), pct(power[2]), pct(aa));
+        println!(
+            "{head} {} | {} | {} | {} |",
+            pct(power[0]),
+            pct(power[1]),
+            pct(power[2]),
+            pct(aa)
+        );
     }
 }

@@ -30,13 +30,22 @@ pub(super) struct Design {
 /// any other cell regressed or improved, the dropped cell went to stage 2).
 fn one_report(rng: &mut ChaCha8Rng, d: &Design, effect: f64, resamples: usize) -> (bool, bool, bool) {
     // the report's own path: `decide_staged` on the first stage's cells, then on both stages'
-    let rule = Rule { resamples, floor: d.threshold, alpha: d.alpha, ..Rule::default() };
+    let rule = Rule {
+        resamples,
+        floor: d.threshold,
+        alpha: d.alpha,
+        ..Rule::default()
+    };
     let keys = vec![true; d.m];
     let plan = (d.boots, d.second);
     let first: Vec<Comparison> = (0..d.m)
         .map(|i| {
             let e = if i == 0 { effect } else { 0.0 };
-            Comparison::new(arm(rng, d.boots, d.reps, BOOT_SD, 0.0), arm(rng, d.boots, d.reps, BOOT_SD, e), true)
+            Comparison::new(
+                arm(rng, d.boots, d.reps, BOOT_SD, 0.0),
+                arm(rng, d.boots, d.reps, BOOT_SD, e),
+                true,
+            )
         })
         .collect();
     let (d1, sent) = decide_staged(&first, &first, &keys, &rule, plan);
@@ -88,7 +97,11 @@ pub(super) fn rates(d: &Design, effects: &[f64], runs: usize, resamples: usize, 
             first || other
         })
         .count();
-    Rates { power, sent, aa: share(aa) }
+    Rates {
+        power,
+        sent,
+        aa: share(aa),
+    }
 }
 
 /// What [`detectable_change`] says a design detects at the simulated
@@ -96,7 +109,11 @@ pub(super) fn rates(d: &Design, effects: &[f64], runs: usize, resamples: usize, 
 /// boots and the nominal level).
 fn detectable(d: &Design) -> f64 {
     let sigma = (BOOT_SD.powi(2) + WITHIN_SD.powi(2) / d.reps as f64).sqrt();
-    let (n, level) = if d.second > 0 { (d.boots + d.second, Spending::pocock(d.alpha, d.boots, d.second).nominal) } else { (d.boots, d.alpha) };
+    let (n, level) = if d.second > 0 {
+        (d.boots + d.second, Spending::pocock(d.alpha, d.boots, d.second).nominal)
+    } else {
+        (d.boots, d.alpha)
+    };
     detectable_change(sigma, (n, n), d.threshold, level / d.m as f64).unwrap()
 }
 
@@ -105,7 +122,14 @@ fn premerge() -> Design {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
     let m = crate::config::load(&file, Some("premerge")).unwrap();
     let metrics = |b: &String| m.benchmark(b).map(crate::bench::metric_count).unwrap_or(0);
-    let comparisons = m.variants.iter().skip(1).flat_map(|v| &v.benchmarks).map(metrics).sum::<usize>() * m.vcpus.len();
+    let comparisons = m
+        .variants
+        .iter()
+        .skip(1)
+        .flat_map(|v| &v.benchmarks)
+        .map(metrics)
+        .sum::<usize>()
+        * m.vcpus.len();
     Design {
         boots: m.sampling.boots as usize,
         reps: m.sampling.repetitions as usize,
@@ -131,10 +155,24 @@ fn pocock_split_is_the_textbook_value() {
 #[ignore]
 fn gate_simulation_table() {
     let p = premerge();
-    println!("premerge: m {}, {} × {} boots, second stage {} boots, 1% boot spread, 2,000 seeded reports per column", p.m, p.boots, p.reps, p.second);
+    println!(
+        "premerge: m {}, {} × {} boots, second stage {} boots, 1% boot spread, 2,000 seeded reports per column",
+        p.m, p.boots, p.reps, p.second
+    );
     println!("| gate | threshold | 2% drop: fails | 3% drop: fails | 5% drop: fails | detectable (printed) | that drop: fails | 3% drop: to stage 2 | A/A: to stage 2 | A/A: any false call |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    let designs = [("one stage", Design { second: 0, threshold: 0.02, ..p }), ("one stage", Design { second: 0, ..p }), ("with the second stage (Pocock)", p)];
+    let designs = [
+        (
+            "one stage",
+            Design {
+                second: 0,
+                threshold: 0.02,
+                ..p
+            },
+        ),
+        ("one stage", Design { second: 0, ..p }),
+        ("with the second stage (Pocock)", p),
+    ];
     for (i, (name, d)) in designs.iter().enumerate() {
         let det = detectable(d);
         let r = rates(d, &[-0.02, -0.03, -0.05, -det], 2000, 1000, 4242 + i as u64);
@@ -142,7 +180,15 @@ fn gate_simulation_table() {
         let sent_aa = rates(d, &[0.0], 2000, 1000, 5000 + i as u64).sent[0];
         println!(
             "| {name} | {}% | {} | {} | {} | {:.2}% | {} | {} | {} | {} |",
-            d.threshold * 100.0, pct(r.power[0]), pct(r.power[1]), pct(r.power[2]), det * 100.0, pct(r.power[3]), pct(r.sent[1]), pct(sent_aa), pct(r.aa)
+            d.threshold * 100.0,
+            pct(r.power[0]),
+            pct(r.power[1]),
+            pct(r.power[2]),
+            det * 100.0,
+            pct(r.power[3]),
+            pct(r.sent[1]),
+            pct(sent_aa),
+            pct(r.aa)
         );
     }
 }

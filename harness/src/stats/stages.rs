@@ -33,12 +33,20 @@ impl Spending {
     /// per arm and a second of `second_boots` more.
     pub fn pocock(alpha: f64, first_boots: usize, second_boots: usize) -> Spending {
         let rho = (first_boots as f64 / (first_boots + second_boots).max(1) as f64).sqrt();
-        Spending { alpha, nominal: pocock_nominal(alpha, rho), first_boots, second_boots }
+        Spending {
+            alpha,
+            nominal: pocock_nominal(alpha, rho),
+            first_boots,
+            second_boots,
+        }
     }
 
     /// The rule one stage decides under: `rule` at the nominal level.
     pub fn stage_rule(&self, rule: &Rule) -> Rule {
-        Rule { alpha: self.nominal, ..*rule }
+        Rule {
+            alpha: self.nominal,
+            ..*rule
+        }
     }
 
     /// The split in words, as the report and docs state it.
@@ -58,10 +66,18 @@ fn both_inside(c: f64, rho: f64) -> f64 {
     let f = |z: f64| n.pdf(z) * (n.cdf((c - rho * z) / s) - n.cdf((-c - rho * z) / s));
     let k = 400;
     let h = 2.0 * c / k as f64;
-    let sum: f64 = (0..=k).map(|i| {
-        let w = if i == 0 || i == k { 1.0 } else if i % 2 == 1 { 4.0 } else { 2.0 };
-        w * f(-c + i as f64 * h)
-    }).sum();
+    let sum: f64 = (0..=k)
+        .map(|i| {
+            let w = if i == 0 || i == k {
+                1.0
+            } else if i % 2 == 1 {
+                4.0
+            } else {
+                2.0
+            };
+            w * f(-c + i as f64 * h)
+        })
+        .sum();
     sum * h / 3.0
 }
 
@@ -94,7 +110,12 @@ pub fn wants_second_stage(d: &Decision) -> bool {
 /// keep their first-stage decision.
 pub fn decide_second_stage(first: &[Decision], both: &[Comparison], sent: &[bool], rule: &Rule) -> Vec<Decision> {
     let again = decide_all(both, rule);
-    first.iter().zip(again).zip(sent).map(|((d1, d2), &s)| if s { d2 } else { *d1 }).collect()
+    first
+        .iter()
+        .zip(again)
+        .zip(sent)
+        .map(|((d1, d2), &s)| if s { d2 } else { *d1 })
+        .collect()
 }
 
 /// The decisions of a report whose matrix plans a second stage of `extra`
@@ -104,14 +125,23 @@ pub fn decide_second_stage(first: &[Decision], both: &[Comparison], sent: &[bool
 /// stage has boots (a comparison in `both` holds more boots than in
 /// `first`), those cells decided again over both stages'. With `extra == 0`
 /// one pass over `both` at `rule.alpha`, no cell sent.
-pub fn decide_staged(first: &[Comparison], both: &[Comparison], keys: &[bool], rule: &Rule, (first_boots, extra): (usize, usize)) -> (Vec<Decision>, Vec<bool>) {
+pub fn decide_staged(
+    first: &[Comparison],
+    both: &[Comparison],
+    keys: &[bool],
+    rule: &Rule,
+    (first_boots, extra): (usize, usize),
+) -> (Vec<Decision>, Vec<bool>) {
     if extra == 0 {
         return (decide_all(both, rule), vec![false; both.len()]);
     }
     let stage = Spending::pocock(rule.alpha, first_boots, extra).stage_rule(rule);
     let d1 = decide_all(first, &stage);
     let sent: Vec<bool> = d1.iter().zip(keys).map(|(d, &k)| k && wants_second_stage(d)).collect();
-    let grown = first.iter().zip(both).any(|(a, b)| a.base.len() != b.base.len() || a.new.len() != b.new.len());
+    let grown = first
+        .iter()
+        .zip(both)
+        .any(|(a, b)| a.base.len() != b.base.len() || a.new.len() != b.new.len());
     if !grown {
         return (d1, sent);
     }
@@ -125,10 +155,20 @@ mod tests {
 
     fn decision(performance: Verdict, ratio: (f64, f64, f64), higher_is_better: bool) -> Decision {
         let c = Comparison::new(vec![100.0; 3], vec![100.0; 3], higher_is_better);
-        let mut d = decide_all(&[c], &Rule { resamples: 10, ..Rule::default() })[0];
+        let mut d = decide_all(
+            &[c],
+            &Rule {
+                resamples: 10,
+                ..Rule::default()
+            },
+        )[0];
         d.performance = performance;
         d.verdict = performance;
-        d.ratio = Some(RatioCi { ratio: ratio.0, lo: ratio.1, hi: ratio.2 });
+        d.ratio = Some(RatioCi {
+            ratio: ratio.0,
+            lo: ratio.1,
+            hi: ratio.2,
+        });
         d
     }
 
@@ -137,12 +177,12 @@ mod tests {
         use Verdict::*;
         // (first stage, ratio with interval, higher is better, second stage?); threshold 2%
         let table = [
-            (NotSignificant, (0.99, 0.96, 1.02), true, true),  // ~, could be 4% worse
+            (NotSignificant, (0.99, 0.96, 1.02), true, true), // ~, could be 4% worse
             (NotSignificant, (1.01, 0.985, 1.04), true, false), // ~, worse side within 1.5%
             (NotSignificant, (1.01, 0.96, 1.04), false, true), // latency: could be 4% slower
-            (Unsure, (0.975, 0.96, 0.99), true, true),         // significant, straddles 2%
-            (Unsure, (1.025, 1.01, 1.04), true, false),        // straddles on the better side
-            (Regressed, (0.95, 0.93, 0.97), true, false),      // decided
+            (Unsure, (0.975, 0.96, 0.99), true, true),        // significant, straddles 2%
+            (Unsure, (1.025, 1.01, 1.04), true, false),       // straddles on the better side
+            (Regressed, (0.95, 0.93, 0.97), true, false),     // decided
             (Equivalent, (1.0, 0.99, 1.01), true, false),
             (Small, (0.99, 0.985, 0.995), true, false),
             (Insufficient, (0.9, 0.8, 1.0), true, false),
@@ -155,10 +195,16 @@ mod tests {
 
     #[test]
     fn the_second_stage_decides_only_the_cells_sent_to_it() {
-        let rule = Rule { resamples: 500, ..Rule::default() };
+        let rule = Rule {
+            resamples: 500,
+            ..Rule::default()
+        };
         let base = vec![100.0, 101.0, 99.0, 100.5, 99.5, 100.2];
         let first_new = vec![96.0, 98.6, 95.5, 99.3, 96.2, 98.0];
-        let cells = vec![Comparison::new(base.clone(), first_new.clone(), true), Comparison::new(base.clone(), base.clone(), true)];
+        let cells = vec![
+            Comparison::new(base.clone(), first_new.clone(), true),
+            Comparison::new(base.clone(), base.clone(), true),
+        ];
         let first = decide_all(&cells, &rule);
         assert!(wants_second_stage(&first[0]), "{:?}", first[0]);
         // six more boots per arm, the variant's all 4% lower
@@ -167,7 +213,12 @@ mod tests {
         both[0].new.extend([96.1, 95.8, 96.3, 95.9, 96.0, 96.4]);
         let sent = [true, false];
         let second = decide_second_stage(&first, &both, &sent, &Spending::pocock(0.05, 6, 6).stage_rule(&rule));
-        assert_eq!((second[0].n_new, second[0].verdict), (12, Verdict::Regressed), "{:?}", second[0]);
+        assert_eq!(
+            (second[0].n_new, second[0].verdict),
+            (12, Verdict::Regressed),
+            "{:?}",
+            second[0]
+        );
         assert_eq!(second[1], first[1], "a cell not sent keeps its first-stage decision");
     }
 }

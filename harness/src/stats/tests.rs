@@ -73,10 +73,7 @@ fn normals(rng: &mut ChaCha8Rng, n: usize, mean: f64, sd: f64) -> Vec<f64> {
 fn fixtures_name_their_generator() {
     for json in [MWU_JSON, SUMMARY_JSON, BH_JSON] {
         let v: serde_json::Value = serde_json::from_str(json).unwrap();
-        assert!(
-            v["generator"]["scipy"].is_string(),
-            "fixture lacks the scipy version"
-        );
+        assert!(v["generator"]["scipy"].is_string(), "fixture lacks the scipy version");
     }
 }
 
@@ -88,10 +85,17 @@ fn mann_whitney_matches_scipy() {
     let mut saw = (false, false);
     for c in &fx.cases {
         let r = mann_whitney_u(&c.a, &c.b).unwrap_or_else(|| panic!("{}: None", c.name));
-        let tied = c.a.iter().chain(&c.b).any(|x| c.a.iter().chain(&c.b).filter(|y| *y == x).count() > 1);
+        let tied =
+            c.a.iter()
+                .chain(&c.b)
+                .any(|x| c.a.iter().chain(&c.b).filter(|y| *y == x).count() > 1);
         if tied && c.a.len().min(c.b.len()) <= 8 {
             // scipy approximates here; we count exactly (see exact_tied_mann_whitney_matches_brute_force)
-            assert!(r.exact && (r.p - brute_force_p(&c.a, &c.b)).abs() < 1e-12, "{}: {r:?}", c.name);
+            assert!(
+                r.exact && (r.p - brute_force_p(&c.a, &c.b)).abs() < 1e-12,
+                "{}: {r:?}",
+                c.name
+            );
             continue;
         }
         let exact = c.method == "exact";
@@ -283,17 +287,8 @@ fn bootstrap_is_deterministic_and_contains_point() {
     let b = bootstrap_ratio_of_medians(&base, &new, 5000, 42).unwrap();
     assert_eq!(a, b, "same seed must give the same CI");
     let c = bootstrap_ratio_of_medians(&base, &new, 5000, 43).unwrap();
-    assert_ne!(
-        (a.lo, a.hi),
-        (c.lo, c.hi),
-        "another seed should move the CI a little"
-    );
-    assert_close(
-        a.ratio,
-        median(&new).unwrap() / median(&base).unwrap(),
-        1e-15,
-        "point",
-    );
+    assert_ne!((a.lo, a.hi), (c.lo, c.hi), "another seed should move the CI a little");
+    assert_close(a.ratio, median(&new).unwrap() / median(&base).unwrap(), 1e-15, "point");
     assert!(a.lo < a.ratio && a.ratio < a.hi, "{a:?}");
     assert!(a.lo > 1.0 && a.hi < 1.1, "a 4% shift with 3% noise: {a:?}");
     assert!(bootstrap_ratio_of_medians(&[], &new, 100, 1).is_none());
@@ -373,10 +368,7 @@ fn aa_simulations_are_calibrated() {
     let flagged = flagged as f64 / sims as f64;
     let p_rate = p_sig as f64 / sims as f64;
     assert!(flagged <= r.alpha / 5.0, "A/A flagged rate {flagged}");
-    assert!(
-        (0.02..=0.08).contains(&p_rate),
-        "A/A rate of p < alpha is {p_rate}"
-    );
+    assert!((0.02..=0.08).contains(&p_rate), "A/A rate of p < alpha is {p_rate}");
 }
 
 #[test]
@@ -401,11 +393,7 @@ fn other_verdicts() {
         false,
     );
     let short = (vec![1.0, 2.0], vec![1.0, 2.0, 3.0, 4.0, 5.0], true);
-    let nan = (
-        vec![1.0, 2.0, f64::NAN, 3.0],
-        vec![1.0, 2.0, 3.0, 4.0],
-        true,
-    );
+    let nan = (vec![1.0, 2.0, f64::NAN, 3.0], vec![1.0, 2.0, 3.0, 4.0], true);
     let zero = (vec![0.0; 6], vec![1.0; 6], true);
     // exactly 2% up with 1% spread, nearly separated: significant, and the
     // interval straddles the 2% floor
@@ -420,13 +408,17 @@ fn other_verdicts() {
     assert_eq!(got, ["small", "≈", "~", "?", "?", "?", "unsure"]);
     let u = d[6].ratio.unwrap();
     assert!(u.lo < 1.02 && u.hi > 1.02 && d[6].q.unwrap() <= 0.05, "{u:?}");
-    assert!(!d[6].may_regress(), "an unsure rise in throughput is no regression risk");
-    let mde = d[2].mde.unwrap();
     assert!(
-        mde > 0.15 && mde < 0.6,
-        "mde for 5 vs 5 with 15% noise: {mde}"
+        !d[6].may_regress(),
+        "an unsure rise in throughput is no regression risk"
     );
-    assert_eq!(d[1].mde.unwrap(), 0.02, "the power-based mde is below the floor, which bounds it");
+    let mde = d[2].mde.unwrap();
+    assert!(mde > 0.15 && mde < 0.6, "mde for 5 vs 5 with 15% noise: {mde}");
+    assert_eq!(
+        d[1].mde.unwrap(),
+        0.02,
+        "the power-based mde is below the floor, which bounds it"
+    );
     assert!(minimum_detectable_effect(&cells[1].base, &cells[1].new, 0.05).unwrap() < 0.01);
     for d in &d[3..6] {
         assert!(d.p.is_none() && d.q.is_none() && d.ratio.is_none() && d.mde.is_none());
@@ -449,14 +441,15 @@ fn bh_is_applied_across_all_cells() {
     assert!(p < 0.05 && p > 0.0025 && q == p, "p = {p}");
     let mut cells = vec![marginal];
     for _ in 0..19 {
-        cells.push(Comparison::new(vec![1.0, 2.0, 3.0, 4.0], vec![1.5, 2.5, 3.5, 4.5], true));
+        cells.push(Comparison::new(
+            vec![1.0, 2.0, 3.0, 4.0],
+            vec![1.5, 2.5, 3.5, 4.5],
+            true,
+        ));
     }
     let d = decide_all(&cells, &rule());
     assert!(d[0].q.unwrap() > d[0].p.unwrap());
-    assert_eq!(
-        d[0].q.unwrap(),
-        (d[0].p.unwrap() * 20.0).min(1.0).min(d[1].q.unwrap())
-    );
+    assert_eq!(d[0].q.unwrap(), (d[0].p.unwrap() * 20.0).min(1.0).min(d[1].q.unwrap()));
 }
 
 #[test]
@@ -490,7 +483,12 @@ fn aa_floor_is_an_upper_bound_for_small_n() {
     let up = s * (9.0 / ChiSquared::new(9.0).unwrap().inverse_cdf(0.05)).sqrt();
     assert_close(f.spread, s, 1e-12, "spread");
     assert_close(f.spread_upper, up, 1e-12, "upper bound");
-    assert_close(f.floor, 1.959964 * up * (std::f64::consts::PI / 5.0).sqrt(), 1e-6, "floor");
+    assert_close(
+        f.floor,
+        1.959964 * up * (std::f64::consts::PI / 5.0).sqrt(),
+        1e-6,
+        "floor",
+    );
     assert!(f.spread_upper > 1.6 * f.spread, "10 boots: the bound is wide");
     assert_close(f.observed, (median(&b).unwrap() / 100.0 - 1.0).abs(), 1e-12, "observed");
     // a shift between the arms larger than the model's bound is the floor
@@ -510,11 +508,22 @@ fn aa_floor_is_an_upper_bound_for_small_n() {
 
 #[test]
 fn smallest_p_is_set_by_the_boots() {
-    for (n, want) in [(2, 1.0 / 3.0), (3, 0.1), (4, 2.0 / 70.0), (5, 2.0 / 252.0), (6, 2.0 / 924.0)] {
+    for (n, want) in [
+        (2, 1.0 / 3.0),
+        (3, 0.1),
+        (4, 2.0 / 70.0),
+        (5, 2.0 / 252.0),
+        (6, 2.0 / 924.0),
+    ] {
         assert_close(smallest_p(n, n), want, 1e-9, "smallest p");
         let a: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let b: Vec<f64> = (0..n).map(|i| 100.0 + i as f64).collect();
-        assert_close(mann_whitney_u(&a, &b).unwrap().p, want.min(1.0), 1e-9, "separated samples");
+        assert_close(
+            mann_whitney_u(&a, &b).unwrap().p,
+            want.min(1.0),
+            1e-9,
+            "separated samples",
+        );
     }
     assert_eq!(smallest_p(0, 3), 1.0);
 }
@@ -533,22 +542,55 @@ fn fisher_matches_scipy() {
 #[test]
 fn failing_more_often_is_its_own_verdict() {
     let same = Comparison::new(vec![10.0, 11.0, 12.0, 10.5], vec![10.2, 11.1, 11.9, 10.4], true);
-    let counts = |failed, base_failed| Failures { failed, of: 5, base_failed, base_of: 5 };
+    let counts = |failed, base_failed| Failures {
+        failed,
+        of: 5,
+        base_failed,
+        base_of: 5,
+    };
     let cells = vec![
-        Comparison { failures: Some(counts(5, 0)), ..Comparison::new(vec![10.0; 5], vec![], true) },
-        Comparison { failures: Some(counts(1, 0)), ..same.clone() },
-        Comparison { failures: Some(counts(1, 1)), ..same.clone() },
-        Comparison { failures: Some(counts(0, 2)), ..same },
+        Comparison {
+            failures: Some(counts(5, 0)),
+            ..Comparison::new(vec![10.0; 5], vec![], true)
+        },
+        Comparison {
+            failures: Some(counts(1, 0)),
+            ..same.clone()
+        },
+        Comparison {
+            failures: Some(counts(1, 1)),
+            ..same.clone()
+        },
+        Comparison {
+            failures: Some(counts(0, 2)),
+            ..same
+        },
     ];
     let d = decide_all(&cells, &rule());
     // 1/5 against 0/5 (Fisher p 0.5) is no headline: "fails more?" stays in `failures`
-    assert_eq!(d.iter().map(|d| d.verdict).collect::<Vec<_>>(), [Verdict::FailsMore, Verdict::NotSignificant, Verdict::NotSignificant, Verdict::NotSignificant]);
+    assert_eq!(
+        d.iter().map(|d| d.verdict).collect::<Vec<_>>(),
+        [
+            Verdict::FailsMore,
+            Verdict::NotSignificant,
+            Verdict::NotSignificant,
+            Verdict::NotSignificant
+        ]
+    );
     let all = d[0].failures.unwrap();
     assert!(all.significant && all.p < 0.005, "{all:?}");
-    assert_eq!(d[0].performance, Verdict::Insufficient, "no boot finished: nothing measured");
+    assert_eq!(
+        d[0].performance,
+        Verdict::Insufficient,
+        "no boot finished: nothing measured"
+    );
     let one = d[1].failures.unwrap();
     assert!(!one.significant && (one.p - 0.5).abs() < 1e-9);
-    assert_eq!(d[1].performance, Verdict::NotSignificant, "the finished boots are still judged");
+    assert_eq!(
+        d[1].performance,
+        Verdict::NotSignificant,
+        "the finished boots are still judged"
+    );
     assert!(d[2].failures.is_none() && d[3].failures.is_none());
 }
 
@@ -556,9 +598,17 @@ fn failing_more_often_is_its_own_verdict() {
 fn mde_counts_boots_includes_the_floor_and_the_bh_level() {
     let mut rng = ChaCha8Rng::seed_from_u64(21);
     // one clear change and three null cells: R = 1 of m = 4
-    let mut cells = vec![Comparison::new(normals(&mut rng, 6, 100.0, 0.5), normals(&mut rng, 6, 90.0, 0.5), true)];
+    let mut cells = vec![Comparison::new(
+        normals(&mut rng, 6, 100.0, 0.5),
+        normals(&mut rng, 6, 90.0, 0.5),
+        true,
+    )];
     for _ in 0..3 {
-        cells.push(Comparison::new(normals(&mut rng, 6, 100.0, 3.0), normals(&mut rng, 6, 100.0, 3.0), true));
+        cells.push(Comparison::new(
+            normals(&mut rng, 6, 100.0, 3.0),
+            normals(&mut rng, 6, 100.0, 3.0),
+            true,
+        ));
     }
     cells[3].floor = 0.5; // a huge calibrated floor for one cell
     let d = decide_all(&cells, &rule());
@@ -592,18 +642,12 @@ fn verdict_names_and_symbols() {
     ];
     for (v, name, sym) in all {
         assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{name}\""));
-        assert_eq!(
-            serde_json::from_str::<Verdict>(&format!("\"{name}\"")).unwrap(),
-            v
-        );
+        assert_eq!(serde_json::from_str::<Verdict>(&format!("\"{name}\"")).unwrap(), v);
         assert_eq!(v.symbol(), sym);
         assert_eq!(v.to_string(), sym);
     }
     let r = Rule::default();
-    assert_eq!(
-        (r.alpha, r.floor, r.min_boots, r.resamples),
-        (0.05, 0.02, 3, 10_000)
-    );
+    assert_eq!((r.alpha, r.floor, r.min_boots, r.resamples), (0.05, 0.02, 3, 10_000));
 }
 
 #[test]
@@ -630,10 +674,7 @@ fn bootstrap_ratio_ci_coverage() {
         }
     }
     let cov = hits as f64 / sims as f64;
-    assert!(
-        (0.89..=0.99).contains(&cov),
-        "bootstrap ratio CI coverage {cov}"
-    );
+    assert!((0.89..=0.99).contains(&cov), "bootstrap ratio CI coverage {cov}");
 }
 
 /// The two-sided permutation p-value of the mid-rank sum by listing every
@@ -672,15 +713,25 @@ fn exact_tied_mann_whitney_matches_brute_force() {
         (&[5.0, 5.0, 6.0, 7.0], &[5.0, 6.0, 6.0, 8.0, 9.0]),
         (&[1.0, 2.0, 2.0, 2.0, 3.0], &[2.0, 3.0, 3.0, 4.0, 4.0, 4.0]),
         (&[10.0; 4], &[10.0, 10.0, 11.0]),
-        (&[2560.0, 2561.0, 2561.0, 2560.0, 2561.0], &[2539.0, 2542.0, 2540.0, 2540.0, 2541.0]),
-        (&[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0, 5.0, 5.0, 5.0]),
+        (
+            &[2560.0, 2561.0, 2561.0, 2560.0, 2561.0],
+            &[2539.0, 2542.0, 2540.0, 2540.0, 2541.0],
+        ),
+        (
+            &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 5.0, 5.0],
+        ),
         (&[7.0, 7.0], &[7.0, 8.0, 8.0, 9.0, 9.0, 9.0, 10.0, 10.0]),
     ];
     for (a, b) in cases {
         let r = mann_whitney_u(a, b).unwrap();
         let want = brute_force_p(a, b);
         assert!(r.exact, "{a:?} {b:?}");
-        assert!((r.p - want).abs() < 1e-12, "{a:?} vs {b:?}: {} against brute force {want}", r.p);
+        assert!(
+            (r.p - want).abs() < 1e-12,
+            "{a:?} vs {b:?}: {} against brute force {want}",
+            r.p
+        );
         let back = mann_whitney_u(b, a).unwrap();
         assert!((back.p - r.p).abs() < 1e-12, "symmetric in its arguments");
     }
@@ -708,11 +759,34 @@ fn timed_out_boots_rank_worst() {
     let base = vec![100.0, 100.2, 99.9, 100.1, 100.3, 99.8];
     let measured = vec![100.0, 100.1, 99.9];
     let without = decide_all(&[Comparison::new(base.clone(), measured.clone(), true)], &rule());
-    let with = decide_all(&[Comparison { worst: (0, 3), ..Comparison::new(base.clone(), measured.clone(), true) }], &rule());
+    let with = decide_all(
+        &[Comparison {
+            worst: (0, 3),
+            ..Comparison::new(base.clone(), measured.clone(), true)
+        }],
+        &rule(),
+    );
     assert!(without[0].p.unwrap() > 0.5, "{:?}", without[0]);
-    assert!(with[0].p.unwrap() < 0.2, "three boots that never finished are evidence: {:?}", with[0]);
-    assert_eq!(with[0].ratio, without[0].ratio, "the interval is of measured boots only");
+    assert!(
+        with[0].p.unwrap() < 0.2,
+        "three boots that never finished are evidence: {:?}",
+        with[0]
+    );
+    assert_eq!(
+        with[0].ratio, without[0].ratio,
+        "the interval is of measured boots only"
+    );
     // lower is better (a latency): the timed-out boots are the highest values
-    let slow = |worst| decide_all(&[Comparison { worst, ..Comparison::new(base.clone(), measured.clone(), false) }], &rule())[0].p.unwrap();
+    let slow = |worst| {
+        decide_all(
+            &[Comparison {
+                worst,
+                ..Comparison::new(base.clone(), measured.clone(), false)
+            }],
+            &rule(),
+        )[0]
+        .p
+        .unwrap()
+    };
     assert!(slow((0, 3)) < slow((0, 0)) / 2.0, "{} {}", slow((0, 3)), slow((0, 0)));
 }

@@ -19,7 +19,8 @@ pub fn append_line<T: Serialize>(path: &Path, v: &T) -> Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("open {}", path.display()))?;
-    f.write_all(&line).with_context(|| format!("append to {}", path.display()))?;
+    f.write_all(&line)
+        .with_context(|| format!("append to {}", path.display()))?;
     f.sync_data().with_context(|| format!("sync {}", path.display()))
 }
 
@@ -67,8 +68,12 @@ pub(super) fn truncate_torn(path: &Path) -> Result<()> {
         return Ok(());
     }
     let keep = data.iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
-    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("open {}", path.display()))?;
-    f.set_len(keep as u64).with_context(|| format!("cut the torn last line of {}", path.display()))?;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))?;
+    f.set_len(keep as u64)
+        .with_context(|| format!("cut the torn last line of {}", path.display()))?;
     Ok(())
 }
 
@@ -83,13 +88,21 @@ mod tests {
         let p = dir.join("x.jsonl");
         append_line(&p, &serde_json::json!({"a": 1})).unwrap();
         append_line(&p, &serde_json::json!({"a": 2})).unwrap();
-        std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{\"a\": 3").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(b"{\"a\": 3")
+            .unwrap();
         let v: Vec<serde_json::Value> = read_lines(&p).unwrap();
         assert_eq!(v.len(), 2);
         truncate_torn(&p).unwrap();
         append_line(&p, &serde_json::json!({"a": 4})).unwrap();
         let v: Vec<serde_json::Value> = read_lines(&p).unwrap();
-        assert_eq!(v.iter().map(|x| x["a"].as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 4]);
+        assert_eq!(
+            v.iter().map(|x| x["a"].as_i64().unwrap()).collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
         std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -19,8 +19,8 @@ use crate::plan::Shard;
 use crate::records::{Event, RunMeta, Sample, FORMAT_VERSION};
 use crate::util::Flock;
 
-pub use jsonl::{append_line, read_lines, read_lines_skipping};
 use jsonl::truncate_torn;
+pub use jsonl::{append_line, read_lines, read_lines_skipping};
 
 /// An open run directory: read-only when opened with [`Run::open`], the
 /// writer's when made by [`Run::create`] or [`Run::open_to_write`] (then
@@ -63,7 +63,11 @@ pub fn fresh_run_dir(runs_dir: &Path, label: &str) -> Result<PathBuf> {
     let stamp = crate::util::stamp();
     std::fs::create_dir_all(runs_dir).with_context(|| format!("create {}", runs_dir.display()))?;
     for n in 0..100 {
-        let id = if n == 0 { format!("{stamp}-{label}") } else { format!("{stamp}-{label}.{n}") };
+        let id = if n == 0 {
+            format!("{stamp}-{label}")
+        } else {
+            format!("{stamp}-{label}.{n}")
+        };
         let dir = runs_dir.join(&id);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
@@ -80,8 +84,17 @@ impl Run {
         let dir = fresh_run_dir(runs_dir, label)?;
         std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
         let lock = lock_run(&dir)?;
-        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Run { records: dir.clone(), dir, id, shard: None, _lock: Some(lock) })
+        let id = dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Run {
+            records: dir.clone(),
+            dir,
+            id,
+            shard: None,
+            _lock: Some(lock),
+        })
     }
 
     /// Opens an existing run directory to read it. A run that may still be
@@ -90,27 +103,52 @@ impl Run {
         if !dir.join("run.json").is_file() {
             bail!("{} is not a run directory (no run.json)", dir.display());
         }
-        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Run { dir: dir.to_path_buf(), id, shard: None, records: dir.to_path_buf(), _lock: None })
+        let id = dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Run {
+            dir: dir.to_path_buf(),
+            id,
+            shard: None,
+            records: dir.to_path_buf(),
+            _lock: None,
+        })
     }
 
     /// Creates a run directory at a path chosen beforehand (`harness build
     /// --run-dir`, a Slurm script): it may exist, but not as a run yet.
     pub fn create_at(dir: &Path) -> Result<Run> {
         if dir.join("run.json").exists() {
-            bail!("create the run {}: it exists already (pass it to `harness run --resume`, or name a new directory)", dir.display());
+            bail!(
+                "create the run {}: it exists already (pass it to `harness run --resume`, or name a new directory)",
+                dir.display()
+            );
         }
         std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
         let lock = lock_run(dir)?;
-        let id = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Run { dir: dir.to_path_buf(), id, shard: None, records: dir.to_path_buf(), _lock: Some(lock) })
+        let id = dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Run {
+            dir: dir.to_path_buf(),
+            id,
+            shard: None,
+            records: dir.to_path_buf(),
+            _lock: Some(lock),
+        })
     }
 
     /// Opens shard `shard` of the run in `dir` to write it: its own
     /// directory, lock and records; a shard run again goes on where it stopped.
     pub fn open_shard(dir: &Path, shard: Shard) -> Result<Run> {
         if !dir.join("run.json").is_file() {
-            bail!("open {} for shard {shard}: it has no run.json yet (run `harness build --run-dir {}` first)", dir.display(), dir.display());
+            bail!(
+                "open {} for shard {shard}: it has no run.json yet (run `harness build --run-dir {}` first)",
+                dir.display(),
+                dir.display()
+            );
         }
         let records = shard_dir(dir, shard);
         let reader = Run::open(dir)?;
@@ -126,7 +164,10 @@ impl Run {
         std::fs::create_dir_all(records.join("logs")).with_context(|| format!("create {}", records.display()))?;
         let lock = match Flock::try_take(&records.join("lock"), &format!("run --shard {shard}"))? {
             Ok(l) => l,
-            Err(holder) => bail!("lock shard {shard} of {}: another harness ({holder}) is running it", dir.display()),
+            Err(holder) => bail!(
+                "lock shard {shard} of {}: another harness ({holder}) is running it",
+                dir.display()
+            ),
         };
         for f in ["samples.jsonl", "events.jsonl"] {
             truncate_torn(&records.join(f))?;
@@ -139,7 +180,9 @@ impl Run {
     /// The shards that have written into this run, by shard.
     pub fn shard_dirs(&self) -> Result<Vec<ShardDir>> {
         let root = self.dir.join("shards");
-        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(Vec::new()) };
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for e in entries {
             let e = e.with_context(|| format!("read {}", root.display()))?;
@@ -147,7 +190,17 @@ impl Run {
             let Ok(shard) = name.parse::<Shard>() else { continue };
             let records = e.path();
             let writer = Flock::holder(&records.join("lock"));
-            out.push(ShardDir { shard, writer, run: Run { dir: self.dir.clone(), id: self.id.clone(), shard: Some(shard), records, _lock: None } });
+            out.push(ShardDir {
+                shard,
+                writer,
+                run: Run {
+                    dir: self.dir.clone(),
+                    id: self.id.clone(),
+                    shard: Some(shard),
+                    records,
+                    _lock: None,
+                },
+            });
         }
         out.sort_by_key(|s| (s.shard.n, s.shard.k));
         Ok(out)
@@ -187,7 +240,11 @@ impl Run {
         let m: RunMeta = serde_json::from_slice(&std::fs::read(&p).with_context(|| format!("read {}", p.display()))?)
             .with_context(|| format!("parse {}", p.display()))?;
         if m.format_version != FORMAT_VERSION {
-            bail!("{}: format version {} (this harness reads {FORMAT_VERSION})", p.display(), m.format_version);
+            bail!(
+                "{}: format version {} (this harness reads {FORMAT_VERSION})",
+                p.display(),
+                m.format_version
+            );
         }
         Ok(m)
     }
@@ -208,7 +265,8 @@ impl Run {
     /// Appends a sample; a non-finite number is refused (JSON would store
     /// it as `null`, which no reader can use).
     pub fn sample(&self, s: &Sample) -> Result<()> {
-        s.check_finite().with_context(|| format!("write a sample of {} {} at {} vCPUs", s.variant, s.metric, s.vcpus))?;
+        s.check_finite()
+            .with_context(|| format!("write a sample of {} {} at {} vCPUs", s.variant, s.metric, s.vcpus))?;
         append_line(&self.records.join("samples.jsonl"), s)
     }
 
@@ -296,15 +354,31 @@ mod tests {
         let null = serde_json::to_string(&sample(f64::INFINITY)).unwrap();
         assert!(null.contains("\"value\":null"), "{null}");
         let torn_middle = &good[..good.len() / 2];
-        std::fs::write(&p, format!("{good}\n{null}\n{torn_middle}\nnot json\n\n{good}\n{torn_middle}")).unwrap();
+        std::fs::write(
+            &p,
+            format!("{good}\n{null}\n{torn_middle}\nnot json\n\n{good}\n{torn_middle}"),
+        )
+        .unwrap();
         let (v, skipped) = read_lines_skipping::<Sample>(&p).unwrap();
         assert_eq!(v.len(), 2);
         assert_eq!(skipped.len(), 3, "{skipped:?}");
-        assert!(skipped[0].starts_with(&format!("{}:2: not a valid record (", p.display())), "{skipped:?}");
-        assert!(skipped[1].contains("samples.jsonl:3:") && skipped[2].contains("samples.jsonl:4:"), "{skipped:?}");
+        assert!(
+            skipped[0].starts_with(&format!("{}:2: not a valid record (", p.display())),
+            "{skipped:?}"
+        );
+        assert!(
+            skipped[1].contains("samples.jsonl:3:") && skipped[2].contains("samples.jsonl:4:"),
+            "{skipped:?}"
+        );
         // the run's readers (report, resume) get the good lines
         std::fs::write(dir.join("run.json"), "{}").unwrap();
-        let run = Run { records: dir.clone(), dir: dir.clone(), id: "r".into(), shard: None, _lock: None };
+        let run = Run {
+            records: dir.clone(),
+            dir: dir.clone(),
+            id: "r".into(),
+            shard: None,
+            _lock: None,
+        };
         assert_eq!(run.samples().unwrap().len(), 2);
         std::fs::remove_dir_all(dir).ok();
     }
@@ -313,10 +387,19 @@ mod tests {
     fn non_finite_samples_are_not_written() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let run = Run { records: dir.clone(), dir: dir.clone(), id: "r".into(), shard: None, _lock: None };
+        let run = Run {
+            records: dir.clone(),
+            dir: dir.clone(),
+            id: "r".into(),
+            shard: None,
+            _lock: None,
+        };
         for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
             let e = format!("{:#}", run.sample(&sample(bad)).unwrap_err());
-            assert!(e.contains("write a sample of base m at 2 vCPUs") && e.contains("not finite"), "{e}");
+            assert!(
+                e.contains("write a sample of base m at 2 vCPUs") && e.contains("not finite"),
+                "{e}"
+            );
         }
         let mut s = sample(1.0);
         s.series = vec![1.0, f64::NAN];
@@ -341,16 +424,28 @@ mod tests {
         let before = std::fs::read(&events).unwrap();
         let reader = Run::open(&writer.dir).unwrap();
         assert_eq!(reader.events().unwrap().len(), 1, "the torn line is skipped");
-        assert_eq!(std::fs::read(&events).unwrap(), before, "a reader cut the writer's line");
-        let e = Run::open_to_write(&writer.dir).err().expect("a second writer must be refused");
+        assert_eq!(
+            std::fs::read(&events).unwrap(),
+            before,
+            "a reader cut the writer's line"
+        );
+        let e = Run::open_to_write(&writer.dir)
+            .err()
+            .expect("a second writer must be refused");
         let e = format!("{e:#}");
-        assert!(e.contains(&format!("another harness (pid {}, harness run)", std::process::id())), "{e}");
+        assert!(
+            e.contains(&format!("another harness (pid {}, harness run)", std::process::id())),
+            "{e}"
+        );
         assert_eq!(std::fs::read(&events).unwrap(), before);
         let lock = writer.dir.join("lock");
         drop(writer);
         crate::util::wait_until_released(&lock);
         let resumed = Run::open_to_write(&reader.dir).unwrap();
-        assert!(std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"), "the lock holder cuts the torn line");
+        assert!(
+            std::fs::read_to_string(&events).unwrap().ends_with("\"a\"}\n"),
+            "the lock holder cuts the torn line"
+        );
         drop(resumed);
         std::fs::remove_dir_all(runs).ok();
     }
@@ -375,7 +470,10 @@ mod tests {
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap().map_err(|e| format!("{e:#}"))).collect::<Result<_, _>>().unwrap()
+            hs.into_iter()
+                .map(|h| h.join().unwrap().map_err(|e| format!("{e:#}")))
+                .collect::<Result<_, _>>()
+                .unwrap()
         });
         let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
         assert_eq!(distinct.len(), 8, "{ids:?}");
@@ -390,9 +488,17 @@ mod tests {
         drop(Run::create_at(&dir).unwrap());
         std::fs::write(dir.join("run.json"), "{}").unwrap();
         drop(Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap());
-        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 1, n: 3 }).err().expect("a shard of 3 beside shards of 2"));
+        let e = format!(
+            "{:#}",
+            Run::open_shard(&dir, Shard { k: 1, n: 3 })
+                .err()
+                .expect("a shard of 3 beside shards of 2")
+        );
         assert!(e.contains("the run is split into 2 shards (shards/0-of-2)"), "{e}");
-        assert!(!dir.join("shards/1-of-3").exists(), "the refused shard made its directory");
+        assert!(
+            !dir.join("shards/1-of-3").exists(),
+            "the refused shard made its directory"
+        );
         assert!(Run::open_shard(&dir, Shard { k: 1, n: 2 }).is_ok());
     }
 
@@ -403,11 +509,20 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let runs = tmp.path().to_path_buf();
         let dir = runs.join("r");
-        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 0, n: 2 }).err().expect("no run.json yet"));
+        let e = format!(
+            "{:#}",
+            Run::open_shard(&dir, Shard { k: 0, n: 2 })
+                .err()
+                .expect("no run.json yet")
+        );
         assert!(e.contains("run `harness build --run-dir"), "{e}");
         let build = Run::create_at(&dir).unwrap();
         std::fs::write(dir.join("run.json"), "{}").unwrap();
-        build.event(&Event::Notice { message: "built".into() }).unwrap();
+        build
+            .event(&Event::Notice {
+                message: "built".into(),
+            })
+            .unwrap();
         drop(build);
         assert!(Run::create_at(&dir).is_err(), "a run is made once");
         let s0 = Run::open_shard(&dir, Shard { k: 0, n: 2 }).unwrap();
@@ -415,17 +530,48 @@ mod tests {
         s0.event(&Event::Notice { message: "s0".into() }).unwrap();
         s1.event(&Event::Notice { message: "s1".into() }).unwrap();
         assert!(s1.log("boots").starts_with(dir.join("shards/1-of-2/logs")));
-        let e = format!("{:#}", Run::open_shard(&dir, Shard { k: 1, n: 2 }).err().expect("one writer per shard"));
-        assert!(e.contains(&format!("another harness (pid {}, harness run --shard 1/2) is running it", std::process::id())), "{e}");
-        let msgs = |r: &Run| r.events().unwrap().into_iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(" ");
+        let e = format!(
+            "{:#}",
+            Run::open_shard(&dir, Shard { k: 1, n: 2 })
+                .err()
+                .expect("one writer per shard")
+        );
+        assert!(
+            e.contains(&format!(
+                "another harness (pid {}, harness run --shard 1/2) is running it",
+                std::process::id()
+            )),
+            "{e}"
+        );
+        let msgs = |r: &Run| {
+            r.events()
+                .unwrap()
+                .into_iter()
+                .map(|e| format!("{e:?}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let reader = Run::open(&dir).unwrap();
         let all = msgs(&reader);
-        assert!(all.contains("built") && all.contains("s0") && all.contains("s1"), "{all}");
+        assert!(
+            all.contains("built") && all.contains("s0") && all.contains("s1"),
+            "{all}"
+        );
         assert!(!msgs(&s1).contains("s0") && reader.own_events().unwrap().len() == 1);
-        let writers: Vec<bool> = reader.shard_dirs().unwrap().iter().map(|d| d.writer.is_some()).collect();
+        let writers: Vec<bool> = reader
+            .shard_dirs()
+            .unwrap()
+            .iter()
+            .map(|d| d.writer.is_some())
+            .collect();
         assert_eq!(writers, vec![true, true]);
         drop(s0);
-        let writers: Vec<bool> = reader.shard_dirs().unwrap().iter().map(|d| d.writer.is_some()).collect();
+        let writers: Vec<bool> = reader
+            .shard_dirs()
+            .unwrap()
+            .iter()
+            .map(|d| d.writer.is_some())
+            .collect();
         assert_eq!(writers, vec![false, true], "a finished shard holds no lock");
         drop(s1);
         std::fs::remove_dir_all(runs).ok();

@@ -32,7 +32,12 @@ pub struct Plugin {
 impl Plugin {
     /// The `-plugin` option's value.
     pub fn arg(&self) -> String {
-        format!("{},symbols={},out={},each=on", self.so.display(), self.symbols.display(), self.out.display())
+        format!(
+            "{},symbols={},out={},each=on",
+            self.so.display(),
+            self.symbols.display(),
+            self.out.display()
+        )
     }
 
     /// The profile of the `n`th closed window (from 1).
@@ -49,7 +54,10 @@ impl Plugin {
     pub fn check(&self) -> Result<()> {
         for p in [&self.so, &self.symbols, &self.out] {
             if p.to_string_lossy().contains(',') {
-                bail!("profiler path {} has a comma, which QEMU's -plugin option cannot take", p.display());
+                bail!(
+                    "profiler path {} has a comma, which QEMU's -plugin option cannot take",
+                    p.display()
+                );
             }
         }
         let mut magic = [0u8; 4];
@@ -59,14 +67,18 @@ impl Plugin {
         if &magic != b"\x7fELF" {
             bail!("the profiler plugin {} is not a shared object", self.so.display());
         }
-        let text = std::fs::read_to_string(&self.symbols).with_context(|| format!("read the symbols file {}", self.symbols.display()))?;
+        let text = std::fs::read_to_string(&self.symbols)
+            .with_context(|| format!("read the symbols file {}", self.symbols.display()))?;
         let first = text.lines().find(|l| !l.starts_with('#') && !l.trim().is_empty());
         let ok = first.is_some_and(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             f.len() == 3 && u64::from_str_radix(f[0], 16).is_ok() && u64::from_str_radix(f[1], 16).is_ok()
         });
         if !ok {
-            bail!("the symbols file {} lists no function as START SIZE NAME", self.symbols.display());
+            bail!(
+                "the symbols file {} lists no function as START SIZE NAME",
+                self.symbols.display()
+            );
         }
         match self.out.parent() {
             Some(d) if d.is_dir() => Ok(()),
@@ -86,7 +98,11 @@ pub fn find_profiler(exe: &Path, env: Option<&OsStr>) -> Option<PathBuf> {
     }
     let dir = exe.parent()?;
     // a test binary lives in target/<profile>/deps/
-    let profile_dir = if dir.file_name() == Some(OsStr::new("deps")) { dir.parent()? } else { dir };
+    let profile_dir = if dir.file_name() == Some(OsStr::new("deps")) {
+        dir.parent()?
+    } else {
+        dir
+    };
     let mut candidates = Vec::new();
     if let Some(target) = profile_dir.parent() {
         candidates.push(target.join("release").join(PROFILER_SO));
@@ -101,8 +117,15 @@ mod tests {
 
     #[test]
     fn arg_and_windows() {
-        let p = Plugin { so: "/t/release/libharness_profiler.so".into(), symbols: "/k/vmlinux.syms".into(), out: "/r/profiles/b.profile".into() };
-        assert_eq!(p.arg(), "/t/release/libharness_profiler.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on");
+        let p = Plugin {
+            so: "/t/release/libharness_profiler.so".into(),
+            symbols: "/k/vmlinux.syms".into(),
+            out: "/r/profiles/b.profile".into(),
+        };
+        assert_eq!(
+            p.arg(),
+            "/t/release/libharness_profiler.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"
+        );
         assert_eq!(p.window(2), PathBuf::from("/r/profiles/b.profile.2"));
     }
 
@@ -116,7 +139,10 @@ mod tests {
         };
         let so = w("p.so", b"\x7fELF\x02\x01");
         let not_so = w("p.txt", b"hello");
-        let syms = w("vmlinux.syms", b"# harness-profiler symbols: start size name (hex)\nffffffff81000000 10 f\n");
+        let syms = w(
+            "vmlinux.syms",
+            b"# harness-profiler symbols: start size name (hex)\nffffffff81000000 10 f\n",
+        );
         let nm = w("bad.syms", b"ffffffff81000000 T _text\n");
         let empty = w("empty.syms", b"# header only\n");
         let out = d.path().join("profiles.profile");
@@ -134,7 +160,11 @@ mod tests {
             (&so, &syms, &comma, "has a comma"),
         ];
         for (so, symbols, out, want) in cases {
-            let p = Plugin { so: so.to_path_buf(), symbols: symbols.to_path_buf(), out: out.to_path_buf() };
+            let p = Plugin {
+                so: so.to_path_buf(),
+                symbols: symbols.to_path_buf(),
+                out: out.to_path_buf(),
+            };
             match (p.check(), *want) {
                 (Ok(()), "") => {}
                 (Err(e), w) if !w.is_empty() => assert!(format!("{e:#}").contains(w), "{e:#} wants {w}"),
@@ -154,12 +184,27 @@ mod tests {
         let test_exe = t.join("debug/deps/e2e-0123");
         assert_eq!(find_profiler(&exe, None), None, "not built");
         std::fs::write(t.join("debug").join(PROFILER_SO), b"x").unwrap();
-        assert_eq!(find_profiler(&exe, None), Some(t.join("debug").join(PROFILER_SO)), "the debug one when alone");
+        assert_eq!(
+            find_profiler(&exe, None),
+            Some(t.join("debug").join(PROFILER_SO)),
+            "the debug one when alone"
+        );
         std::fs::write(t.join("release").join(PROFILER_SO), b"x").unwrap();
         for e in [&exe, &test_exe, &t.join("release/harness")] {
-            assert_eq!(find_profiler(e, None), Some(t.join("release").join(PROFILER_SO)), "{}", e.display());
+            assert_eq!(
+                find_profiler(e, None),
+                Some(t.join("release").join(PROFILER_SO)),
+                "{}",
+                e.display()
+            );
         }
-        assert_eq!(find_profiler(&exe, Some(OsStr::new("/x/p.so"))), Some(PathBuf::from("/x/p.so")));
-        assert_eq!(find_profiler(&exe, Some(OsStr::new(""))), Some(t.join("release").join(PROFILER_SO)));
+        assert_eq!(
+            find_profiler(&exe, Some(OsStr::new("/x/p.so"))),
+            Some(PathBuf::from("/x/p.so"))
+        );
+        assert_eq!(
+            find_profiler(&exe, Some(OsStr::new(""))),
+            Some(t.join("release").join(PROFILER_SO))
+        );
     }
 }

@@ -33,7 +33,9 @@ pub fn run_ok(mut c: Command) -> String {
 /// ccache): `$HARNESS_E2E_WORK`, else `target/e2e-work` of this checkout.
 /// Pointing several checkouts at one directory shares their kernels.
 pub fn e2e_work() -> PathBuf {
-    std::env::var_os("HARNESS_E2E_WORK").map(PathBuf::from).unwrap_or_else(|| repo().join("target/e2e-work"))
+    std::env::var_os("HARNESS_E2E_WORK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/e2e-work"))
 }
 
 /// Held for the whole of one real-QEMU test: an exclusive lock on
@@ -50,7 +52,12 @@ pub fn serial() -> Serial {
     let work = e2e_work();
     std::fs::create_dir_all(work.parent().unwrap()).unwrap();
     let path = work.with_extension("lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap();
     file.lock().unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
     Serial { _file: file }
 }

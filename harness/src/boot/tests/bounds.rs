@@ -12,28 +12,67 @@ use super::*;
 fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
     let w = world("bounded", "{clock: icount, boot_timeout_s: 300}");
     let mut ctx = ctx(&w);
-    let hangs = || Script { until: Until::Hangs, ..Script::ssh(vec![]) };
+    let hangs = || Script {
+        until: Until::Hangs,
+        ..Script::ssh(vec![])
+    };
     // 40 wall seconds per guest second: 300 guest s of boot timeout would be 5 h at the backstop, 5 h again at this pace
     let slow = || says(1.0, 40.0);
-    let measures = Script { until: Until::Ssh(30.0), ..Script::ssh(vec![slow(), slow(), Answer::Hangs]) };
+    let measures = Script {
+        until: Until::Ssh(30.0),
+        ..Script::ssh(vec![slow(), slow(), Answer::Hangs])
+    };
     let mut fake = Fake::new(vec![measures, hangs()]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
-    let waits: Vec<Duration> = fake.calls.iter().filter_map(|c| match c { Call::Run(_, w) | Call::WaitSsh(w) => Some(*w), _ => None }).collect();
+    let waits: Vec<Duration> = fake
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Run(_, w) | Call::WaitSsh(w) => Some(*w),
+            _ => None,
+        })
+        .collect();
     // SSH and the environment before anything was measured: the cap; the first repetition too;
     // the second: 5x the first (200 s) under the pace's 60 x 40 x 1.5 + 30 s; the third (it hangs) as well
     let cap = ICOUNT_WAIT_CAP;
-    assert_eq!(waits, [cap, cap, cap, Duration::from_secs(200), Duration::from_secs(200)], "{:?}", fake.calls);
+    assert_eq!(
+        waits,
+        [cap, cap, cap, Duration::from_secs(200), Duration::from_secs(200)],
+        "{:?}",
+        fake.calls
+    );
     let why = "guest stopped answering: no result within 200 host seconds (under icount a host wait is its guest time through the pace, \
                at most 5x the slowest of its kind the run measured (at least 120 s), at most 1800 s)";
-    assert!(events.contains(&BootEvent::RepetitionFailed { benchmark: "s".into(), repetition: 2, error: why.into(), cause: Cause::GuestHung }), "{events:?}");
+    assert!(
+        events.contains(&BootEvent::RepetitionFailed {
+            benchmark: "s".into(),
+            repetition: 2,
+            error: why.into(),
+            cause: Cause::GuestHung
+        }),
+        "{events:?}"
+    );
     // the next boot at 2 vCPUs waits 5x the 30 s the first took to reach SSH
     let (_, events) = boot(&mut ctx, &mut fake, &job(1));
-    assert_eq!(fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))), Some(&Call::WaitSsh(Duration::from_secs(150))));
+    assert_eq!(
+        fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))),
+        Some(&Call::WaitSsh(Duration::from_secs(150)))
+    );
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false));
+    assert_eq!(
+        events[2],
+        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false)
+    );
     // a wall clock is not bounded so
-    assert_eq!(bounded(MeasureClock::TcgWall, Duration::from_secs(7200), Some(Duration::from_secs(1))), Duration::from_secs(7200));
+    assert_eq!(
+        bounded(
+            MeasureClock::TcgWall,
+            Duration::from_secs(7200),
+            Some(Duration::from_secs(1))
+        ),
+        Duration::from_secs(7200)
+    );
     // another vCPU count has measured nothing yet: the cap alone
     assert_eq!(ctx.seen.ssh_bound(4), None);
 }
@@ -47,10 +86,24 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
 fn a_cell_that_fails_before_ssh_twice_in_a_row_is_not_booted_again() {
     let w = world("give-up", "{}");
     let mut ctx = ctx(&w);
-    let panics = || Script { until: Until::Hangs, console: "[    1.5] Kernel panic - not syncing: x\n".into(), ..Script::ssh(vec![]) };
-    let other = BootJob { variant: "other".into(), ..job(0) };
+    let panics = || Script {
+        until: Until::Hangs,
+        console: "[    1.5] Kernel panic - not syncing: x\n".into(),
+        ..Script::ssh(vec![])
+    };
+    let other = BootJob {
+        variant: "other".into(),
+        ..job(0)
+    };
     // b0 panics, b1 reaches SSH (forgiven), b2 panics, `other` boots, b3 crashes QEMU once then panics: given up
-    let mut fake = Fake::new(vec![panics(), Script::ssh(three()), panics(), Script::ssh(three()), aborts(), panics()]);
+    let mut fake = Fake::new(vec![
+        panics(),
+        Script::ssh(three()),
+        panics(),
+        Script::ssh(three()),
+        aborts(),
+        panics(),
+    ]);
     for j in [job(0), job(1), job(2), other.clone(), job(3)] {
         let (res, events) = boot(&mut ctx, &mut fake, &j);
         res.unwrap();
@@ -67,11 +120,21 @@ fn a_cell_that_fails_before_ssh_twice_in_a_row_is_not_booted_again() {
     assert_eq!(starts(&fake), 6, "no boot of a given-up cell");
     let mut fake = Fake::new(vec![Script::ssh(three())]);
     let (_, events) = boot(&mut ctx, &mut fake, &BootJob { boot: 1, ..other });
-    assert!(matches!(events.last(), Some(BootEvent::Ended { failed: None, .. })), "another cell boots: {events:?}");
+    assert!(
+        matches!(events.last(), Some(BootEvent::Ended { failed: None, .. })),
+        "another cell boots: {events:?}"
+    );
 
     let mut sink = RunSink::new(&w.run, &w.ui);
     let mut none = Fake::new(vec![]);
-    Boot { ctx: &mut ctx, machine: &mut none, sink: &mut sink, job: &job(6) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut none,
+        sink: &mut sink,
+        job: &job(6),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
     let want = Event::BootEnd {
         variant: "base".into(),
         vcpus: 2,
@@ -82,7 +145,11 @@ fn a_cell_that_fails_before_ssh_twice_in_a_row_is_not_booted_again() {
         busy_wall_per_guest_s: None,
         failed: Some(Failed::new(crate::records::Stage::Boot, Cause::NotBooted)),
     };
-    assert_eq!(w.run.events().unwrap(), [want], "a not-booted job ends failed, with no boot id");
+    assert_eq!(
+        w.run.events().unwrap(),
+        [want],
+        "a not-booted job ends failed, with no boot id"
+    );
 }
 
 /// A resumed run counts the strikes on from its records' `boot_end`s.
@@ -102,12 +169,24 @@ fn strikes_are_read_back_from_the_records() {
     let hung = Some(Failed::new(crate::records::Stage::Benchmark, Cause::GuestHung));
     let one = [end(0, timeout, Some("boot failed: no SSH"))];
     assert_eq!(Strikes::from_events(&one).given_up("base", 2), None, "one more try");
-    let two = [end(0, timeout, Some("boot failed: no SSH")), end(1, timeout, Some("boot failed: no SSH again"))];
-    let why = "not booted: the 2 boots of base at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH again";
+    let two = [
+        end(0, timeout, Some("boot failed: no SSH")),
+        end(1, timeout, Some("boot failed: no SSH again")),
+    ];
+    let why =
+        "not booted: the 2 boots of base at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH again";
     assert_eq!(Strikes::from_events(&two).given_up("base", 2).as_deref(), Some(why));
     assert_eq!(Strikes::from_events(&two).given_up("base", 4), None);
-    let forgiven = [end(0, timeout, Some("x")), end(1, hung, Some("measure: hung")), end(2, timeout, Some("x"))];
-    assert_eq!(Strikes::from_events(&forgiven).given_up("base", 2), None, "a boot that reached SSH forgives");
+    let forgiven = [
+        end(0, timeout, Some("x")),
+        end(1, hung, Some("measure: hung")),
+        end(2, timeout, Some("x")),
+    ];
+    assert_eq!(
+        Strikes::from_events(&forgiven).given_up("base", 2),
+        None,
+        "a boot that reached SSH forgives"
+    );
 }
 
 /// A repetition that made no progress (issue 19's 448-vCPU doexec: 0
@@ -119,13 +198,38 @@ fn a_repetition_without_progress_fails_and_records_no_zero() {
     let mut ctx = ctx(&w);
     let stuck = "uptime0 10.00 0\nsample metric=execs_per_s value=0 unit=execs/s better=higher t=0\n\
                  sample metric=execs_per_s value=0.0 unit=execs/s better=higher t=1\ninfo measured_execs=0\nuptime1 137.00 0\n";
-    let stuck = Answer::Says { stdout: stuck.into(), wall_s: 127.0 };
+    let stuck = Answer::Says {
+        stdout: stuck.into(),
+        wall_s: 127.0,
+    };
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), stuck, says(3.0, 1.0)])]);
     let mut sink = RunSink::new(&w.run, &w.ui);
-    Boot { ctx: &mut ctx, machine: &mut fake, sink: &mut sink, job: &job(0) }.run(Path::new("/k/bzImage"), Path::new("/k/initrd")).unwrap();
-    let failed: Vec<(Option<Failed>, String)> = w.run.events().unwrap().into_iter().filter_map(|e| match e { Event::BenchFailed { failed, error, .. } => Some((failed, error)), _ => None }).collect();
+    Boot {
+        ctx: &mut ctx,
+        machine: &mut fake,
+        sink: &mut sink,
+        job: &job(0),
+    }
+    .run(Path::new("/k/bzImage"), Path::new("/k/initrd"))
+    .unwrap();
+    let failed: Vec<(Option<Failed>, String)> = w
+        .run
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::BenchFailed { failed, error, .. } => Some((failed, error)),
+            _ => None,
+        })
+        .collect();
     let why = "no progress: execs_per_s was 0 in every interval (measured_execs=0)".to_string();
-    assert_eq!(failed, [(Some(Failed::new(crate::records::Stage::Benchmark, Cause::NoProgress)), why)]);
+    assert_eq!(
+        failed,
+        [(
+            Some(Failed::new(crate::records::Stage::Benchmark, Cause::NoProgress)),
+            why
+        )]
+    );
     let values: Vec<f64> = w.run.samples().unwrap().iter().map(|s| s.value).collect();
     assert_eq!(values, [1.0, 3.0], "no sample of 0; the boot measured on");
 }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::report::{build_from, Floors};
 use crate::report::tests::{boots, meta_with};
+use crate::report::{build_from, Floors};
 
 /// base, a regressed, an unchanged and an insufficient variant (one boot).
 fn three_cells() -> Report {
@@ -19,23 +19,62 @@ fn one_regressed_one_unchanged_one_insufficient_cell() {
     let x = junit(&r, &[], false);
     let head = format!("<testsuite name=\"harness {0}\" id=\"{0}\"", r.run_id);
     assert!(x.contains(&head), "{x}");
-    assert!(x.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""), "{x}");
-    assert!(x.contains(&format!("<property name=\"run_id\" value=\"{}\"/>", r.run_id)), "{x}");
-    assert!(x.contains("<testcase classname=\"d.execs_per_s\" name=\"same at 2 vCPUs\"/>"), "unchanged passes: {x}");
-    let slow = x.split("name=\"slow at 2 vCPUs\">").nth(1).expect("slow's testcase").split("</testcase>").next().unwrap();
-    assert!(slow.contains("<failure message=\"slow execs_per_s at 2 vCPUs (d): worse by 20.0%") && slow.contains("regressed (p=0.008"), "{slow}");
-    let few = x.split("name=\"few at 2 vCPUs\">").nth(1).expect("few's testcase").split("</testcase>").next().unwrap();
-    assert!(few.contains("<skipped message=\"insufficient: ? (n=5/1 boots)\"/>"), "{few}");
+    assert!(
+        x.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+        "{x}"
+    );
+    assert!(
+        x.contains(&format!("<property name=\"run_id\" value=\"{}\"/>", r.run_id)),
+        "{x}"
+    );
+    assert!(
+        x.contains("<testcase classname=\"d.execs_per_s\" name=\"same at 2 vCPUs\"/>"),
+        "unchanged passes: {x}"
+    );
+    let slow = x
+        .split("name=\"slow at 2 vCPUs\">")
+        .nth(1)
+        .expect("slow's testcase")
+        .split("</testcase>")
+        .next()
+        .unwrap();
+    assert!(
+        slow.contains("<failure message=\"slow execs_per_s at 2 vCPUs (d): worse by 20.0%")
+            && slow.contains("regressed (p=0.008"),
+        "{slow}"
+    );
+    let few = x
+        .split("name=\"few at 2 vCPUs\">")
+        .nth(1)
+        .expect("few's testcase")
+        .split("</testcase>")
+        .next()
+        .unwrap();
+    assert!(
+        few.contains("<skipped message=\"insufficient: ? (n=5/1 boots)\"/>"),
+        "{few}"
+    );
     assert_eq!(x.matches("<testcase ").count(), 3, "base is not a testcase: {x}");
-    assert!(x.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n") && x.ends_with("</testsuite>\n</testsuites>\n"));
+    assert!(
+        x.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n")
+            && x.ends_with("</testsuite>\n</testsuites>\n")
+    );
 }
 
 #[test]
 fn only_key_metrics_are_testcases() {
     let r = three_cells();
     let x = junit(&r, &["other".to_string()], false);
-    assert!(x.contains("tests=\"0\" failures=\"0\" errors=\"0\" skipped=\"0\"") && !x.contains("<testcase"), "{x}");
-    assert_eq!(junit(&r, &["d.execs_per_s".to_string()], false).matches("<testcase ").count(), 3);
+    assert!(
+        x.contains("tests=\"0\" failures=\"0\" errors=\"0\" skipped=\"0\"") && !x.contains("<testcase"),
+        "{x}"
+    );
+    assert_eq!(
+        junit(&r, &["d.execs_per_s".to_string()], false)
+            .matches("<testcase ")
+            .count(),
+        3
+    );
 }
 
 #[test]
@@ -46,9 +85,18 @@ fn a_warning_is_system_out_or_a_failure_with_strict() {
     boots("v", 5, 97.9, &mut rec); // unsure, may regress: the gate warns
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let x = junit(&r, &[], false);
-    assert!(x.contains("failures=\"0\"") && x.contains("<system-out>gate warning (fatal with --strict): v execs_per_s at 2 vCPUs (d)"), "{x}");
+    assert!(
+        x.contains("failures=\"0\"")
+            && x.contains("<system-out>gate warning (fatal with --strict): v execs_per_s at 2 vCPUs (d)"),
+        "{x}"
+    );
     let strict = junit(&r, &[], true);
-    assert!(strict.contains("failures=\"1\"") && strict.contains("<failure message=\"v execs_per_s") && !strict.contains("<system-out>"), "{strict}");
+    assert!(
+        strict.contains("failures=\"1\"")
+            && strict.contains("<failure message=\"v execs_per_s")
+            && !strict.contains("<system-out>"),
+        "{strict}"
+    );
 }
 
 #[test]
@@ -68,5 +116,8 @@ fn guest_text_is_escaped() {
     let x = junit(&r, &[], false);
     assert!(x.contains("classname=\"d.m&lt;&amp;&quot;&apos;\\u{1b}\""), "{x}");
     assert!(x.contains("id=\"id&quot;&lt;\\u{7}\""), "{x}");
-    assert!(!x.chars().any(|c| (c as u32) < 0x20 && c != '\n'), "no raw control characters: {x:?}");
+    assert!(
+        !x.chars().any(|c| (c as u32) < 0x20 && c != '\n'),
+        "no raw control characters: {x:?}"
+    );
 }

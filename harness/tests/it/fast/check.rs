@@ -23,6 +23,14 @@ fn check_says_when_it_cannot_tell_what_runs_here() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let first = stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with("warn  profile here: checked as written: whether KVM is usable here is not known (find qemu-system-x86_64"), "{stdout}");
-    assert!(stdout.lines().any(|l| l.contains("qemu") && l.starts_with("ERROR")), "{stdout}");
+    assert!(
+        first.starts_with(
+            "warn  profile here: checked as written: whether KVM is usable here is not known (find qemu-system-x86_64"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.contains("qemu") && l.starts_with("ERROR")),
+        "{stdout}"
+    );
 }

@@ -8,14 +8,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap()
 }
 
 /// The documents checked: the top-level ones and every Markdown file under `docs/`.
 fn documents() -> Vec<PathBuf> {
     let repo = repo();
-    let mut docs: Vec<PathBuf> =
-        ["README.md", "ARCHITECTURE.md", "patches/README.md"].iter().map(|d| repo.join(d)).filter(|p| p.is_file()).collect();
+    let mut docs: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "patches/README.md"]
+        .iter()
+        .map(|d| repo.join(d))
+        .filter(|p| p.is_file())
+        .collect();
     assert!(repo.join("docs").is_dir(), "docs/ is missing");
     walk(&repo.join("docs"), &mut docs);
     docs
@@ -103,13 +110,20 @@ fn resolve(repo: &Path, doc: &Path, target: &str) -> Result<(), String> {
         return Err("leaves the repository".into());
     }
     let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
-    let file = if path.is_empty() { doc.to_path_buf() } else { doc.parent().unwrap().join(path) };
+    let file = if path.is_empty() {
+        doc.to_path_buf()
+    } else {
+        doc.parent().unwrap().join(path)
+    };
     let file = file.canonicalize().map_err(|_| format!("{path}: no such file"))?;
     if !file.starts_with(repo) {
         return Err(format!("{path}: outside the repository"));
     }
     if !anchor.is_empty() && (file.extension().is_none_or(|e| e != "md") || !anchors(&read(&file)).contains(anchor)) {
-        return Err(format!("#{anchor}: no such heading in {}", file.strip_prefix(repo).unwrap().display()));
+        return Err(format!(
+            "#{anchor}: no such heading in {}",
+            file.strip_prefix(repo).unwrap().display()
+        ));
     }
     Ok(())
 }
@@ -140,14 +154,22 @@ fn docs_point_only_inside_the_repository() {
 
 /// `harness ARGS --help`.
 fn help(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness")).args(args).arg("--help").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "harness {} --help: {out:?}", args.join(" "));
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// The lines of a clap help section (`Commands:`, `Options:`), up to the next blank line.
 fn help_section<'a>(help: &'a str, title: &str) -> Vec<&'a str> {
-    help.lines().skip_while(|l| *l != title).skip(1).take_while(|l| !l.trim().is_empty()).collect()
+    help.lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect()
 }
 
 /// The subcommands a help lists, `help` left out.
@@ -213,7 +235,10 @@ fn sections(text: &str) -> BTreeMap<String, String> {
             fenced = !fenced;
         }
         if let Some(h) = line.strip_prefix("## ").filter(|_| !fenced) {
-            out.insert(std::mem::replace(&mut heading, h.trim().to_string()), std::mem::take(&mut body));
+            out.insert(
+                std::mem::replace(&mut heading, h.trim().to_string()),
+                std::mem::take(&mut body),
+            );
         } else {
             body.push_str(line);
             body.push('\n');
@@ -236,23 +261,38 @@ fn differences(what: &str, want: &BTreeSet<String>, have: &BTreeSet<String>, bad
 fn the_docs_name_the_commands_and_options_help_prints() {
     let repo = repo();
     let globals = long_options(&help(&[]));
-    assert!(globals.contains("--work-dir") && globals.contains("--json"), "no global options in harness --help: {globals:?}");
+    assert!(
+        globals.contains("--work-dir") && globals.contains("--json"),
+        "no global options in harness --help: {globals:?}"
+    );
     let mut cmds = Vec::new();
     commands(&[], &mut cmds);
     let names: BTreeSet<String> = cmds.iter().map(|c| c.join(" ")).collect();
-    assert!(names.contains("run") && names.contains("history import"), "commands from harness --help: {names:?}");
+    assert!(
+        names.contains("run") && names.contains("history import"),
+        "commands from harness --help: {names:?}"
+    );
     let mut bad = Vec::new();
 
     // the README's command table: a row per command, naming only options the command has
     let readme = read(&repo.join("README.md"));
-    let table = sections(&readme).remove("Commands").expect("README.md has no `## Commands` section");
+    let table = sections(&readme)
+        .remove("Commands")
+        .expect("README.md has no `## Commands` section");
     let mut rows = BTreeMap::new();
     for line in table.lines().filter(|l| l.starts_with('|')) {
         let cell = line.split('|').nth(1).unwrap_or("");
-        let Some(cmd) = cell.split('`').nth(1).and_then(|c| c.strip_prefix("harness ")) else { continue };
+        let Some(cmd) = cell.split('`').nth(1).and_then(|c| c.strip_prefix("harness ")) else {
+            continue;
+        };
         rows.insert(cmd.to_string(), line.to_string());
     }
-    differences("README.md command table", &names, &rows.keys().cloned().collect(), &mut bad);
+    differences(
+        "README.md command table",
+        &names,
+        &rows.keys().cloned().collect(),
+        &mut bad,
+    );
     for (cmd, row) in &rows {
         if !names.contains(cmd) {
             continue;
@@ -266,35 +306,56 @@ fn the_docs_name_the_commands_and_options_help_prints() {
     // docs/commands.md: a `## harness <command>` section per command, naming
     // every option of its --help and no other; the globals once, in "Global options"
     let reference = sections(&read(&repo.join("docs/commands.md")));
-    let documented: BTreeSet<String> =
-        reference.keys().filter_map(|h| h.strip_prefix("harness ")).map(String::from).collect();
-    differences("docs/commands.md `## harness <command>` sections", &names, &documented, &mut bad);
+    let documented: BTreeSet<String> = reference
+        .keys()
+        .filter_map(|h| h.strip_prefix("harness "))
+        .map(String::from)
+        .collect();
+    differences(
+        "docs/commands.md `## harness <command>` sections",
+        &names,
+        &documented,
+        &mut bad,
+    );
     let mut every = globals.clone();
     for cmd in &cmds {
         let name = cmd.join(" ");
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let all = long_options(&help(&args));
         every.extend(all.iter().cloned());
-        let Some(section) = reference.get(&format!("harness {name}")) else { continue };
+        let Some(section) = reference.get(&format!("harness {name}")) else {
+            continue;
+        };
         let own: BTreeSet<String> = all.difference(&globals).cloned().collect();
         let named = named_options(section);
         for o in own.difference(&named) {
-            bad.push(format!("docs/commands.md, harness {name}: {o} (in its --help) is not documented"));
+            bad.push(format!(
+                "docs/commands.md, harness {name}: {o} (in its --help) is not documented"
+            ));
         }
         for o in named.difference(&all) {
-            bad.push(format!("docs/commands.md, harness {name}: {o} is not an option of harness {name}"));
+            bad.push(format!(
+                "docs/commands.md, harness {name}: {o} is not an option of harness {name}"
+            ));
         }
     }
     match reference.get("Global options") {
         None => bad.push("docs/commands.md has no `## Global options` section".into()),
-        Some(section) => differences("docs/commands.md, Global options (harness --help)", &globals, &named_options(section), &mut bad),
+        Some(section) => differences(
+            "docs/commands.md, Global options (harness --help)",
+            &globals,
+            &named_options(section),
+            &mut bad,
+        ),
     }
     for (heading, text) in &reference {
         if heading.starts_with("harness ") || heading == "Global options" {
             continue;
         }
         for o in named_options(text).difference(&every) {
-            bad.push(format!("docs/commands.md, {heading:?}: {o} is not an option of any command"));
+            bad.push(format!(
+                "docs/commands.md, {heading:?}: {o} is not an option of any command"
+            ));
         }
     }
     assert!(bad.is_empty(), "the docs and --help disagree:\n{}", bad.join("\n"));
@@ -304,15 +365,34 @@ fn the_docs_name_the_commands_and_options_help_prints() {
 /// table, and the table lists no other.
 #[test]
 fn the_readme_lists_every_exit_code() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness")).arg("--help").output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&out.stdout).into_owned();
-    let section = help.split("Exit codes:").nth(1).expect("harness --help has an exit-code section");
-    let mut from_help: Vec<u32> = section.lines().filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
+    let section = help
+        .split("Exit codes:")
+        .nth(1)
+        .expect("harness --help has an exit-code section");
+    let mut from_help: Vec<u32> = section
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
     from_help.dedup();
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let table = readme.split("## Exit codes").nth(1).expect("the README has an Exit codes section");
-    let from_readme: Vec<u32> = table.lines().take_while(|l| !l.starts_with("## ")).filter_map(|l| l.strip_prefix("| `")?.split('`').next()?.parse().ok()).collect();
-    assert_eq!(from_readme, from_help, "README.md's exit codes against harness --help's");
+    let table = readme
+        .split("## Exit codes")
+        .nth(1)
+        .expect("the README has an Exit codes section");
+    let from_readme: Vec<u32> = table
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        from_readme, from_help,
+        "README.md's exit codes against harness --help's"
+    );
 }
 
 /// Issue 22 item 12: the README says plainly that `try` runs a series'
@@ -322,9 +402,18 @@ fn the_readme_lists_every_exit_code() {
 fn the_docs_say_try_builds_a_series_as_the_user() {
     let repo = repo();
     let readme = read(&repo.join("README.md"));
-    assert!(readme.contains("as the user who runs it") && readme.contains("docs/reproduce.md#a-series-from-a-mailing-list-runs-as-you"), "README.md");
+    assert!(
+        readme.contains("as the user who runs it")
+            && readme.contains("docs/reproduce.md#a-series-from-a-mailing-list-runs-as-you"),
+        "README.md"
+    );
     let guide = read(&repo.join("docs/reproduce.md"));
-    assert!(guide.contains("## A series from a mailing list runs as you"), "docs/reproduce.md");
-    assert!(guide.contains("useradd") && guide.contains("docker run --rm"), "a throwaway account and a container, step by step");
+    assert!(
+        guide.contains("## A series from a mailing list runs as you"),
+        "docs/reproduce.md"
+    );
+    assert!(
+        guide.contains("useradd") && guide.contains("docker run --rm"),
+        "a throwaway account and a container, step by step"
+    );
 }
-

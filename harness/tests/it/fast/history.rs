@@ -30,14 +30,28 @@ fn harness(work: &Path, args: &[&str]) -> String {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "harness {args:?}: {}{}", text, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "harness {args:?}: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
     text
 }
 
 /// The DOM of `page` as chromium lays it out.
 fn dom(page: &Path, profile: &Path) -> String {
     let out = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
@@ -54,7 +68,11 @@ fn import_and_open(work: &Path, runs: &[PathBuf], between: impl Fn()) -> (String
     let first = harness(work, &[&["history", "import"], &dirs[..]].concat());
     assert_eq!(first.matches(": new").count(), runs.len(), "{first}");
     let again = harness(work, &[&["history", "import"], &dirs[..]].concat());
-    assert_eq!(again.matches(": unchanged").count(), runs.len(), "re-import changes nothing: {again}");
+    assert_eq!(
+        again.matches(": unchanged").count(),
+        runs.len(),
+        "re-import changes nothing: {again}"
+    );
     between();
     let table = harness(work, &["history"]);
     assert!(table.contains("E-divisive means"), "{table}");
@@ -83,7 +101,11 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
         id: id.clone(),
         started: harness::util::rfc3339(1_767_225_600 + i * 86_400),
         matrix: harness::config::parse(yaml, Path::new("/nonexistent/nightly.yaml"), None).unwrap(),
-        host: Host { hostname: "testhost".into(), cpus: 2, ..Host::default() },
+        host: Host {
+            hostname: "testhost".into(),
+            cpus: 2,
+            ..Host::default()
+        },
         harness_revision: None,
         clock: Some(MeasureClock::TcgIcount),
         inputs: None,
@@ -100,20 +122,53 @@ fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
             for rep in 0..2u32 {
                 let value = level * (1.0 + wiggle) * (1.0 + 0.002 * (boot + rep) as f64);
                 samples.push(Sample {
-                    variant: variant.into(), vcpus: 2, benchmark: "d".into(), params: serde_json::json!({}), metric: "execs_per_s".into(),
-                    unit: "execs/s".into(), higher_is_better: true, boot_id: boot_id.clone(), boot, repetition: rep, warmup: false, value,
-                    series: vec![], cpu: None, clock: Some(MeasureClock::TcgIcount), timestamp: meta.started.clone(),
+                    variant: variant.into(),
+                    vcpus: 2,
+                    benchmark: "d".into(),
+                    params: serde_json::json!({}),
+                    metric: "execs_per_s".into(),
+                    unit: "execs/s".into(),
+                    higher_is_better: true,
+                    boot_id: boot_id.clone(),
+                    boot,
+                    repetition: rep,
+                    warmup: false,
+                    value,
+                    series: vec![],
+                    cpu: None,
+                    clock: Some(MeasureClock::TcgIcount),
+                    timestamp: meta.started.clone(),
                 });
             }
-            events.push(serde_json::to_value(Event::BootEnd { variant: variant.into(), vcpus: 2, boot, boot_id: Some(boot_id), findings: vec![], error: None, busy_wall_per_guest_s: None, failed: None }).unwrap());
+            events.push(
+                serde_json::to_value(Event::BootEnd {
+                    variant: variant.into(),
+                    vcpus: 2,
+                    boot,
+                    boot_id: Some(boot_id),
+                    findings: vec![],
+                    error: None,
+                    busy_wall_per_guest_s: None,
+                    failed: None,
+                })
+                .unwrap(),
+            );
         }
     }
     let dir = runs.join(&id);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
     let lines = |v: Vec<String>| v.into_iter().map(|l| l + "\n").collect::<String>();
-    std::fs::write(dir.join("samples.jsonl"), lines(samples.iter().map(|s| serde_json::to_string(s).unwrap()).collect())).unwrap();
-    std::fs::write(dir.join("events.jsonl"), lines(events.iter().map(|e| e.to_string()).collect())).unwrap();
+    std::fs::write(
+        dir.join("samples.jsonl"),
+        lines(samples.iter().map(|s| serde_json::to_string(s).unwrap()).collect()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("events.jsonl"),
+        lines(events.iter().map(|e| e.to_string()).collect()),
+    )
+    .unwrap();
     dir
 }
 
@@ -126,13 +181,26 @@ fn history_page_of_24_nights_renders_in_a_browser_with_the_change_marked() {
     let (dom, series) = import_and_open(&work, &runs, || {
         let report = harness(&work, &["report", last]);
         assert!(report.contains("history: same as history (24 nights)"), "{report}");
-        assert!(report.contains("history: changed on 2026-01-15 by -5.0% (worse)"), "{report}");
+        assert!(
+            report.contains("history: changed on 2026-01-15 by -5.0% (worse)"),
+            "{report}"
+        );
     });
     assert_eq!(series, 2, "base and v");
-    assert!(dom.contains(r#"data-rendered-plots="2""#), "trends not rendered: {}", &dom[..dom.len().min(600)]);
+    assert!(
+        dom.contains(r#"data-rendered-plots="2""#),
+        "trends not rendered: {}",
+        &dom[..dom.len().min(600)]
+    );
     assert_eq!(dom.matches(r#"class="change""#).count(), 1, "v's step, marked once");
-    assert!(dom.contains("between night13 and night14"), "the runs on either side of the change");
-    assert!(dom.contains(r#"href="../runs/night23/report.html""#) && dom.contains(r#"href="../runs/night00""#), "points link to their runs");
+    assert!(
+        dom.contains("between night13 and night14"),
+        "the runs on either side of the change"
+    );
+    assert!(
+        dom.contains(r#"href="../runs/night23/report.html""#) && dom.contains(r#"href="../runs/night00""#),
+        "points link to their runs"
+    );
 }
 
 /// Real run directories: `$HARNESS_HISTORY_RUNS` or `tests/fixtures/history-runs/`.
@@ -141,7 +209,11 @@ fn real_runs() -> Vec<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history-runs"));
     let mut runs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.join("run.json").is_file()).collect())
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.path()))
+                .filter(|p| p.join("run.json").is_file())
+                .collect()
+        })
         .unwrap_or_default();
     runs.sort();
     runs
@@ -168,10 +240,23 @@ fn real_runs_history_page_renders_in_a_browser() {
         .collect();
     let (dom, series) = import_and_open(&work, &copies, || {});
     assert!(series > 0);
-    assert!(dom.contains(&format!(r#"data-rendered-plots="{series}""#)), "every trend laid out: {}", &dom[..dom.len().min(600)]);
+    assert!(
+        dom.contains(&format!(r#"data-rendered-plots="{series}""#)),
+        "every trend laid out: {}",
+        &dom[..dom.len().min(600)]
+    );
     let json: serde_json::Value = serde_json::from_str(&harness(&work, &["--json", "history"])).unwrap();
-    let longest = json.as_array().unwrap().iter().map(|s| s["nights"].as_array().unwrap().len()).max().unwrap();
-    assert!(longest >= 5, "the runs form one series of at least five nights (same matrix, profile, host and clock); longest: {longest}");
+    let longest = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["nights"].as_array().unwrap().len())
+        .max()
+        .unwrap();
+    assert!(
+        longest >= 5,
+        "the runs form one series of at least five nights (same matrix, profile, host and clock); longest: {longest}"
+    );
 }
 
 /// `report --junit`: night 20's regressed cell is a JUnit failure; a path
@@ -181,10 +266,20 @@ fn report_writes_junit_and_an_unwritable_path_is_an_error_after_the_report_files
     let work = scratch("report-junit");
     let night = synthetic_night(&work.join("runs"), 20);
     let xml_path = work.join("junit.xml");
-    harness(&work, &["report", night.to_str().unwrap(), "--junit", xml_path.to_str().unwrap()]);
+    harness(
+        &work,
+        &["report", night.to_str().unwrap(), "--junit", xml_path.to_str().unwrap()],
+    );
     let xml = std::fs::read_to_string(&xml_path).unwrap();
-    assert!(xml.contains(r#"<testsuite name="harness night20" id="night20""#) && xml.contains(r#"tests="1" failures="1""#), "{xml}");
-    assert!(xml.contains(r#"<testcase classname="d.execs_per_s" name="v at 2 vCPUs">"#) && xml.contains("<failure message=\"v execs_per_s at 2 vCPUs (d): worse by"), "{xml}");
+    assert!(
+        xml.contains(r#"<testsuite name="harness night20" id="night20""#) && xml.contains(r#"tests="1" failures="1""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testcase classname="d.execs_per_s" name="v at 2 vCPUs">"#)
+            && xml.contains("<failure message=\"v execs_per_s at 2 vCPUs (d): worse by"),
+        "{xml}"
+    );
     std::fs::remove_file(night.join("report.json")).unwrap();
     let bad = work.join("no-such-dir").join("junit.xml");
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
@@ -194,6 +289,9 @@ fn report_writes_junit_and_an_unwritable_path_is_an_error_after_the_report_files
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains(&format!("write the junit report {}", bad.display())), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains(&format!("write the junit report {}", bad.display())),
+        "{stderr}"
+    );
     assert!(night.join("report.json").exists(), "the report files are written first");
 }

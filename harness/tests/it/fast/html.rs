@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::Command;
 
 use harness::bench::CpuWindow;
-use harness::report;
 use harness::records::{BootEnv, Event, Host, RunMeta, Sample};
+use harness::report;
 
 fn sample(variant: &str, vcpus: u32, boot: u32, rep: u32, value: f64) -> Sample {
     Sample {
@@ -65,7 +65,13 @@ fn html_report_renders_its_plots_in_a_browser() {
                     image: "vmlinux".into(),
                     overcommit: vcpus as f64 / 2.0,
                     ready_s: Some(6.0),
-                    env: Some(BootEnv { kernel_release: "6.12.117".into(), nproc: vcpus, memory_mib: 990, aslr: 0, uptime_s: 0.0 }),
+                    env: Some(BootEnv {
+                        kernel_release: "6.12.117".into(),
+                        nproc: vcpus,
+                        memory_mib: 990,
+                        aslr: 0,
+                        uptime_s: 0.0,
+                    }),
                     error: None,
                     findings: vec![],
                     retried: false,
@@ -118,6 +124,10 @@ fn html_report_renders_its_plots_in_a_browser() {
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // one scaling curve + one strip plot per vCPU count, all laid out with points
-    assert!(dom.contains(r#"data-rendered-plots="3""#), "plots not rendered: {}", &dom[..dom.len().min(400)]);
+    assert!(
+        dom.contains(r#"data-rendered-plots="3""#),
+        "plots not rendered: {}",
+        &dom[..dom.len().min(400)]
+    );
     assert!(dom.contains("regressed"));
 }

@@ -12,7 +12,9 @@ fn layers(architecture: &str) -> BTreeMap<String, u32> {
     let mut out = BTreeMap::new();
     for line in architecture.lines() {
         let Some(rest) = line.strip_prefix("| L") else { continue };
-        let Some((n, mods)) = rest.split_once('|') else { continue };
+        let Some((n, mods)) = rest.split_once('|') else {
+            continue;
+        };
         let Ok(n) = n.trim().parse::<u32>() else { continue };
         let mods = mods.split('|').next().unwrap_or("");
         for m in mods.split('`').skip(1).step_by(2) {
@@ -44,7 +46,9 @@ fn ident(s: &str) -> &str {
 /// The first segments named after `crate::` at the start of `s`: one, or
 /// each item of a `{…}` group.
 fn heads(s: &str) -> Vec<String> {
-    let Some(group) = s.strip_prefix('{') else { return vec![ident(s).to_string()] };
+    let Some(group) = s.strip_prefix('{') else {
+        return vec![ident(s).to_string()];
+    };
     let (mut depth, mut item_start, mut out) = (0, true, Vec::new());
     for (i, c) in group.char_indices() {
         match c {
@@ -102,7 +106,9 @@ fn breaches(table: &BTreeMap<String, u32>, files: &BTreeMap<String, String>) -> 
         }
         let own = &path[0];
         let Some(&mine) = table.get(own) else {
-            out.push(format!("harness/src/{rel}: module `{own}` is in no layer of ARCHITECTURE.md: add it to the table"));
+            out.push(format!(
+                "harness/src/{rel}: module `{own}` is in no layer of ARCHITECTURE.md: add it to the table"
+            ));
             continue;
         };
         for (ln, target) in references(&path, src) {
@@ -127,7 +133,9 @@ fn source_files(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
             continue;
         }
         let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-        let skip = ["lib.rs", "main.rs", "testutil.rs"].contains(&rel.as_str()) || rel.ends_with("/tests.rs") || rel == "tests.rs";
+        let skip = ["lib.rs", "main.rs", "testutil.rs"].contains(&rel.as_str())
+            || rel.ends_with("/tests.rs")
+            || rel == "tests.rs";
         if rel.ends_with(".rs") && !skip {
             out.insert(rel, std::fs::read_to_string(&p).unwrap());
         }
@@ -142,7 +150,12 @@ fn every_module_uses_only_layers_below_its_own() {
     let mut files = BTreeMap::new();
     source_files(&root, &root, &mut files);
     let found = breaches(&table, &files);
-    assert!(found.is_empty(), "{} breach(es) of the layering rule:\n{}", found.len(), found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "{} breach(es) of the layering rule:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }
 
 /// The check itself: a planted upward reference, in each form the scan
@@ -159,10 +172,22 @@ fn a_planted_upward_reference_is_caught() {
         ("boot.rs", "use crate::report::x;\n", 1),
         ("boot.rs", "use crate::newthing::x;\n", 1),
         ("newthing.rs", "", 1),
-        ("kernel/tree.rs", "use super::build::Artifact;\nuse crate::util::{hex, now};\n", 0),
+        (
+            "kernel/tree.rs",
+            "use super::build::Artifact;\nuse crate::util::{hex, now};\n",
+            0,
+        ),
         ("pipeline.rs", "use crate::{boot, kernel::{tree::Tree, build}};\n", 0),
-        ("kernel/tree.rs", "fn ok() {}\n#[cfg(test)]\nmod tests {\n    use crate::pipeline::x;\n}\n", 0),
-        ("kernel/tree.rs", "fn ok() {}\n#[cfg(test)]\npub(crate) mod tests {\n    use crate::boot::x;\n}\n", 0),
+        (
+            "kernel/tree.rs",
+            "fn ok() {}\n#[cfg(test)]\nmod tests {\n    use crate::pipeline::x;\n}\n",
+            0,
+        ),
+        (
+            "kernel/tree.rs",
+            "fn ok() {}\n#[cfg(test)]\npub(crate) mod tests {\n    use crate::boot::x;\n}\n",
+            0,
+        ),
         ("kernel/tree.rs", "let supercrate = 1; // nocrate::pipeline\n", 0),
     ];
     for (rel, src, want) in cases {

@@ -21,7 +21,13 @@ fn aa_run() -> PathBuf {
     }
     build_profiler();
     let dir = scratch("aa-profile");
-    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n", "", "boots: 12, repetitions: 1, warmup_repetitions: 0", "");
+    let matrix = icount_doexec_matrix(
+        &dir,
+        "  - name: base\n  - name: base-again\n",
+        "",
+        "boots: 12, repetitions: 1, warmup_repetitions: 0",
+        "",
+    );
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);
@@ -43,12 +49,20 @@ fn aa_profiles_rarely_call_a_function() {
     let mut at_default = None;
     for per_side in [3, 4, 5] {
         for rel_floor in [1e-4, 2e-4, 5e-4] {
-            let o = Options { rel_floor, ..Options::default() };
+            let o = Options {
+                rel_floor,
+                ..Options::default()
+            };
             let a = aa_false_calls(&all, per_side, 2000, 0xAA, &o).unwrap();
             let mut top: Vec<(&String, &usize)> = a.by_function.iter().collect();
             top.sort_by(|x, y| y.1.cmp(x.1));
             top.truncate(4);
-            eprintln!("{per_side} boots a side, floor {:.2}% of the op: {}/{} A/A comparisons call a function {top:?}", rel_floor * 100.0, a.calling, a.trials);
+            eprintln!(
+                "{per_side} boots a side, floor {:.2}% of the op: {}/{} A/A comparisons call a function {top:?}",
+                rel_floor * 100.0,
+                a.calling,
+                a.trials
+            );
             if per_side == 3 && rel_floor == Options::default().rel_floor {
                 at_default = Some(a.calling);
             }

@@ -53,25 +53,41 @@ pub(super) fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, samp
 }
 
 pub(super) fn only_run_dir(runs: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     dirs[0].clone()
 }
 
 pub(super) fn jsonl(p: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(p).unwrap_or_default();
-    assert!(text.is_empty() || text.ends_with('\n'), "{} ends with a torn line", p.display());
-    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", p.display()))).collect()
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} ends with a torn line",
+        p.display()
+    );
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", p.display())))
+        .collect()
 }
 
 pub(super) fn events(run: &Path, kind: &str) -> Vec<Value> {
-    jsonl(&run.join("events.jsonl")).into_iter().filter(|e| e["event"] == kind).collect()
+    jsonl(&run.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["event"] == kind)
+        .collect()
 }
 
 /// The run's boot records but those of attempts QEMU crashed (which were
 /// booted again): the boots that count.
 fn boots_kept(run: &Path) -> Vec<Value> {
-    events(run, "boot").into_iter().filter(|b| b["retried"] != true).collect()
+    events(run, "boot")
+        .into_iter()
+        .filter(|b| b["retried"] != true)
+        .collect()
 }
 
 /// The README's quick job: base plus a patched variant (pcpcntr grouping
@@ -88,25 +104,50 @@ fn quick_matrix_runs_end_to_end() {
     c.args(["run", "--quick"]).arg(repo().join("matrix.yaml"));
     let table = run_ok(c);
     let run = only_run_dir(&runs);
-    assert!(table.contains("no-pcpcntr-grouping") && table.contains("static-doexec"), "{table}");
+    assert!(
+        table.contains("no-pcpcntr-grouping") && table.contains("static-doexec"),
+        "{table}"
+    );
     let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
     let without_kvm = !meta["matrix"]["instead_of"].is_null();
     let (vcpus, boots): (&[u64], usize) = if without_kvm { (&[2], 5) } else { (&[2, 4], 4) };
     if without_kvm {
-        assert_eq!((meta["matrix"]["profile"].as_str(), meta["matrix"]["instead_of"]["profile"].as_str()), (Some("exact"), Some("quick")), "{meta}");
+        assert_eq!(
+            (
+                meta["matrix"]["profile"].as_str(),
+                meta["matrix"]["instead_of"]["profile"].as_str()
+            ),
+            (Some("exact"), Some("quick")),
+            "{meta}"
+        );
         assert_eq!(meta["clock"], "tcg-icount");
-        let notices: Vec<String> = events(&run, "notice").iter().map(|n| n["message"].as_str().unwrap().to_string()).collect();
-        assert!(notices.iter().any(|n| n.starts_with("KVM is not usable here (") && n.contains("profile `quick` runs as `exact`")), "{notices:?}");
+        let notices: Vec<String> = events(&run, "notice")
+            .iter()
+            .map(|n| n["message"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.starts_with("KVM is not usable here (") && n.contains("profile `quick` runs as `exact`")),
+            "{notices:?}"
+        );
     }
     // the patched variant was really made by reverting the series
     let patch = events(&run, "patch");
-    assert!(patch.iter().any(|e| e["variant"] == "no-pcpcntr-grouping" && e["error"].is_null()), "{patch:?}");
+    assert!(
+        patch
+            .iter()
+            .any(|e| e["variant"] == "no-pcpcntr-grouping" && e["error"].is_null()),
+        "{patch:?}"
+    );
     let samples = jsonl(&run.join("samples.jsonl"));
     for variant in ["base", "no-pcpcntr-grouping"] {
         for &n in vcpus {
             let cell: Vec<&Value> = samples
                 .iter()
-                .filter(|s| s["variant"] == variant && s["vcpus"] == n && s["warmup"] == false && s["metric"] == "execs_per_s")
+                .filter(|s| {
+                    s["variant"] == variant && s["vcpus"] == n && s["warmup"] == false && s["metric"] == "execs_per_s"
+                })
                 .collect();
             assert_eq!(cell.len(), boots, "{variant} at {n}: {cell:?}");
             for s in &cell {
@@ -126,12 +167,23 @@ fn quick_matrix_runs_end_to_end() {
     }
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(rows.iter().filter(|r| r["metric"] == "execs_per_s").count(), vcpus.len());
+    assert_eq!(
+        rows.iter().filter(|r| r["metric"] == "execs_per_s").count(),
+        vcpus.len()
+    );
     assert!(report["complete"].as_bool().unwrap());
     if without_kvm {
         let row = rows.iter().find(|r| r["metric"] == "execs_per_s").unwrap();
-        let cell = row["cells"].as_array().unwrap().iter().find(|c| c["variant"] == "no-pcpcntr-grouping").unwrap();
-        assert_eq!(cell["decision"]["verdict"], "regressed", "the first run's verdict: {table}");
+        let cell = row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["variant"] == "no-pcpcntr-grouping")
+            .unwrap();
+        assert_eq!(
+            cell["decision"]["verdict"], "regressed",
+            "the first run's verdict: {table}"
+        );
     }
 }
 
@@ -144,7 +196,13 @@ fn quick_matrix_runs_end_to_end() {
 fn icount_calls_a_one_percent_exec_regression() {
     let _g = crate::common::serial();
     let dir = scratch("icount");
-    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n", "", "boots: 5, repetitions: 1, warmup_repetitions: 0", "statistics: {floor: 0.003}\n");
+    let matrix = icount_doexec_matrix(
+        &dir,
+        "  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n",
+        "",
+        "boots: 5, repetitions: 1, warmup_repetitions: 0",
+        "statistics: {floor: 0.003}\n",
+    );
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);
@@ -163,25 +221,46 @@ fn icount_calls_a_one_percent_exec_regression() {
         assert!(b["wall_per_guest_s"].as_f64().unwrap() > 0.0, "{b}");
     }
     for b in events(&run, "boot_end") {
-        assert!(b["busy_wall_per_guest_s"].as_f64().unwrap() > 1.0, "a busy icount guest runs slower than real time: {b}");
+        assert!(
+            b["busy_wall_per_guest_s"].as_f64().unwrap() > 1.0,
+            "a busy icount guest runs slower than real time: {b}"
+        );
     }
     let samples = jsonl(&run.join("samples.jsonl"));
     assert!(samples.iter().all(|s| s["clock"] == "tcg-icount"));
     for arm in ["base", "base-again"] {
-        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm && s["metric"] == "execs_per_s").map(|s| s["value"].as_f64().unwrap()).collect();
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|s| s["variant"] == arm && s["metric"] == "execs_per_s")
+            .map(|s| s["value"].as_f64().unwrap())
+            .collect();
         assert_eq!(v.len(), 5, "{arm}: one sample per boot");
         let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
         assert!(hi / lo - 1.0 < 0.005, "{arm}: boots differ by more than 0.5%: {v:?}");
     }
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
     let verdict = |variant: &str| -> String {
-        let row = report["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "execs_per_s").unwrap();
-        let cell = row["cells"].as_array().unwrap().iter().find(|c| c["variant"] == variant).unwrap().clone();
+        let row = report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == "execs_per_s")
+            .unwrap();
+        let cell = row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["variant"] == variant)
+            .unwrap()
+            .clone();
         cell["decision"]["verdict"].as_str().unwrap().to_string()
     };
     assert_eq!(verdict("slow-exec"), "regressed", "{table}");
     let aa = verdict("base-again");
-    assert!(!["regressed", "improved", "unsure"].contains(&aa.as_str()), "base against itself was called {aa}: {table}");
+    assert!(
+        !["regressed", "improved", "unsure"].contains(&aa.as_str()),
+        "base against itself was called {aa}: {table}"
+    );
 }
 
 /// Issue 18: under icount at 2 vCPUs every boot carries a kernel profile.
@@ -195,7 +274,13 @@ fn icount_profile_names_the_function_a_patch_slowed() {
     let _g = crate::common::serial();
     build_profiler();
     let dir = scratch("profile");
-    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n", "", "boots: 3, repetitions: 1, warmup_repetitions: 0", "");
+    let matrix = icount_doexec_matrix(
+        &dir,
+        "  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n",
+        "",
+        "boots: 3, repetitions: 1, warmup_repetitions: 0",
+        "",
+    );
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);
@@ -213,30 +298,71 @@ fn icount_profile_names_the_function_a_patch_slowed() {
     // instructions per exec as samples of their own, repeating across boots
     let samples = jsonl(&run.join("samples.jsonl"));
     for arm in ["base", "base-again"] {
-        let v: Vec<f64> = samples.iter().filter(|s| s["variant"] == arm && s["metric"] == "insns_per_op").map(|s| s["value"].as_f64().unwrap()).collect();
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|s| s["variant"] == arm && s["metric"] == "insns_per_op")
+            .map(|s| s["value"].as_f64().unwrap())
+            .collect();
         assert_eq!(v.len(), 3, "{arm}");
         let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-        assert!(hi / lo - 1.0 < 0.005, "{arm}: instructions per exec differ by more than 0.5% across boots: {v:?}");
+        assert!(
+            hi / lo - 1.0 < 0.005,
+            "{arm}: instructions per exec differ by more than 0.5% across boots: {v:?}"
+        );
     }
     let explain = |variant: &str| -> Value {
         let mut c = harness(&runs);
-        c.args(["--json", "explain"]).arg(&run).args(["--variant", variant, "--bench", "static-doexec", "--vcpus", "2"]);
+        c.args(["--json", "explain"]).arg(&run).args([
+            "--variant",
+            variant,
+            "--bench",
+            "static-doexec",
+            "--vcpus",
+            "2",
+        ]);
         serde_json::from_str(&run_ok(c)).unwrap()
     };
     let cost = explain("exec-cost");
     let top = &cost["diff"]["rows"][0];
-    assert_eq!(top["name"], "harness_exec_counted_cost", "{:#}", cost["diff"]["rows"][0]);
+    assert_eq!(
+        top["name"], "harness_exec_counted_cost",
+        "{:#}",
+        cost["diff"]["rows"][0]
+    );
     let delta = top["delta"].as_f64().unwrap();
-    assert!((delta / 2000.0 - 1.0).abs() < 0.05, "{delta} instructions per exec, 2000 added");
+    assert!(
+        (delta / 2000.0 - 1.0).abs() < 0.05,
+        "{delta} instructions per exec, 2000 added"
+    );
     assert_eq!(top["called"], true, "{top}");
-    assert!((top["calls"]["variant"].as_f64().unwrap() - 1.0).abs() < 0.01, "called once per exec: {top}");
+    assert!(
+        (top["calls"]["variant"].as_f64().unwrap() - 1.0).abs() < 0.01,
+        "called once per exec: {top}"
+    );
     let aa = explain("base-again");
-    let called: Vec<&Value> = aa["diff"]["rows"].as_array().unwrap().iter().filter(|r| r["called"] == true).collect();
+    let called: Vec<&Value> = aa["diff"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["called"] == true)
+        .collect();
     assert!(called.is_empty(), "base against base-again called {called:#?}");
     let mut c = harness(&runs);
-    c.arg("explain").arg(&run).args(["--variant", "exec-cost", "--bench", "static-doexec", "--vcpus", "2", "--top", "12"]);
+    c.arg("explain").arg(&run).args([
+        "--variant",
+        "exec-cost",
+        "--bench",
+        "static-doexec",
+        "--vcpus",
+        "2",
+        "--top",
+        "12",
+    ]);
     let text = run_ok(c);
-    assert!(text.lines().any(|l| l.starts_with("* harness_exec_counted_cost")), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("* harness_exec_counted_cost")),
+        "{text}"
+    );
 }
 
 /// Issue 18: a wall-clock run with `kernel_profile: true` keeps its cells
@@ -270,9 +396,20 @@ fn a_wall_clock_run_explains_its_cells_from_icount_profile_boots() {
     assert_eq!(boots.len(), 2, "{boots:?}");
     assert!(boots.iter().all(|b| b["clock"] == "tcg-wall"), "{boots:?}");
     assert!(events(&run, "profile").is_empty());
-    assert!(jsonl(&run.join("samples.jsonl")).iter().all(|s| s["metric"] != "insns_per_op"), "no icount sample among the cells");
+    assert!(
+        jsonl(&run.join("samples.jsonl"))
+            .iter()
+            .all(|s| s["metric"] != "insns_per_op"),
+        "no icount sample among the cells"
+    );
     let notices = events(&run, "notice");
-    assert!(notices.iter().any(|n| n["message"].as_str().unwrap().starts_with("profile boots: 2 boot(s), one per variant and vCPU count")), "{notices:?}");
+    assert!(
+        notices.iter().any(|n| n["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("profile boots: 2 boot(s), one per variant and vCPU count")),
+        "{notices:?}"
+    );
     // the profile boots: a run of their own under icount, one per arm
     let sub = run.join("profile-boots");
     let sub_boots = events(&sub, "boot");
@@ -280,18 +417,46 @@ fn a_wall_clock_run_explains_its_cells_from_icount_profile_boots() {
     assert!(sub_boots.iter().all(|b| b["clock"] == "tcg-icount"), "{sub_boots:?}");
     let profiles = events(&sub, "profile");
     assert_eq!(profiles.len(), 2, "{profiles:?}");
-    assert!(profiles.iter().all(|p| p["ops"].as_u64().unwrap() > 100 && p["error"].is_null()), "{profiles:?}");
+    assert!(
+        profiles
+            .iter()
+            .all(|p| p["ops"].as_u64().unwrap() > 100 && p["error"].is_null()),
+        "{profiles:?}"
+    );
 
     let mut c = harness(&runs);
-    c.args(["--json", "explain"]).arg(&run).args(["--variant", "exec-cost", "--bench", "static-doexec", "--vcpus", "2"]);
+    c.args(["--json", "explain"]).arg(&run).args([
+        "--variant",
+        "exec-cost",
+        "--bench",
+        "static-doexec",
+        "--vcpus",
+        "2",
+    ]);
     let cost: Value = serde_json::from_str(&run_ok(c)).unwrap();
-    assert!(cost["from"].as_str().unwrap().starts_with("the profile boots under TCG's instruction-counting clock"), "{}", cost["from"]);
+    assert!(
+        cost["from"]
+            .as_str()
+            .unwrap()
+            .starts_with("the profile boots under TCG's instruction-counting clock"),
+        "{}",
+        cost["from"]
+    );
     let top = &cost["diff"]["rows"][0];
     assert_eq!(top["name"], "harness_exec_counted_cost", "{top:#}");
     let delta = top["delta"].as_f64().unwrap();
-    assert!((delta / 2000.0 - 1.0).abs() < 0.05, "{delta} instructions per exec, 2000 added");
+    assert!(
+        (delta / 2000.0 - 1.0).abs() < 0.05,
+        "{delta} instructions per exec, 2000 added"
+    );
     // one boot a side has no spread: ranked, never starred (3 boots a side call)
-    assert_eq!((cost["diff"]["base_boots"].as_u64(), cost["diff"]["variant_boots"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (
+            cost["diff"]["base_boots"].as_u64(),
+            cost["diff"]["variant_boots"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
     assert_eq!(top["called"], false, "{top}");
 }
 
@@ -346,9 +511,14 @@ fn every_benchmark_runs_in_a_guest() {
         assert!(v.iter().all(|x| *x > 0.0 && x.is_finite()), "{bench}.{metric}: {v:?}");
     }
     // the warm-up repetition is kept, apart
-    assert!(samples.iter().any(|s| s["benchmark"] == "static-doexec" && s["warmup"] == true));
+    assert!(samples
+        .iter()
+        .any(|s| s["benchmark"] == "static-doexec" && s["warmup"] == true));
     // per-second samples: 2 measured intervals after 1 warm-up second
-    let s = samples.iter().find(|s| s["benchmark"] == "fork-exec" && s["warmup"] == false).unwrap();
+    let s = samples
+        .iter()
+        .find(|s| s["benchmark"] == "fork-exec" && s["warmup"] == false)
+        .unwrap();
     assert_eq!(s["series"].as_array().unwrap().len(), 2, "{s}");
     assert!(s["cpu"]["idle"].as_f64().is_some(), "{s}");
     // fork-prlimit: 4 processes × 100 iterations in its wall time
@@ -392,25 +562,61 @@ fn failures_are_outcomes_and_the_rest_runs() {
     let run = only_run_dir(&runs);
 
     // the patch that does not apply: named, with its file and hunk
-    let stale = events(&run, "patch").into_iter().find(|e| e["variant"] == "stale").unwrap();
+    let stale = events(&run, "patch")
+        .into_iter()
+        .find(|e| e["variant"] == "stale")
+        .unwrap();
     let f = &stale["failure"];
-    assert!(f["patch"].as_str().unwrap().ends_with("0001-mm-a-patch-against-another-tree.patch"), "{stale}");
+    assert!(
+        f["patch"]
+            .as_str()
+            .unwrap()
+            .ends_with("0001-mm-a-patch-against-another-tree.patch"),
+        "{stale}"
+    );
     assert_eq!(f["files"][0][0], "mm/memory.c");
     assert_eq!(f["files"][0][1][0], 1);
     // the build error: the compiler's own line
-    let broken = events(&run, "build").into_iter().find(|e| e["variant"] == "broken").unwrap();
-    let errs: Vec<&str> = broken["errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
-    assert!(errs.iter().any(|e| e.contains("init/harness_broken.c") && e.contains("error:")), "{broken}");
+    let broken = events(&run, "build")
+        .into_iter()
+        .find(|e| e["variant"] == "broken")
+        .unwrap();
+    let errs: Vec<&str> = broken["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("init/harness_broken.c") && e.contains("error:")),
+        "{broken}"
+    );
     // the panic at boot: detected from the console with its signature
     let boom = boots_kept(&run).into_iter().find(|e| e["variant"] == "boom").unwrap();
     assert!(boom["error"].as_str().unwrap().contains("panic"), "{boom}");
-    let sigs: Vec<&str> = boom["findings"].as_array().unwrap().iter().map(|f| f["signature"].as_str().unwrap()).collect();
+    let sigs: Vec<&str> = boom["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["signature"].as_str().unwrap())
+        .collect();
     assert!(sigs.contains(&"bug: harness_boom"), "{sigs:?}");
     // the hanging benchmark: killed at its timeout, the next one still ran in the same boot
     let hang = events(&run, "bench_failed");
-    assert!(hang.iter().any(|e| e["variant"] == "base" && e["benchmark"] == "hang" && e["error"].as_str().unwrap().contains("timeout")), "{hang:?}");
+    assert!(
+        hang.iter().any(|e| e["variant"] == "base"
+            && e["benchmark"] == "hang"
+            && e["error"].as_str().unwrap().contains("timeout")),
+        "{hang:?}"
+    );
     let samples = jsonl(&run.join("samples.jsonl"));
-    assert!(samples.iter().any(|s| s["variant"] == "base" && s["benchmark"] == "static-doexec"), "base lost its samples");
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["variant"] == "base" && s["benchmark"] == "static-doexec"),
+        "base lost its samples"
+    );
     // the table shows the failed cells as such
     assert!(table.contains("FAILED"), "{table}");
     // no QEMU left behind
@@ -430,7 +636,13 @@ fn failures_are_outcomes_and_the_rest_runs() {
 fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     let _g = crate::common::serial();
     let dir = scratch("silent-hang");
-    let matrix = icount_doexec_matrix(&dir, "  - name: base\n  - name: hang\n    apply: [hang]\n", ", boot_timeout_s: 60", "boots: 3, repetitions: 1, warmup_repetitions: 0, seed: 4", "");
+    let matrix = icount_doexec_matrix(
+        &dir,
+        "  - name: base\n  - name: hang\n    apply: [hang]\n",
+        ", boot_timeout_s: 60",
+        "boots: 3, repetitions: 1, warmup_repetitions: 0, seed: 4",
+        "",
+    );
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix).args(["--jobs", "1"]);
@@ -440,29 +652,81 @@ fn a_silent_hang_under_icount_costs_minutes_and_gives_its_cell_up() {
     let run = only_run_dir(&runs);
     eprintln!("the run took {took:?}");
 
-    let ends: Vec<Value> = events(&run, "boot_end").into_iter().filter(|e| e["variant"] == "hang").collect();
+    let ends: Vec<Value> = events(&run, "boot_end")
+        .into_iter()
+        .filter(|e| e["variant"] == "hang")
+        .collect();
     assert_eq!(ends.len(), 3, "{ends:?}");
-    let ready: Vec<f64> = events(&run, "boot").iter().filter(|b| b["variant"] == "base").map(|b| b["ready_s"].as_f64().unwrap()).collect();
+    let ready: Vec<f64> = events(&run, "boot")
+        .iter()
+        .filter(|b| b["variant"] == "base")
+        .map(|b| b["ready_s"].as_f64().unwrap())
+        .collect();
     let bound = (5.0 * ready.iter().cloned().fold(0.0, f64::max)).max(120.0);
     for e in &ends[..2] {
         assert_eq!(e["failed"]["cause"], "boot_timeout", "{e}");
         let why = e["error"].as_str().unwrap();
         assert!(why.contains("no SSH within") && why.contains("host seconds"), "{e}");
-        let waited: f64 = why.split("no SSH within ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
-        assert!(waited <= bound + 1.0, "waited {waited} s, the bound from base's boots is {bound} s: {e}");
+        let waited: f64 = why
+            .split("no SSH within ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            waited <= bound + 1.0,
+            "waited {waited} s, the bound from base's boots is {bound} s: {e}"
+        );
     }
     assert_eq!(ends[2]["failed"]["cause"], "not_booted", "{}", ends[2]);
-    assert!(ends[2]["boot_id"].is_null() && ends[2]["error"].as_str().unwrap().contains("not booted: the 2 boots of hang at 2 vCPUs"), "{}", ends[2]);
-    assert_eq!(boots_kept(&run).iter().filter(|b| b["variant"] == "hang").count(), 2, "the third boot never started");
+    assert!(
+        ends[2]["boot_id"].is_null()
+            && ends[2]["error"]
+                .as_str()
+                .unwrap()
+                .contains("not booted: the 2 boots of hang at 2 vCPUs"),
+        "{}",
+        ends[2]
+    );
+    assert_eq!(
+        boots_kept(&run).iter().filter(|b| b["variant"] == "hang").count(),
+        2,
+        "the third boot never started"
+    );
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
     // the rate's row (a profiled run also has instructions-per-op rows)
-    let row = report["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "execs_per_s").unwrap().clone();
-    let cell = |v: &str| row["cells"].as_array().unwrap().iter().find(|c| c["variant"] == v).unwrap().clone();
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "execs_per_s")
+        .unwrap()
+        .clone();
+    let cell = |v: &str| {
+        row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["variant"] == v)
+            .unwrap()
+            .clone()
+    };
     let hang = cell("hang");
-    assert_eq!((hang["boots_ended"].as_u64(), hang["boots_failed"].as_u64()), (Some(3), Some(3)), "{hang}");
+    assert_eq!(
+        (hang["boots_ended"].as_u64(), hang["boots_failed"].as_u64()),
+        (Some(3), Some(3)),
+        "{hang}"
+    );
     assert!(table.contains("FAILED"), "{table}");
     let base = cell("base");
-    assert_eq!((base["boots_ended"].as_u64(), base["boots_failed"].as_u64()), (Some(3), Some(0)), "{base}");
+    assert_eq!(
+        (base["boots_ended"].as_u64(), base["boots_failed"].as_u64()),
+        (Some(3), Some(0)),
+        "{base}"
+    );
     assert_eq!(base["values"].as_array().unwrap().len(), 3, "{base}");
     // minutes, not hours: the build of the hung kernel, 3 measured boots and 2 bounded waits
     assert!(took < Duration::from_secs(20 * 60), "the run took {took:?}");
@@ -480,13 +744,23 @@ fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
     // without kernel profiles, as measured when written: whether the plugin is
     // there depends on which tests ran before (a profiled pair of runs differed
     // by 0.1% once, beyond its 4-boot spread; see the closing note of session 5)
-    let matrix = icount_doexec_matrix(&dir, "  - name: base\n", ", kernel_profile: false", "boots: 4, repetitions: 1, warmup_repetitions: 0", "");
+    let matrix = icount_doexec_matrix(
+        &dir,
+        "  - name: base\n",
+        ", kernel_profile: false",
+        "boots: 4, repetitions: 1, warmup_repetitions: 0",
+        "",
+    );
     let mut values = Vec::new();
     for jobs in [1u32, 2] {
         let runs = dir.join(format!("runs-{jobs}"));
         std::fs::create_dir_all(&runs).unwrap();
         let mut c = harness(&runs);
-        c.arg("run").arg(&matrix).args(["--jobs", &jobs.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.arg("run")
+            .arg(&matrix)
+            .args(["--jobs", &jobs.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let t0 = Instant::now();
         let mut child = c.spawn().unwrap();
         let mut most = 0;
@@ -498,15 +772,27 @@ fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         eprintln!("--jobs {jobs}: {:?}, at most {most} QEMU(s) at once", t0.elapsed());
-        assert!(stderr.contains(&format!("{jobs} boot job(s) at once under the tcg-icount clock (--jobs")), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{jobs} boot job(s) at once under the tcg-icount clock (--jobs"
+            )),
+            "{stderr}"
+        );
         assert_eq!(most, jobs as usize, "--jobs {jobs}");
         let run = only_run_dir(&runs);
         let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
         assert_eq!(meta["jobs"], jobs, "{meta}");
         // the rate's samples (a profiled boot also records instructions per op)
-        let v: Vec<f64> = jsonl(&run.join("samples.jsonl")).iter().filter(|s| s["metric"] == "execs_per_s").map(|s| s["value"].as_f64().unwrap()).collect();
+        let v: Vec<f64> = jsonl(&run.join("samples.jsonl"))
+            .iter()
+            .filter(|s| s["metric"] == "execs_per_s")
+            .map(|s| s["value"].as_f64().unwrap())
+            .collect();
         assert_eq!(v.len(), 4, "one sample per boot: {v:?}");
-        let ids: std::collections::BTreeSet<String> = events(&run, "boot").iter().map(|b| b["boot_id"].as_str().unwrap().to_string()).collect();
+        let ids: std::collections::BTreeSet<String> = events(&run, "boot")
+            .iter()
+            .map(|b| b["boot_id"].as_str().unwrap().to_string())
+            .collect();
         assert_eq!(ids.len(), 4, "each boot has its own log directory: {ids:?}");
         values.push(v);
     }
@@ -518,8 +804,15 @@ fn boots_at_once_under_icount_measure_what_one_at_a_time_does() {
     };
     let (one, two) = (&values[0], &values[1]);
     let spread = range(one).max(range(two));
-    eprintln!("--jobs 1: {one:?} (median {}), --jobs 2: {two:?} (median {}), spread {spread}", median(one), median(two));
-    assert!((median(one) - median(two)).abs() <= spread, "--jobs 1 {one:?} and --jobs 2 {two:?} differ by more than their spread {spread}");
+    eprintln!(
+        "--jobs 1: {one:?} (median {}), --jobs 2: {two:?} (median {}), spread {spread}",
+        median(one),
+        median(two)
+    );
+    assert!(
+        (median(one) - median(two)).abs() <= spread,
+        "--jobs 1 {one:?} and --jobs 2 {two:?} differ by more than their spread {spread}"
+    );
 }
 
 /// QEMU processes whose command line mentions this run directory.
@@ -527,7 +820,9 @@ pub(super) fn qemus_of(run: &Path) -> Vec<u32> {
     let needle = run.to_string_lossy().into_owned();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if cmd.contains("qemu-system") && cmd.contains(&needle) {
@@ -561,10 +856,20 @@ fn interrupt_then_resume() {
     // wait for the first sample, then interrupt mid-boot
     let start = Instant::now();
     let run = loop {
-        assert!(start.elapsed() < Duration::from_secs(1800), "no sample within 30 minutes");
-        assert!(child.try_wait().unwrap().is_none(), "harness ended before it was interrupted");
+        assert!(
+            start.elapsed() < Duration::from_secs(1800),
+            "no sample within 30 minutes"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "harness ended before it was interrupted"
+        );
         if let Ok(rd) = std::fs::read_dir(&runs) {
-            if let Some(d) = rd.flatten().map(|e| e.path()).find(|p| p.join("samples.jsonl").is_file()) {
+            if let Some(d) = rd
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("samples.jsonl").is_file())
+            {
                 break d;
             }
         }
@@ -615,14 +920,30 @@ fn check_reports_errors_with_locations() {
         let m = dir.join("m.yaml");
         std::fs::write(&m, yaml).unwrap();
         let out = harness(&dir).arg("check").arg(&m).output().unwrap();
-        (out.status.code().unwrap(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        (
+            out.status.code().unwrap(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
     };
     let (code, out) = check(&base);
     assert_eq!(code, 2, "{out}");
-    assert!(out.contains("ERROR vcpus 16: the kernel's CONFIG_NR_CPUS is 8"), "{out}");
+    assert!(
+        out.contains("ERROR vcpus 16: the kernel's CONFIG_NR_CPUS is 8"),
+        "{out}"
+    );
     assert!(!out.contains("ERROR vcpus 4:"), "{out}");
-    assert!(out.contains("warn  series stale: conflicts:") && out.contains("mm/memory.c: hunk #1 failed"), "{out}");
-    assert!(out.contains("ERROR variants[1].apply[0]: variant stale cannot apply stale"), "{out}");
+    assert!(
+        out.contains("warn  series stale: conflicts:") && out.contains("mm/memory.c: hunk #1 failed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ERROR variants[1].apply[0]: variant stale cannot apply stale"),
+        "{out}"
+    );
     assert!(out.contains("ok    series boom: applies"), "{out}");
 
     let (code, out) = check(&base.replace("vcpus: [4, 16]", "vcpus: [4, 16"));
@@ -655,9 +976,21 @@ fn every_default_variant_builds_boots_and_runs_at_26_vcpus() {
         assert!(e["error"].is_null(), "{e}");
         assert!(e["findings"].as_array().unwrap().is_empty(), "{e}");
     }
-    assert!(events(&run, "bench_failed").is_empty(), "{:?}", events(&run, "bench_failed"));
+    assert!(
+        events(&run, "bench_failed").is_empty(),
+        "{:?}",
+        events(&run, "bench_failed")
+    );
     let samples = jsonl(&run.join("samples.jsonl"));
-    for v in ["base", "no-pcpcntr-grouping", "lazy-rss-stat", "no-i-mmap-batching", "no-vmalloc-lazy-nr", "vmalloc-nonatomic", "no-prlimit-tasklist-lock"] {
+    for v in [
+        "base",
+        "no-pcpcntr-grouping",
+        "lazy-rss-stat",
+        "no-i-mmap-batching",
+        "no-vmalloc-lazy-nr",
+        "vmalloc-nonatomic",
+        "no-prlimit-tasklist-lock",
+    ] {
         assert!(samples.iter().any(|s| s["variant"] == v), "no sample from {v}");
     }
 }
@@ -675,7 +1008,10 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
     let run = only_run_dir(&runs);
     let boots = boots_kept(&run);
     for n in [26, 256, 448] {
-        let b = boots.iter().find(|b| b["vcpus"] == n).unwrap_or_else(|| panic!("no boot at {n}"));
+        let b = boots
+            .iter()
+            .find(|b| b["vcpus"] == n)
+            .unwrap_or_else(|| panic!("no boot at {n}"));
         assert!(b["error"].is_null(), "{b}");
         assert_eq!(b["env"]["nproc"], n, "{b}");
         eprintln!("{n} vCPUs: ready in {:.0} s", b["ready_s"].as_f64().unwrap());
@@ -690,10 +1026,15 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
 pub(super) fn process_groups() -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
         // pid (comm) state ppid pgrp ...
-        let rest: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        let rest: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.split_whitespace().collect())
+            .unwrap_or_default();
         if rest.len() > 2 && rest[0] != "Z" {
             if let Ok(pg) = rest[2].parse() {
                 out.push((pid, pg));
@@ -725,7 +1066,10 @@ fn small_matrix(dir: &Path, extra_fragment: Option<&Path>, duration_s: u32) -> P
     let matrix = dir.join(format!("matrix-{duration_s}.yaml"));
     let mut kernel = kernel_yaml(&repo().join("patches"));
     if let Some(f) = extra_fragment {
-        kernel = kernel.replace("kconfigs/bench.config]", &format!("kconfigs/bench.config, {}]", f.display()));
+        kernel = kernel.replace(
+            "kconfigs/bench.config]",
+            &format!("kconfigs/bench.config, {}]", f.display()),
+        );
     }
     std::fs::write(
         &matrix,
@@ -755,8 +1099,13 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
         let mut child = c.spawn().unwrap();
         let mut run = None;
         let booting = within(Duration::from_secs(1800), || {
-            assert!(child.try_wait().unwrap().is_none(), "harness ended before it was killed");
-            run = std::fs::read_dir(&runs).ok().and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.is_dir()));
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "harness ended before it was killed"
+            );
+            run = std::fs::read_dir(&runs)
+                .ok()
+                .and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.is_dir()));
             run.as_ref().is_some_and(|r| !qemus_of(r).is_empty())
         });
         assert!(booting, "no QEMU within 30 minutes");
@@ -767,14 +1116,24 @@ fn killed_mid_boot_leaves_no_qemu_and_the_next_run_starts_clean() {
             let text = String::from_utf8_lossy(&out.stdout);
             // runs share the work directory (issue 22 item 5): the check names what holds it
             assert!(text.contains("ok    kernel tree: a run holds the work directory (runs or shards are using its tree and kernels); its tree is left alone"), "{text}");
-            assert!(text.contains("ok    series pcpcntr-grouping: already contained"), "{text}");
-            assert!(child.try_wait().unwrap().is_none() && !qemus_of(&run).is_empty(), "the run did not survive the check");
+            assert!(
+                text.contains("ok    series pcpcntr-grouping: already contained"),
+                "{text}"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none() && !qemus_of(&run).is_empty(),
+                "the run did not survive the check"
+            );
         }
         unsafe {
             libc::kill(child.id() as i32, sig);
         }
         assert_eq!(child.wait().unwrap().code(), code, "signal {sig}");
-        assert!(within(Duration::from_secs(5), || qemus_of(&run).is_empty()), "QEMU {:?} outlived the harness (signal {sig})", qemus_of(&run));
+        assert!(
+            within(Duration::from_secs(5), || qemus_of(&run).is_empty()),
+            "QEMU {:?} outlived the harness (signal {sig})",
+            qemus_of(&run)
+        );
     }
     let runs = dir.join("runs-next");
     let mut c = harness(&runs);
@@ -803,7 +1162,10 @@ pub(super) fn bzimage_make(groups: &[(i32, i32)], tree: &str) -> Option<i32> {
 /// and the runs directory.
 fn run_until_make_has_jobs(dir: &Path, tag: &str) -> (std::process::Child, i32, PathBuf, PathBuf) {
     let frag = dir.join("force-build.config");
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     std::fs::write(&frag, format!("CONFIG_LOCALVERSION=\"-{tag}{nonce}\"\n")).unwrap();
     let matrix = small_matrix(dir, Some(&frag), 2);
     let runs = dir.join("runs");
@@ -838,12 +1200,26 @@ fn killed_mid_build_leaves_no_make() {
         libc::kill(child.id() as i32, libc::SIGKILL);
     }
     child.wait().unwrap();
-    let left = || process_groups().into_iter().filter(|g| g.1 == make).map(|g| format!("{} {}", g.0, cmdline(g.0))).collect::<Vec<_>>();
-    assert!(within(Duration::from_secs(5), || left().is_empty()), "left behind: {:?}", left());
+    let left = || {
+        process_groups()
+            .into_iter()
+            .filter(|g| g.1 == make)
+            .map(|g| format!("{} {}", g.0, cmdline(g.0)))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        within(Duration::from_secs(5), || left().is_empty()),
+        "left behind: {:?}",
+        left()
+    );
     // the lock is free and the tree rolls back: check runs now
     let out = harness(&dir).arg("check").arg(&matrix).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("ok    kernel tree: 6.12"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("ok    kernel tree: 6.12"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Issue 11 item 8: Ctrl-C while `make -j` builds is an interruption, not
@@ -859,14 +1235,20 @@ fn interrupted_build_is_not_a_failure() {
     }
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let run = only_run_dir(&runs);
-    let failed: Vec<Value> = jsonl(&run.join("events.jsonl")).into_iter().filter(|e| !e["error"].is_null()).collect();
+    let failed: Vec<Value> = jsonl(&run.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| !e["error"].is_null())
+        .collect();
     assert!(failed.is_empty(), "an interrupt was recorded as a failure: {failed:?}");
     let mut c = harness(&runs);
     c.args(["run", "--resume"]).arg(&run);
     let table = run_ok(c);
     assert!(!table.contains("FAILED") && !table.contains("(failed in"), "{table}");
     let builds = events(&run, "build");
-    assert!(builds.iter().all(|b| b["error"].is_null()) && !builds.is_empty(), "{builds:?}");
+    assert!(
+        builds.iter().all(|b| b["error"].is_null()) && !builds.is_empty(),
+        "{builds:?}"
+    );
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
     let cell = &report["rows"][0]["cells"][0];
     assert!(cell["failure"].is_null() && cell["boots_failed"] == 0, "{cell}");
@@ -883,12 +1265,18 @@ fn a_qemu_crash_boots_again_and_is_not_the_kernels_failure() {
     let _g = crate::common::serial();
     let dir = scratch("qemu-crash");
     // (scenario, QEMUs to abort, abort only once the guest is measuring)
-    for (name, crashes, measuring) in [("before-ssh", 1usize, false), ("measuring", 1, true), ("always", 3, false)] {
+    for (name, crashes, measuring) in [
+        ("before-ssh", 1usize, false),
+        ("measuring", 1, true),
+        ("always", 3, false),
+    ] {
         let runs = dir.join(name);
         let mut matrix = small_matrix(&dir, None, 3);
         if measuring {
             // two repetitions: QEMU dies after the boot's first sample
-            let text = std::fs::read_to_string(&matrix).unwrap().replace("repetitions: 1,", "repetitions: 2,");
+            let text = std::fs::read_to_string(&matrix)
+                .unwrap()
+                .replace("repetitions: 1,", "repetitions: 2,");
             matrix = dir.join("matrix-two-reps.yaml");
             std::fs::write(&matrix, text).unwrap();
         }
@@ -903,25 +1291,77 @@ fn a_qemu_crash_boots_again_and_is_not_the_kernels_failure() {
         let cell = &report["rows"][0]["cells"][0];
         match name {
             "always" => {
-                assert_eq!((boots.len(), retried.len()), (3, 2), "three attempts, the last one not retried: {boots:?}");
-                assert!(retried[0]["error"].as_str().unwrap().contains("QEMU died from signal 6 (SIGABRT) before SSH came up"), "{boots:?}");
-                assert!(ends[0]["error"].as_str().unwrap().contains("QEMU died in all 3 attempts"), "{ends:?}");
+                assert_eq!(
+                    (boots.len(), retried.len()),
+                    (3, 2),
+                    "three attempts, the last one not retried: {boots:?}"
+                );
+                assert!(
+                    retried[0]["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("QEMU died from signal 6 (SIGABRT) before SSH came up"),
+                    "{boots:?}"
+                );
+                assert!(
+                    ends[0]["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("QEMU died in all 3 attempts"),
+                    "{ends:?}"
+                );
                 assert!(samples.is_empty());
-                assert_eq!((cell["boots_ended"].as_u64(), cell["boots_failed"].as_u64()), (Some(1), Some(1)), "{cell}");
+                assert_eq!(
+                    (cell["boots_ended"].as_u64(), cell["boots_failed"].as_u64()),
+                    (Some(1), Some(1)),
+                    "{cell}"
+                );
             }
             _ => {
                 let (first, second) = ("base-2cpu-b0", "base-2cpu-b0.2");
                 assert_eq!(boots.last().unwrap()["boot_id"], second, "{name}: {boots:?}");
                 assert_eq!(retried.len(), if measuring { 0 } else { 1 }, "{name}: {boots:?}");
-                assert!(ends[0]["error"].is_null() && ends[0]["boot_id"] == second, "{name}: {ends:?}");
-                let counted: Vec<f64> = cell["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-                let of = |id: &str| -> Vec<f64> { samples.iter().filter(|s| s["boot_id"] == id).map(|s| s["value"].as_f64().unwrap()).collect() };
+                assert!(
+                    ends[0]["error"].is_null() && ends[0]["boot_id"] == second,
+                    "{name}: {ends:?}"
+                );
+                let counted: Vec<f64> = cell["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect();
+                let of = |id: &str| -> Vec<f64> {
+                    samples
+                        .iter()
+                        .filter(|s| s["boot_id"] == id)
+                        .map(|s| s["value"].as_f64().unwrap())
+                        .collect()
+                };
                 assert_eq!(counted, of(second), "{name}: only the second boot counts");
-                assert_eq!(of(first).len(), usize::from(measuring), "{name}: the aborted boot's sample is kept on record");
-                assert_eq!((cell["boots_ended"].as_u64(), cell["boots_failed"].as_u64()), (Some(1), Some(0)), "{name}: {cell}");
-                assert!(!table.contains("FAILED") && !table.contains("failed in"), "{name}: {table}");
-                let note = if measuring { "QEMU's failure, not the kernel's: this boot's samples are not counted" } else { "QEMU's failure, the boot was started again" };
-                assert!(table.contains(&format!("{first}: ")) && table.contains(note), "{name}: {table}");
+                assert_eq!(
+                    of(first).len(),
+                    usize::from(measuring),
+                    "{name}: the aborted boot's sample is kept on record"
+                );
+                assert_eq!(
+                    (cell["boots_ended"].as_u64(), cell["boots_failed"].as_u64()),
+                    (Some(1), Some(0)),
+                    "{name}: {cell}"
+                );
+                assert!(
+                    !table.contains("FAILED") && !table.contains("failed in"),
+                    "{name}: {table}"
+                );
+                let note = if measuring {
+                    "QEMU's failure, not the kernel's: this boot's samples are not counted"
+                } else {
+                    "QEMU's failure, the boot was started again"
+                };
+                assert!(
+                    table.contains(&format!("{first}: ")) && table.contains(note),
+                    "{name}: {table}"
+                );
                 assert!(table.contains("QEMU died from signal 6 (SIGABRT)"), "{name}: {table}");
             }
         }
@@ -943,9 +1383,17 @@ fn run_aborting_qemus(matrix: &Path, runs: &Path, crashes: usize, measuring: boo
         if child.try_wait().unwrap().is_some() {
             return true;
         }
-        let Some(run) = std::fs::read_dir(runs).ok().and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.is_dir())) else { return false };
+        let Some(run) = std::fs::read_dir(runs)
+            .ok()
+            .and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.is_dir()))
+        else {
+            return false;
+        };
         let ready = !measuring || std::fs::read_to_string(run.join("samples.jsonl")).is_ok_and(|t| t.contains('\n'));
-        for pid in qemus_of(&run).into_iter().filter(|&p| cmdline(p as i32).contains("/boots/")) {
+        for pid in qemus_of(&run)
+            .into_iter()
+            .filter(|&p| cmdline(p as i32).contains("/boots/"))
+        {
             if ready && aborted.len() < crashes && aborted.insert(pid) {
                 unsafe { libc::kill(pid as i32, libc::SIGABRT) };
             }

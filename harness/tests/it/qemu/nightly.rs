@@ -8,8 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -23,7 +33,11 @@ fn history() -> PathBuf {
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let tar = Command::new("tar").args(["-xf", "/usr/src/linux-source-6.12.tar.xz", "--strip-components=1", "-C"]).arg(&dir).status().unwrap();
+    let tar = Command::new("tar")
+        .args(["-xf", "/usr/src/linux-source-6.12.tar.xz", "--strip-components=1", "-C"])
+        .arg(&dir)
+        .status()
+        .unwrap();
     assert!(tar.success());
     git(&dir, &["init", "-q"]);
     // Debian's tarball ignores its own top level (`/*` in .gitignore): add by force
@@ -40,7 +54,14 @@ fn history() -> PathBuf {
         note(t);
     }
     let p = repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch");
-    assert!(Command::new("patch").args(["-p1", "-s", "-d"]).arg(&dir).arg("-i").arg(&p).status().unwrap().success());
+    assert!(Command::new("patch")
+        .args(["-p1", "-s", "-d"])
+        .arg(&dir)
+        .arg("-i")
+        .arg(&p)
+        .status()
+        .unwrap()
+        .success());
     git(&dir, &["commit", "-qam", "exec: a fixed cost per exec (test fixture)"]);
     git(&dir, &["tag", "slow"]);
     for t in ["x2", "n5", "n6", "n7"] {
@@ -77,7 +98,15 @@ fn nightly(dir: &Path, tree: &Path, m: &Path) -> Output {
         .arg(m)
         .arg("--git")
         .arg(tree)
-        .args(["--branch", "nightly", "--min-change", "0.005", "--change-alpha", "0.05", "--json"])
+        .args([
+            "--branch",
+            "nightly",
+            "--min-change",
+            "0.005",
+            "--change-alpha",
+            "0.05",
+            "--json",
+        ])
         .output()
         .unwrap();
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
@@ -108,12 +137,24 @@ fn nightly_finds_and_bisects_the_slow_exec_commit() {
         git(&tree, &["branch", "-f", "nightly", night]);
         let n = std::time::Instant::now();
         let out: serde_json::Value = serde_json::from_slice(&nightly(&dir, &tree, &m).stdout).unwrap();
-        eprintln!("night {night}: {:.0} s (total {:.0} s)", n.elapsed().as_secs_f64(), t.elapsed().as_secs_f64());
+        eprintln!(
+            "night {night}: {:.0} s (total {:.0} s)",
+            n.elapsed().as_secs_f64(),
+            t.elapsed().as_secs_f64()
+        );
         if night == "x2" || night == "n5" {
-            assert!(out["outcome"]["bisections"].as_array().unwrap().is_empty(), "no change point before 4 + 3 nights: {out}");
+            assert!(
+                out["outcome"]["bisections"].as_array().unwrap().is_empty(),
+                "no change point before 4 + 3 nights: {out}"
+            );
         }
         let report = std::fs::read_to_string(out["report"].as_str().unwrap()).unwrap();
-        for b in out["outcome"]["bisections"].as_array().unwrap().iter().filter(|b| b["status"] == "done") {
+        for b in out["outcome"]["bisections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["status"] == "done")
+        {
             ended.push((b.clone(), report.clone()));
         }
     }
@@ -121,16 +162,33 @@ fn nightly_finds_and_bisects_the_slow_exec_commit() {
     assert_eq!(ended.len(), 1, "{ended:?}");
     let (b, report) = &ended[0];
     assert_eq!(b["result"]["culprits"][0]["commit"], slow.as_str(), "{b}");
-    let named = report.lines().find(|l| l.trim_start().starts_with("first bad commit: ")).unwrap_or_default();
-    assert!(named.contains(&slow[..7]) && named.contains("exec: a fixed cost per exec"), "{report}");
-    assert!(report.contains("static-doexec") && report.contains("95% interval"), "{report}");
-    eprintln!("{report}\neight nights and the bisection in {:.0} s", t.elapsed().as_secs_f64());
+    let named = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("first bad commit: "))
+        .unwrap_or_default();
+    assert!(
+        named.contains(&slow[..7]) && named.contains("exec: a fixed cost per exec"),
+        "{report}"
+    );
+    assert!(
+        report.contains("static-doexec") && report.contains("95% interval"),
+        "{report}"
+    );
+    eprintln!(
+        "{report}\neight nights and the bisection in {:.0} s",
+        t.elapsed().as_secs_f64()
+    );
     // a ninth nightly on the same tip: measured already, no second bisection, nothing told again
     let n = std::time::Instant::now();
     let again: serde_json::Value = serde_json::from_slice(&nightly(&dir, &tree, &m).stdout).unwrap();
     assert_eq!(again["outcome"]["already"], true, "{again}");
     assert!(again["outcome"]["bisections"].as_array().unwrap().is_empty(), "{again}");
-    let actions: Vec<&str> = again["outcome"]["changes"].as_array().unwrap().iter().filter_map(|c| c["action"].as_str()).collect();
+    let actions: Vec<&str> = again["outcome"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["action"].as_str())
+        .collect();
     assert!(actions.iter().all(|a| !a.ends_with("started")), "{actions:?}");
     eprintln!("the ninth nightly in {:.0} s", n.elapsed().as_secs_f64());
 }

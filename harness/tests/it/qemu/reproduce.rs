@@ -22,14 +22,20 @@ fn harness(cwd: &Path) -> Command {
 }
 
 fn show(out: &Output) -> (String, String) {
-    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     eprintln!("{e}\n{o}");
     (o, e)
 }
 
 /// The slow-exec fixture's patch: ~1% more instructions per exec.
 fn slow_exec_patch() -> String {
-    std::fs::read_to_string(repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch")).unwrap()
+    std::fs::read_to_string(
+        repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch"),
+    )
+    .unwrap()
 }
 
 /// `harness try` on a one-patch mbox (as `git format-patch --stdout` writes
@@ -41,16 +47,46 @@ fn slow_exec_patch() -> String {
 fn try_calls_a_one_patch_mbox_regressed() {
     let _g = crate::common::serial();
     let dir = scratch("try-mbox");
-    std::fs::write(dir.join("slow.mbox"), format!("From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\n{}", slow_exec_patch())).unwrap();
-    let out = harness(&dir).args(["try", "slow.mbox", "--profile", "exact", "--gate"]).output().unwrap();
+    std::fs::write(
+        dir.join("slow.mbox"),
+        format!(
+            "From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\n{}",
+            slow_exec_patch()
+        ),
+    )
+    .unwrap();
+    let out = harness(&dir)
+        .args(["try", "slow.mbox", "--profile", "exact", "--gate"])
+        .output()
+        .unwrap();
     let (stdout, stderr) = show(&out);
-    assert_eq!(out.status.code(), Some(1), "--gate must fail on the regression\n{stderr}");
-    assert!(stderr.contains("gate: fails: ") && stderr.contains("static-doexec"), "{stderr}");
-    assert!(stdout.contains("regressed") && stdout.contains("series") && stdout.contains("clock: tcg-icount"), "{stdout}");
-    let runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "--gate must fail on the regression\n{stderr}"
+    );
+    assert!(
+        stderr.contains("gate: fails: ") && stderr.contains("static-doexec"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("regressed") && stdout.contains("series") && stdout.contains("clock: tcg-icount"),
+        "{stdout}"
+    );
+    let runs: Vec<PathBuf> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(runs.len(), 1);
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(runs[0].join("report.json")).unwrap()).unwrap();
-    let cell = report["rows"][0]["cells"].as_array().unwrap().iter().find(|c| c["variant"] == "series").unwrap().clone();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runs[0].join("report.json")).unwrap()).unwrap();
+    let cell = report["rows"][0]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["variant"] == "series")
+        .unwrap()
+        .clone();
     assert_eq!(cell["decision"]["verdict"], "regressed", "{stdout}");
 }
 
@@ -77,18 +113,45 @@ fn try_per_patch_names_the_middle_patch() {
     let series = dir.join("series");
     std::fs::create_dir_all(&series).unwrap();
     let slow = slow_exec_patch().replacen("Subject: [PATCH]", "Subject: [PATCH 2/3]", 1);
-    std::fs::write(series.join("0001-init-version-a-comment.patch"), comment_patch(1, "init/version.c")).unwrap();
+    std::fs::write(
+        series.join("0001-init-version-a-comment.patch"),
+        comment_patch(1, "init/version.c"),
+    )
+    .unwrap();
     std::fs::write(series.join("0002-exec-a-fixed-cost-per-exec.patch"), slow).unwrap();
-    std::fs::write(series.join("0003-exit-a-comment.patch"), comment_patch(3, "kernel/exit.c")).unwrap();
+    std::fs::write(
+        series.join("0003-exit-a-comment.patch"),
+        comment_patch(3, "kernel/exit.c"),
+    )
+    .unwrap();
     let t = std::time::Instant::now();
-    let out = harness(&dir).args(["try", "series", "--per-patch", "--profile", "exact", "--bench", "static-doexec", "--vcpus", "2"]).output().unwrap();
+    let out = harness(&dir)
+        .args([
+            "try",
+            "series",
+            "--per-patch",
+            "--profile",
+            "exact",
+            "--bench",
+            "static-doexec",
+            "--vcpus",
+            "2",
+        ])
+        .output()
+        .unwrap();
     let (stdout, stderr) = show(&out);
     assert!(out.status.success(), "{stderr}");
     eprintln!("bisected the series in {:.0} s", t.elapsed().as_secs_f64());
     assert!(stdout.contains("rule: ") && stdout.contains("like "), "{stdout}");
-    let named: Vec<&str> = stdout.lines().filter(|l| l.starts_with("first bad commit: ") || l.starts_with("carries ")).collect();
+    let named: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("first bad commit: ") || l.starts_with("carries "))
+        .collect();
     assert_eq!(named.len(), 1, "{stdout}");
-    assert!(named[0].starts_with("first bad commit: patch 2/3: 0002-exec-a-fixed-cost-per-exec.patch"), "{stdout}");
+    assert!(
+        named[0].starts_with("first bad commit: patch 2/3: 0002-exec-a-fixed-cost-per-exec.patch"),
+        "{stdout}"
+    );
 }
 
 /// A series that does not apply is refused before anything is built, naming
@@ -98,14 +161,26 @@ fn try_names_the_patch_and_hunk_that_do_not_apply() {
     let _g = crate::common::serial();
     let dir = scratch("try-conflict");
     std::fs::create_dir_all(dir.join("series")).unwrap();
-    let p = slow_exec_patch().replace(" static int bprm_execve(struct linux_binprm *bprm)\n", " static int bprm_execve(struct linux_binprm *bprm, int x)\n");
+    let p = slow_exec_patch().replace(
+        " static int bprm_execve(struct linux_binprm *bprm)\n",
+        " static int bprm_execve(struct linux_binprm *bprm, int x)\n",
+    );
     std::fs::write(dir.join("series/0001-exec-does-not-apply.patch"), p).unwrap();
     let t = std::time::Instant::now();
-    let out = harness(&dir).args(["try", "series", "--profile", "exact"]).output().unwrap();
+    let out = harness(&dir)
+        .args(["try", "series", "--profile", "exact"])
+        .output()
+        .unwrap();
     let (_, stderr) = show(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("try: the series does not apply to /usr/src/linux-source-6.12.tar.xz: "), "{stderr}");
-    assert!(stderr.contains("0001-exec-does-not-apply.patch does not apply; fs/exec.c: hunk #1 failed"), "{stderr}");
+    assert!(
+        stderr.contains("try: the series does not apply to /usr/src/linux-source-6.12.tar.xz: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("0001-exec-does-not-apply.patch does not apply; fs/exec.c: hunk #1 failed"),
+        "{stderr}"
+    );
     assert!(!dir.join("runs").exists(), "nothing was run");
     eprintln!("refused in {:.1} s", t.elapsed().as_secs_f64());
 }
@@ -116,15 +191,29 @@ fn try_names_the_patch_and_hunk_that_do_not_apply() {
 fn history() -> (PathBuf, Vec<String>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-history");
     let git = |args: &[&str]| -> String {
-        let out = Command::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     if !dir.join(".git/refs/tags/c4").exists() {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let t = std::time::Instant::now();
-        let tar = Command::new("tar").args(["-xf", "/usr/src/linux-source-6.12.tar.xz", "--strip-components=1", "-C"]).arg(&dir).status().unwrap();
+        let tar = Command::new("tar")
+            .args(["-xf", "/usr/src/linux-source-6.12.tar.xz", "--strip-components=1", "-C"])
+            .arg(&dir)
+            .status()
+            .unwrap();
         assert!(tar.success());
         git(&["init", "-q"]);
         // Debian's tarball ignores its own top level (`/*` in .gitignore): add by force
@@ -141,13 +230,26 @@ fn history() -> (PathBuf, Vec<String>) {
         note("c1", "one\n");
         note("c2", "two\n");
         let p = repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch");
-        let ok = Command::new("patch").args(["-p1", "-s", "-d"]).arg(&dir).arg("-i").arg(&p).status().unwrap();
+        let ok = Command::new("patch")
+            .args(["-p1", "-s", "-d"])
+            .arg(&dir)
+            .arg("-i")
+            .arg(&p)
+            .status()
+            .unwrap();
         assert!(ok.success());
-        git(&["commit", "-qam", "exec: a fixed cost of ~4500 instructions per exec (test fixture)"]);
+        git(&[
+            "commit",
+            "-qam",
+            "exec: a fixed cost of ~4500 instructions per exec (test fixture)",
+        ]);
         git(&["tag", "c3"]);
         note("c4", "four\n");
     }
-    let ids = ["good", "c1", "c2", "c3", "c4"].iter().map(|t| git(&["rev-parse", t])).collect();
+    let ids = ["good", "c1", "c2", "c3", "c4"]
+        .iter()
+        .map(|t| git(&["rev-parse", t]))
+        .collect();
     (dir, ids)
 }
 
@@ -167,23 +269,59 @@ fn bisect_names_the_slow_exec_commit() {
     let out = harness(&dir)
         .args(["bisect", "--git"])
         .arg(&tree)
-        .args(["--good", "good", "--bad", "c4", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-rounds", "10"])
+        .args([
+            "--good",
+            "good",
+            "--bad",
+            "c4",
+            "--bench",
+            "static-doexec",
+            "--vcpus",
+            "2",
+            "--profile",
+            "exact",
+            "--max-rounds",
+            "10",
+        ])
         .output()
         .unwrap();
     let (stdout, stderr) = show(&out);
     assert!(out.status.success(), "{stderr}");
-    let named = stdout.lines().find(|l| l.starts_with("first bad commit: ")).unwrap_or_default();
-    assert!(named.contains(&ids[3][..7]) && named.contains("exec: a fixed cost"), "{stdout}");
-    assert!(stdout.contains("like good") && stdout.contains("like bad") && stdout.contains("rule: "), "{stdout}");
+    let named = stdout
+        .lines()
+        .find(|l| l.starts_with("first bad commit: "))
+        .unwrap_or_default();
+    assert!(
+        named.contains(&ids[3][..7]) && named.contains("exec: a fixed cost"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("like good") && stdout.contains("like bad") && stdout.contains("rule: "),
+        "{stdout}"
+    );
     // the evidence: the culprit's differential profile names the function it added
     let why = stdout.split_once("why: ").map(|(_, w)| w).unwrap_or_default();
-    assert!(why.contains("against the good end") && why.contains("harness_exec_cost"), "{stdout}");
+    assert!(
+        why.contains("against the good end") && why.contains("harness_exec_cost"),
+        "{stdout}"
+    );
     eprintln!("bisected in {:.0} s", t.elapsed().as_secs_f64());
     // a second look resumes from the state: nothing is measured again
-    let bisect_dir = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("state.json").is_file()).unwrap();
-    let again = harness(&dir).args(["bisect", "--resume"]).arg(&bisect_dir).output().unwrap();
+    let bisect_dir = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("state.json").is_file())
+        .unwrap();
+    let again = harness(&dir)
+        .args(["bisect", "--resume"])
+        .arg(&bisect_dir)
+        .output()
+        .unwrap();
     let (stdout2, _) = show(&again);
-    assert!(stdout2.contains(&format!("first bad commit: {}", &ids[3][..7])), "{stdout2}");
+    assert!(
+        stdout2.contains(&format!("first bad commit: {}", &ids[3][..7])),
+        "{stdout2}"
+    );
 }
 
 /// A merge-containing history from the same 6.12 tree: from `good`, main
@@ -194,13 +332,28 @@ fn merge_history() -> (PathBuf, [String; 2]) {
     let (base, _) = history();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-merge-history");
     let git = |args: &[&str]| -> String {
-        let out = Command::new("git").arg("-C").arg(&dir).args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"]).args(args).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     if !dir.join(".git/refs/tags/a1").exists() {
         let _ = std::fs::remove_dir_all(&dir);
-        let ok = Command::new("git").args(["clone", "-q", "--shared", "--branch", "good"]).arg(&base).arg(&dir).status().unwrap();
+        let ok = Command::new("git")
+            .args(["clone", "-q", "--shared", "--branch", "good"])
+            .arg(&base)
+            .arg(&dir)
+            .status()
+            .unwrap();
         assert!(ok.success());
         git(&["checkout", "-q", "-b", "main"]);
         let note = |file: &str, tag: &str| {
@@ -214,9 +367,19 @@ fn merge_history() -> (PathBuf, [String; 2]) {
         git(&["checkout", "-q", "topic"]);
         note("harness-topic.txt", "t1");
         let p = repo().join("harness/tests/fixtures/series/slow-exec/0001-exec-a-fixed-cost-per-exec.patch");
-        let ok = Command::new("patch").args(["-p1", "-s", "-d"]).arg(&dir).arg("-i").arg(&p).status().unwrap();
+        let ok = Command::new("patch")
+            .args(["-p1", "-s", "-d"])
+            .arg(&dir)
+            .arg("-i")
+            .arg(&p)
+            .status()
+            .unwrap();
         assert!(ok.success());
-        git(&["commit", "-qam", "exec: a fixed cost per exec, on a topic branch (test fixture)"]);
+        git(&[
+            "commit",
+            "-qam",
+            "exec: a fixed cost per exec, on a topic branch (test fixture)",
+        ]);
         git(&["tag", "t2"]);
         git(&["checkout", "-q", "main"]);
         note("harness-main.txt", "m2");
@@ -241,13 +404,32 @@ fn bisect_over_a_merge_names_the_branch_commit() {
     let out = harness(&dir)
         .args(["bisect", "--git"])
         .arg(&tree)
-        .args(["--good", "good", "--bad", "a1", "--bench", "static-doexec", "--vcpus", "2", "--profile", "exact", "--max-rounds", "10"])
+        .args([
+            "--good",
+            "good",
+            "--bad",
+            "a1",
+            "--bench",
+            "static-doexec",
+            "--vcpus",
+            "2",
+            "--profile",
+            "exact",
+            "--max-rounds",
+            "10",
+        ])
         .output()
         .unwrap();
     let (stdout, stderr) = show(&out);
     assert!(out.status.success(), "{stderr}");
     eprintln!("bisected the merge history in {:.0} s", t.elapsed().as_secs_f64());
-    let named = stdout.lines().find(|l| l.starts_with("first bad commit: ")).unwrap_or_default();
-    assert!(named.contains(&t2[..7]) && named.contains("on a topic branch"), "{stdout}");
+    let named = stdout
+        .lines()
+        .find(|l| l.starts_with("first bad commit: "))
+        .unwrap_or_default();
+    assert!(
+        named.contains(&t2[..7]) && named.contains("on a topic branch"),
+        "{stdout}"
+    );
     assert!(!named.contains(&merge[..7]), "{stdout}");
 }

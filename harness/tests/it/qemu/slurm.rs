@@ -4,7 +4,7 @@
 //! e2e kernel cache (`target/e2e-work`), so run it after the e2e tests or
 //! with their kernels copied in.
 
-use crate::common::{repo, scratch, run_ok};
+use crate::common::{repo, run_ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,7 +22,11 @@ struct Cluster;
 
 impl Cluster {
     fn start() -> Cluster {
-        let st = Command::new(repo().join("harness/scripts/slurm-local.sh")).arg("start").env("HARNESS_SLURM_DIR", SLURM_DIR).status().unwrap();
+        let st = Command::new(repo().join("harness/scripts/slurm-local.sh"))
+            .arg("start")
+            .env("HARNESS_SLURM_DIR", SLURM_DIR)
+            .status()
+            .unwrap();
         assert!(st.success(), "slurm-local.sh start failed");
         Cluster
     }
@@ -30,7 +34,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new(repo().join("harness/scripts/slurm-local.sh")).arg("stop").env("HARNESS_SLURM_DIR", SLURM_DIR).status();
+        let _ = Command::new(repo().join("harness/scripts/slurm-local.sh"))
+            .arg("stop")
+            .env("HARNESS_SLURM_DIR", SLURM_DIR)
+            .status();
     }
 }
 
@@ -71,7 +78,16 @@ fn cells(report: &Value) -> Vec<String> {
         for c in row["cells"].as_array().unwrap() {
             out.push(format!(
                 "{} {} {} {} n={} reps={} warmup={} ended={} failed={} failure={}",
-                row["benchmark"], row["metric"], row["vcpus"], c["variant"], c["n"], c["reps_per_boot"], c["n_warmup"], c["boots_ended"], c["boots_failed"], c["failure"]
+                row["benchmark"],
+                row["metric"],
+                row["vcpus"],
+                c["variant"],
+                c["n"],
+                c["reps_per_boot"],
+                c["n_warmup"],
+                c["boots_ended"],
+                c["boots_failed"],
+                c["failure"]
             ));
         }
     }
@@ -81,7 +97,11 @@ fn cells(report: &Value) -> Vec<String> {
 fn wait_for_jobs(ids: &[&str], limit: Duration) {
     let t = Instant::now();
     loop {
-        let out = Command::new("squeue").args(["-h", "-o", "%i %T %r", "-j", &ids.join(",")]).env("SLURM_CONF", slurm_conf()).output().unwrap();
+        let out = Command::new("squeue")
+            .args(["-h", "-o", "%i %T %r", "-j", &ids.join(",")])
+            .env("SLURM_CONF", slurm_conf())
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if text.trim().is_empty() {
             return;
@@ -100,16 +120,27 @@ fn a_sharded_matrix_under_slurm_reports_what_one_run_would() {
     let m = matrix(&dir);
     let _cluster = Cluster::start();
     let mut c = harness(&dir.join("runs"));
-    c.arg("slurm").arg(&m).args(["--shards", "2", "--partition", "harness", "--submit"]);
+    c.arg("slurm")
+        .arg(&m)
+        .args(["--shards", "2", "--partition", "harness", "--submit"]);
     let out = run_ok(c);
     // "submitted: build 2, shards 3 (array 0-1), report 4"
     let line = out.lines().find(|l| l.starts_with("submitted:")).expect("job ids");
     let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
     let id = |what: &str| words[words.iter().position(|w| *w == what).unwrap() + 1];
     let ids = [id("build"), id("shards"), id("report")];
-    let run_dir = PathBuf::from(out.lines().find_map(|l| l.strip_prefix("run directory: ")).expect("run directory"));
+    let run_dir = PathBuf::from(
+        out.lines()
+            .find_map(|l| l.strip_prefix("run directory: "))
+            .expect("run directory"),
+    );
     let script = std::fs::read_to_string(run_dir.join("slurm/shards.sbatch")).unwrap();
-    assert!(script.contains("#SBATCH --array=0-1") && script.contains("#SBATCH --cpus-per-task=2") && script.contains("#SBATCH --mem=2056M"), "{script}");
+    assert!(
+        script.contains("#SBATCH --array=0-1")
+            && script.contains("#SBATCH --cpus-per-task=2")
+            && script.contains("#SBATCH --mem=2056M"),
+        "{script}"
+    );
     wait_for_jobs(&ids, Duration::from_secs(40 * 60));
     eprintln!("slurm chain done after {:?}", t.elapsed());
     for f in std::fs::read_dir(run_dir.join("slurm")).unwrap() {
@@ -118,15 +149,30 @@ fn a_sharded_matrix_under_slurm_reports_what_one_run_would() {
             eprintln!("--- {}\n{}", p.display(), std::fs::read_to_string(&p).unwrap());
         }
     }
-    let sharded: Value = serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).expect("the report job wrote report.json")).unwrap();
-    let states: Vec<(&str, &str)> = sharded["shards"].as_array().unwrap().iter().map(|s| (s["shard"].as_str().unwrap(), s["state"].as_str().unwrap())).collect();
+    let sharded: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("report.json")).expect("the report job wrote report.json"))
+            .unwrap();
+    let states: Vec<(&str, &str)> = sharded["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["shard"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
     assert_eq!(states, vec![("0/2", "done"), ("1/2", "done")]);
     assert!(sharded["complete"].as_bool().unwrap());
     for k in 0..2 {
-        assert!(run_dir.join(format!("shards/{k}-of-2/samples.jsonl")).is_file(), "shard {k} wrote no samples");
+        assert!(
+            run_dir.join(format!("shards/{k}-of-2/samples.jsonl")).is_file(),
+            "shard {k} wrote no samples"
+        );
     }
     let builds = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
-    assert!(!std::fs::read_to_string(run_dir.join("shards/0-of-2/events.jsonl")).unwrap().contains("\"event\":\"build\""), "a shard built");
+    assert!(
+        !std::fs::read_to_string(run_dir.join("shards/0-of-2/events.jsonl"))
+            .unwrap()
+            .contains("\"event\":\"build\""),
+        "a shard built"
+    );
     assert_eq!(builds.matches("\"event\":\"build\"").count(), 2, "{builds}");
 
     // one plain run of the same plan
@@ -140,6 +186,10 @@ fn a_sharded_matrix_under_slurm_reports_what_one_run_would() {
     let (a, b) = (cells(&sharded), cells(&single));
     assert_eq!(a, b, "the sharded report's cells differ from one run's");
     assert_eq!(a.len(), 2);
-    assert!(a.iter().all(|c| c.contains("n=2 reps=[1,1] warmup=2 ended=2 failed=0 failure=null")), "{a:?}");
+    assert!(
+        a.iter()
+            .all(|c| c.contains("n=2 reps=[1,1] warmup=2 ended=2 failed=0 failure=null")),
+        "{a:?}"
+    );
     eprintln!("whole test took {:?}", t.elapsed());
 }

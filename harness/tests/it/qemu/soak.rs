@@ -8,7 +8,10 @@
 //! count is `HARNESS_SOAK_CYCLES` (20), the seed `HARNESS_SOAK_SEED` (the
 //! clock; printed, so a failing sequence can be replayed).
 
-use super::e2e::{bzimage_make, cmdline, events, harness, jsonl, kernel_yaml, only_run_dir, process_groups, qemus_of, within, work_dir};
+use super::e2e::{
+    bzimage_make, cmdline, events, harness, jsonl, kernel_yaml, only_run_dir, process_groups, qemus_of, within,
+    work_dir,
+};
 use crate::common::{run_ok, scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -69,7 +72,11 @@ fn soak_matrix(dir: &Path, cycle: u32) -> PathBuf {
 /// Make processes building in the work directory's tree.
 fn makes() -> Vec<String> {
     let tree = work_dir().join("tree").to_string_lossy().into_owned();
-    process_groups().into_iter().map(|g| cmdline(g.0)).filter(|c| c.starts_with("make ") && c.contains(&tree)).collect()
+    process_groups()
+        .into_iter()
+        .map(|g| cmdline(g.0))
+        .filter(|c| c.starts_with("make ") && c.contains(&tree))
+        .collect()
 }
 
 /// Whether `make -j` has jobs of its own (its process group holds three).
@@ -84,7 +91,11 @@ fn make_has_jobs() -> bool {
 fn reach(child: &mut Child, runs: &Path, point: Point, rng: &mut Rng) -> (PathBuf, bool) {
     let mut run = None;
     let started = within(Duration::from_secs(600), || {
-        run = std::fs::read_dir(runs).ok().and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.join("events.jsonl").is_file()));
+        run = std::fs::read_dir(runs).ok().and_then(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("events.jsonl").is_file())
+        });
         run.is_some()
     });
     assert!(started, "no run directory within 10 minutes");
@@ -95,7 +106,9 @@ fn reach(child: &mut Child, runs: &Path, point: Point, rng: &mut Rng) -> (PathBu
             || match point {
                 Point::Build => make_has_jobs(),
                 Point::Boot => !qemus_of(&run).is_empty(),
-                Point::Benchmark => !qemus_of(&run).is_empty() && events(&run, "boot").len() > events(&run, "boot_end").len(),
+                Point::Benchmark => {
+                    !qemus_of(&run).is_empty() && events(&run, "boot").len() > events(&run, "boot_end").len()
+                }
                 Point::Anytime => true,
             }
     });
@@ -117,11 +130,27 @@ fn assert_planned_boots(run: &Path) {
         jsonl(&run.join(f));
     }
     let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
-    let cells: Vec<&Value> = report["rows"].as_array().unwrap().iter().flat_map(|r| r["cells"].as_array().unwrap()).collect();
+    let cells: Vec<&Value> = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["cells"].as_array().unwrap())
+        .collect();
     assert_eq!(cells.len(), 2, "{report}");
     for c in cells {
-        let shape = (c["n"].as_u64(), c["boots_ended"].as_u64(), c["boots_failed"].as_u64(), c["reps_per_boot"].clone());
-        assert_eq!(shape, (Some(2), Some(2), Some(0), serde_json::json!([1, 1])), "cell {} of {}", c["variant"], run.display());
+        let shape = (
+            c["n"].as_u64(),
+            c["boots_ended"].as_u64(),
+            c["boots_failed"].as_u64(),
+            c["reps_per_boot"].clone(),
+        );
+        assert_eq!(
+            shape,
+            (Some(2), Some(2), Some(0), serde_json::json!([1, 1])),
+            "cell {} of {}",
+            c["variant"],
+            run.display()
+        );
     }
 }
 
@@ -131,7 +160,11 @@ fn assert_planned_boots(run: &Path) {
 fn assert_tree_pristine(dir: &Path) {
     let fresh = dir.join("fresh");
     std::fs::create_dir_all(&fresh).unwrap();
-    let st = std::process::Command::new("tar").args(["-xf", SOURCE, "--strip-components=1", "-C"]).arg(&fresh).status().unwrap();
+    let st = std::process::Command::new("tar")
+        .args(["-xf", SOURCE, "--strip-components=1", "-C"])
+        .arg(&fresh)
+        .status()
+        .unwrap();
     assert!(st.success(), "extract {SOURCE}");
     let trees: Vec<PathBuf> = std::fs::read_dir(work_dir().join("tree"))
         .unwrap()
@@ -140,12 +173,23 @@ fn assert_tree_pristine(dir: &Path) {
         .filter(|p| p.join("Makefile").is_file() && !p.file_name().unwrap().to_string_lossy().starts_with("git-"))
         .collect();
     assert_eq!(trees.len(), 1, "{trees:?}");
-    let out = std::process::Command::new("diff").arg("-rq").arg(&fresh).arg(&trees[0]).output().unwrap();
+    let out = std::process::Command::new("diff")
+        .arg("-rq")
+        .arg(&fresh)
+        .arg(&trees[0])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let only_in_tree = format!("Only in {}", trees[0].display());
-    let wrong: Vec<&str> =
-        text.lines().filter(|l| !l.starts_with(&only_in_tree) || l.ends_with(".orig") || l.ends_with(".rej")).collect();
-    assert!(wrong.is_empty(), "the shared tree is not the source:\n{}", wrong.join("\n"));
+    let wrong: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with(&only_in_tree) || l.ends_with(".orig") || l.ends_with(".rej"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the shared tree is not the source:\n{}",
+        wrong.join("\n")
+    );
     std::fs::remove_dir_all(&fresh).ok();
 }
 
@@ -157,10 +201,24 @@ fn interrupt(child: &mut Child, run: &Path, sig: i32, live: bool) {
         libc::kill(child.id() as i32, sig);
     }
     let code = child.wait().unwrap().code();
-    let expected = if !live { Some(0) } else if sig == libc::SIGKILL { None } else { Some(130) };
+    let expected = if !live {
+        Some(0)
+    } else if sig == libc::SIGKILL {
+        None
+    } else {
+        Some(130)
+    };
     assert_eq!(code, expected, "signal {sig}");
-    assert!(within(Duration::from_secs(5), || qemus_of(run).is_empty()), "QEMU {:?} outlived the harness (signal {sig})", qemus_of(run));
-    assert!(within(Duration::from_secs(5), || makes().is_empty()), "make outlived the harness (signal {sig}): {:?}", makes());
+    assert!(
+        within(Duration::from_secs(5), || qemus_of(run).is_empty()),
+        "QEMU {:?} outlived the harness (signal {sig})",
+        qemus_of(run)
+    );
+    assert!(
+        within(Duration::from_secs(5), || makes().is_empty()),
+        "make outlived the harness (signal {sig}): {:?}",
+        makes()
+    );
 }
 
 #[test]
@@ -168,8 +226,13 @@ fn interrupt(child: &mut Child, run: &Path, sig: i32, live: bool) {
 fn interrupted_runs_resume_to_their_planned_boots_and_a_pristine_tree() {
     let _g = crate::common::serial();
     let dir = scratch("soak");
-    let cycles: u32 = std::env::var("HARNESS_SOAK_CYCLES").ok().map_or(20, |s| s.parse().unwrap());
-    let seed = std::env::var("HARNESS_SOAK_SEED").ok().map_or_else(|| std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64, |s| s.parse().unwrap());
+    let cycles: u32 = std::env::var("HARNESS_SOAK_CYCLES")
+        .ok()
+        .map_or(20, |s| s.parse().unwrap());
+    let seed = std::env::var("HARNESS_SOAK_SEED").ok().map_or_else(
+        || std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64,
+        |s| s.parse().unwrap(),
+    );
     eprintln!("soak: {cycles} cycles, seed {seed}");
     let mut rng = Rng(seed | 1);
     let t = Instant::now();
@@ -179,7 +242,13 @@ fn interrupted_runs_resume_to_their_planned_boots_and_a_pristine_tree() {
         let point = [Point::Build, Point::Boot, Point::Benchmark, Point::Anytime][rng.below(4) as usize];
         let sig = [libc::SIGINT, libc::SIGKILL, libc::SIGHUP][rng.below(3) as usize];
         let mut c = harness(&runs);
-        let mut child = c.arg("run").arg(&matrix).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = c
+            .arg("run")
+            .arg(&matrix)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let cycle_start = Instant::now();
         let (run, live) = reach(&mut child, &runs, point, &mut rng);
         let at = cycle_start.elapsed().as_secs_f64();
@@ -189,9 +258,15 @@ fn interrupted_runs_resume_to_their_planned_boots_and_a_pristine_tree() {
         c.args(["run", "--resume"]).arg(&run);
         run_ok(c);
         assert_eq!(only_run_dir(&runs), run);
-        assert!(qemus_of(&run).is_empty() && makes().is_empty(), "a QEMU or make outlived the resumed run");
+        assert!(
+            qemus_of(&run).is_empty() && makes().is_empty(),
+            "a QEMU or make outlived the resumed run"
+        );
         assert_planned_boots(&run);
-        let doubt = std::fs::read_to_string(run.join("logs/tree.log")).unwrap_or_default().matches("is in doubt").count();
+        let doubt = std::fs::read_to_string(run.join("logs/tree.log"))
+            .unwrap_or_default()
+            .matches("is in doubt")
+            .count();
         eprintln!(
             "soak cycle {cycle}: {point:?} signal {sig} at {at:.0} s{}, resumed in {:.0} s, tree made afresh {doubt} time(s)",
             if live { "" } else { " (the run had ended)" },
@@ -199,5 +274,8 @@ fn interrupted_runs_resume_to_their_planned_boots_and_a_pristine_tree() {
         );
     }
     assert_tree_pristine(&dir);
-    eprintln!("soak: {cycles} cycles in {:.0} s; tree byte-identical to a fresh extraction", t.elapsed().as_secs_f64());
+    eprintln!(
+        "soak: {cycles} cycles in {:.0} s; tree byte-identical to a fresh extraction",
+        t.elapsed().as_secs_f64()
+    );
 }

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchKind, Benchmark, Link, Matrix};
 
+pub mod program;
+
 /// The guest shell command for one repetition.
 pub fn command(b: &Benchmark, nproc: u32) -> String {
     let t = b.timeout_s;
@@ -49,6 +51,27 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             // the profiler window's operations: one per test loop of each thread
             ops = u64::from(nr_threads.resolve(nproc)) * u64::from(*test_loop_count) * u64::from(*test_repeat_count),
         ),
+        BenchKind::Program {
+            run,
+            args,
+            workers,
+            duration_s,
+            ops,
+            user,
+            ..
+        } => program::command(
+            &program::Invocation {
+                name: &b.name,
+                run,
+                args,
+                workers: *workers,
+                duration_s: *duration_s,
+                user: *user,
+                counts_ops: ops.is_some(),
+            },
+            t,
+            nproc,
+        ),
     }
 }
 
@@ -78,7 +101,7 @@ pub fn memory_need_mib(b: &Benchmark, vcpus: u32) -> u64 {
             workers,
             ..
         } => 64 + workers.resolve(vcpus) as u64,
-        BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 64 + vcpus as u64 / 4,
+        BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } | BenchKind::Program { .. } => 64 + vcpus as u64 / 4,
         BenchKind::ForkPrlimit { fanout, .. } => 64 + (2u64 << fanout) / 4,
         BenchKind::TestVmalloc {
             nr_threads,
@@ -143,6 +166,8 @@ pub struct Parsed {
     pub info: BTreeMap<String, String>,
     /// CPU window.
     pub cpu: Option<CpuWindow>,
+    /// The operation count the output gave (a `program` with `ops:`).
+    pub ops: Option<u64>,
 }
 
 fn stat_fields(l: &str) -> Option<Vec<u64>> {
@@ -320,13 +345,16 @@ impl std::fmt::Display for NoProgress {
 
 impl std::error::Error for NoProgress {}
 
-/// Parses one repetition's output for its benchmark; a rate of 0 is
-/// [`NoProgress`].
-pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
-    match b.kind {
+/// Parses one repetition's output (stdout; a `program` reads stderr too)
+/// for its benchmark; a rate of 0 is [`NoProgress`].
+pub fn parse(b: &Benchmark, out: &str, err: &str) -> Result<Parsed> {
+    match &b.kind {
         BenchKind::TestVmalloc { .. } => parse_vmalloc(out),
-        _ => {
-            let p = parse_samples(out)?;
+        kind => {
+            let p = match kind {
+                BenchKind::Program { metrics, ops, .. } => program::parse(metrics, ops.as_ref(), out, err)?,
+                _ => parse_samples(out)?,
+            };
             if p.metrics.is_empty() {
                 bail!("the benchmark printed no sample line");
             }
@@ -348,13 +376,15 @@ pub fn parse(b: &Benchmark, out: &str) -> Result<Parsed> {
     }
 }
 
-/// The metric a benchmark is judged by first (gates, summaries).
-pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
-    match b.kind {
+/// The metric a benchmark is judged by first (gates, summaries): a
+/// `program`'s first declared metric.
+pub fn primary_metric(b: &Benchmark) -> Option<&str> {
+    match &b.kind {
         BenchKind::Doexec { .. } => Some("execs_per_s"),
         BenchKind::ForkPrlimit { .. } => Some("iterations_per_s"),
         BenchKind::ForkExec { .. } => Some("forkexecs_per_s"),
         BenchKind::TestVmalloc { .. } => None,
+        BenchKind::Program { metrics, .. } => metrics.first().map(|m| m.name.as_str()),
     }
 }
 
@@ -362,9 +392,14 @@ pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
 /// its throughput against vCPUs can be read against linear scaling.
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
     use crate::config::{Count, NprocWord};
-    match b.kind {
-        BenchKind::Doexec { workers, .. } | BenchKind::ForkExec { workers, .. } => {
+    match &b.kind {
+        &BenchKind::Doexec { workers, .. } | &BenchKind::ForkExec { workers, .. } => {
             workers == Count::Named(NprocWord::Nproc)
+        }
+        // a program's workers follow the vCPUs where it is told their count
+        BenchKind::Program { workers, args, .. } => {
+            *workers == Count::Named(NprocWord::Nproc) && args.iter().any(|a| a.contains("{workers}"))
+                || args.iter().any(|a| a.contains("{nproc}"))
         }
         BenchKind::ForkPrlimit { .. } | BenchKind::TestVmalloc { .. } => false,
     }
@@ -373,10 +408,11 @@ pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
 /// How many metrics one repetition of the benchmark reports (test_vmalloc:
 /// one per test in its `run_test_mask`).
 pub fn metric_count(b: &Benchmark) -> usize {
-    match b.kind {
+    match &b.kind {
+        BenchKind::Program { metrics, .. } => metrics.len().max(1),
         BenchKind::Doexec { .. } | BenchKind::ForkExec { .. } => 1,
         BenchKind::ForkPrlimit { .. } => 2,
-        BenchKind::TestVmalloc { run_test_mask, .. } => run_test_mask.count_ones().max(1) as usize,
+        &BenchKind::TestVmalloc { run_test_mask, .. } => run_test_mask.count_ones().max(1) as usize,
     }
 }
 
@@ -405,7 +441,7 @@ mod tests {
             (fork, "sample metric=wall_s value=2 unit=s better=lower\nsample metric=iterations_per_s value=0 unit=iter/s better=higher\n".into(), Some("no progress: iterations_per_s was 0 in every interval")),
         ];
         for (b, out, want) in cases {
-            match (parse(b, &out), want) {
+            match (parse(b, &out, ""), want) {
                 (Ok(_), None) => {}
                 (Err(e), Some(w)) => {
                     assert_eq!(e.to_string(), w, "{out}");
@@ -546,7 +582,7 @@ mod tests {
             iterations: 1,
             usleep_us: 1,
         });
-        assert!(parse(&b, out).is_err());
+        assert!(parse(&b, out, "").is_err());
     }
 
     #[test]

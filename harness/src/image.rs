@@ -12,6 +12,9 @@ use anyhow::{bail, Context, Result};
 
 use crate::proc::Cmd;
 
+mod programs;
+pub use programs::{program_files, GuestFile};
+
 /// One archive member.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
@@ -326,9 +329,15 @@ pub fn compile_benchmarks(images: &Path, out: &Path, log: &Path) -> Result<Vec<(
     Ok(bins)
 }
 
-/// Makes the common archive: busybox, dropbear, libraries, benchmarks,
+/// Makes the common archive: busybox, dropbear, libraries, benchmarks
+/// (and the `program` benchmarks' files),
 /// `/init`, the run's authorized key and the guest's pinned host key.
-pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], keys: &Keys) -> Result<Archive> {
+pub fn common_archive(
+    host: &HostBins,
+    benches: &[(String, PathBuf)],
+    programs: &[GuestFile],
+    keys: &Keys,
+) -> Result<Archive> {
     let mut a = Archive::default();
     for d in [
         "/bin",
@@ -364,6 +373,14 @@ pub fn common_archive(host: &HostBins, benches: &[(String, PathBuf)], keys: &Key
     for (name, path) in benches {
         a.host_file(&format!("/bench/{name}"), path)?;
         elfs.push(path.clone());
+    }
+    for f in programs {
+        if !a.has(&f.guest) {
+            a.host_file(&f.guest, &f.host)?;
+            if programs::is_elf(&f.host) {
+                elfs.push(f.host.clone());
+            }
+        }
     }
     for e in &elfs {
         for lib in needed_libs(e)? {

@@ -225,7 +225,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     let probe_key = host::probe_key(&qemu);
     let accel = accel::first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
     warn_guest_memory(run, m, &ui)?;
-    let guest = guest_parts(run, opts, &ui)?;
+    let guest = guest_parts(run, m, opts, &ui)?;
     let needed: BTreeSet<&str> = jobs
         .iter()
         .filter(|j| !is_done(&done, j))
@@ -341,7 +341,7 @@ struct GuestParts {
 
 /// Compiles the benchmarks and makes the SSH keys. Private keys, and the
 /// images that hold the host key, stay in the work directory.
-fn guest_parts(run: &Run, opts: &Options, ui: &Ui) -> Result<GuestParts> {
+fn guest_parts(run: &Run, m: &Matrix, opts: &Options, ui: &Ui) -> Result<GuestParts> {
     ui.stage("image", "compiling benchmarks, making the SSH keys");
     let benches = image::compile_benchmarks(
         &opts.images_dir,
@@ -353,7 +353,13 @@ fn guest_parts(run: &Run, opts: &Options, ui: &Ui) -> Result<GuestParts> {
         None => private_dir(&opts.work_dir, &run.id),
     };
     let keys = image::make_keys(&dir, &run.log("image.log"))?;
-    let common = image::common_archive(&image::HostBins::find()?, &benches, &keys)?.to_cpio();
+    let programs = image::program_files(
+        m,
+        &opts.images_dir,
+        &run.records().join("image/bin"),
+        &run.log("image.log"),
+    )?;
+    let common = image::common_archive(&image::HostBins::find()?, &benches, &programs, &keys)?.to_cpio();
     Ok(GuestParts { dir, keys, common })
 }
 

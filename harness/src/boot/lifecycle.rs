@@ -527,8 +527,10 @@ impl Boot<'_, '_> {
             t.pace.observe(wall, g);
         }
         let vmalloc = matches!(b.kind, BenchKind::TestVmalloc { .. });
-        let event = match bench::parse(b, &out.stdout) {
+        let mut ops = None;
+        let event = match bench::parse(b, &out.stdout, &out.stderr) {
             Ok(p) if out.status == Some(0) || vmalloc => {
+                ops = p.ops;
                 self.ctx
                     .seen
                     .repetition(&b.name, self.job.vcpus, out.elapsed.as_secs_f64());
@@ -551,15 +553,16 @@ impl Boot<'_, '_> {
                 }
             }
         };
-        self.with_profile(t, event).map(Ok)
+        self.with_profile(t, event, ops).map(Ok)
     }
 
     /// Tells a repetition's outcome with the profiler window it closed,
     /// if the plugin wrote one: its instructions per op join the
     /// repetition's metrics, and the window is told as a `Profile`. A
-    /// failed repetition's window is passed over.
-    fn with_profile(&mut self, t: &mut Try, mut event: BootEvent) -> Result<()> {
-        let Some(w) = t.windows.as_mut().and_then(Windows::take) else {
+    /// failed repetition's window is passed over. `ops`, the op count the
+    /// output gave, is written into a window closed without one.
+    fn with_profile(&mut self, t: &mut Try, mut event: BootEvent, ops: Option<u64>) -> Result<()> {
+        let Some(w) = t.windows.as_mut().and_then(|w| w.take(ops)) else {
             return self.sink.emit(event);
         };
         let BootEvent::RepetitionDone {

@@ -43,18 +43,40 @@ impl Windows {
     }
 
     /// The next window, if the plugin has written it (it writes at the
-    /// closing marker, before the benchmark answers).
-    pub fn take(&mut self) -> Option<Window> {
+    /// closing marker, before the benchmark answers). A window closed
+    /// without an op count gets `ops`, when the output gave one.
+    pub fn take(&mut self, ops: Option<u64>) -> Option<Window> {
         let path = self.plugin.window(self.next);
         if !path.is_file() {
             return None;
         }
         self.next += 1;
-        let read = profile::read(&path)
+        let read = ops
+            .map_or(Ok(()), |n| supply_ops(&path, n))
+            .and_then(|()| profile::read(&path))
             .and_then(|p| metrics(&p))
             .map_err(|e| format!("{e:#}"));
         Some(Window { path, read })
     }
+}
+
+/// Writes the op count `n` into a window file closed without one (its
+/// `ops 0 missing 1` header line, as `profmark exec 0` leaves it), through
+/// a temporary file and a rename. A window that has its own count keeps it.
+pub fn supply_ops(path: &std::path::Path, n: u64) -> Result<()> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let Some(at) = text.find("\nops 0 missing 1\n") else {
+        return Ok(());
+    };
+    let fixed = format!(
+        "{}\nops {n} missing 0\n{}",
+        &text[..at],
+        &text[at + "\nops 0 missing 1\n".len()..]
+    );
+    let tmp = path.with_extension("ops-tmp");
+    std::fs::write(&tmp, fixed).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("rename {}", tmp.display()))
 }
 
 /// A window's op count and its instructions per op (total, kernel, user):
@@ -117,13 +139,36 @@ mod tests {
             out: d.path().join("b.profile"),
         };
         let mut w = Windows::new(plugin.clone());
-        assert!(w.take().is_none(), "nothing written yet");
+        assert!(w.take(None).is_none(), "nothing written yet");
         std::fs::write(plugin.window(1), TEXT).unwrap();
         std::fs::write(plugin.window(2), "garbage").unwrap();
-        let first = w.take().unwrap();
+        let first = w.take(None).unwrap();
         assert_eq!((first.path, first.read.map(|r| r.0)), (plugin.window(1), Ok(10)));
-        let second = w.take().unwrap();
+        let second = w.take(None).unwrap();
         assert!(second.read.unwrap_err().contains("not a harness profile"));
-        assert!(w.take().is_none());
+        assert!(w.take(None).is_none());
+    }
+
+    /// `profmark exec 0` closes a window without a count; the count the
+    /// output gave is written in, and a window with its own keeps it.
+    #[test]
+    fn a_window_closed_without_a_count_gets_the_outputs() {
+        let d = tempfile::tempdir().unwrap();
+        let plugin = Plugin {
+            so: "/p.so".into(),
+            symbols: "/s".into(),
+            out: d.path().join("b.profile"),
+        };
+        let mut w = Windows::new(plugin.clone());
+        std::fs::write(plugin.window(1), TEXT.replace("ops 10 missing 0", "ops 0 missing 1")).unwrap();
+        std::fs::write(plugin.window(2), TEXT).unwrap();
+        assert_eq!(w.take(Some(5)).unwrap().read.map(|r| r.0), Ok(5));
+        assert_eq!(
+            w.take(Some(5)).unwrap().read.map(|r| r.0),
+            Ok(10),
+            "its own count stays"
+        );
+        let back = std::fs::read_to_string(plugin.window(1)).unwrap();
+        assert_eq!(back, TEXT.replace("ops 10 missing 0", "ops 5 missing 0"));
     }
 }

@@ -6,6 +6,7 @@
 //! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
 
 mod params;
+mod program;
 mod raw;
 mod statistics;
 mod validated;
@@ -14,6 +15,7 @@ mod validation;
 use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
+pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
 pub use validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant,
 };

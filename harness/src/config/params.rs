@@ -16,6 +16,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::program::{args, build, list, metrics, ops, user, Build, MetricSpec, Pattern, RawBuild, RawMetric};
+
 /// A count that may be the literal `nproc` (the guest's CPU count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -120,7 +122,9 @@ macro_rules! bench_kinds {
             }
         }
 
-        /// The benchmark programs and their parameters.
+        /// The benchmark programs and their parameters (a `program`'s are
+        /// larger than the rest; benchmarks are few, so the size is kept).
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
         #[serde(tag = "kind")]
         pub enum BenchKind {
@@ -155,6 +159,11 @@ macro_rules! bench_kinds {
 
 /// Keys every kind takes (checked with the benchmark, not its kind).
 const EVERY_KIND: &[&str] = &["timeout_s"];
+
+/// The text, or empty when absent.
+fn text(_: &mut Vec<String>, _: &str, v: Option<&String>) -> String {
+    v.cloned().unwrap_or_default()
+}
 
 /// The value, or `default` when absent; anything goes.
 fn or<T: Clone>(_: &mut Vec<String>, _: &str, v: Option<&T>, default: T) -> T {
@@ -212,6 +221,14 @@ fn mask(errs: &mut Vec<String>, k: &str, v: Option<&u32>, default: u32) -> u32 {
 bench_kinds! {
     fixed {
         link: String,
+        run: String,
+        sources: Vec<String>,
+        build: RawBuild,
+        files: Vec<String>,
+        metrics: Vec<RawMetric>,
+        ops: String,
+        work: Vec<String>,
+        user: u32,
     }
     keys {
         workers: Count,
@@ -227,6 +244,7 @@ bench_kinds! {
         test_loop_count: u32,
         sequential_test_order: bool,
         nr_pages: u32,
+        args: Vec<String>,
     }
     /// Separate binary copies re-executing themselves (seeds 000, 002).
     Doexec "doexec" {
@@ -271,5 +289,34 @@ bench_kinds! {
         sequential_test_order: bool = or(false),
         /// Module parameter nr_pages.
         nr_pages: u32 = positive(1),
+    }
+    /// Any guest program of the user's (`docs/benchmarks.md`): one that is
+    /// installed on the host (copied with its libraries), C sources
+    /// compiled like `images/`, or a directory built on the host.
+    Program "program" {
+        /// An installed host program: a name on `PATH` or a path.
+        run: String = text(),
+        /// C sources compiled statically like `images/` (with `bench-common.h`).
+        sources: Vec<String> = list(),
+        /// A directory built on the host: `{dir, command: [...], binary}`.
+        build: Option<Build> = build(),
+        /// Extra host files or directories the guest gets at the same paths.
+        files: Vec<String> = list(),
+        /// The arguments, passed literally but for `{nproc}`, `{workers}`, `{duration_s}`.
+        args: Vec<String> = args(),
+        /// What `{workers}` stands for.
+        workers: Count = count(),
+        /// What `{duration_s}` stands for.
+        duration_s: u32 = positive(5),
+        /// The metrics and their patterns; none: the `sample` line protocol.
+        metrics: Vec<MetricSpec> = metrics(),
+        /// The pattern of the operation count a kernel profile is divided by
+        /// (none: one operation a repetition).
+        ops: Option<Pattern> = ops(),
+        /// The kernel functions that are the unit of work (their calls per op
+        /// must match between arms for a per-op comparison under icount).
+        work: Vec<String> = list(),
+        /// A uid other than root to run the program as.
+        user: Option<u32> = user(),
     }
 }

@@ -402,3 +402,106 @@ fn bad_thresholds_are_named_by_their_yaml_path() {
         "{both:?}"
     );
 }
+
+/// A matrix with one `program` benchmark whose keys are `keys` (YAML flow
+/// mapping items after `name` and `kind`).
+fn program(keys: &str) -> String {
+    format!("variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: p, kind: program, {keys}}}\n")
+}
+
+#[test]
+fn a_program_benchmark_validates_with_its_path_metrics_and_arguments() {
+    let m = p(&program(
+        "run: /bin/sh, args: [-c, 'echo x; rm -rf /', '{workers}'], workers: 3, \
+         metrics: [{name: rate, regex: 'rate (?P<value>[0-9.]+)', unit: op/s}, \
+         {name: lat, regex: 'lat (?P<value>[0-9.]+)', unit: us, better: lower}], ops: 'ops (?P<value>[0-9]+)', \
+         work: [pipe_write], user: 1000",
+    ))
+    .unwrap();
+    let BenchKind::Program {
+        run,
+        args,
+        metrics,
+        ops,
+        work,
+        user,
+        ..
+    } = &m.benchmarks[0].kind
+    else {
+        panic!("{:?}", m.benchmarks[0].kind)
+    };
+    assert_eq!(run, "/bin/sh");
+    assert_eq!(args[1], "echo x; rm -rf /", "metacharacters are kept as written");
+    assert_eq!(
+        metrics
+            .iter()
+            .map(|m| (m.name.as_str(), m.higher_is_better))
+            .collect::<Vec<_>>(),
+        [("rate", true), ("lat", false)]
+    );
+    assert!(ops.is_some());
+    assert_eq!((work.as_slice(), *user), (&["pipe_write".to_string()][..], Some(1000)));
+}
+
+#[test]
+fn a_program_benchmark_names_its_bad_parts_by_yaml_path() {
+    let cases = [
+        (
+            "run: no-such-program-here",
+            "benchmarks[0].run: `no-such-program-here` is not installed on this host",
+        ),
+        (
+            "run: /bin/sh, sources: [a.c]",
+            "benchmarks[0]: a program benchmark names exactly one of run",
+        ),
+        (
+            "args: [x]",
+            "benchmarks[0]: a program benchmark names exactly one of run",
+        ),
+        (
+            "run: sh, metrics: [{name: r, regex: 'a(b'}]",
+            "benchmarks[0].metrics[0].regex: `a(b` is not a regular expression",
+        ),
+        (
+            "run: sh, metrics: [{name: r, regex: 'r ([0-9]+)'}]",
+            "benchmarks[0].metrics[0].regex: `r ([0-9]+)` has no value group",
+        ),
+        (
+            "run: sh, metrics: [{name: r, regex: '(?P<value>1)', better: up}]",
+            "benchmarks[0].metrics[0].better: `up` is not higher or lower",
+        ),
+        (
+            "run: sh, metrics: [{name: r, regex: '(?P<value>1)'}, {name: r, regex: '(?P<value>2)'}]",
+            "benchmarks[0].metrics[1].name: `r` is defined twice",
+        ),
+        (
+            "run: sh, ops: 'n=([0-9]+)'",
+            "benchmarks[0].ops: `n=([0-9]+)` has no value group",
+        ),
+        (
+            "run: sh, args: ['{cpus}']",
+            "benchmarks[0].args[0]: `{cpus}` is not a placeholder",
+        ),
+        ("run: sh, user: 0", "benchmarks[0].user: 0 is root"),
+        (
+            "sources: [/nonexistent/x.c]",
+            "benchmarks[0].sources[0]: no file `/nonexistent/x.c`",
+        ),
+        (
+            "build: {dir: /nonexistent, command: [make], binary: x}",
+            "benchmarks[0].build.dir: no directory `/nonexistent`",
+        ),
+        (
+            "build: {dir: /tmp, command: [], binary: ../x}",
+            "benchmarks[0].build.command: give the build command",
+        ),
+        (
+            "run: sh, link: static",
+            "benchmarks[0].link: not a parameter of program",
+        ),
+    ];
+    for (keys, want) in cases {
+        let ps = problems(&program(keys));
+        assert!(ps.iter().any(|p| p.starts_with(want)), "{keys}: {ps:?}");
+    }
+}

@@ -12,7 +12,7 @@ use super::validated::{
 };
 use super::DEFAULT_SOURCE;
 
-fn valid_name(s: &str) -> bool {
+pub(super) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.chars()
@@ -68,7 +68,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     }
     let kernel = validate_kernel(&raw.kernel, &rel, &mut p);
     let series_dir = rel.path(&raw.series_dir);
-    let benchmarks = validate_benchmarks(&raw.benchmarks, &mut p);
+    let benchmarks = validate_benchmarks(&raw.benchmarks, &rel, &mut p);
     let all_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
     let variants = validate_variants(&raw.variants, &series_dir, &all_bench, &rel, &mut p);
     let guest = validate_guest(&raw.guest, &mut p);
@@ -292,16 +292,19 @@ fn check_name(name: &str, at: &str, seen: &mut BTreeSet<String>, p: &mut Vec<Str
 }
 
 /// `benchmarks:`: names and kinds with their parameters.
-fn validate_benchmarks(raw: &[RawBenchmark], p: &mut Vec<String>) -> Vec<Benchmark> {
+fn validate_benchmarks(raw: &[RawBenchmark], rel: &Rel, p: &mut Vec<String>) -> Vec<Benchmark> {
     let mut benchmarks = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, b) in raw.iter().enumerate() {
         let at = format!("benchmarks[{i}]");
         check_name(&b.name, &at, &mut seen, p);
         match bench_kind(b) {
-            Ok(kind) => benchmarks.push(Benchmark {
+            Ok(mut kind) => benchmarks.push(Benchmark {
+                kind: {
+                    super::program::resolve(&mut kind, &at, &|f| rel.path(f), p);
+                    kind
+                },
                 name: b.name.clone(),
-                kind,
                 timeout_s: b.timeout_s.unwrap_or(600),
             }),
             Err(errs) => p.extend(errs.into_iter().map(|e| format!("{at}.{e}"))),

@@ -54,6 +54,8 @@ fn shorten(k: &mut BenchKind) {
         }
         BenchKind::ForkPrlimit { iterations, .. } => *iterations = (*iterations).min(50),
         BenchKind::TestVmalloc { test_loop_count, .. } => *test_loop_count = (*test_loop_count).min(1000),
+        // a program's length is its arguments' (`{duration_s}` where it uses it)
+        BenchKind::Program { duration_s, .. } => *duration_s = (*duration_s).min(1),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod build;
 pub mod fault;
+pub mod hunks;
 pub mod kconfig;
 pub mod patch;
 pub mod series;

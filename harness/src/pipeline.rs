@@ -9,6 +9,7 @@
 //! stage) and the clock are chosen in [`accel`].
 
 mod accel;
+pub mod coverage;
 mod parallel;
 pub mod profile_boots;
 mod profiling;
@@ -99,7 +100,22 @@ pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
     let (run, meta) = new_run(m, opts, None)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
+    coverage_step(&run, &meta.matrix, opts)?;
     Ok(run.dir)
+}
+
+/// Which benchmarks execute what each variant's series change
+/// (`coverage.json`); a coverage that cannot be made is a notice, never
+/// the run's failure.
+fn coverage_step(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
+    if let Err(e) = coverage::write(run, m, &opts.work_dir) {
+        proc::check_interrupted()?;
+        run.notice(
+            &Ui::new(0, true),
+            format!("which benchmarks execute the series' functions is unknown: {e:#}"),
+        )?;
+    }
+    Ok(())
 }
 
 /// Finishes an interrupted run; a sharded one is refused (its shards
@@ -113,6 +129,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let (run, meta) = open_again(dir, opts)?;
     execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
+    coverage_step(&run, &meta.matrix, opts)?;
     Ok(run.dir)
 }
 

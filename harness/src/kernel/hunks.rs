@@ -37,10 +37,21 @@ pub struct Changed {
 type Line<'a> = (char, &'a str);
 
 /// The functions `diff` (a unified diff, one or several files) changes;
-/// `base(file)` gives a file's text as the base holds it, or None.
-pub fn changed_functions(diff: &str, base: &dyn Fn(&str) -> Option<String>) -> Vec<Changed> {
+/// `base(file)` gives a file's text as the base holds it, or None. With
+/// `reverse` the diff is read as reverted (the base holds its new side:
+/// a revert adds what the patch removed).
+pub fn changed_functions(diff: &str, reverse: bool, base: &dyn Fn(&str) -> Option<String>) -> Vec<Changed> {
     let mut out: BTreeMap<(String, String), Change> = BTreeMap::new();
-    for (file, old_start, lines) in hunks(diff) {
+    for (file, old_start, mut lines) in hunks(diff, reverse) {
+        if reverse {
+            for l in &mut lines {
+                l.0 = match l.0 {
+                    '+' => '-',
+                    '-' => '+',
+                    m => m,
+                };
+            }
+        }
         let text = base(&file);
         let base_lines: Vec<&str> = text.as_deref().map(|t| t.lines().collect()).unwrap_or_default();
         for (function, change) in hunk_functions(&lines, &base_lines, old_start) {
@@ -56,9 +67,10 @@ pub fn changed_functions(diff: &str, base: &dyn Fn(&str) -> Option<String>) -> V
         .collect()
 }
 
-/// Each hunk of `diff`: the new file's path, the hunk's first old line
-/// (1-based) and its lines.
-fn hunks(diff: &str) -> Vec<(String, usize, Vec<Line<'_>>)> {
+/// Each hunk of `diff`: the new file's path, the hunk's first line in the
+/// base (1-based: the old side's, the new side's when `reverse`) and its
+/// lines.
+fn hunks(diff: &str, reverse: bool) -> Vec<(String, usize, Vec<Line<'_>>)> {
     let mut out = Vec::new();
     let mut file: Option<String> = None;
     let mut cur: Option<(String, usize, Vec<Line>)> = None;
@@ -83,7 +95,7 @@ fn hunks(diff: &str) -> Vec<(String, usize, Vec<Line<'_>>)> {
                 continue;
             };
             left = (old.1, new.1);
-            cur = Some((f, old.0, Vec::new()));
+            cur = Some((f, if reverse { new.0 } else { old.0 }, Vec::new()));
         }
     }
     out.extend(cur);
@@ -218,7 +230,7 @@ static int bprm_execve(struct linux_binprm *bprm,
 
     fn changed(diff: &str) -> Vec<(String, Change)> {
         let base = |f: &str| (f == "fs/exec.c").then(|| EXEC_BASE.to_string());
-        changed_functions(diff, &base)
+        changed_functions(diff, false, &base)
             .into_iter()
             .map(|c| {
                 assert_eq!(c.file, "fs/exec.c");
@@ -285,11 +297,18 @@ static int bprm_execve(struct linux_binprm *bprm,
         ]
         .join("\n");
         let diff = diff.as_str();
-        let got = changed_functions(diff, &|_| None);
+        let got = changed_functions(diff, false, &|_| None);
         let names: Vec<(&str, Change)> = got.iter().map(|c| (c.function.as_str(), c.change)).collect();
         assert_eq!(
             names,
             [("__do_sys_prlimit64", Change::Modified), ("gone", Change::Removed)]
+        );
+        // reverted (the base holds the patch): the revert adds `gone` back
+        let got = changed_functions(diff, true, &|_| None);
+        let names: Vec<(&str, Change)> = got.iter().map(|c| (c.function.as_str(), c.change)).collect();
+        assert_eq!(
+            names,
+            [("__do_sys_prlimit64", Change::Modified), ("gone", Change::Added)]
         );
     }
 

@@ -76,6 +76,7 @@ pub fn render(r: &Report) -> Result<String> {
         rows => minijinja::Value::from(minijinja::value::Serde(&rows)),
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
         profiles => minijinja::Value::from(minijinja::value::Serde(&bars)),
+        unmeasured => r.coverage.iter().filter(|c| c.unmeasured()).map(|c| c.series.clone()).collect::<Vec<_>>(),
     };
     t.render(ctx).context("render the HTML report")
 }

@@ -10,6 +10,7 @@
 
 mod cells;
 pub mod compare;
+pub mod coverage;
 pub mod gate;
 pub mod html;
 pub mod junit;
@@ -175,6 +176,10 @@ pub struct Report {
     /// profiles on both sides (empty without profiles).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<profiles::CellProfile>,
+    /// Which benchmarks execute the functions a series changes (`try`
+    /// writes it: `coverage.json`); empty when unknown.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<coverage::Coverage>,
 }
 
 /// Calibrated floors for a run: `(benchmark, metric, vCPUs)` → floor, and
@@ -215,6 +220,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     let (dir, events, from) = profiles::source(run, events)?;
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
+    r.coverage = coverage::read(&run.dir)?;
     Ok(r)
 }
 

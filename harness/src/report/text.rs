@@ -216,6 +216,9 @@ pub fn table(r: &Report) -> String {
     out.push_str(&t.to_string());
     out.push('\n');
     out.push_str(&profiles_text(r));
+    for c in &r.coverage {
+        out.push_str(&super::coverage::text(c));
+    }
     out.push_str(&format!("{}\n", r.detectable));
     out.push_str(&format!("floors: {}\n", r.floor_source));
     for n in &r.notes {

@@ -3,6 +3,7 @@
 mod aa_profile;
 mod e2e;
 mod nightly;
+mod programs;
 mod reproduce;
 mod slurm;
 mod soak;

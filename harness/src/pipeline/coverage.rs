@@ -1,0 +1,167 @@
+//! A run's coverage step, after its boots: for each variant that applies or
+//! reverts series, the functions they change (their hunks read against the
+//! base's files, copied pristine from the source) against the kernel
+//! profiles of the run's boots, written to the run directory's
+//! `coverage.json`, which the report shows; each base benchmark's calls
+//! per op is also kept per base kernel in `work/coverage/`, for `check`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::config::{Matrix, Variant};
+use crate::kernel::{build, hunks, patch, tree};
+use crate::profile::symbols;
+use crate::records::Event;
+use crate::report::coverage::{self, CallsPerOp, Coverage};
+use crate::report::profiles;
+use crate::store::Run;
+
+/// The functions variant `v`'s series change, read against pristine
+/// copies of the files they touch (made under `scratch`).
+pub fn changed_functions(m: &Matrix, v: &Variant, scratch: &Path, log: &Path) -> Result<Vec<hunks::Changed>> {
+    let mut diffs = Vec::new();
+    for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
+        for name in names {
+            let s = patch::load_series(&m.series_dir, name)?;
+            let mut diff = String::new();
+            for p in &s.patches {
+                let text = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
+                diff.push_str(&String::from_utf8_lossy(&text));
+                diff.push('\n');
+            }
+            diffs.push((diff, reverse));
+        }
+    }
+    let mut touched: Vec<String> = Vec::new();
+    for (d, _) in &diffs {
+        touched.extend(patch::touched_files(d)?);
+    }
+    touched.sort();
+    touched.dedup();
+    // without the base's files (a source that cannot give them) only the hunks' own lines are read
+    let have = tree::pristine_files(&m.kernel.source, &touched, scratch, log).is_ok();
+    let base = |f: &str| have.then(|| std::fs::read_to_string(scratch.join(f)).ok()).flatten();
+    let mut out: Vec<hunks::Changed> = diffs
+        .iter()
+        .flat_map(|(d, reverse)| hunks::changed_functions(d, *reverse, &base))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Writes `coverage.json` of `run` (matrix `m`): one entry per variant
+/// with series, from the profiles of the boots at the run's smallest vCPU
+/// count. Nothing is written when base has no profiles there (a wall-clock
+/// run without profile boots).
+pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
+    let Some(&vcpus) = m.vcpus.iter().min() else {
+        return Ok(Vec::new());
+    };
+    let events = run.events()?;
+    let keys: BTreeMap<String, String> = m
+        .variants
+        .iter()
+        .filter_map(|v| kernel_key(&events, &v.name).map(|k| (v.name.clone(), k)))
+        .collect();
+    let (dir, events, _) = profiles::source(run, events)?;
+    let arm = |v: &Variant| -> BTreeMap<String, CallsPerOp> {
+        let mut notes = Vec::new();
+        v.benchmarks
+            .iter()
+            .filter_map(|b| {
+                let boots = profiles::boots(&dir, &events, &v.name, vcpus, b, &mut notes);
+                (!boots.is_empty()).then(|| (b.clone(), coverage::mean_calls(&boots)))
+            })
+            .collect()
+    };
+    let Some(base_v) = m.variants.iter().find(|v| v.name == "base") else {
+        return Ok(Vec::new());
+    };
+    let base = arm(base_v);
+    if base.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(key) = keys.get("base") {
+        remember(work, key, &base)?;
+    }
+    let mut out = Vec::new();
+    for v in m
+        .variants
+        .iter()
+        .filter(|v| !v.apply.is_empty() || !v.revert.is_empty())
+    {
+        let scratch = work.join(format!("coverage-scratch-{}", std::process::id()));
+        let changed = changed_functions(m, v, &scratch, &run.log("coverage.log"));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let symbols = keys.get(&v.name).and_then(|k| kernel_symbols(work, k));
+        // the variant's own benchmarks: base's profiles of those it runs
+        let base_of: BTreeMap<String, CallsPerOp> = base
+            .iter()
+            .filter(|(b, _)| v.benchmarks.contains(b))
+            .map(|(b, c)| (b.clone(), c.clone()))
+            .collect();
+        out.push(coverage::table(
+            &v.name,
+            vcpus,
+            &changed?,
+            symbols.as_ref(),
+            &base_of,
+            &arm(v),
+        ));
+    }
+    let path = run.dir.join(coverage::FILE);
+    std::fs::write(&path, serde_json::to_vec_pretty(&out)?).with_context(|| format!("write {}", path.display()))?;
+    Ok(out)
+}
+
+/// The kernel cache key `variant` was built or found under.
+fn kernel_key(events: &[Event], variant: &str) -> Option<String> {
+    events.iter().find_map(|e| match e {
+        Event::Build { variant: v, key, .. } if v == variant => key.clone(),
+        _ => None,
+    })
+}
+
+/// The function names of a kernel's symbol table, from its kernel cache
+/// entry (the profiler's symbols file, else its vmlinux).
+fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
+    let art = build::cached(work, key)?;
+    let file = art.dir.join(symbols::FILE);
+    let names: Vec<String> = match std::fs::read_to_string(&file) {
+        Ok(text) => text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+            .collect(),
+        Err(_) => {
+            let data = std::fs::read(&art.vmlinux).ok()?;
+            symbols::functions(symbols::raw_from_elf(&data).ok()?)
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        }
+    };
+    Some(names.into_iter().collect())
+}
+
+/// `work/coverage/<kernel key>/<benchmark>.json`: a base kernel's calls per
+/// op in one benchmark.
+pub fn cache_file(work: &Path, key: &str, benchmark: &str) -> PathBuf {
+    work.join("coverage").join(key).join(format!("{benchmark}.json"))
+}
+
+/// Keeps each benchmark's calls per op of the base kernel `key`.
+fn remember(work: &Path, key: &str, base: &BTreeMap<String, CallsPerOp>) -> Result<()> {
+    for (b, calls) in base {
+        let f = cache_file(work, key, b);
+        if let Some(d) = f.parent() {
+            std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+        }
+        let tmp = f.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(calls)?).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &f).with_context(|| format!("rename {}", tmp.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! Which benchmarks execute what a series changes: each function the
+//! series' hunks change (`kernel::hunks`) against the kernel profiles of a
+//! run's boots — base's for a function base has, the variant's for one the
+//! series adds — as calls per operation per benchmark; a function no
+//! benchmark executes, or one the symbol table lacks (inlined, or a static
+//! function folded into its caller), is said plainly. Pure but for reading
+//! the run's profile files; `coverage.json` in the run directory holds it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::hunks::{Change, Changed};
+use crate::profile::PerOp;
+
+/// The file in a run directory.
+pub const FILE: &str = "coverage.json";
+
+/// One benchmark's mean calls per op of each function, over the boots of
+/// one kernel.
+pub type CallsPerOp = BTreeMap<String, f64>;
+
+/// How one changed function is measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The function and its file, as the hunks give them.
+    pub changed: Changed,
+    /// The name the kernel has it under (a syscall body may be under its
+    /// `__x64_sys_` wrapper), or None when the symbol table lacks it.
+    pub symbol: Option<String>,
+    /// Benchmark → calls per op, for each benchmark that executes it.
+    pub benchmarks: BTreeMap<String, f64>,
+}
+
+/// A series' coverage by a matrix's benchmarks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Coverage {
+    /// The series' name.
+    pub series: String,
+    /// The vCPU count whose profiles were read.
+    pub vcpus: u32,
+    /// The benchmarks whose profiles were read.
+    pub benchmarks: Vec<String>,
+    /// One row per changed function.
+    pub rows: Vec<Row>,
+}
+
+impl Coverage {
+    /// Whether no benchmark executes any changed function.
+    pub fn unmeasured(&self) -> bool {
+        !self.rows.is_empty() && self.rows.iter().all(|r| r.benchmarks.is_empty())
+    }
+
+    /// The benchmarks that execute at least one changed function.
+    pub fn covering(&self) -> BTreeSet<&str> {
+        self.rows
+            .iter()
+            .flat_map(|r| r.benchmarks.keys().map(String::as_str))
+            .collect()
+    }
+}
+
+/// The coverage a run directory holds (none when `coverage.json` is absent).
+pub fn read(run_dir: &std::path::Path) -> anyhow::Result<Vec<Coverage>> {
+    use anyhow::Context;
+    let path = run_dir.join(FILE);
+    match std::fs::read(&path) {
+        Ok(data) => serde_json::from_slice(&data).with_context(|| format!("read {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+    }
+}
+
+/// Names a changed function may have in the kernel: a syscall body
+/// (`__do_sys_X`) is often inlined into its wrappers.
+fn candidates(function: &str) -> Vec<String> {
+    match function.strip_prefix("__do_sys_") {
+        Some(s) => vec![function.into(), format!("__se_sys_{s}"), format!("__x64_sys_{s}")],
+        None => vec![function.into()],
+    }
+}
+
+/// The coverage of `changed` from per-benchmark calls per op of base
+/// (`base`) and of the variant (`variant`, for functions the series
+/// adds); `symbols` is the variant's symbol table (None: unknown).
+pub fn table(
+    series: &str,
+    vcpus: u32,
+    changed: &[Changed],
+    symbols: Option<&BTreeSet<String>>,
+    base: &BTreeMap<String, CallsPerOp>,
+    variant: &BTreeMap<String, CallsPerOp>,
+) -> Coverage {
+    let rows = changed
+        .iter()
+        .map(|c| {
+            let names = candidates(&c.function);
+            let symbol = match symbols {
+                Some(s) => names.iter().find(|n| s.contains(*n)).cloned(),
+                None => Some(c.function.clone()),
+            };
+            let from = if c.change == Change::Added { variant } else { base };
+            let benchmarks = from
+                .iter()
+                .filter_map(|(b, calls)| {
+                    let found: Vec<f64> = names.iter().filter_map(|n| calls.get(n)).copied().collect();
+                    (!found.is_empty()).then(|| (b.clone(), found.into_iter().fold(0.0, f64::max)))
+                })
+                .collect();
+            Row {
+                changed: c.clone(),
+                symbol,
+                benchmarks,
+            }
+        })
+        .collect();
+    Coverage {
+        series: series.into(),
+        vcpus,
+        benchmarks: base
+            .keys()
+            .chain(variant.keys())
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        rows,
+    }
+}
+
+/// The mean calls per op over `boots` (one kernel, one benchmark) of
+/// every function that executed at all (some are entered by a jump, never
+/// called: 0 calls, yet executed).
+pub fn mean_calls(boots: &[PerOp]) -> CallsPerOp {
+    let mut sum: CallsPerOp = BTreeMap::new();
+    for b in boots {
+        for (name, f) in b.functions.iter().filter(|(_, f)| f.insns > 0.0 || f.calls > 0.0) {
+            *sum.entry(name.clone()).or_default() += f.calls;
+        }
+    }
+    let n = boots.len().max(1) as f64;
+    sum.values_mut().for_each(|v| *v /= n);
+    sum
+}
+
+/// The text table: "changed function → benchmarks that execute it
+/// (calls/op)", then the warning when nothing measures the series.
+pub fn text(c: &Coverage) -> String {
+    let mut out = format!(
+        "what {} changes, and which benchmarks execute it (calls per op in the kernel profiles at {} vCPUs):\n",
+        c.series, c.vcpus
+    );
+    if c.rows.is_empty() {
+        out.push_str("  no function: the series changes no function body the hunks show\n");
+        return out;
+    }
+    let width = c.rows.iter().map(|r| label(r).len()).max().unwrap_or(0);
+    for r in &c.rows {
+        out.push_str(&format!("  {:width$}  {}\n", label(r), measured_by(r)));
+    }
+    if c.unmeasured() {
+        out.push_str(&format!(
+            "warning: not measured by any benchmark here: no benchmark of this matrix ({}) executes a function {} changes; \
+             add one that does (docs/benchmarks.md) or its verdicts say nothing about the change\n",
+            c.benchmarks.join(", "),
+            c.series
+        ));
+    }
+    out
+}
+
+/// `function (file, how)`.
+fn label(r: &Row) -> String {
+    let how = match r.changed.change {
+        Change::Modified => "",
+        Change::Added => ", new",
+        Change::Removed => ", removed",
+    };
+    format!("{} ({}{how})", r.changed.function, r.changed.file)
+}
+
+/// The benchmarks of a row, or why there are none.
+fn measured_by(r: &Row) -> String {
+    if r.symbol.is_none() {
+        return "not in the kernel's symbol table (inlined, or not built): its callers' rows stand for it".into();
+    }
+    if r.benchmarks.is_empty() {
+        return match r.changed.change {
+            Change::Removed => "removed: base's benchmarks that ran it show none".into(),
+            _ => "not measured by any benchmark here".into(),
+        };
+    }
+    let via = match r.symbol.as_deref() {
+        Some(s) if s != r.changed.function => format!(" (as {s})"),
+        _ => String::new(),
+    };
+    let list: Vec<String> = r.benchmarks.iter().map(|(b, n)| format!("{b} {n:.2}")).collect();
+    format!("{}{via}", list.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ch(function: &str, change: Change) -> Changed {
+        Changed {
+            function: function.into(),
+            file: "f.c".into(),
+            change,
+        }
+    }
+
+    #[test]
+    fn each_changed_function_gets_the_benchmarks_that_call_it() {
+        let calls = |pairs: &[(&str, f64)]| pairs.iter().map(|(n, c)| (n.to_string(), *c)).collect::<CallsPerOp>();
+        let base = BTreeMap::from([
+            ("doexec".to_string(), calls(&[("bprm_execve", 1.0)])),
+            ("pipe".to_string(), calls(&[("pipe_write", 1.0)])),
+        ]);
+        let variant = BTreeMap::from([("doexec".to_string(), calls(&[("harness_cost", 1.0)]))]);
+        let symbols: BTreeSet<String> = ["bprm_execve", "harness_cost", "__x64_sys_prlimit64", "unrun"]
+            .map(String::from)
+            .into();
+        let changed = [
+            ch("bprm_execve", Change::Modified),
+            ch("harness_cost", Change::Added),
+            ch("__do_sys_prlimit64", Change::Modified),
+            ch("unrun", Change::Modified),
+            ch("inlined_helper", Change::Modified),
+        ];
+        let c = table("s", 2, &changed, Some(&symbols), &base, &variant);
+        let got: Vec<(Option<&str>, Vec<&str>)> = c
+            .rows
+            .iter()
+            .map(|r| (r.symbol.as_deref(), r.benchmarks.keys().map(String::as_str).collect()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("bprm_execve"), vec!["doexec"]),
+                (Some("harness_cost"), vec!["doexec"]),
+                (Some("__x64_sys_prlimit64"), vec![]),
+                (Some("unrun"), vec![]),
+                (None, vec![]),
+            ]
+        );
+        assert!(!c.unmeasured());
+        let t = text(&c);
+        assert!(
+            t.lines()
+                .any(|l| l.contains("bprm_execve (f.c) ") && l.ends_with("doexec 1.00")),
+            "{t}"
+        );
+        assert!(
+            t.contains("unrun (f.c)") && t.contains("not measured by any benchmark here"),
+            "{t}"
+        );
+        assert!(
+            t.contains("inlined_helper (f.c)") && t.contains("not in the kernel's symbol table"),
+            "{t}"
+        );
+        assert!(!t.contains("warning"), "{t}");
+        let only = table("s", 2, &changed[3..4], Some(&symbols), &base, &variant);
+        assert!(only.unmeasured());
+        assert!(
+            text(&only).contains("warning: not measured by any benchmark here"),
+            "{}",
+            text(&only)
+        );
+    }
+}

@@ -94,12 +94,19 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     }
     m.series_dir = work.join("try").join(crate::util::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
+    // the benchmarks the profile's variants run (`--bench`: those named)
+    let benchmarks: Vec<String> = m
+        .benchmarks
+        .iter()
+        .filter(|b| !req.bench.is_empty() || m.variants.iter().any(|v| v.benchmarks.contains(&b.name)))
+        .map(|b| b.name.clone())
+        .collect();
     let base = Variant {
         name: "base".into(),
         apply: vec![],
         revert: vec![],
         fragments: vec![],
-        benchmarks: m.benchmarks.iter().map(|b| b.name.clone()).collect(),
+        benchmarks,
         git_ref: base_ref,
     };
     m.variants = vec![
@@ -110,6 +117,9 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
             ..base
         },
     ];
+    if let Some(why) = crate::config::not_installed(&m) {
+        bail!("{why}");
+    }
     // the profile that runs: the one asked for, or its `without_kvm:`
     m.profile = Some(match &m.profile {
         Some(p) => format!("try-{p}"),
@@ -322,6 +332,39 @@ fn failure_lines(e: &Event) -> Vec<Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_arms_run_the_profiles_benchmarks_or_those_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let patch = "From 1 Mon Sep 17 00:00:00 2001\nFrom: A <a@x>\nSubject: [PATCH] x\n\n---\n--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1 +1 @@\n-a\n+b\n";
+        std::fs::write(tmp.path().join("one.mbox"), patch).unwrap();
+        let req = Request {
+            series: vec![tmp.path().join("one.mbox")],
+            profile: "premerge-icount".into(),
+            ..Request::default()
+        };
+        let work = tmp.path().join("work");
+        let seeds = [
+            "static-doexec",
+            "shared-doexec",
+            "fork-exec",
+            "fork-prlimit",
+            "test-vmalloc",
+        ];
+        // the built-in matrix's real suites are run only where asked for
+        let m = matrix(&req, &work).unwrap();
+        assert_eq!(m.variants[1].benchmarks, seeds);
+        let named = Request {
+            bench: vec!["stress-pipe".into()],
+            ..req.clone()
+        };
+        if crate::proc::which("stress-ng").is_some() {
+            assert_eq!(matrix(&named, &work).unwrap().variants[1].benchmarks, ["stress-pipe"]);
+        } else {
+            let e = format!("{:#}", matrix(&named, &work).unwrap_err());
+            assert!(e.contains("`stress-ng` is not installed on this host"), "{e}");
+        }
+    }
 
     #[test]
     fn a_request_becomes_base_against_base_plus_series() {

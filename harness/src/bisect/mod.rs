@@ -212,6 +212,9 @@ fn matrix_for(req: &Request, work: &Path) -> Result<Matrix> {
         bail!("bisect needs one --bench and one --vcpus count");
     }
     let mut m = crate::trial::base_matrix(&req.trial, work)?;
+    if let Some(why) = m.benchmarks.iter().find_map(crate::config::missing_program) {
+        bail!("{why}");
+    }
     m.profile = Some("bisect".into());
     Ok(m)
 }

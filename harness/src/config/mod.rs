@@ -15,7 +15,9 @@ mod validation;
 use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
-pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
+pub use program::{
+    guest_path as program_guest_path, missing_program, not_installed, Build, MetricSpec, Pattern, PLACEHOLDERS,
+};
 pub use validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant,
 };

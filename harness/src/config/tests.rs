@@ -505,3 +505,16 @@ fn a_program_benchmark_names_its_bad_parts_by_yaml_path() {
         assert!(ps.iter().any(|p| p.starts_with(want)), "{keys}: {ps:?}");
     }
 }
+
+/// A program benchmark no variant runs need not be installed here (the
+/// built-in matrix defines real suites that only `--profile peers` runs).
+#[test]
+fn a_program_no_variant_runs_need_not_be_installed() {
+    let m = "variants:\n  - name: base\n  - name: v\n    benchmarks: [s]\nvcpus: [2]\nbenchmarks:\n  \
+             - {name: s, kind: doexec}\n  - {name: p, kind: program, run: no-such-program-here}\n";
+    assert!(p(m).is_ok(), "{:?}", p(m).err());
+    let used = m.replace("benchmarks: [s]", "benchmarks: [s, p]");
+    assert!(problems(&used)
+        .iter()
+        .any(|e| e.starts_with("benchmarks[1].run: `no-such-program-here` is not installed")));
+}

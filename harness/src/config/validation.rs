@@ -68,9 +68,15 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     }
     let kernel = validate_kernel(&raw.kernel, &rel, &mut p);
     let series_dir = rel.path(&raw.series_dir);
-    let benchmarks = validate_benchmarks(&raw.benchmarks, &rel, &mut p);
+    let (benchmarks, not_installed) = validate_benchmarks(&raw.benchmarks, &rel, &mut p);
     let all_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
     let variants = validate_variants(&raw.variants, &series_dir, &all_bench, &rel, &mut p);
+    // a program not installed here matters where a variant runs it
+    for (b, problem) in not_installed {
+        if variants.iter().any(|v| v.benchmarks.contains(&b)) {
+            p.push(problem);
+        }
+    }
     let guest = validate_guest(&raw.guest, &mut p);
     let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
     let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
@@ -291,9 +297,15 @@ fn check_name(name: &str, at: &str, seen: &mut BTreeSet<String>, p: &mut Vec<Str
     }
 }
 
-/// `benchmarks:`: names and kinds with their parameters.
-fn validate_benchmarks(raw: &[RawBenchmark], rel: &Rel, p: &mut Vec<String>) -> Vec<Benchmark> {
+/// `benchmarks:`: names and kinds with their parameters; with each
+/// `program` benchmark whose program is not installed, the problem.
+fn validate_benchmarks(
+    raw: &[RawBenchmark],
+    rel: &Rel,
+    p: &mut Vec<String>,
+) -> (Vec<Benchmark>, Vec<(String, String)>) {
     let mut benchmarks = Vec::new();
+    let mut not_installed = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, b) in raw.iter().enumerate() {
         let at = format!("benchmarks[{i}]");
@@ -301,7 +313,8 @@ fn validate_benchmarks(raw: &[RawBenchmark], rel: &Rel, p: &mut Vec<String>) -> 
         match bench_kind(b) {
             Ok(mut kind) => benchmarks.push(Benchmark {
                 kind: {
-                    super::program::resolve(&mut kind, &at, &|f| rel.path(f), p);
+                    let missing = super::program::resolve(&mut kind, &at, &|f| rel.path(f), p);
+                    not_installed.extend(missing.map(|m| (b.name.clone(), m)));
                     kind
                 },
                 name: b.name.clone(),
@@ -323,7 +336,7 @@ fn validate_benchmarks(raw: &[RawBenchmark], rel: &Rel, p: &mut Vec<String>) -> 
     if raw.is_empty() {
         p.push("benchmarks: at least one benchmark is needed".into());
     }
-    benchmarks
+    (benchmarks, not_installed)
 }
 
 /// `variants:`: each one's series, fragments, benchmarks and git ref; `base`

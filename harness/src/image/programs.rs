@@ -19,11 +19,12 @@ pub struct GuestFile {
     pub host: PathBuf,
 }
 
-/// Every file the `program` benchmarks of `m` put in the image: compiled
+/// Every file the `program` benchmarks a variant of `m` runs put in the image: compiled
 /// and built programs go to `out` first. A build's output goes to `log`.
 pub fn program_files(m: &Matrix, images: &Path, out: &Path, log: &Path) -> Result<Vec<GuestFile>> {
     let mut files = Vec::new();
-    for b in &m.benchmarks {
+    let used = |name: &str| m.variants.iter().any(|v| v.benchmarks.iter().any(|b| b == name));
+    for b in m.benchmarks.iter().filter(|b| used(&b.name)) {
         let BenchKind::Program {
             run,
             sources,

@@ -16,7 +16,9 @@ use crate::vm::MeasureClock;
 /// Every (benchmark, metric, unit, direction) seen or expected, primary metric first.
 fn metrics_of(m: &Matrix, samples: &[&Sample]) -> Vec<(String, String, String, bool)> {
     let mut metrics = Vec::new();
-    for b in &m.benchmarks {
+    // a benchmark no variant runs (one only a profile picks) has no row
+    let runs = |b: &&crate::config::Benchmark| m.variants.iter().any(|v| v.benchmarks.contains(&b.name));
+    for b in m.benchmarks.iter().filter(runs) {
         let mut uniq: Vec<(String, String, bool)> = Vec::new();
         for s in samples.iter().filter(|s| s.benchmark == b.name) {
             if !uniq.iter().any(|u| u.0 == s.metric) {

@@ -189,6 +189,35 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     }
     out.extend(ref_checks(m));
     out.extend(series_checks(m, work));
+    out.extend(coverage_checks(m, work));
+    out
+}
+
+/// Which benchmarks execute what each variant's series change, from the
+/// calls per op the last run of this base kernel kept: a series no
+/// benchmark measures is a warning.
+fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
+    let (known, unknown) = match crate::pipeline::coverage::from_cache(m, work) {
+        Ok(c) => c,
+        Err(e) => return vec![item(Level::Warn, "coverage", format!("unknown: {e:#}"))],
+    };
+    let mut out = Vec::new();
+    for c in &known {
+        let what = format!("coverage {}", c.series);
+        let text = crate::report::coverage::text(c);
+        let level = if c.unmeasured() { Level::Warn } else { Level::Ok };
+        out.push(item(level, what, text.trim_end().replace('\n', "\n      ")));
+    }
+    if !unknown.is_empty() {
+        out.push(item(
+            Level::Ok,
+            "coverage",
+            format!(
+                "which benchmarks execute what {} change is known once a run has profiled base (every icount run does)",
+                unknown.join(", ")
+            ),
+        ));
+    }
     out
 }
 

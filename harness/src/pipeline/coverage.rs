@@ -84,9 +84,7 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
     if base.is_empty() {
         return Ok(Vec::new());
     }
-    if let Some(key) = keys.get("base") {
-        remember(work, key, &base)?;
-    }
+    remember(work, &base_identity(m)?, &base)?;
     let mut out = Vec::new();
     for v in m
         .variants
@@ -146,10 +144,72 @@ fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
     Some(names.into_iter().collect())
 }
 
-/// `work/coverage/<kernel key>/<benchmark>.json`: a base kernel's calls per
-/// op in one benchmark.
+/// `work/coverage/<base identity>/<benchmark>.json`: a base kernel's calls
+/// per op in one benchmark.
 pub fn cache_file(work: &Path, key: &str, benchmark: &str) -> PathBuf {
     work.join("coverage").join(key).join(format!("{benchmark}.json"))
+}
+
+/// The base kernel as the matrix describes it, without building it: its
+/// source, base config and fragments (what `check` can know; a run and a
+/// check of one matrix agree on it).
+pub fn base_identity(m: &Matrix) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(tree::source_key(&m.kernel.source)?.as_bytes());
+    let base_ref = m
+        .variants
+        .iter()
+        .find(|v| v.name == "base")
+        .and_then(|v| v.git_ref.clone());
+    h.update(format!("{:?} {base_ref:?}", m.kernel.base_config).as_bytes());
+    if let crate::config::BaseConfig::File(f) = &m.kernel.base_config {
+        h.update(std::fs::read(f).with_context(|| format!("read {}", f.display()))?);
+    }
+    for f in &m.kernel.fragments {
+        h.update(std::fs::read(f).with_context(|| format!("read {}", f.display()))?);
+    }
+    Ok(crate::util::hex(&h.finalize()[..8]))
+}
+
+/// The coverage of each variant with series from the calls per op the
+/// last run of this base kernel kept (`work/coverage/`), for `check`;
+/// a variant none of whose benchmarks were profiled yet is left out, and
+/// so is its name given back.
+pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>)> {
+    let id = base_identity(m)?;
+    let vcpus = m.vcpus.iter().min().copied().unwrap_or(0);
+    let (mut out, mut unknown) = (Vec::new(), Vec::new());
+    for v in m
+        .variants
+        .iter()
+        .filter(|v| !v.apply.is_empty() || !v.revert.is_empty())
+    {
+        let base: BTreeMap<String, CallsPerOp> = v
+            .benchmarks
+            .iter()
+            .filter_map(|b| {
+                let data = std::fs::read(cache_file(work, &id, b)).ok()?;
+                Some((b.clone(), serde_json::from_slice(&data).ok()?))
+            })
+            .collect();
+        if base.is_empty() {
+            unknown.push(v.name.clone());
+            continue;
+        }
+        let scratch = work.join(format!("coverage-scratch-{}", std::process::id()));
+        let changed = changed_functions(m, v, &scratch, &work.join("coverage.log"));
+        let _ = std::fs::remove_dir_all(&scratch);
+        out.push(coverage::table(
+            &v.name,
+            vcpus,
+            &changed?,
+            None,
+            &base,
+            &BTreeMap::new(),
+        ));
+    }
+    Ok((out, unknown))
 }
 
 /// Keeps each benchmark's calls per op of the base kernel `key`.

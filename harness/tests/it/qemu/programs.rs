@@ -119,4 +119,21 @@ fn a_perf_bench_program_measures_profiles_and_covers_a_pipe_patch() {
         html.contains("Not measured by any benchmark here"),
         "the HTML report shows the coverage"
     );
+
+    // check, without booting, from the calls per op the run kept for this base kernel
+    let mut c = harness(&runs);
+    c.arg("check").arg(&matrix);
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |what: &str| {
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("{what}: {text}"))
+    };
+    assert!(line("coverage pipe-cost").starts_with("ok"), "{text}");
+    assert!(
+        text.contains("pipe_write (fs/pipe.c)") && text.contains("perf-pipe 2.0"),
+        "{text}"
+    );
+    assert!(line("coverage hostname-cost").starts_with("warn"), "{text}");
 }

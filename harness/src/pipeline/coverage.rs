@@ -19,8 +19,8 @@ use crate::report::profiles;
 use crate::store::Run;
 
 /// The functions variant `v`'s series change, read against pristine
-/// copies of the files they touch (made under `scratch`).
-pub fn changed_functions(m: &Matrix, v: &Variant, scratch: &Path, log: &Path) -> Result<Vec<hunks::Changed>> {
+/// copies of the files they touch, kept under `files` (see [`source_files`]).
+pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<Vec<hunks::Changed>> {
     let mut diffs = Vec::new();
     for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
         for name in names {
@@ -40,9 +40,13 @@ pub fn changed_functions(m: &Matrix, v: &Variant, scratch: &Path, log: &Path) ->
     }
     touched.sort();
     touched.dedup();
+    // files already copied from this source are kept: a tarball's cost is its decompression
+    touched.retain(|f| !files.join(f).is_file());
     // without the base's files (a source that cannot give them) only the hunks' own lines are read
-    let have = tree::pristine_files(&m.kernel.source, &touched, scratch, log).is_ok();
-    let base = |f: &str| have.then(|| std::fs::read_to_string(scratch.join(f)).ok()).flatten();
+    if !touched.is_empty() {
+        let _ = tree::pristine_files(&m.kernel.source, &touched, files, log);
+    }
+    let base = |f: &str| std::fs::read_to_string(files.join(f)).ok();
     let mut out: Vec<hunks::Changed> = diffs
         .iter()
         .flat_map(|(d, reverse)| hunks::changed_functions(d, *reverse, &base))
@@ -91,9 +95,7 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
         .iter()
         .filter(|v| !v.apply.is_empty() || !v.revert.is_empty())
     {
-        let scratch = work.join(format!("coverage-scratch-{}", std::process::id()));
-        let changed = changed_functions(m, v, &scratch, &run.log("coverage.log"));
-        let _ = std::fs::remove_dir_all(&scratch);
+        let changed = changed_functions(m, v, &source_files(m, work)?, &run.log("coverage.log"));
         let symbols = keys.get(&v.name).and_then(|k| kernel_symbols(work, k));
         // the variant's own benchmarks: base's profiles of those it runs
         let base_of: BTreeMap<String, CallsPerOp> = base
@@ -142,6 +144,14 @@ fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
         }
     };
     Some(names.into_iter().collect())
+}
+
+/// `work/coverage/source/<source key>/`: files as the matrix's kernel
+/// source holds them, copied the first time a series touches them.
+pub fn source_files(m: &Matrix, work: &Path) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let key = Sha256::digest(tree::source_key(&m.kernel.source)?.as_bytes());
+    Ok(work.join("coverage").join("source").join(crate::util::hex(&key[..8])))
 }
 
 /// `work/coverage/<base identity>/<benchmark>.json`: a base kernel's calls
@@ -197,9 +207,7 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>
             unknown.push(v.name.clone());
             continue;
         }
-        let scratch = work.join(format!("coverage-scratch-{}", std::process::id()));
-        let changed = changed_functions(m, v, &scratch, &work.join("coverage.log"));
-        let _ = std::fs::remove_dir_all(&scratch);
+        let changed = changed_functions(m, v, &source_files(m, work)?, &work.join("coverage.log"));
         out.push(coverage::table(
             &v.name,
             vcpus,

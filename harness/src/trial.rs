@@ -42,6 +42,9 @@ pub struct Request {
     pub vcpus: Vec<u32>,
     /// `--bench`: keeps only these benchmarks.
     pub bench: Vec<String>,
+    /// `--covering`: the benchmarks that execute a function the series
+    /// changes, as the last run of this base kernel profiled them.
+    pub covering: bool,
     /// `--clock`.
     pub clock: Option<Clock>,
     /// `--boots` per variant and vCPU count.
@@ -117,6 +120,9 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
             ..base
         },
     ];
+    if req.covering {
+        covering(&mut m, work)?;
+    }
     if let Some(why) = crate::config::not_installed(&m) {
         bail!("{why}");
     }
@@ -126,6 +132,42 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
         None => "try".into(),
     });
     Ok(m)
+}
+
+/// `--covering`: both arms run the benchmarks of the matrix (installed
+/// here) that execute a function the series changes, from the calls per
+/// op kept by the last run of this base kernel; refused when none is known
+/// or none executes one.
+fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
+    let candidates: Vec<String> = m
+        .benchmarks
+        .iter()
+        .filter(|b| crate::config::missing_program(b).is_none())
+        .map(|b| b.name.clone())
+        .collect();
+    for v in &mut m.variants {
+        v.benchmarks = candidates.clone();
+    }
+    let (known, _) = crate::pipeline::coverage::from_cache(m, work)?;
+    let Some(c) = known.first() else {
+        bail!("--covering: no run has profiled base's benchmarks yet ({}); run them once under icount (e.g. `harness run --profile peers-icount`) or name --bench", candidates.join(", "));
+    };
+    let pick: Vec<String> = candidates
+        .into_iter()
+        .filter(|b| c.covering().contains(b.as_str()))
+        .collect();
+    if pick.is_empty() {
+        bail!(
+            "--covering: no benchmark of the matrix executes a function the series changes:\n{}",
+            crate::report::coverage::text(c)
+        );
+    }
+    for v in &mut m.variants {
+        v.benchmarks = pick.clone();
+    }
+    m.key_metrics
+        .retain(|k| pick.iter().any(|b| k == b || k.starts_with(&format!("{b}."))));
+    Ok(())
 }
 
 /// The matrix (`--matrix` or the built-in one) with its profile, narrowed
@@ -332,6 +374,51 @@ fn failure_lines(e: &Event) -> Vec<Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn covering_picks_the_benchmarks_that_execute_what_the_series_changes() {
+        if crate::proc::which("stress-ng").is_none() {
+            eprintln!("skipped: stress-ng is not installed (harness/scripts/setup-host.sh)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let patch = "From 1 Mon Sep 17 00:00:00 2001\nFrom: A <a@x>\nSubject: [PATCH] pipe\n\n---\n\
+                     --- a/fs/pipe.c\n+++ b/fs/pipe.c\n@@ -3,2 +3,3 @@\n {\n+\tcost();\n \treturn 0;\n";
+        std::fs::write(tmp.path().join("one.mbox"), patch).unwrap();
+        let req = Request {
+            series: vec![tmp.path().join("one.mbox")],
+            profile: "premerge-icount".into(),
+            covering: true,
+            ..Request::default()
+        };
+        let work = tmp.path().join("work");
+        let e = format!("{:#}", matrix(&req, &work).unwrap_err());
+        assert!(
+            e.contains("--covering: no run has profiled base's benchmarks yet"),
+            "{e}"
+        );
+        // what a run of base kept: stress-pipe calls pipe_write, doexec does not
+        let probe = base_matrix(&req, &work).unwrap();
+        let files = crate::pipeline::coverage::source_files(&probe, &work).unwrap();
+        std::fs::create_dir_all(files.join("fs")).unwrap();
+        std::fs::write(
+            files.join("fs/pipe.c"),
+            "static ssize_t\npipe_write(struct kiocb *iocb)\n{\n\treturn 0;\n}\n",
+        )
+        .unwrap();
+        let id = crate::pipeline::coverage::base_identity(&probe).unwrap();
+        for (b, calls) in [
+            ("stress-pipe", r#"{"pipe_write": 2.0}"#),
+            ("static-doexec", r#"{"bprm_execve": 1.0}"#),
+        ] {
+            let f = crate::pipeline::coverage::cache_file(&work, &id, b);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, calls).unwrap();
+        }
+        let m = matrix(&req, &work).unwrap();
+        assert_eq!(m.variants[1].benchmarks, ["stress-pipe"]);
+        assert_eq!(m.variants[0].benchmarks, ["stress-pipe"]);
+    }
 
     #[test]
     fn the_arms_run_the_profiles_benchmarks_or_those_named() {

@@ -40,6 +40,9 @@ pub(super) struct Args {
     /// Only these benchmarks.
     #[arg(long, value_delimiter = ',')]
     bench: Vec<String>,
+    /// Only the benchmarks that execute a function the series changes (from the last profiled run of base; see docs/benchmarks.md).
+    #[arg(long, conflicts_with = "bench")]
+    covering: bool,
     /// The guest clock: wall or icount.
     #[arg(long, value_parser = trial::parse_clock)]
     clock: Option<config::Clock>,
@@ -82,6 +85,7 @@ impl Args {
             profile,
             vcpus,
             bench,
+            covering,
             clock,
             boots,
             floor,
@@ -102,6 +106,7 @@ impl Args {
                 profile_is_default,
                 vcpus,
                 bench,
+                covering,
                 clock,
                 boots,
                 floor,

@@ -137,6 +137,84 @@ impl<'a> RunSink<'a> {
         }
         Ok(())
     }
+
+    /// The record of a repetition's failure or kernel profile.
+    fn repetition_record(&self, event: BootEvent) -> Result<Event> {
+        let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+        Ok(match event {
+            BootEvent::RepetitionFailed {
+                benchmark,
+                repetition,
+                error,
+                cause,
+            } => Event::BenchFailed {
+                variant: variant.clone(),
+                vcpus: *vcpus,
+                benchmark,
+                boot_id: s.boot_id.clone(),
+                repetition,
+                error,
+                failed: Some(Failed::new(crate::records::Stage::Benchmark, cause)),
+            },
+            BootEvent::Profile {
+                benchmark,
+                repetition,
+                warmup,
+                path,
+                ops,
+                error,
+            } => Event::Profile {
+                variant: variant.clone(),
+                vcpus: *vcpus,
+                boot: *boot,
+                boot_id: s.boot_id.clone(),
+                benchmark,
+                repetition,
+                warmup,
+                path: path.to_string_lossy().into_owned(),
+                ops,
+                error,
+            },
+            e => anyhow::bail!("not a repetition's record: {e:?}"),
+        })
+    }
+
+    /// The `boot_end` record of a job that ended or was not booted (said on
+    /// the display).
+    fn end_record(&self, event: BootEvent) -> Result<Event> {
+        let (variant, vcpus, boot) = self.job()?;
+        let (boot_id, findings, error, busy_wall_per_guest_s, failed) = match event {
+            BootEvent::Ended {
+                findings,
+                error,
+                busy_wall_per_guest_s,
+                failed,
+            } => (
+                Some(self.start()?.boot_id.clone()),
+                findings,
+                error,
+                busy_wall_per_guest_s,
+                failed,
+            ),
+            BootEvent::NotBooted { error } => {
+                self.ui
+                    .notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
+                let failed = Failed::new(crate::records::Stage::Boot, crate::records::Cause::NotBooted);
+                (None, vec![], Some(error), None, Some(failed))
+            }
+            e => anyhow::bail!("not a job's end: {e:?}"),
+        };
+        Ok(Event::BootEnd {
+            variant: variant.clone(),
+            vcpus: *vcpus,
+            boot: *boot,
+            boot_id,
+            findings,
+            error,
+            busy_wall_per_guest_s,
+            failed,
+        })
+    }
 }
 
 impl Sink for RunSink<'_> {
@@ -175,48 +253,8 @@ impl Sink for RunSink<'_> {
                 metrics,
                 cpu,
             } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
-            BootEvent::RepetitionFailed {
-                benchmark,
-                repetition,
-                error,
-                cause,
-            } => {
-                let ((variant, vcpus, _), s) = (self.job()?, self.start()?);
-                let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
-                let e = Event::BenchFailed {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    benchmark,
-                    boot_id: s.boot_id.clone(),
-                    repetition,
-                    error,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
-            BootEvent::Profile {
-                benchmark,
-                repetition,
-                warmup,
-                path,
-                ops,
-                error,
-            } => {
-                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let path = path.to_string_lossy().into_owned();
-                let e = Event::Profile {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: s.boot_id.clone(),
-                    benchmark,
-                    repetition,
-                    warmup,
-                    path,
-                    ops,
-                    error,
-                };
-                self.run.event(&e)?;
+            e @ (BootEvent::RepetitionFailed { .. } | BootEvent::Profile { .. }) => {
+                self.run.event(&self.repetition_record(e)?)?
             }
             BootEvent::Cut {
                 stage,
@@ -231,45 +269,7 @@ impl Sink for RunSink<'_> {
                     self.ui.notice(&format!("{id}: console: {} ({})", f.signature, f.line));
                 }
             }
-            BootEvent::Ended {
-                findings,
-                error,
-                busy_wall_per_guest_s,
-                failed,
-            } => {
-                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let e = Event::BootEnd {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: Some(s.boot_id.clone()),
-                    findings,
-                    error,
-                    busy_wall_per_guest_s,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
-            BootEvent::NotBooted { error } => {
-                let (variant, vcpus, boot) = self.job()?;
-                self.ui
-                    .notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
-                let failed = Some(Failed::new(
-                    crate::records::Stage::Boot,
-                    crate::records::Cause::NotBooted,
-                ));
-                let e = Event::BootEnd {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: None,
-                    findings: vec![],
-                    error: Some(error),
-                    busy_wall_per_guest_s: None,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
+            e @ (BootEvent::Ended { .. } | BootEvent::NotBooted { .. }) => self.run.event(&self.end_record(e)?)?,
         }
         Ok(())
     }

@@ -120,36 +120,40 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
         s += "\n";
     }
     for b in &o.bisections {
-        s += &format!(
-            "## Bisection #{}: {}..{}\n\n",
-            b.id,
-            short(&b.good_commit),
-            short(&b.bad_commit)
-        );
-        s += &format!("The change: {}.\n", change_line(&b.change));
-        if let Some(d) = &b.dir {
-            s += &format!(
-                "Directory: {} (`harness bisect --resume {}`).\n",
-                d.display(),
-                d.display()
-            );
-        }
-        s += "\n";
-        s += &block(&ended_lines(b));
-        let Some(r) = b.result.as_ref().filter(|_| b.status == Status::Done) else {
-            s += "\n";
-            continue;
-        };
-        s += "\nSteps:\n\n";
-        s += &block(&r.steps);
-        if let Some(p) = &r.profile {
-            s += "\nDifferential kernel profile:\n\n";
-            s += &block(std::slice::from_ref(p));
-        }
-        s += "\n";
+        s += &bisection(b);
     }
     if o.bisections.is_empty() {
         s += "No bisection ended since the last report.\n";
     }
     s
+}
+
+/// A bisection's section of the report.
+fn bisection(b: &Bisection) -> String {
+    let mut s = format!(
+        "## Bisection #{}: {}..{}\n\n",
+        b.id,
+        short(&b.good_commit),
+        short(&b.bad_commit)
+    );
+    s += &format!("The change: {}.\n", change_line(&b.change));
+    if let Some(d) = &b.dir {
+        s += &format!(
+            "Directory: {} (`harness bisect --resume {}`).\n",
+            d.display(),
+            d.display()
+        );
+    }
+    s += "\n";
+    s += &block(&ended_lines(b));
+    let Some(r) = b.result.as_ref().filter(|_| b.status == Status::Done) else {
+        return s + "\n";
+    };
+    s += "\nSteps:\n\n";
+    s += &block(&r.steps);
+    if let Some(p) = &r.profile {
+        s += "\nDifferential kernel profile:\n\n";
+        s += &block(std::slice::from_ref(p));
+    }
+    s + "\n"
 }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::bench;
-use crate::boot::{self, BootCtx, Pace};
+use crate::boot::{self, BootRun, Learned};
 use crate::config::{AccelChoice, Matrix};
 use crate::host::{self, Host};
 use crate::image::{self, Archive};
@@ -237,7 +237,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     };
     let kernels = initrds(&guest, arts)?;
     let GuestParts { keys, .. } = guest;
-    let mut ctx = BootCtx {
+    let mut ctx = BootRun {
         run,
         m,
         ui: &ui,
@@ -246,10 +246,11 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         host_key: keys.host_public,
         host_cpus: host::cpus(),
         accel,
-        pace: Pace::default(),
         profiler: None,
-        seen: boot::Seen::default(),
+    };
+    let mut learned = Learned {
         strikes: boot::Strikes::from_events(&run.events()?),
+        ..Learned::default()
     };
     if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
         ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key, opts.restart_instead)?;
@@ -258,8 +259,8 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     let n = at_once(&ctx, opts)?;
     match n {
-        1 => boot_jobs(&mut ctx, jobs, &kernels, &done)?,
-        n => parallel::boot_at_once(&mut ctx, n, jobs, &kernels, &done)?,
+        1 => boot_jobs(&ctx, &mut learned, jobs, &kernels, &done)?,
+        n => parallel::boot_at_once(&ctx, &mut learned, n, jobs, &kernels, &done)?,
     }
     ui.finish();
     Ok(())
@@ -267,7 +268,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
 
 /// How many boot jobs run at once, said at the start and written to
 /// `run.json` (a shard's run.json is the build's: its notice says it).
-fn at_once(ctx: &BootCtx, opts: &Options) -> Result<u32> {
+fn at_once(ctx: &BootRun, opts: &Options) -> Result<u32> {
     let (cpus, mem) = (
         host::cpus(),
         host::memory_available_mib().unwrap_or_else(host::memory_total_mib),
@@ -382,14 +383,14 @@ fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
 
 /// Boots every job not done yet; a variant that was not built ends its
 /// jobs with the reason.
-fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
+fn boot_jobs(ctx: &BootRun, learned: &mut Learned, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
     for job in jobs {
         if is_done(done, job) {
             ctx.ui.inc();
             continue;
         }
         proc::check_interrupted()?;
-        boot_one(ctx, job, kernels, None)?;
+        boot_one(ctx, learned, job, kernels, None)?;
         ctx.ui.inc();
     }
     Ok(())
@@ -397,9 +398,15 @@ fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ende
 
 /// Boots one job (its QEMU started by `spawn` when given); a variant that
 /// was not built ends the job with the reason.
-fn boot_one(ctx: &mut BootCtx, job: &BootJob, kernels: &Kernels, spawn: Option<boot::Spawner>) -> Result<()> {
+fn boot_one(
+    ctx: &BootRun,
+    learned: &mut Learned,
+    job: &BootJob,
+    kernels: &Kernels,
+    spawn: Option<boot::Spawner>,
+) -> Result<()> {
     match kernels.get(&job.variant) {
-        Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, job, art, ctx.m.guest.pvh, initrd, spawn),
+        Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, learned, job, art, ctx.m.guest.pvh, initrd, spawn),
         Some(Err(e)) => ctx.run.event(&Event::BootEnd {
             variant: job.variant.clone(),
             vcpus: job.vcpus,

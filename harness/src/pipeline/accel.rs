@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::Kernels;
-use crate::boot::{self, BootCtx, ProbeFailure};
+use crate::boot::{self, BootRun, ProbeFailure};
 use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
 use crate::kernel::build::Artifact;
@@ -151,7 +151,7 @@ fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
 /// host, host kernel and QEMU version; a kernel's own failure (a panic)
 /// leaves the run on KVM; any other failure only sends this run to TCG.
 pub(super) fn probe_stage(
-    ctx: &BootCtx,
+    ctx: &BootRun,
     kernels: &Kernels,
     work: &Path,
     probe_key: &str,

@@ -58,7 +58,7 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
         cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false)
     );
     // another vCPU count has measured nothing yet: the cap alone
-    assert_eq!(ctx.seen.ssh_bound(4), None);
+    assert_eq!(ctx.learned.seen.ssh_bound(4), None);
 }
 
 /// The host waits the fake was asked for, in order.
@@ -131,11 +131,12 @@ fn a_cell_that_fails_before_ssh_twice_in_a_row_is_not_booted_again() {
 
 /// A given-up cell's next job, through the run's sink, ends failed in the
 /// records with no boot id.
-fn not_booted_into_the_records(w: &World, ctx: &mut BootCtx<'_>, why: &str) {
+fn not_booted_into_the_records(w: &World, ctx: &mut Ctx<'_>, why: &str) {
     let mut sink = RunSink::new(&w.run, &w.ui);
     let mut none = Fake::new(vec![]);
     Boot {
-        ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut none,
         sink: &mut sink,
         job: &job(6),
@@ -212,7 +213,8 @@ fn a_repetition_without_progress_fails_and_records_no_zero() {
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), stuck, says(3.0, 1.0)])]);
     let mut sink = RunSink::new(&w.run, &w.ui);
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(0),

@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::bench;
 use crate::boot::{self, BootRun, Learned};
-use crate::config::{AccelChoice, Matrix};
+use crate::config::Matrix;
 use crate::host::{self, Host};
 use crate::image::{self, Archive};
 use crate::kernel::build::Artifact;
@@ -30,9 +30,8 @@ use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::Accel;
 
-pub use accel::{for_this_host, kvm_unusable, RunInstead};
+pub use accel::{for_this_host, kvm_unusable, Plan, Restart};
 pub use parallel::jobs_at_once;
 pub use variants::{from_cache, Built};
 
@@ -51,11 +50,6 @@ pub struct Options {
     pub jobs: Option<u32>,
     /// Several boots at once even under a wall clock.
     pub allow_concurrent_wall: bool,
-    /// A fresh run ([`start`]; never set for [`resume`]) whose probe boot
-    /// finds KVM unusable, from a profile with `without_kvm:`, ends with
-    /// [`RunInstead`] for the caller to start the substitute (`run` does);
-    /// otherwise it goes on under TCG.
-    pub restart_instead: bool,
 }
 
 /// The label of a run's id: the profile, or the matrix file's name.
@@ -93,13 +87,49 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
     Ok((run, meta))
 }
 
-/// Starts a new run of `m`.
-pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
+/// How [`start`] ended.
+#[derive(Debug)]
+pub enum Started {
+    /// The run in this directory is done.
+    Done(PathBuf),
+    /// The probe boot found KVM unusable before any job booted: start
+    /// again as the profile named (the run in `dir`, builds and the probe
+    /// only, is given up).
+    RestartAs {
+        /// What to start instead, and why.
+        restart: Restart,
+        /// The given-up run directory.
+        dir: PathBuf,
+    },
+}
+
+/// Starts a new run of `m`; after a failed probe boot, a profile with
+/// `without_kvm:` ends as [`Started::RestartAs`] for the caller to start
+/// its substitute (`run` and `try` do).
+pub fn start(m: Matrix, opts: &Options) -> Result<Started> {
+    let plan = Plan::new(&m, &opts.work_dir, true)?;
+    start_as(m, opts, &plan)
+}
+
+/// Starts a new run of `m` that goes on under TCG after a failed probe
+/// boot (`try --clock`, `bisect`, `calibrate`, the nightly).
+pub fn start_fixed(m: Matrix, opts: &Options) -> Result<PathBuf> {
+    let plan = Plan::new(&m, &opts.work_dir, false)?;
+    match start_as(m, opts, &plan)? {
+        Started::Done(dir) => Ok(dir),
+        Started::RestartAs { dir, .. } => bail!("run {}: a plan without a restart restarted", dir.display()),
+    }
+}
+
+/// A new run of `m` under `plan`.
+fn start_as(m: Matrix, opts: &Options, plan: &Plan) -> Result<Started> {
     let _lock = work_lock(opts)?;
     let (run, meta) = new_run(m, opts, None)?;
-    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    if let Some(restart) = execute(&run, &meta.matrix, opts, plan, &plan::boot_jobs(&meta.matrix), None)? {
+        return Ok(Started::RestartAs { restart, dir: run.dir });
+    }
     profile_boots::boot(&run, &meta, opts)?;
-    Ok(run.dir)
+    Ok(Started::Done(run.dir))
 }
 
 /// Finishes an interrupted run; a sharded one is refused (its shards
@@ -111,7 +141,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
         bail!("resume {}: it is split into shards (shards/{}-of-{n}): run them again with `harness run --shard K/{n} --run-dir {}`", dir.display(), s.shard.k, dir.display());
     }
     let (run, meta) = open_again(dir, opts)?;
-    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    execute_fixed(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
     Ok(run.dir)
 }
@@ -133,7 +163,7 @@ pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<(String, u32)>, u
     if !jobs.is_empty() {
         let _lock = work_lock(opts)?;
         let (run, meta) = open_again(dir, opts)?;
-        execute(&run, &meta.matrix, opts, &jobs, None)?;
+        execute_fixed(&run, &meta.matrix, opts, &jobs, None)?;
     }
     Ok((sent, jobs.len()))
 }
@@ -186,7 +216,7 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
         h.qemu
     );
     run.event(&Event::Notice { message: msg })?;
-    execute(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
+    execute_fixed(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
     Ok(run.dir)
 }
 
@@ -216,14 +246,32 @@ type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 /// `(variant, vCPUs, boot)` of every job that ended.
 type Ended = BTreeSet<(String, u32, u32)>;
 
-/// Runs `jobs` of the run. Kernels are built, or with `cached` (the
-/// build's events) only looked up in the kernel cache.
-fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
+/// Runs `jobs` of a run that is never started again (a resume, the second
+/// stage, a shard, the profile boots): after a failed probe it goes on
+/// under TCG.
+fn execute_fixed(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
+    let plan = Plan::new(m, &opts.work_dir, false)?;
+    match execute(run, m, opts, &plan, jobs, cached)? {
+        None => Ok(()),
+        Some(r) => bail!("{}: a plan without a restart restarted ({r})", run.dir.display()),
+    }
+}
+
+/// Runs `jobs` of the run under `plan`. Kernels are built, or with
+/// `cached` (the build's events) only looked up in the kernel cache.
+/// `Some`: the probe boot ended the run to be started again so.
+fn execute(
+    run: &Run,
+    m: &Matrix,
+    opts: &Options,
+    plan: &Plan,
+    jobs: &[BootJob],
+    cached: Option<&[Event]>,
+) -> Result<Option<Restart>> {
     let done = ended_jobs(run)?;
     let ui = Ui::new((m.variants.len() + jobs.len()) as u64, opts.quiet);
     let qemu = host::qemu_binary()?;
-    let probe_key = host::probe_key(&qemu);
-    let accel = accel::first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
+    plan.tell(run, &ui)?;
     warn_guest_memory(run, m, &ui)?;
     let guest = guest_parts(run, opts, &ui)?;
     let needed: BTreeSet<&str> = jobs
@@ -245,15 +293,18 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         key: keys.client,
         host_key: keys.host_public,
         host_cpus: host::cpus(),
-        accel,
+        accel: plan.accel,
         profiler: None,
     };
     let mut learned = Learned {
         strikes: boot::Strikes::from_events(&run.events()?),
         ..Learned::default()
     };
-    if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
-        ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key, opts.restart_instead)?;
+    if plan.probe {
+        match accel::probe_stage(&ctx, &kernels, &opts.work_dir, plan)? {
+            accel::Probed::Accel(a) => ctx.accel = a,
+            accel::Probed::RestartAs(r) => return Ok(Some(r)),
+        }
     }
     accel::record_clock(run, ctx.clock())?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
@@ -263,7 +314,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         n => parallel::boot_at_once(&ctx, &mut learned, n, jobs, &kernels, &done)?,
     }
     ui.finish();
-    Ok(())
+    Ok(None)
 }
 
 /// How many boot jobs run at once, said at the start and written to
@@ -511,7 +562,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         // another work directory resumes the run while its writer lives
         let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
@@ -569,7 +619,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         let dir = root.join("runs/r");
         let e = format!(

@@ -578,7 +578,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         let runs: Vec<Run> = ["a", "b"]
             .iter()

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::events::{BootEvent, BootStart, Sink, Stage};
+use super::events::{BootEvent, BootStart, Sink, Stage, Told};
 use super::machine::Machine;
 use super::profiled::Windows;
 use super::{
@@ -293,6 +293,11 @@ struct Try {
 }
 
 impl Boot<'_, '_> {
+    /// Tells `event` of this job to the sink, in its envelope.
+    fn tell(&mut self, event: BootEvent) -> Result<()> {
+        self.sink.emit(Told::now(self.job, event))
+    }
+
     /// The host wait for `guest_s` guest seconds: through the pace, at
     /// most [`ICOUNT_WAIT_CAP`] under icount.
     fn wait(&self, guest_s: f64) -> Duration {
@@ -306,13 +311,13 @@ impl Boot<'_, '_> {
     /// [`QEMU_CRASH_ATTEMPTS`].
     pub fn run(&mut self, kernel: &Path, initrd: &Path) -> Result<()> {
         let j = self.job;
-        self.sink.emit(BootEvent::Job {
+        self.tell(BootEvent::Job {
             variant: j.variant.clone(),
             vcpus: j.vcpus,
             boot: j.boot,
         })?;
         if let Some(error) = self.learned.strikes.given_up(&j.variant, j.vcpus) {
-            return self.sink.emit(BootEvent::NotBooted { error });
+            return self.tell(BootEvent::NotBooted { error });
         }
         let mut attempt = 1;
         while let Attempt::QemuCrashed = self.attempt(kernel, initrd, attempt)? {
@@ -334,7 +339,7 @@ impl Boot<'_, '_> {
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
         let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
-        self.sink.emit(BootEvent::Started(BootStart {
+        self.tell(BootEvent::Started(BootStart {
             boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
             attempt,
             accel: ctx.accel,
@@ -352,7 +357,7 @@ impl Boot<'_, '_> {
         };
         self.learned.seen.ssh(job.vcpus, ready_s);
         self.learned.strikes.reached(&job.variant, job.vcpus);
-        self.sink.emit(BootEvent::SshReady { ready_s })?;
+        self.tell(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
         let mut t = Try {
             dir,
@@ -367,10 +372,10 @@ impl Boot<'_, '_> {
             },
         };
         let findings = self.power_off(end_error.is_none(), &t.dir)?;
-        self.sink.emit(BootEvent::PoweredOff {
+        self.tell(BootEvent::PoweredOff {
             findings: findings.clone(),
         })?;
-        self.sink.emit(BootEvent::Ended {
+        self.tell(BootEvent::Ended {
             findings,
             error: end_error,
             busy_wall_per_guest_s: t.pace.measured(),
@@ -388,7 +393,7 @@ impl Boot<'_, '_> {
             error.push_str(&all_attempts(attempt));
         }
         let findings = f.findings;
-        self.sink.emit(BootEvent::Cut {
+        self.tell(BootEvent::Cut {
             stage: Stage::WaitSsh,
             cause: f.cause,
             error: error.clone(),
@@ -402,7 +407,7 @@ impl Boot<'_, '_> {
         self.learned
             .strikes
             .failed(&self.job.variant, self.job.vcpus, f.cause, &error);
-        self.sink.emit(BootEvent::Ended {
+        self.tell(BootEvent::Ended {
             findings,
             error: Some(format!("boot failed: {error}")),
             busy_wall_per_guest_s: None,
@@ -421,7 +426,7 @@ impl Boot<'_, '_> {
             _ => cut.why,
         };
         let findings = vm::scan_console(&self.machine.console());
-        self.sink.emit(BootEvent::Cut {
+        self.tell(BootEvent::Cut {
             stage: Stage::Measure,
             cause: cut.cause,
             error: error.clone(),
@@ -453,7 +458,7 @@ impl Boot<'_, '_> {
         let wall_per_guest_s = env
             .as_ref()
             .and_then(|e| (e.uptime_s > 0.0).then(|| ready_s / e.uptime_s));
-        self.sink.emit(BootEvent::Environment {
+        self.tell(BootEvent::Environment {
             env,
             findings,
             wall_per_guest_s,
@@ -477,7 +482,7 @@ impl Boot<'_, '_> {
                         cause: Cause::OutputOverLimit,
                     }));
                 }
-                self.sink.emit(BootEvent::Repetition {
+                self.tell(BootEvent::Repetition {
                     benchmark: bname.clone(),
                     repetition: rep,
                     of,
@@ -518,7 +523,7 @@ impl Boot<'_, '_> {
                     error: format!("{e:#}"),
                     cause: Cause::OutputOverLimit,
                 };
-                return self.sink.emit(failed).map(Ok);
+                return self.tell(failed).map(Ok);
             }
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };
@@ -570,7 +575,7 @@ impl Boot<'_, '_> {
     /// failed repetition's window is passed over.
     fn with_profile(&mut self, t: &mut Try, mut event: BootEvent) -> Result<()> {
         let Some(w) = t.windows.as_mut().and_then(Windows::take) else {
-            return self.sink.emit(event);
+            return self.tell(event);
         };
         let BootEvent::RepetitionDone {
             benchmark,
@@ -580,7 +585,7 @@ impl Boot<'_, '_> {
             ..
         } = &mut event
         else {
-            return self.sink.emit(event);
+            return self.tell(event);
         };
         let (ops, error) = match w.read {
             Ok((ops, ms)) => {
@@ -598,8 +603,8 @@ impl Boot<'_, '_> {
             ops,
             error,
         };
-        self.sink.emit(event)?;
-        self.sink.emit(profile)
+        self.tell(event)?;
+        self.tell(profile)
     }
 
     /// A repetition without a result: QEMU died from a signal (a cut, not
@@ -638,7 +643,7 @@ impl Boot<'_, '_> {
         } else {
             (Cause::Ssh, format!("{e:#}"))
         };
-        self.sink.emit(BootEvent::RepetitionFailed {
+        self.tell(BootEvent::RepetitionFailed {
             benchmark: b.name.clone(),
             repetition: rep,
             error: why.clone(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
-pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
+pub use events::{BootEvent, BootStart, Recorder, Sink, Stage, Told};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu, Spawner};
 pub use sink::RunSink;

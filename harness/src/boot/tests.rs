@@ -1108,3 +1108,26 @@ fn a_boot_whose_console_floods_is_stopped() {
         "no benchmark runs"
     );
 }
+
+/// The run's sink files each event by its envelope: a job's end told with
+/// no `Job` event before it is that job's record (the sink once kept the
+/// job from its `Job` event and failed with "came before its job").
+#[test]
+fn the_run_sink_files_an_event_by_its_envelope() {
+    let w = world("envelope", "{}");
+    let mut sink = RunSink::new(&w.run, &w.ui);
+    let j = job(3);
+    let event = BootEvent::NotBooted { error: "why".into() };
+    sink.emit(Told::now(&j, event)).unwrap();
+    let want = Event::BootEnd {
+        variant: "base".into(),
+        vcpus: 2,
+        boot: 3,
+        boot_id: None,
+        findings: vec![],
+        error: Some("why".into()),
+        busy_wall_per_guest_s: None,
+        failed: Some(Failed::new(crate::records::Stage::Boot, Cause::NotBooted)),
+    };
+    assert_eq!(w.run.events().unwrap(), [want]);
+}

@@ -25,7 +25,7 @@ use crate::config::Matrix;
 use crate::host::{self, Host};
 use crate::image::{self, Archive};
 use crate::kernel::build::Artifact;
-use crate::plan::{self, BootJob, Shard};
+use crate::plan::{self, BootJob, CellKey, JobId, Shard};
 use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
@@ -152,7 +152,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
 /// only, in the seeded plan of [`plan::second_stage_jobs`]; jobs already
 /// done are skipped, so a resumed run continues the second stage. Gives
 /// the cells sent and the jobs planned.
-pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<(String, u32)>, usize)> {
+pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<CellKey>, usize)> {
     let meta = Run::open(dir)?.meta()?;
     if meta.matrix.statistics.second_stage_boots == 0 {
         return Ok((Vec::new(), 0));
@@ -243,8 +243,8 @@ pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 
-/// `(variant, vCPUs, boot)` of every job that ended.
-type Ended = BTreeSet<(String, u32, u32)>;
+/// Every job that ended.
+type Ended = BTreeSet<JobId>;
 
 /// Runs `jobs` of a run that is never started again (a resume, the second
 /// stage, a shard, the profile boots): after a failed probe it goes on
@@ -356,14 +356,14 @@ fn ended_jobs(run: &Run) -> Result<Ended> {
     let ended = run.events()?.into_iter().filter_map(|e| match e {
         Event::BootEnd {
             variant, vcpus, boot, ..
-        } => Some((variant, vcpus, boot)),
+        } => Some(JobId { variant, vcpus, boot }),
         _ => None,
     });
     Ok(ended.collect())
 }
 
 fn is_done(done: &Ended, job: &BootJob) -> bool {
-    done.contains(&(job.variant.clone(), job.vcpus, job.boot))
+    done.contains(&job.job_id())
 }
 
 /// A notice for each benchmark that will not fit in the guest's memory

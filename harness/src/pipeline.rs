@@ -21,19 +21,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::bench;
-use crate::boot::{self, BootCtx, Pace};
-use crate::config::{AccelChoice, Matrix};
+use crate::boot::{self, BootRun, Learned};
+use crate::config::Matrix;
 use crate::host::{self, Host};
 use crate::image::{self, Archive};
 use crate::kernel::build::Artifact;
-use crate::plan::{self, BootJob, Shard};
+use crate::plan::{self, BootJob, CellKey, JobId, Shard};
 use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::Accel;
 
-pub use accel::{for_this_host, kvm_unusable, RunInstead};
+pub use accel::{for_this_host, kvm_unusable, Plan, Restart};
 pub use parallel::jobs_at_once;
 pub use variants::{from_cache, Built};
 
@@ -52,11 +51,6 @@ pub struct Options {
     pub jobs: Option<u32>,
     /// Several boots at once even under a wall clock.
     pub allow_concurrent_wall: bool,
-    /// A fresh run ([`start`]; never set for [`resume`]) whose probe boot
-    /// finds KVM unusable, from a profile with `without_kvm:`, ends with
-    /// [`RunInstead`] for the caller to start the substitute (`run` does);
-    /// otherwise it goes on under TCG.
-    pub restart_instead: bool,
 }
 
 /// The label of a run's id: the profile, or the matrix file's name.
@@ -94,14 +88,50 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
     Ok((run, meta))
 }
 
-/// Starts a new run of `m`.
-pub fn start(m: Matrix, opts: &Options) -> Result<PathBuf> {
+/// How [`start`] ended.
+#[derive(Debug)]
+pub enum Started {
+    /// The run in this directory is done.
+    Done(PathBuf),
+    /// The probe boot found KVM unusable before any job booted: start
+    /// again as the profile named (the run in `dir`, builds and the probe
+    /// only, is given up).
+    RestartAs {
+        /// What to start instead, and why.
+        restart: Restart,
+        /// The given-up run directory.
+        dir: PathBuf,
+    },
+}
+
+/// Starts a new run of `m`; after a failed probe boot, a profile with
+/// `without_kvm:` ends as [`Started::RestartAs`] for the caller to start
+/// its substitute (`run` and `try` do).
+pub fn start(m: Matrix, opts: &Options) -> Result<Started> {
+    let plan = Plan::new(&m, &opts.work_dir, true)?;
+    start_as(m, opts, &plan)
+}
+
+/// Starts a new run of `m` that goes on under TCG after a failed probe
+/// boot (`try --clock`, `bisect`, `calibrate`, the nightly).
+pub fn start_fixed(m: Matrix, opts: &Options) -> Result<PathBuf> {
+    let plan = Plan::new(&m, &opts.work_dir, false)?;
+    match start_as(m, opts, &plan)? {
+        Started::Done(dir) => Ok(dir),
+        Started::RestartAs { dir, .. } => bail!("run {}: a plan without a restart restarted", dir.display()),
+    }
+}
+
+/// A new run of `m` under `plan`.
+fn start_as(m: Matrix, opts: &Options, plan: &Plan) -> Result<Started> {
     let _lock = work_lock(opts)?;
     let (run, meta) = new_run(m, opts, None)?;
-    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    if let Some(restart) = execute(&run, &meta.matrix, opts, plan, &plan::boot_jobs(&meta.matrix), None)? {
+        return Ok(Started::RestartAs { restart, dir: run.dir });
+    }
     profile_boots::boot(&run, &meta, opts)?;
     coverage_step(&run, &meta.matrix, opts)?;
-    Ok(run.dir)
+    Ok(Started::Done(run.dir))
 }
 
 /// Which benchmarks execute what each variant's series change
@@ -127,7 +157,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
         bail!("resume {}: it is split into shards (shards/{}-of-{n}): run them again with `harness run --shard K/{n} --run-dir {}`", dir.display(), s.shard.k, dir.display());
     }
     let (run, meta) = open_again(dir, opts)?;
-    execute(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
+    execute_fixed(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
     coverage_step(&run, &meta.matrix, opts)?;
     Ok(run.dir)
@@ -139,7 +169,7 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
 /// only, in the seeded plan of [`plan::second_stage_jobs`]; jobs already
 /// done are skipped, so a resumed run continues the second stage. Gives
 /// the cells sent and the jobs planned.
-pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<(String, u32)>, usize)> {
+pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<CellKey>, usize)> {
     let meta = Run::open(dir)?.meta()?;
     if meta.matrix.statistics.second_stage_boots == 0 {
         return Ok((Vec::new(), 0));
@@ -150,7 +180,7 @@ pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<(String, u32)>, u
     if !jobs.is_empty() {
         let _lock = work_lock(opts)?;
         let (run, meta) = open_again(dir, opts)?;
-        execute(&run, &meta.matrix, opts, &jobs, None)?;
+        execute_fixed(&run, &meta.matrix, opts, &jobs, None)?;
     }
     Ok((sent, jobs.len()))
 }
@@ -203,7 +233,7 @@ pub fn shard(dir: &Path, shard: Shard, opts: &Options) -> Result<PathBuf> {
         h.qemu
     );
     run.event(&Event::Notice { message: msg })?;
-    execute(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
+    execute_fixed(&run, &meta.matrix, opts, &jobs, Some(&builds))?;
     Ok(run.dir)
 }
 
@@ -230,17 +260,35 @@ pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 
-/// `(variant, vCPUs, boot)` of every job that ended.
-type Ended = BTreeSet<(String, u32, u32)>;
+/// Every job that ended.
+type Ended = BTreeSet<JobId>;
 
-/// Runs `jobs` of the run. Kernels are built, or with `cached` (the
-/// build's events) only looked up in the kernel cache.
-fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
+/// Runs `jobs` of a run that is never started again (a resume, the second
+/// stage, a shard, the profile boots): after a failed probe it goes on
+/// under TCG.
+fn execute_fixed(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Option<&[Event]>) -> Result<()> {
+    let plan = Plan::new(m, &opts.work_dir, false)?;
+    match execute(run, m, opts, &plan, jobs, cached)? {
+        None => Ok(()),
+        Some(r) => bail!("{}: a plan without a restart restarted ({r})", run.dir.display()),
+    }
+}
+
+/// Runs `jobs` of the run under `plan`. Kernels are built, or with
+/// `cached` (the build's events) only looked up in the kernel cache.
+/// `Some`: the probe boot ended the run to be started again so.
+fn execute(
+    run: &Run,
+    m: &Matrix,
+    opts: &Options,
+    plan: &Plan,
+    jobs: &[BootJob],
+    cached: Option<&[Event]>,
+) -> Result<Option<Restart>> {
     let done = ended_jobs(run)?;
     let ui = Ui::new((m.variants.len() + jobs.len()) as u64, opts.quiet);
     let qemu = host::qemu_binary()?;
-    let probe_key = host::probe_key(&qemu);
-    let accel = accel::first_accel(m, run, &ui, &opts.work_dir, &probe_key)?;
+    plan.tell(run, &ui)?;
     warn_guest_memory(run, m, &ui)?;
     let guest = guest_parts(run, m, opts, &ui)?;
     let needed: BTreeSet<&str> = jobs
@@ -254,7 +302,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
     };
     let kernels = initrds(&guest, arts)?;
     let GuestParts { keys, .. } = guest;
-    let mut ctx = BootCtx {
+    let mut ctx = BootRun {
         run,
         m,
         ui: &ui,
@@ -262,29 +310,33 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         key: keys.client,
         host_key: keys.host_public,
         host_cpus: host::cpus(),
-        accel,
-        pace: Pace::default(),
+        accel: plan.accel,
         profiler: None,
-        seen: boot::Seen::default(),
-        strikes: boot::Strikes::from_events(&run.events()?),
     };
-    if accel == Accel::Kvm && m.guest.accel == AccelChoice::Auto {
-        ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key, opts.restart_instead)?;
+    let mut learned = Learned {
+        strikes: boot::Strikes::from_events(&run.events()?),
+        ..Learned::default()
+    };
+    if plan.probe {
+        match accel::probe_stage(&ctx, &kernels, &opts.work_dir, plan)? {
+            accel::Probed::Accel(a) => ctx.accel = a,
+            accel::Probed::RestartAs(r) => return Ok(Some(r)),
+        }
     }
     accel::record_clock(run, ctx.clock())?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     let n = at_once(&ctx, opts)?;
     match n {
-        1 => boot_jobs(&mut ctx, jobs, &kernels, &done)?,
-        n => parallel::boot_at_once(&mut ctx, n, jobs, &kernels, &done)?,
+        1 => boot_jobs(&ctx, &mut learned, jobs, &kernels, &done)?,
+        n => parallel::boot_at_once(&ctx, &mut learned, n, jobs, &kernels, &done)?,
     }
     ui.finish();
-    Ok(())
+    Ok(None)
 }
 
 /// How many boot jobs run at once, said at the start and written to
 /// `run.json` (a shard's run.json is the build's: its notice says it).
-fn at_once(ctx: &BootCtx, opts: &Options) -> Result<u32> {
+fn at_once(ctx: &BootRun, opts: &Options) -> Result<u32> {
     let (cpus, mem) = (
         host::cpus(),
         host::memory_available_mib().unwrap_or_else(host::memory_total_mib),
@@ -321,14 +373,14 @@ fn ended_jobs(run: &Run) -> Result<Ended> {
     let ended = run.events()?.into_iter().filter_map(|e| match e {
         Event::BootEnd {
             variant, vcpus, boot, ..
-        } => Some((variant, vcpus, boot)),
+        } => Some(JobId { variant, vcpus, boot }),
         _ => None,
     });
     Ok(ended.collect())
 }
 
 fn is_done(done: &Ended, job: &BootJob) -> bool {
-    done.contains(&(job.variant.clone(), job.vcpus, job.boot))
+    done.contains(&job.job_id())
 }
 
 /// A notice for each benchmark that will not fit in the guest's memory
@@ -405,14 +457,14 @@ fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
 
 /// Boots every job not done yet; a variant that was not built ends its
 /// jobs with the reason.
-fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
+fn boot_jobs(ctx: &BootRun, learned: &mut Learned, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
     for job in jobs {
         if is_done(done, job) {
             ctx.ui.inc();
             continue;
         }
         proc::check_interrupted()?;
-        boot_one(ctx, job, kernels, None)?;
+        boot_one(ctx, learned, job, kernels, None)?;
         ctx.ui.inc();
     }
     Ok(())
@@ -420,9 +472,15 @@ fn boot_jobs(ctx: &mut BootCtx, jobs: &[BootJob], kernels: &Kernels, done: &Ende
 
 /// Boots one job (its QEMU started by `spawn` when given); a variant that
 /// was not built ends the job with the reason.
-fn boot_one(ctx: &mut BootCtx, job: &BootJob, kernels: &Kernels, spawn: Option<boot::Spawner>) -> Result<()> {
+fn boot_one(
+    ctx: &BootRun,
+    learned: &mut Learned,
+    job: &BootJob,
+    kernels: &Kernels,
+    spawn: Option<boot::Spawner>,
+) -> Result<()> {
     match kernels.get(&job.variant) {
-        Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, job, art, ctx.m.guest.pvh, initrd, spawn),
+        Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, learned, job, art, ctx.m.guest.pvh, initrd, spawn),
         Some(Err(e)) => ctx.run.event(&Event::BootEnd {
             variant: job.variant.clone(),
             vcpus: job.vcpus,
@@ -527,7 +585,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         // another work directory resumes the run while its writer lives
         let e = format!("{:#}", resume(&writer.dir, &opts("work-b")).unwrap_err());
@@ -585,7 +642,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         let dir = root.join("runs/r");
         let e = format!(

@@ -29,6 +29,64 @@ impl BootJob {
     pub fn id(&self) -> String {
         format!("{}-{}cpu-b{}", self.variant, self.vcpus, self.boot)
     }
+
+    /// Which job this is: variant, vCPUs, boot.
+    pub fn job_id(&self) -> JobId {
+        JobId {
+            variant: self.variant.clone(),
+            vcpus: self.vcpus,
+            boot: self.boot,
+        }
+    }
+}
+
+/// A boot job's identity: one boot of a variant at a vCPU count. It
+/// serialises as its three fields, flat where a record embeds it
+/// (`#[serde(flatten)]`), as the run files spell them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId {
+    /// Variant.
+    pub variant: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Boot index within the cell.
+    pub boot: u32,
+}
+
+impl JobId {
+    /// The cell the job boots for.
+    pub fn cell(&self) -> CellKey {
+        CellKey {
+            variant: self.variant.clone(),
+            vcpus: self.vcpus,
+        }
+    }
+}
+
+/// A cell's identity across benchmarks: a variant at a vCPU count. It
+/// serialises as its two fields, flat where a record embeds it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CellKey {
+    /// Variant.
+    pub variant: String,
+    /// vCPUs.
+    pub vcpus: u32,
+}
+
+impl CellKey {
+    /// The cell of `variant` at `vcpus`.
+    pub fn new(variant: &str, vcpus: u32) -> CellKey {
+        CellKey {
+            variant: variant.to_string(),
+            vcpus,
+        }
+    }
+}
+
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {} vCPUs", self.variant, self.vcpus)
+    }
 }
 
 /// The boot jobs in run order: round after round (one boot of every
@@ -59,16 +117,16 @@ pub fn boot_jobs(m: &Matrix) -> Vec<BootJob> {
 /// resumed run skips the ones done) at each vCPU count where a cell was
 /// sent, booting base and the sent variants only, each round's order
 /// shuffled with a seed drawn from the matrix seed, as the first stage's.
-pub fn second_stage_jobs(m: &Matrix, sent: &[(String, u32)]) -> Vec<BootJob> {
+pub fn second_stage_jobs(m: &Matrix, sent: &[CellKey]) -> Vec<BootJob> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.sampling.seed ^ 0x5EC0_5D00);
     let first = m.sampling.boots;
     let mut out = Vec::new();
     for round in first..first + m.statistics.second_stage_boots {
-        for &vcpus in m.vcpus.iter().filter(|&&n| sent.iter().any(|s| s.1 == n)) {
+        for &vcpus in m.vcpus.iter().filter(|&&n| sent.iter().any(|s| s.vcpus == n)) {
             let mut vs: Vec<&crate::config::Variant> = m
                 .variants
                 .iter()
-                .filter(|v| v.name == "base" || sent.iter().any(|s| s.1 == vcpus && s.0 == v.name))
+                .filter(|v| v.name == "base" || sent.contains(&CellKey::new(&v.name, vcpus)))
                 .collect();
             vs.shuffle(&mut rng);
             for v in vs {
@@ -224,11 +282,38 @@ mod tests {
         }
     }
 
+    /// A job's and a cell's identity serialise as the run files spell them:
+    /// flat fields where a record embeds them, and a job knows its cell.
+    #[test]
+    fn job_and_cell_identities_serialise_flat() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Rec {
+            #[serde(flatten)]
+            job: JobId,
+            error: Option<String>,
+        }
+        let job = BootJob {
+            variant: "v".into(),
+            vcpus: 2,
+            boot: 1,
+            benchmarks: vec![],
+        };
+        let rec = Rec {
+            job: job.job_id(),
+            error: None,
+        };
+        let text = serde_json::to_string(&rec).unwrap();
+        assert_eq!(text, r#"{"variant":"v","vcpus":2,"boot":1,"error":null}"#);
+        assert_eq!(serde_json::from_str::<Rec>(&text).unwrap(), rec);
+        assert_eq!(job.job_id().cell(), CellKey::new("v", 2));
+        assert_eq!(CellKey::new("v", 2).to_string(), "v at 2 vCPUs");
+    }
+
     #[test]
     fn the_second_stage_boots_base_and_the_sent_variants_only_after_the_first() {
         let mut m = matrix(3, 7);
         m.statistics.second_stage_boots = 2;
-        let sent = [(m.variants[1].name.clone(), m.vcpus[0])];
+        let sent = [CellKey::new(&m.variants[1].name, m.vcpus[0])];
         let jobs = second_stage_jobs(&m, &sent);
         let ids: Vec<String> = jobs.iter().map(BootJob::id).collect();
         assert_eq!(
@@ -238,7 +323,7 @@ mod tests {
         );
         assert!(
             jobs.iter()
-                .all(|j| j.vcpus == m.vcpus[0] && (j.variant == "base" || j.variant == sent[0].0)),
+                .all(|j| j.vcpus == m.vcpus[0] && (j.variant == "base" || j.variant == sent[0].variant)),
             "{ids:?}"
         );
         assert_eq!(

@@ -303,11 +303,7 @@ pub fn failures(run: &Run) -> Result<Vec<Failure>> {
 /// The lines of one event's failure (none for a success).
 fn failure_lines(e: &Event) -> Vec<Failure> {
     // the event's kind is its stage; a cut boot names its own
-    let line = |stage, text: String| Failure {
-        stage,
-        cause: e.failed().map(|f| f.cause),
-        text,
-    };
+    let line = |stage, text: String| failure(e, stage, text);
     match e {
         Event::Patch {
             variant,
@@ -334,41 +330,51 @@ fn failure_lines(e: &Event) -> Vec<Failure> {
                 .chain(compiler)
                 .collect()
         }
-        Event::BootEnd {
-            variant,
-            vcpus,
-            boot,
-            boot_id,
-            findings,
-            error,
-            failed,
-            ..
-        } => {
-            let stage = failed.map_or(Stage::Boot, |f| f.stage);
-            let mut out: Vec<Failure> = findings
-                .iter()
-                .map(|f| {
-                    line(
-                        stage,
-                        format!(
-                            "{variant} at {vcpus} vCPUs, boot {boot}: console: {} {}",
-                            f.line.trim(),
-                            f.signature
-                        )
-                        .trim_end()
-                        .to_string(),
-                    )
-                })
-                .collect();
-            // never built (no boot id in runs recorded before causes were)
-            let not_built = failed.is_some_and(|f| f.cause == Cause::NotBuilt) || boot_id.is_none();
-            if let Some(err) = error.as_ref().filter(|_| !not_built) {
-                out.push(line(stage, format!("{variant} at {vcpus} vCPUs, boot {boot}: {err}")));
-            }
-            out
-        }
+        Event::BootEnd { .. } => boot_end_lines(e),
         _ => vec![],
     }
+}
+
+/// One line of `e`'s failure at `stage`.
+fn failure(e: &Event, stage: Stage, text: String) -> Failure {
+    Failure {
+        stage,
+        cause: e.failed().map(|f| f.cause),
+        text,
+    }
+}
+
+/// The lines of a `boot_end` event: its console findings, then its error
+/// unless the variant was never built.
+fn boot_end_lines(e: &Event) -> Vec<Failure> {
+    let Event::BootEnd {
+        variant,
+        vcpus,
+        boot,
+        boot_id,
+        findings,
+        error,
+        failed,
+        ..
+    } = e
+    else {
+        return vec![];
+    };
+    let stage = failed.map_or(Stage::Boot, |f| f.stage);
+    let at = format!("{variant} at {vcpus} vCPUs, boot {boot}");
+    let mut out: Vec<Failure> = findings
+        .iter()
+        .map(|f| {
+            let text = format!("{at}: console: {} {}", f.line.trim(), f.signature);
+            failure(e, stage, text.trim_end().to_string())
+        })
+        .collect();
+    // never built (no boot id in runs recorded before causes were)
+    let not_built = failed.is_some_and(|f| f.cause == Cause::NotBuilt) || boot_id.is_none();
+    if let Some(err) = error.as_ref().filter(|_| !not_built) {
+        out.push(failure(e, stage, format!("{at}: {err}")));
+    }
+    out
 }
 
 #[cfg(test)]

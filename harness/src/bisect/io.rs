@@ -91,7 +91,7 @@ pub(super) fn measure(dir: &Path, i: usize, st: &State, opts: &Options) -> Resul
                 .into_iter()
                 .map(|(name, p)| variant(st, name, p))
                 .collect();
-            pipeline::start(m, &o).map(|_| ())
+            pipeline::start_fixed(m, &o).map(|_| ())
         }
     }
 }

@@ -219,22 +219,40 @@ fn walk(
                 _ => continue,
             }
         };
-        if call != Call::More {
-            lines.push(step_line(&seg, &c, &call, share.as_ref()));
+        if let Some(w) = step(s, &seg, c, call, share, arms, lines) {
+            return Ok(w);
         }
-        match call {
-            Call::Good => {
-                s.goods.push(c);
-                s.last_good = share.map_or((0.0, false), |x| (x.est, x.lo > 0.0));
-            }
-            Call::Bad => {
-                s.bad_now = c;
-                s.last_bad = share.map_or((1.0, false), |x| (x.est, x.hi < 1.0));
-            }
-            Call::Between => return Ok(Walk::Split(c, share.map_or(0.5, |x| x.est))),
-            Call::More => return Ok(Walk::Measure(arms)),
-            Call::Undecided(why) => return Ok(Walk::Open(format!("{seg}: at {}: {why}", short(&c)))),
+    }
+}
+
+/// The call on candidate `c` applied to its segment: the walk's end, or
+/// `None` to walk on.
+fn step(
+    s: &mut Segment,
+    seg: &str,
+    c: String,
+    call: Call,
+    share: Option<Share>,
+    arms: Arms,
+    lines: &mut Vec<String>,
+) -> Option<Walk> {
+    if call != Call::More {
+        lines.push(step_line(seg, &c, &call, share.as_ref()));
+    }
+    match call {
+        Call::Good => {
+            s.goods.push(c);
+            s.last_good = share.map_or((0.0, false), |x| (x.est, x.lo > 0.0));
+            None
         }
+        Call::Bad => {
+            s.bad_now = c;
+            s.last_bad = share.map_or((1.0, false), |x| (x.est, x.hi < 1.0));
+            None
+        }
+        Call::Between => Some(Walk::Split(c, share.map_or(0.5, |x| x.est))),
+        Call::More => Some(Walk::Measure(arms)),
+        Call::Undecided(why) => Some(Walk::Open(format!("{seg}: at {}: {why}", short(&c)))),
     }
 }
 

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::plan::CellKey;
 use crate::records::{Cause, Event};
 use crate::vm::MeasureClock;
 
@@ -96,7 +97,7 @@ pub fn bounded(clock: MeasureClock, wait: Duration, seen: Option<Duration>) -> D
 /// and the last one's reason and cause.
 #[derive(Debug, Clone, Default)]
 pub struct Strikes {
-    failed: BTreeMap<(String, u32), (u32, String, Cause)>,
+    failed: BTreeMap<CellKey, (u32, String, Cause)>,
 }
 
 impl Strikes {
@@ -104,19 +105,19 @@ impl Strikes {
     pub fn failed(&mut self, variant: &str, vcpus: u32, cause: Cause, why: &str) {
         let e = self
             .failed
-            .entry((variant.to_string(), vcpus))
+            .entry(CellKey::new(variant, vcpus))
             .or_insert((0, String::new(), cause));
         *e = (e.0 + 1, why.to_string(), cause);
     }
 
     /// A boot of `variant` at `vcpus` reached SSH: its failures are forgiven.
     pub fn reached(&mut self, variant: &str, vcpus: u32) {
-        self.failed.remove(&(variant.to_string(), vcpus));
+        self.failed.remove(&CellKey::new(variant, vcpus));
     }
 
     /// Why the next boot of `variant` at `vcpus` is not booted, if it is not.
     pub fn given_up(&self, variant: &str, vcpus: u32) -> Option<String> {
-        let (n, why, cause) = self.failed.get(&(variant.to_string(), vcpus))?;
+        let (n, why, cause) = self.failed.get(&CellKey::new(variant, vcpus))?;
         (*n >= BOOTS_BEFORE_GIVING_UP).then(|| {
             let cause = serde_json::to_value(cause).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
             format!("not booted: the {n} boots of {variant} at {vcpus} vCPUs before it failed before SSH ({cause}), the last: {why}")
@@ -128,7 +129,7 @@ impl Strikes {
     /// it failed before SSH (a strike more), reached SSH (forgiven), or was
     /// not booted (nothing).
     pub fn merge_job(&mut self, before: &Strikes, after: &Strikes, variant: &str, vcpus: u32) {
-        let key = (variant.to_string(), vcpus);
+        let key = CellKey::new(variant, vcpus);
         match (before.failed.get(&key), after.failed.get(&key)) {
             (_, None) => self.reached(variant, vcpus),
             (b, Some((n, why, cause))) if b.map_or(0, |b| b.0) < *n => self.failed(variant, vcpus, *cause, why),

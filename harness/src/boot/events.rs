@@ -1,5 +1,6 @@
 //! What a boot job tells as it goes: a stream of typed [`BootEvent`]s, in
-//! order, into one [`Sink`]. The run's sink ([`super::RunSink`]) turns them
+//! order, each in its envelope ([`Told`]: the job and the time), into one
+//! [`Sink`]. The run's sink ([`super::RunSink`]) turns them
 //! into the records of `events.jsonl` and `samples.jsonl` and the progress
 //! display; [`Recorder`] keeps them for tests. The lifecycle decides (retry,
 //! cut, warm-up, pace); a sink only writes down what it is told.
@@ -7,6 +8,7 @@
 use anyhow::Result;
 
 use crate::bench::{CpuWindow, Measured};
+use crate::plan::BootJob;
 use crate::records::{BootEnv, Cause, Failed};
 use crate::vm::{Accel, Finding, MeasureClock};
 
@@ -190,23 +192,46 @@ pub enum BootEvent {
     },
 }
 
+/// One event as the lifecycle tells it, in its envelope: whose job it is
+/// and when it happened, so a sink needs no memory of the job to file it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Told<'j> {
+    /// The job the event is of.
+    pub job: &'j BootJob,
+    /// When it was told (RFC 3339).
+    pub at: String,
+    /// What happened.
+    pub event: BootEvent,
+}
+
+impl<'j> Told<'j> {
+    /// `event` of `job`, now.
+    pub fn now(job: &'j BootJob, event: BootEvent) -> Told<'j> {
+        Told {
+            job,
+            at: crate::util::now_rfc3339(),
+            event,
+        }
+    }
+}
+
 /// Where a boot job's events go.
 pub trait Sink {
     /// Takes the next event; `Err` (a record that cannot be written) stops
     /// the run.
-    fn emit(&mut self, event: BootEvent) -> Result<()>;
+    fn emit(&mut self, told: Told) -> Result<()>;
 }
 
 /// A sink that keeps every event, for tests and tools.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    /// The events so far, in order.
+    /// The events so far, in order (their envelopes dropped).
     pub events: Vec<BootEvent>,
 }
 
 impl Sink for Recorder {
-    fn emit(&mut self, event: BootEvent) -> Result<()> {
-        self.events.push(event);
+    fn emit(&mut self, told: Told) -> Result<()> {
+        self.events.push(told.event);
         Ok(())
     }
 }

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::events::{BootEvent, BootStart, Sink, Stage};
+use super::events::{BootEvent, BootStart, Sink, Stage, Told};
 use super::machine::Machine;
 use super::profiled::Windows;
 use super::{
-    answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootCtx, Pace,
+    answer_grace, boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootRun, Learned, Pace,
     ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE,
 };
 use crate::bench;
@@ -45,7 +45,7 @@ pub struct BootFailure {
 /// its console and QEMU's log in `dir`. Returns the kernel command line
 /// and the profiler the guest loads, if any.
 pub fn start(
-    ctx: &BootCtx,
+    ctx: &BootRun,
     m: &mut dyn Machine,
     vcpus: u32,
     kernel: &Path,
@@ -104,7 +104,7 @@ pub fn start(
 /// instruction-counting clock `boot_timeout_s` is guest seconds, read off
 /// the console). Returns the wall seconds to the login.
 pub fn wait_ssh(
-    ctx: &BootCtx,
+    ctx: &BootRun,
     m: &mut dyn Machine,
     deadline: Duration,
 ) -> Result<std::result::Result<f64, BootFailure>> {
@@ -143,7 +143,7 @@ pub fn wait_ssh(
 /// Why to stop waiting for SSH now, if there is a reason: a kernel panic on
 /// the console, QEMU gone, no SSH forward, a KVM guest QEMU stopped, or
 /// (under icount) the guest-time deadline passed.
-fn give_up(ctx: &BootCtx, m: &mut dyn Machine) -> Option<(Cause, String)> {
+fn give_up(ctx: &BootRun, m: &mut dyn Machine) -> Option<(Cause, String)> {
     if let Some(why) = console_flood(m) {
         return Some((Cause::OutputOverLimit, why));
     }
@@ -203,7 +203,7 @@ fn icount_bound() -> String {
 /// A boot that passed its host `deadline` under icount says so: the
 /// console's guest time never reached `boot_timeout_s`, the host stopped
 /// waiting first.
-fn icount_deadline(ctx: &BootCtx, mut f: BootFailure, deadline: Duration) -> BootFailure {
+fn icount_deadline(ctx: &BootRun, mut f: BootFailure, deadline: Duration) -> BootFailure {
     if ctx.clock() == MeasureClock::TcgIcount && f.cause == Cause::BootTimeout && !f.error.starts_with("no SSH after") {
         f.error = format!(
             "no SSH within {} host seconds ({}): {}",
@@ -272,8 +272,10 @@ enum Attempt {
 /// A boot job in progress: the run, the machine it boots on, where its
 /// events go.
 pub struct Boot<'c, 'a> {
-    /// The run's context.
-    pub ctx: &'c mut BootCtx<'a>,
+    /// The run's facts.
+    pub ctx: &'c BootRun<'a>,
+    /// What the run has learnt from its boots so far.
+    pub learned: &'c mut Learned,
     /// The machine.
     pub machine: &'c mut dyn Machine,
     /// Where the job's events go.
@@ -291,19 +293,31 @@ struct Try {
 }
 
 impl Boot<'_, '_> {
+    /// Tells `event` of this job to the sink, in its envelope.
+    fn tell(&mut self, event: BootEvent) -> Result<()> {
+        self.sink.emit(Told::now(self.job, event))
+    }
+
+    /// The host wait for `guest_s` guest seconds: through the pace, at
+    /// most [`ICOUNT_WAIT_CAP`] under icount.
+    fn wait(&self, guest_s: f64) -> Duration {
+        let clock = self.ctx.clock();
+        bounded(clock, self.learned.pace.wait(clock, guest_s), None)
+    }
+
     /// Runs the job through every stage and tells its outcome. While QEMU
     /// dies from a signal (its failure, not the kernel's) the job boots
     /// again in a fresh log directory (`<id>.2`…), up to
     /// [`QEMU_CRASH_ATTEMPTS`].
     pub fn run(&mut self, kernel: &Path, initrd: &Path) -> Result<()> {
         let j = self.job;
-        self.sink.emit(BootEvent::Job {
+        self.tell(BootEvent::Job {
             variant: j.variant.clone(),
             vcpus: j.vcpus,
             boot: j.boot,
         })?;
-        if let Some(error) = self.ctx.strikes.given_up(&j.variant, j.vcpus) {
-            return self.sink.emit(BootEvent::NotBooted { error });
+        if let Some(error) = self.learned.strikes.given_up(&j.variant, j.vcpus) {
+            return self.tell(BootEvent::NotBooted { error });
         }
         let mut attempt = 1;
         while let Attempt::QemuCrashed = self.attempt(kernel, initrd, attempt)? {
@@ -314,18 +328,18 @@ impl Boot<'_, '_> {
 
     /// One attempt at the job: every stage, or up to QEMU's crash.
     fn attempt(&mut self, kernel: &Path, initrd: &Path, attempt: u32) -> Result<Attempt> {
-        let (ctx, job) = (&*self.ctx, self.job);
+        let (ctx, job) = (self.ctx, self.job);
         let dir = new_boot_dir(ctx.run, job)?;
         let deadline = match ctx.clock() {
             MeasureClock::TcgIcount => bounded(
                 ctx.clock(),
-                ctx.wait(ctx.m.guest.boot_timeout_s as f64),
-                ctx.seen.ssh_bound(job.vcpus),
+                self.wait(ctx.m.guest.boot_timeout_s as f64),
+                self.learned.seen.ssh_bound(job.vcpus),
             ),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
         let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
-        self.sink.emit(BootEvent::Started(BootStart {
+        self.tell(BootEvent::Started(BootStart {
             boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
             attempt,
             accel: ctx.accel,
@@ -341,9 +355,9 @@ impl Boot<'_, '_> {
             Ok(r) => r,
             Err(f) => return self.failed_boot(icount_deadline(ctx, f, deadline), attempt),
         };
-        self.ctx.seen.ssh(job.vcpus, ready_s);
-        self.ctx.strikes.reached(&job.variant, job.vcpus);
-        self.sink.emit(BootEvent::SshReady { ready_s })?;
+        self.learned.seen.ssh(job.vcpus, ready_s);
+        self.learned.strikes.reached(&job.variant, job.vcpus);
+        self.tell(BootEvent::SshReady { ready_s })?;
         let nproc = self.environment(ready_s)?;
         let mut t = Try {
             dir,
@@ -358,10 +372,10 @@ impl Boot<'_, '_> {
             },
         };
         let findings = self.power_off(end_error.is_none(), &t.dir)?;
-        self.sink.emit(BootEvent::PoweredOff {
+        self.tell(BootEvent::PoweredOff {
             findings: findings.clone(),
         })?;
-        self.sink.emit(BootEvent::Ended {
+        self.tell(BootEvent::Ended {
             findings,
             error: end_error,
             busy_wall_per_guest_s: t.pace.measured(),
@@ -379,7 +393,7 @@ impl Boot<'_, '_> {
             error.push_str(&all_attempts(attempt));
         }
         let findings = f.findings;
-        self.sink.emit(BootEvent::Cut {
+        self.tell(BootEvent::Cut {
             stage: Stage::WaitSsh,
             cause: f.cause,
             error: error.clone(),
@@ -390,10 +404,10 @@ impl Boot<'_, '_> {
             return Ok(Attempt::QemuCrashed);
         }
         let failed = Some(Failed::new(Stage::WaitSsh.step(), f.cause));
-        self.ctx
+        self.learned
             .strikes
             .failed(&self.job.variant, self.job.vcpus, f.cause, &error);
-        self.sink.emit(BootEvent::Ended {
+        self.tell(BootEvent::Ended {
             findings,
             error: Some(format!("boot failed: {error}")),
             busy_wall_per_guest_s: None,
@@ -412,7 +426,7 @@ impl Boot<'_, '_> {
             _ => cut.why,
         };
         let findings = vm::scan_console(&self.machine.console());
-        self.sink.emit(BootEvent::Cut {
+        self.tell(BootEvent::Cut {
             stage: Stage::Measure,
             cause: cut.cause,
             error: error.clone(),
@@ -433,7 +447,8 @@ impl Boot<'_, '_> {
         // an idle guest's clock jumps from timer to timer while the host
         // retries SSH, so it understates the pace of a busy guest;
         // repetitions measure it
-        let env = read_env(self.machine, self.ctx.wait(60.0)).ok();
+        let wait = self.wait(60.0);
+        let env = read_env(self.machine, wait).ok();
         let nproc = env
             .as_ref()
             .map(|e| e.nproc)
@@ -443,7 +458,7 @@ impl Boot<'_, '_> {
         let wall_per_guest_s = env
             .as_ref()
             .and_then(|e| (e.uptime_s > 0.0).then(|| ready_s / e.uptime_s));
-        self.sink.emit(BootEvent::Environment {
+        self.tell(BootEvent::Environment {
             env,
             findings,
             wall_per_guest_s,
@@ -467,7 +482,7 @@ impl Boot<'_, '_> {
                         cause: Cause::OutputOverLimit,
                     }));
                 }
-                self.sink.emit(BootEvent::Repetition {
+                self.tell(BootEvent::Repetition {
                     benchmark: bname.clone(),
                     repetition: rep,
                     of,
@@ -496,8 +511,8 @@ impl Boot<'_, '_> {
     ) -> Result<std::result::Result<(), MeasureCut>> {
         let cmd = bench::command(b, nproc);
         let grace = answer_grace(self.ctx.accel, self.ctx.overcommit(self.job.vcpus));
-        let seen = self.ctx.seen.repetition_bound(&b.name, self.job.vcpus);
-        let wait = bounded(self.ctx.clock(), self.ctx.wait(b.timeout_s as f64) + grace, seen);
+        let seen = self.learned.seen.repetition_bound(&b.name, self.job.vcpus);
+        let wait = bounded(self.ctx.clock(), self.wait(b.timeout_s as f64) + grace, seen);
         let out = match self.machine.run(&cmd, wait) {
             Ok(out) => out,
             Err(e) if e.downcast_ref::<OverLimit>().is_some() => {
@@ -508,7 +523,7 @@ impl Boot<'_, '_> {
                     error: format!("{e:#}"),
                     cause: Cause::OutputOverLimit,
                 };
-                return self.sink.emit(failed).map(Ok);
+                return self.tell(failed).map(Ok);
             }
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };
@@ -523,7 +538,7 @@ impl Boot<'_, '_> {
         .with_context(|| format!("write {}", log.display()))?;
         if let Some(g) = bench::guest_span(&out.stdout) {
             let wall = out.elapsed.as_secs_f64();
-            self.ctx.pace.observe(wall, g);
+            self.learned.pace.observe(wall, g);
             t.pace.observe(wall, g);
         }
         let vmalloc = matches!(b.kind, BenchKind::TestVmalloc { .. });
@@ -531,7 +546,7 @@ impl Boot<'_, '_> {
         let event = match bench::parse(b, &out.stdout, &out.stderr) {
             Ok(p) if out.status == Some(0) || vmalloc => {
                 ops = p.ops;
-                self.ctx
+                self.learned
                     .seen
                     .repetition(&b.name, self.job.vcpus, out.elapsed.as_secs_f64());
                 BootEvent::RepetitionDone {
@@ -563,7 +578,7 @@ impl Boot<'_, '_> {
     /// output gave, is written into a window closed without one.
     fn with_profile(&mut self, t: &mut Try, mut event: BootEvent, ops: Option<u64>) -> Result<()> {
         let Some(w) = t.windows.as_mut().and_then(|w| w.take(ops)) else {
-            return self.sink.emit(event);
+            return self.tell(event);
         };
         let BootEvent::RepetitionDone {
             benchmark,
@@ -573,7 +588,7 @@ impl Boot<'_, '_> {
             ..
         } = &mut event
         else {
-            return self.sink.emit(event);
+            return self.tell(event);
         };
         let (ops, error) = match w.read {
             Ok((ops, ms)) => {
@@ -591,8 +606,8 @@ impl Boot<'_, '_> {
             ops,
             error,
         };
-        self.sink.emit(event)?;
-        self.sink.emit(profile)
+        self.tell(event)?;
+        self.tell(profile)
     }
 
     /// A repetition without a result: QEMU died from a signal (a cut, not
@@ -631,7 +646,7 @@ impl Boot<'_, '_> {
         } else {
             (Cause::Ssh, format!("{e:#}"))
         };
-        self.sink.emit(BootEvent::RepetitionFailed {
+        self.tell(BootEvent::RepetitionFailed {
             benchmark: b.name.clone(),
             repetition: rep,
             error: why.clone(),
@@ -645,11 +660,11 @@ impl Boot<'_, '_> {
     /// for trouble.
     fn power_off(&mut self, answering: bool, dir: &Path) -> Result<Vec<Finding>> {
         if answering {
-            if let Ok(d) = self.machine.run("dmesg", self.ctx.wait(60.0)) {
+            if let Ok(d) = self.machine.run("dmesg", self.wait(60.0)) {
                 let p = dir.join("dmesg.log");
                 std::fs::write(&p, &d.stdout).with_context(|| format!("write {}", p.display()))?;
             }
-            self.machine.power_off(self.ctx.wait(15.0));
+            self.machine.power_off(self.wait(15.0));
         } else {
             self.machine.kill();
         }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
-pub use events::{BootEvent, BootStart, Recorder, Sink, Stage};
+pub use events::{BootEvent, BootStart, Recorder, Sink, Stage, Told};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu, Spawner};
 pub use sink::RunSink;
@@ -106,8 +106,10 @@ pub fn console_guest_time(text: &str) -> Option<f64> {
     best
 }
 
-/// What a boot job needs from the run.
-pub struct BootCtx<'a> {
+/// The run's facts a boot job needs: the same for every job of the run
+/// (a KVM probe is the run's facts under another accelerator).
+#[derive(Clone)]
+pub struct BootRun<'a> {
     /// The run directory.
     pub run: &'a Run,
     /// The matrix.
@@ -124,20 +126,13 @@ pub struct BootCtx<'a> {
     pub host_cpus: u32,
     /// The accelerator boots use.
     pub accel: Accel,
-    /// Guest pace measured so far in this run.
-    pub pace: Pace,
     /// The kernel profiler plugin, when this run's boots are profiled
     /// (each kernel's symbols beside its image, see [`profile_plugin`]).
     pub profiler: Option<PathBuf>,
-    /// The slowest boots to SSH and repetitions so far: the bounds of
-    /// waits under icount.
-    pub seen: Seen,
-    /// The cells whose boots failed before SSH, one after the other.
-    pub strikes: Strikes,
 }
 
-impl BootCtx<'_> {
-    /// The clock this context's boots measure in.
+impl BootRun<'_> {
+    /// The clock this run's boots measure in.
     pub fn clock(&self) -> MeasureClock {
         MeasureClock::of(self.accel, self.m.guest.clock)
     }
@@ -149,11 +144,29 @@ impl BootCtx<'_> {
             _ => vcpus as f64 / self.host_cpus.max(1) as f64,
         }
     }
+}
 
-    /// The host wait for `guest_s` guest seconds: through the pace, at
-    /// most [`ICOUNT_WAIT_CAP`] under icount.
-    fn wait(&self, guest_s: f64) -> Duration {
-        bounded(self.clock(), self.pace.wait(self.clock(), guest_s), None)
+/// What the run has learnt from its boots so far: the guest's pace, the
+/// slowest boots to SSH and repetitions (the bounds of waits under icount),
+/// the cells whose boots failed before SSH one after the other.
+#[derive(Debug, Clone, Default)]
+pub struct Learned {
+    /// Guest pace measured so far.
+    pub pace: Pace,
+    /// The slowest boots to SSH and repetitions so far.
+    pub seen: Seen,
+    /// Boots failed before SSH in a row, per cell.
+    pub strikes: Strikes,
+}
+
+impl Learned {
+    /// Takes in what one job learnt (`after`), which started from
+    /// `before`, while other jobs may have added to `self` meanwhile.
+    pub fn merge(&mut self, before: &Learned, after: &Learned, job: &BootJob) {
+        self.pace.merge(after.pace);
+        self.seen.merge(&after.seen);
+        self.strikes
+            .merge_job(&before.strikes, &after.strikes, &job.variant, job.vcpus);
     }
 }
 
@@ -217,7 +230,7 @@ pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
 /// the kernel's symbols file beside its image, the profile in the run's
 /// `profiles/<boot id>.profile`. `Err`: the plugin's inputs would make QEMU
 /// abort (then the boot goes without).
-pub fn profile_plugin(ctx: &BootCtx, kernel: &Path, dir: &Path) -> Result<Option<crate::vm::Plugin>> {
+pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path) -> Result<Option<crate::vm::Plugin>> {
     let Some(so) = ctx
         .profiler
         .clone()
@@ -242,14 +255,22 @@ pub const PROFILES_DIR: &str = "profiles";
 
 /// Runs one boot job on QEMU through every stage, its events written into
 /// the run and shown (see [`Boot::run`] for the retry rule).
-pub fn run_job(ctx: &mut BootCtx, job: &BootJob, art: &Artifact, pvh: bool, initrd: &Path) -> Result<()> {
-    run_job_spawning(ctx, job, art, pvh, initrd, None)
+pub fn run_job(
+    ctx: &BootRun,
+    learned: &mut Learned,
+    job: &BootJob,
+    art: &Artifact,
+    pvh: bool,
+    initrd: &Path,
+) -> Result<()> {
+    run_job_spawning(ctx, learned, job, art, pvh, initrd, None)
 }
 
 /// [`run_job`], QEMU started by `spawn` when given (a job on a worker
 /// thread of `run --jobs`).
 pub fn run_job_spawning(
-    ctx: &mut BootCtx,
+    ctx: &BootRun,
+    learned: &mut Learned,
     job: &BootJob,
     art: &Artifact,
     pvh: bool,
@@ -265,6 +286,7 @@ pub fn run_job_spawning(
     let mut sink = RunSink::new(run, ui);
     Boot {
         ctx,
+        learned,
         machine: &mut machine,
         sink: &mut sink,
         job,
@@ -285,34 +307,19 @@ pub struct ProbeFailure {
 
 /// The KVM probe: one short boot of `kernel` at 1 vCPU under KVM. `Ok(None)`:
 /// KVM works. `Ok(Some(failure))`: the boot failed, and why.
-pub fn probe_kvm(ctx: &BootCtx, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
+pub fn probe_kvm(ctx: &BootRun, kernel: &Path, initrd: &Path, dir: &Path) -> Result<Option<ProbeFailure>> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let probe = BootCtx {
-        run: ctx.run,
-        m: ctx.m,
-        ui: ctx.ui,
-        qemu: ctx.qemu.clone(),
-        key: ctx.key.clone(),
-        host_key: ctx.host_key.clone(),
-        host_cpus: ctx.host_cpus,
+    let probe = BootRun {
         accel: Accel::Kvm,
-        pace: ctx.pace,
-        profiler: None,
-        seen: Seen::default(),
-        strikes: Strikes::default(),
+        ..ctx.clone()
     };
-    probe_on(
-        &probe,
-        &mut Qemu::new(ctx.key.clone(), ctx.host_key.clone()),
-        kernel,
-        initrd,
-        dir,
-    )
+    let mut machine = Qemu::new(ctx.key.clone(), ctx.host_key.clone());
+    probe_on(&probe, &mut machine, kernel, initrd, dir)
 }
 
 /// The KVM probe boot on `machine`, under `probe`'s accelerator.
 fn probe_on(
-    probe: &BootCtx,
+    probe: &BootRun,
     machine: &mut dyn Machine,
     kernel: &Path,
     initrd: &Path,

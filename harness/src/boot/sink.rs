@@ -5,7 +5,8 @@
 
 use anyhow::{Context, Result};
 
-use super::events::{BootEvent, BootStart, Sink};
+use super::events::{BootEvent, BootStart, Sink, Told};
+use crate::plan::BootJob;
 use crate::records::{BootEnv, Event, Failed, Sample};
 use crate::store::Run;
 use crate::ui::Ui;
@@ -15,8 +16,6 @@ use crate::vm::Finding;
 pub struct RunSink<'a> {
     run: &'a Run,
     ui: &'a Ui,
-    /// The job's variant, vCPUs and boot index.
-    job: Option<(String, u32, u32)>,
     /// The current attempt.
     start: Option<BootStart>,
     ready_s: Option<f64>,
@@ -28,14 +27,9 @@ impl<'a> RunSink<'a> {
         RunSink {
             run,
             ui,
-            job: None,
             start: None,
             ready_s: None,
         }
-    }
-
-    fn job(&self) -> Result<&(String, u32, u32)> {
-        self.job.as_ref().context("a boot event came before its job")
     }
 
     fn start(&self) -> Result<&BootStart> {
@@ -45,18 +39,19 @@ impl<'a> RunSink<'a> {
     /// The `boot` record of the current attempt.
     fn boot(
         &self,
+        j: &BootJob,
         env: Option<BootEnv>,
         error: Option<(String, Failed)>,
         findings: Vec<Finding>,
         wall_per_guest_s: Option<f64>,
         retried: bool,
     ) -> Result<Event> {
-        let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+        let s = self.start()?;
         let (error, failed) = error.unzip();
         Ok(Event::Boot {
-            variant: variant.clone(),
-            vcpus: *vcpus,
-            boot: *boot,
+            variant: j.variant.clone(),
+            vcpus: j.vcpus,
+            boot: j.boot,
             boot_id: s.boot_id.clone(),
             accel: s.accel,
             clock: Some(s.clock),
@@ -78,34 +73,39 @@ impl<'a> RunSink<'a> {
         })
     }
 
-    fn samples(
-        &self,
-        benchmark: String,
-        params: serde_json::Value,
-        repetition: u32,
-        warmup: bool,
-        metrics: Vec<crate::bench::Measured>,
-        cpu: Option<crate::bench::CpuWindow>,
-    ) -> Result<()> {
-        let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
+    /// A repetition's samples, one per metric, stamped with the time it
+    /// was told.
+    fn samples(&self, j: &BootJob, at: &str, event: BootEvent) -> Result<()> {
+        let BootEvent::RepetitionDone {
+            benchmark,
+            params,
+            repetition,
+            warmup,
+            metrics,
+            cpu,
+        } = event
+        else {
+            anyhow::bail!("not a repetition's samples: {event:?}");
+        };
+        let s = self.start()?;
         for mt in metrics {
             self.run.sample(&Sample {
-                variant: variant.clone(),
-                vcpus: *vcpus,
+                variant: j.variant.clone(),
+                vcpus: j.vcpus,
                 benchmark: benchmark.clone(),
                 params: params.clone(),
                 metric: mt.metric,
                 unit: mt.unit,
                 higher_is_better: mt.higher_is_better,
                 boot_id: s.boot_id.clone(),
-                boot: *boot,
+                boot: j.boot,
                 repetition,
                 warmup,
                 value: mt.value,
                 series: mt.series,
                 cpu,
                 clock: Some(s.clock),
-                timestamp: crate::util::now_rfc3339(),
+                timestamp: at.to_string(),
             })?;
         }
         Ok(())
@@ -113,6 +113,7 @@ impl<'a> RunSink<'a> {
 
     fn cut(
         &self,
+        j: &BootJob,
         stage: super::Stage,
         failed: Failed,
         error: String,
@@ -129,7 +130,7 @@ impl<'a> RunSink<'a> {
             self.ui.notice(&msg);
             return self
                 .run
-                .event(&self.boot(None, Some((error, failed)), findings, None, again)?);
+                .event(&self.boot(j, None, Some((error, failed)), findings, None, again)?);
         }
         if again {
             // no boot_end: the boot is cut off, its samples are not counted
@@ -137,15 +138,94 @@ impl<'a> RunSink<'a> {
         }
         Ok(())
     }
+
+    /// The record of a repetition's failure or kernel profile.
+    fn repetition_record(&self, j: &BootJob, event: BootEvent) -> Result<Event> {
+        let s = self.start()?;
+        Ok(match event {
+            BootEvent::RepetitionFailed {
+                benchmark,
+                repetition,
+                error,
+                cause,
+            } => Event::BenchFailed {
+                variant: j.variant.clone(),
+                vcpus: j.vcpus,
+                benchmark,
+                boot_id: s.boot_id.clone(),
+                repetition,
+                error,
+                failed: Some(Failed::new(crate::records::Stage::Benchmark, cause)),
+            },
+            BootEvent::Profile {
+                benchmark,
+                repetition,
+                warmup,
+                path,
+                ops,
+                error,
+            } => Event::Profile {
+                variant: j.variant.clone(),
+                vcpus: j.vcpus,
+                boot: j.boot,
+                boot_id: s.boot_id.clone(),
+                benchmark,
+                repetition,
+                warmup,
+                path: path.to_string_lossy().into_owned(),
+                ops,
+                error,
+            },
+            e => anyhow::bail!("not a repetition's record: {e:?}"),
+        })
+    }
+
+    /// The `boot_end` record of a job that ended or was not booted (said on
+    /// the display).
+    fn end_record(&self, j: &BootJob, event: BootEvent) -> Result<Event> {
+        let (boot_id, findings, error, busy_wall_per_guest_s, failed) = match event {
+            BootEvent::Ended {
+                findings,
+                error,
+                busy_wall_per_guest_s,
+                failed,
+            } => (
+                Some(self.start()?.boot_id.clone()),
+                findings,
+                error,
+                busy_wall_per_guest_s,
+                failed,
+            ),
+            BootEvent::NotBooted { error } => {
+                self.ui.notice(&format!(
+                    "{} at {} vCPUs (boot {}): {error}",
+                    j.variant, j.vcpus, j.boot
+                ));
+                let failed = Failed::new(crate::records::Stage::Boot, crate::records::Cause::NotBooted);
+                (None, vec![], Some(error), None, Some(failed))
+            }
+            e => anyhow::bail!("not a job's end: {e:?}"),
+        };
+        Ok(Event::BootEnd {
+            variant: j.variant.clone(),
+            vcpus: j.vcpus,
+            boot: j.boot,
+            boot_id,
+            findings,
+            error,
+            busy_wall_per_guest_s,
+            failed,
+        })
+    }
 }
 
 impl Sink for RunSink<'_> {
-    fn emit(&mut self, event: BootEvent) -> Result<()> {
+    fn emit(&mut self, told: Told) -> Result<()> {
+        let Told { job: j, at, event } = told;
         match event {
             BootEvent::Job { variant, vcpus, boot } => {
                 self.ui
                     .stage("boot", &format!("{variant} at {vcpus} vCPUs (boot {boot})"));
-                self.job = Some((variant, vcpus, boot));
             }
             BootEvent::Started(s) => (self.start, self.ready_s) = (Some(s), None),
             BootEvent::SshReady { ready_s } => self.ready_s = Some(ready_s),
@@ -155,68 +235,21 @@ impl Sink for RunSink<'_> {
                 wall_per_guest_s,
             } => self
                 .run
-                .event(&self.boot(env, None, findings, wall_per_guest_s, false)?)?,
+                .event(&self.boot(j, env, None, findings, wall_per_guest_s, false)?)?,
             BootEvent::Repetition {
                 benchmark,
                 repetition,
                 of,
             } => {
-                let (variant, vcpus, boot) = self.job()?;
+                let (variant, vcpus, boot) = (&j.variant, j.vcpus, j.boot);
                 self.ui.stage(
                     "bench",
                     &format!("{variant} {vcpus}cpu b{boot} {benchmark} rep {}/{of}", repetition + 1),
                 );
             }
-            BootEvent::RepetitionDone {
-                benchmark,
-                params,
-                repetition,
-                warmup,
-                metrics,
-                cpu,
-            } => self.samples(benchmark, params, repetition, warmup, metrics, cpu)?,
-            BootEvent::RepetitionFailed {
-                benchmark,
-                repetition,
-                error,
-                cause,
-            } => {
-                let ((variant, vcpus, _), s) = (self.job()?, self.start()?);
-                let failed = Some(Failed::new(crate::records::Stage::Benchmark, cause));
-                let e = Event::BenchFailed {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    benchmark,
-                    boot_id: s.boot_id.clone(),
-                    repetition,
-                    error,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
-            BootEvent::Profile {
-                benchmark,
-                repetition,
-                warmup,
-                path,
-                ops,
-                error,
-            } => {
-                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let path = path.to_string_lossy().into_owned();
-                let e = Event::Profile {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: s.boot_id.clone(),
-                    benchmark,
-                    repetition,
-                    warmup,
-                    path,
-                    ops,
-                    error,
-                };
-                self.run.event(&e)?;
+            e @ BootEvent::RepetitionDone { .. } => self.samples(j, &at, e)?,
+            e @ (BootEvent::RepetitionFailed { .. } | BootEvent::Profile { .. }) => {
+                self.run.event(&self.repetition_record(j, e)?)?
             }
             BootEvent::Cut {
                 stage,
@@ -224,52 +257,14 @@ impl Sink for RunSink<'_> {
                 error,
                 findings,
                 again,
-            } => self.cut(stage, Failed::new(stage.step(), cause), error, findings, again)?,
+            } => self.cut(j, stage, Failed::new(stage.step(), cause), error, findings, again)?,
             BootEvent::PoweredOff { findings } => {
                 let id = &self.start()?.boot_id;
                 for f in &findings {
                     self.ui.notice(&format!("{id}: console: {} ({})", f.signature, f.line));
                 }
             }
-            BootEvent::Ended {
-                findings,
-                error,
-                busy_wall_per_guest_s,
-                failed,
-            } => {
-                let ((variant, vcpus, boot), s) = (self.job()?, self.start()?);
-                let e = Event::BootEnd {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: Some(s.boot_id.clone()),
-                    findings,
-                    error,
-                    busy_wall_per_guest_s,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
-            BootEvent::NotBooted { error } => {
-                let (variant, vcpus, boot) = self.job()?;
-                self.ui
-                    .notice(&format!("{variant} at {vcpus} vCPUs (boot {boot}): {error}"));
-                let failed = Some(Failed::new(
-                    crate::records::Stage::Boot,
-                    crate::records::Cause::NotBooted,
-                ));
-                let e = Event::BootEnd {
-                    variant: variant.clone(),
-                    vcpus: *vcpus,
-                    boot: *boot,
-                    boot_id: None,
-                    findings: vec![],
-                    error: Some(error),
-                    busy_wall_per_guest_s: None,
-                    failed,
-                };
-                self.run.event(&e)?;
-            }
+            e @ (BootEvent::Ended { .. } | BootEvent::NotBooted { .. }) => self.run.event(&self.end_record(j, e)?)?,
         }
         Ok(())
     }

@@ -103,8 +103,14 @@ fn world(name: &str, guest: &str) -> World {
     }
 }
 
-fn ctx(w: &World) -> BootCtx<'_> {
-    BootCtx {
+/// A run's facts and what it learnt, as the pipeline keeps them.
+struct Ctx<'a> {
+    run: BootRun<'a>,
+    learned: Learned,
+}
+
+fn ctx(w: &World) -> Ctx<'_> {
+    let run = BootRun {
         run: &w.run,
         m: &w.m,
         ui: &w.ui,
@@ -113,10 +119,11 @@ fn ctx(w: &World) -> BootCtx<'_> {
         host_key: String::new(),
         host_cpus: 2,
         accel: Accel::Tcg,
-        pace: Pace::default(),
         profiler: None,
-        seen: Seen::default(),
-        strikes: Strikes::default(),
+    };
+    Ctx {
+        run,
+        learned: Learned::default(),
     }
 }
 
@@ -130,10 +137,11 @@ fn job(boot: u32) -> BootJob {
 }
 
 /// Runs `job` on `fake`, its events into a [`Recorder`].
-fn boot(ctx: &mut BootCtx, fake: &mut Fake, job: &BootJob) -> (Result<()>, Vec<BootEvent>) {
+fn boot(ctx: &mut Ctx, fake: &mut Fake, job: &BootJob) -> (Result<()>, Vec<BootEvent>) {
     let mut rec = Recorder::default();
     let res = Boot {
-        ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: fake,
         sink: &mut rec,
         job,
@@ -159,15 +167,15 @@ fn job_event(boot: u32) -> BootEvent {
     }
 }
 
-fn started(ctx: &BootCtx, boot_id: &str, attempt: u32) -> BootEvent {
+fn started(ctx: &Ctx, boot_id: &str, attempt: u32) -> BootEvent {
     let cmdline = crate::vm::kernel_cmdline(&CmdlineSpec {
         aslr: true,
-        overcommit: ctx.overcommit(2),
+        overcommit: ctx.run.overcommit(2),
         accel: Accel::Tcg,
-        clock: ctx.m.guest.clock,
+        clock: ctx.run.m.guest.clock,
         extra: vec![],
     });
-    let (clock, overcommit) = (ctx.clock(), ctx.overcommit(2));
+    let (clock, overcommit) = (ctx.run.clock(), ctx.run.overcommit(2));
     BootEvent::Started(BootStart {
         boot_id: boot_id.into(),
         attempt,
@@ -523,7 +531,7 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, why, false));
     // a boot that measures: its waits stretch by the backstop (capped), then by the pace it measured,
     // bounded by 5x the repetition it measured (120 s)
-    ctx.strikes = Strikes::default();
+    ctx.learned.strikes = Strikes::default();
     let (_, events) = boot(&mut ctx, &mut fake, &job(2));
     let bench_waits: Vec<Duration> = fake
         .calls
@@ -546,7 +554,7 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
         matches!(events.last(), Some(BootEvent::Ended { error: None, busy_wall_per_guest_s: Some(p), .. }) if *p == 12.0),
         "{events:?}"
     );
-    assert_eq!(ctx.pace.measured(), Some(12.0));
+    assert_eq!(ctx.learned.pace.measured(), Some(12.0));
     // the pace would give 1800 s; the run's slowest boot to SSH (2 s) bounds it at its floor
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
     assert_eq!(
@@ -576,7 +584,7 @@ fn warmup_repetitions_are_marked_and_the_busy_pace_is_the_slowest() {
         events, want,
         "only repetition 0 is a warm-up one; the busy pace is the slowest repetition's"
     );
-    assert_eq!(ctx.pace.measured(), Some(3.0));
+    assert_eq!(ctx.learned.pace.measured(), Some(3.0));
     assert_eq!(fake.calls.iter().filter(|c| matches!(c, Call::PowerOff(_))).count(), 1);
 }
 
@@ -591,7 +599,8 @@ fn an_interrupted_job_boots_afresh_when_resumed() {
     let mut fake = Fake::new(vec![Script::ssh(three())]);
     let mut sink = RunSink::new(&w.run, &w.ui);
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(1),
@@ -601,7 +610,8 @@ fn an_interrupted_job_boots_afresh_when_resumed() {
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), Answer::Interrupted])]);
     let mut sink = RunSink::new(&w.run, &w.ui);
     let e = Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(0),
@@ -663,7 +673,8 @@ fn the_run_sink_writes_the_runs_records() {
     ]);
     let mut sink = RunSink::new(&w.run, &w.ui);
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(0),
@@ -755,7 +766,7 @@ fn the_run_sink_writes_the_runs_records() {
 fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
     let w = world("probe", "{}");
     let mut ctx = ctx(&w);
-    ctx.accel = Accel::Kvm;
+    ctx.run.accel = Accel::Kvm;
     let dir = w.run.log("kvm-probe");
     let (k, i) = (Path::new("/k/bzImage"), Path::new("/k/initrd"));
     let stuck = Script {
@@ -778,21 +789,21 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
         ..Script::ssh(vec![])
     };
     let mut fake = Fake::new(vec![Script::ssh(vec![]), stuck, panics, silent, slow]);
-    assert_eq!(probe_on(&ctx, &mut fake, k, i, &dir).unwrap(), None);
+    assert_eq!(probe_on(&ctx.run, &mut fake, k, i, &dir).unwrap(), None);
     assert_eq!(fake.calls.last(), Some(&Call::PowerOff(Duration::from_secs(5))));
     assert_eq!(fake.calls[1], Call::WaitSsh(PROBE_DEADLINE));
     let got = |f: Option<ProbeFailure>| f.map(|f| (f.why, f.kvm_fault, f.cause));
     assert_eq!(
-        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        got(probe_on(&ctx.run, &mut fake, k, i, &dir).unwrap()),
         Some(("KVM internal error. Suberror: 1".to_string(), true, Cause::Qemu))
     );
     assert_eq!(
-        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        got(probe_on(&ctx.run, &mut fake, k, i, &dir).unwrap()),
         Some(("kernel panic during boot (panic)".to_string(), false, Cause::Panic))
     );
     // a guest that wrote nothing by the deadline never ran its kernel: KVM's fault
     assert_eq!(
-        got(probe_on(&ctx, &mut fake, k, i, &dir).unwrap()),
+        got(probe_on(&ctx.run, &mut fake, k, i, &dir).unwrap()),
         Some((
             "the KVM guest wrote nothing to its console in 60 s".to_string(),
             true,
@@ -800,7 +811,7 @@ fn the_kvm_probe_tells_a_kvm_fault_from_another_failure() {
         ))
     );
     // one that printed and then did not answer is not blamed on KVM
-    let f = probe_on(&ctx, &mut fake, k, i, &dir).unwrap().unwrap();
+    let f = probe_on(&ctx.run, &mut fake, k, i, &dir).unwrap().unwrap();
     assert_eq!((f.kvm_fault, f.cause), (false, Cause::BootTimeout), "{}", f.why);
 }
 
@@ -820,11 +831,12 @@ fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
     .unwrap();
     std::fs::set_permissions(&fake_qemu, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut ctx = ctx(&w);
-    ctx.qemu = fake_qemu;
+    ctx.run.qemu = fake_qemu;
     let mut machine = Qemu::new("/nonexistent/key".into(), String::new());
     let mut rec = Recorder::default();
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut machine,
         sink: &mut rec,
         job: &job(0),
@@ -858,13 +870,14 @@ fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
 
     // one that exits with a status: the kernel's boot failed, no retry
     std::fs::write(
-        &ctx.qemu,
+        &ctx.run.qemu,
         "#!/bin/sh\necho \"qemu: could not load kernel '/k/bzImage'\"\nexit 1\n",
     )
     .unwrap();
     let mut rec = Recorder::default();
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut machine,
         sink: &mut rec,
         job: &job(1),
@@ -904,8 +917,8 @@ fn icount_boots_load_the_profiler_when_the_run_has_one() {
         }
         let w = world("profile", guest);
         let mut c = ctx(&w);
-        c.profiler = set.then(|| so.clone());
-        match (super::profile_plugin(&c, &kernel, dir), want) {
+        c.run.profiler = set.then(|| so.clone());
+        match (super::profile_plugin(&c.run, &kernel, dir), want) {
             (Ok(None), None) => {}
             (Ok(Some(p)), Some(true)) => {
                 assert_eq!((p.so, p.symbols), (so.clone(), syms.clone()));
@@ -932,11 +945,12 @@ fn a_profiled_boot_has_nokaslr_and_a_broken_profiler_only_a_notice() {
         }
         let w = world("nokaslr", "{clock: icount, accel: tcg}");
         let mut c = ctx(&w);
-        c.profiler = Some(so.clone());
+        c.run.profiler = Some(so.clone());
         let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
         let mut rec = Recorder::default();
         Boot {
-            ctx: &mut c,
+            ctx: &c.run,
+            learned: &mut c.learned,
             machine: &mut fake,
             sink: &mut rec,
             job: &job(0),
@@ -976,7 +990,7 @@ fn a_profiled_boot_records_each_window_and_its_instructions_per_op() {
     std::fs::write(k.path().join(crate::profile::symbols::FILE), "ffffffff81000000 10 f\n").unwrap();
     let w = world("windows", "{clock: icount, accel: tcg}");
     let mut c = ctx(&w);
-    c.profiler = Some(so);
+    c.run.profiler = Some(so);
     // the plugin writes a window at each closing marker: here the warm-up's
     // and the first measured repetition's; the second wrote none
     let profiles = w.run.records().join("profiles");
@@ -989,7 +1003,8 @@ fn a_profiled_boot_records_each_window_and_its_instructions_per_op() {
     let mut fake = Fake::new(vec![Script::ssh(vec![says(100.0, 1.0)])]);
     let mut sink = super::RunSink::new(&w.run, &w.ui);
     Boot {
-        ctx: &mut c,
+        ctx: &c.run,
+        learned: &mut c.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(0),
@@ -1092,4 +1107,27 @@ fn a_boot_whose_console_floods_is_stopped() {
         !fake.calls.iter().any(|c| matches!(c, Call::Run(..))),
         "no benchmark runs"
     );
+}
+
+/// The run's sink files each event by its envelope: a job's end told with
+/// no `Job` event before it is that job's record (the sink once kept the
+/// job from its `Job` event and failed with "came before its job").
+#[test]
+fn the_run_sink_files_an_event_by_its_envelope() {
+    let w = world("envelope", "{}");
+    let mut sink = RunSink::new(&w.run, &w.ui);
+    let j = job(3);
+    let event = BootEvent::NotBooted { error: "why".into() };
+    sink.emit(Told::now(&j, event)).unwrap();
+    let want = Event::BootEnd {
+        variant: "base".into(),
+        vcpus: 2,
+        boot: 3,
+        boot_id: None,
+        findings: vec![],
+        error: Some("why".into()),
+        busy_wall_per_guest_s: None,
+        failed: Some(Failed::new(crate::records::Stage::Boot, Cause::NotBooted)),
+    };
+    assert_eq!(w.run.events().unwrap(), [want]);
 }

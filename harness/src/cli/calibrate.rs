@@ -28,7 +28,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         "calibrate{}",
         m.profile.as_ref().map(|p| format!("-{p}")).unwrap_or_default()
     ));
-    let dir = pipeline::start(aa, &opts)?;
+    let dir = pipeline::start_fixed(aa, &opts)?;
     let run = store::Run::open(&dir)?;
     let (meta, events) = (run.meta()?, run.events()?);
     let r = report::build_from(

@@ -189,7 +189,6 @@ fn run_options(g: &Global, matrix: &Path, quiet: bool) -> Result<pipeline::Optio
         quiet,
         jobs: None,
         allow_concurrent_wall: false,
-        restart_instead: false,
     })
 }
 

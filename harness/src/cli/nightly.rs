@@ -2,7 +2,7 @@
 //! tonight's commit measured (once), the run added to the history and its
 //! report files written, bisections of new changes for the worse run (or
 //! resumed), and the mail report written to `<dir>/reports/<time>-<commit>.md`
-//! and printed. With `--json` the progress goes to stderr and stdout gets one
+//! ([`nightly::mail::write`]) and printed. With `--json` the progress goes to stderr and stdout gets one
 //! object: `{"report": FILE, "run_dir": DIR, "outcome": {"tonight", "night",
 //! "already", "changes", "bisections"}}`.
 
@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::report::{write_junit, write_report_files, Gating};
 use super::{print_json, run_options, Exit, Global, MatrixArgs};
+use crate::history;
 use crate::nightly::{self, real::Real};
-use crate::{history, report};
 
 /// `harness nightly`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -91,25 +91,15 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let key = nightly::key(&history::matrix_id(&robot.load()?), profile.as_deref());
     let mut db = history::open(&hist)?;
     let o = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, &|s| eprintln!("{s}"))?;
-    let run_id = o.night.run_id.clone().unwrap_or_default();
-    let run_dir: String = db
-        .query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [&run_id], |r| r.get(0))
-        .with_context(|| format!("find run {run_id} in the history"))?;
-    let (_, meta, r) = write_report_files(Path::new(&run_dir), g)?;
-    let text = nightly::mail::text(&o, &cells(&r, &meta.matrix.key_metrics));
-    let reports = dir.join("reports");
-    std::fs::create_dir_all(&reports).with_context(|| format!("create {}", reports.display()))?;
-    let file = reports.join(format!(
-        "{}-{}.md",
-        crate::util::stamp(),
-        nightly::short(&o.tonight.commit)
-    ));
-    std::fs::write(&file, &text).with_context(|| format!("write {}", file.display()))?;
+    let run_dir = nightly::state::run_dir(&db, o.night.run_id.as_deref().unwrap_or_default())?;
+    let (_, meta, r) = write_report_files(&run_dir, g)?;
+    let cells = nightly::mail::key_cells(&r, &meta.matrix.key_metrics);
+    let (text, file) = nightly::mail::write(&dir, &o, &cells)?;
     nightly::told(&db, &o)?;
     if g.json {
         print_json(&Printed {
             report: &file,
-            run_dir: Path::new(&run_dir),
+            run_dir: &run_dir,
             outcome: &o,
         })?;
     } else {
@@ -120,35 +110,4 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         write_junit(&r, &meta.matrix.key_metrics, Gating::default(), p)?;
     }
     Ok(Exit::Done)
-}
-
-/// Tonight's key cells of base: median, interval and standing against history.
-fn cells(r: &report::Report, key: &[String]) -> Vec<String> {
-    let mut out = vec![];
-    for row in r
-        .rows
-        .iter()
-        .filter(|row| report::gate::is_key(key, &row.benchmark, &row.metric))
-    {
-        for c in row.cells.iter().filter(|c| c.variant == "base") {
-            let value = match (&c.summary, &c.failure) {
-                (Some(s), _) => format!(
-                    "median {:.6} {} ({:.6} to {:.6}, {} boots)",
-                    s.median, row.unit, s.ci_lo, s.ci_hi, c.n
-                ),
-                (None, Some(f)) => format!("no value: {f}"),
-                (None, None) => "no value".into(),
-            };
-            let standing = c
-                .history
-                .as_deref()
-                .map(|h| format!("; history: {h}"))
-                .unwrap_or_default();
-            out.push(format!(
-                "{} {} at {} vCPUs: {value}{standing}",
-                row.benchmark, row.metric, row.vcpus
-            ));
-        }
-    }
-    out
 }

@@ -143,7 +143,7 @@ pub(super) fn second_stage(run_dir: &Path, opts: &crate::pipeline::Options, gati
     }
     let (sent, jobs) = crate::pipeline::second_stage(run_dir, opts)?;
     if jobs > 0 {
-        let what: Vec<String> = sent.iter().map(|(v, n)| format!("{v} at {n} vCPUs")).collect();
+        let what: Vec<String> = sent.iter().map(ToString::to_string).collect();
         eprintln!("gate: second stage: {jobs} boot jobs for {} (their first stage ended unsure or ~ reaching past the threshold)", what.join(", "));
     }
     Ok(())

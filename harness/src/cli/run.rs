@@ -78,7 +78,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
                     &opts.work_dir,
                 )
             };
-            (start_for_this_host(load, &opts)?, opts)
+            (start_for_this_host(load()?, load, &opts)?, opts)
         }
     };
     second_stage(&run_dir, &opts, a.gating)?;
@@ -86,35 +86,27 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     finish_report(&run_dir, g, a.gating, a.junit.as_deref())
 }
 
-/// Starts the run of the matrix `load` makes for this host; when its probe
-/// boot finds KVM unusable before anything booted ([`pipeline::RunInstead`]),
-/// once more with the matrix `load` makes then (the failed probe is
+/// Starts the run of `m` (made for this host); when its probe boot finds
+/// KVM unusable before anything booted ([`pipeline::Started::RestartAs`]),
+/// once more with the matrix `again` makes then (the failed probe is
 /// remembered, so it is the profile's `without_kvm:` substitute; the
 /// given-up run directory, builds and the probe only, is removed). `run`
 /// and `try` start this way.
 pub(super) fn start_for_this_host(
-    load: impl Fn() -> Result<config::Matrix>,
+    m: config::Matrix,
+    again: impl Fn() -> Result<config::Matrix>,
     opts: &pipeline::Options,
 ) -> Result<PathBuf> {
-    let e = match pipeline::start(
-        load()?,
-        &pipeline::Options {
-            restart_instead: true,
-            ..opts.clone()
-        },
-    ) {
-        Ok(dir) => return Ok(dir),
-        Err(e) => e,
-    };
-    let Some(r) = e.chain().find_map(|c| c.downcast_ref::<pipeline::RunInstead>()) else {
-        return Err(e);
+    let (restart, dir) = match pipeline::start(m, opts)? {
+        pipeline::Started::Done(dir) => return Ok(dir),
+        pipeline::Started::RestartAs { restart, dir } => (restart, dir),
     };
     eprintln!(
-        "notice: {r}; starting again as `{}` (the kernels are cached)",
-        r.instead
+        "notice: {restart}; starting again as `{}` (the kernels are cached)",
+        restart.instead
     );
-    std::fs::remove_dir_all(&r.dir).with_context(|| format!("remove the given-up run {}", r.dir.display()))?;
-    pipeline::start(load()?, opts)
+    std::fs::remove_dir_all(&dir).with_context(|| format!("remove the given-up run {}", dir.display()))?;
+    pipeline::start_fixed(again()?, opts)
 }
 
 /// `harness run --shard K/N --json`: the shard that finished.

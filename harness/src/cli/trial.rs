@@ -156,14 +156,10 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     }
     let opts = run_options(g, &m.path, quiet)?;
     let dir = if req.clock.is_none() {
-        // the matrix made above first; made again (for the substitute) only after a failed probe
-        let first = std::cell::Cell::new(Some(m));
-        super::run::start_for_this_host(
-            || first.take().map_or_else(|| trial::matrix(&req, &g.work_dir), Ok),
-            &opts,
-        )?
+        // made again (for the substitute) only after a failed probe
+        super::run::start_for_this_host(m, || trial::matrix(&req, &g.work_dir), &opts)?
     } else {
-        pipeline::start(m, &opts)?
+        pipeline::start_fixed(m, &opts)?
     };
     second_stage(&dir, &opts, gating)?;
     let failures = trial::failures(&store::Run::open(&dir)?)?;

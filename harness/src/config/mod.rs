@@ -5,8 +5,10 @@
 //! YAML errors carry `file:line:col`, validation errors name the YAML path
 //! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
 
+mod names;
 mod params;
 mod program;
+mod program_check;
 mod raw;
 mod statistics;
 mod validated;
@@ -15,9 +17,8 @@ mod validation;
 use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
-pub use program::{
-    guest_path as program_guest_path, missing_program, not_installed, Build, MetricSpec, Pattern, PLACEHOLDERS,
-};
+pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
+pub use program_check::{missing_program, not_installed};
 pub use validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant,
 };

@@ -2,14 +2,12 @@
 //! the host, C sources compiled like `images/`, or a source directory built
 //! on the host), its argument list with placeholders, and the parsers of
 //! its metrics. The kind's parameters are rows of the table in `params.rs`;
-//! this file holds their types, their checks, and the second pass that
-//! needs the matrix's directory (paths) or the host (`PATH`).
+//! this file holds their types and checks (`program_check.rs` the second
+//! pass, which needs the matrix's directory or the host's `PATH`).
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-
-use super::params::BenchKind;
 
 /// `build:` as written: a directory built on the host with a command.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -99,7 +97,7 @@ pub fn metrics(errs: &mut Vec<String>, k: &str, v: Option<&Vec<RawMetric>>) -> V
     let mut out: Vec<MetricSpec> = Vec::new();
     for (i, m) in v.into_iter().flatten().enumerate() {
         let at = format!("{k}[{i}]");
-        if !super::validation::valid_name(&m.name) {
+        if !super::names::valid_name(&m.name) {
             errs.push(format!(
                 "{at}.name: `{}` must be lowercase letters, digits, '.', '_' or '-'",
                 m.name
@@ -180,88 +178,4 @@ pub fn user(errs: &mut Vec<String>, k: &str, v: Option<&u32>) -> Option<u32> {
         errs.push(format!("{k}: 0 is root, the default; leave it out"));
     }
     v.copied()
-}
-
-/// The second pass over a `program` benchmark at `at`: exactly one of
-/// `run`, `sources` and `build`; an installed program found on the host's
-/// `PATH`; sources, files and the build directory made absolute and
-/// checked to exist. `path` makes a matrix-relative name absolute. A
-/// program not installed here is given back, not put in `p`: it is a
-/// problem only where a variant runs the benchmark.
-pub fn resolve(kind: &mut BenchKind, at: &str, path: &dyn Fn(&str) -> PathBuf, p: &mut Vec<String>) -> Option<String> {
-    let BenchKind::Program {
-        run,
-        sources,
-        build,
-        files,
-        ..
-    } = kind
-    else {
-        return None;
-    };
-    let mut missing = None;
-    let given = [!run.is_empty(), !sources.is_empty(), build.is_some()];
-    if given.iter().filter(|g| **g).count() != 1 {
-        p.push(format!(
-            "{at}: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory)"
-        ));
-    }
-    if !run.is_empty() {
-        match find_program(run, path) {
-            Some(found) => *run = found.display().to_string(),
-            None => {
-                missing = Some(format!(
-                    "{at}.run: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
-                ))
-            }
-        }
-    }
-    for (what, names) in [("sources", sources), ("files", files)] {
-        for (i, f) in names.iter_mut().enumerate() {
-            let fp = path(f);
-            if !fp.exists() {
-                p.push(format!("{at}.{what}[{i}]: no file `{}`", fp.display()));
-            }
-            *f = fp.display().to_string();
-        }
-    }
-    if let Some(b) = build {
-        b.dir = path(&b.dir.display().to_string());
-        if !b.dir.is_dir() {
-            p.push(format!("{at}.build.dir: no directory `{}`", b.dir.display()));
-        }
-    }
-    missing
-}
-
-/// An installed program: a path (made absolute) that is a file, or a name
-/// found on `PATH`.
-fn find_program(run: &str, path: &dyn Fn(&str) -> PathBuf) -> Option<PathBuf> {
-    if run.contains('/') {
-        let p = path(run);
-        return p.is_file().then_some(p);
-    }
-    crate::proc::which(run)
-}
-
-/// The first `program` benchmark a variant of `m` runs whose program is
-/// not installed here (validation leaves unused ones be; a caller that
-/// picks other benchmarks, as `try --bench` does, asks again).
-pub fn not_installed(m: &super::Matrix) -> Option<String> {
-    m.benchmarks
-        .iter()
-        .filter(|b| m.variants.iter().any(|v| v.benchmarks.contains(&b.name)))
-        .find_map(missing_program)
-}
-
-/// Why benchmark `b` cannot run here: a `program` whose program was not
-/// found when the matrix was validated.
-pub fn missing_program(b: &super::Benchmark) -> Option<String> {
-    match &b.kind {
-        BenchKind::Program { run, .. } if !run.is_empty() && !std::path::Path::new(run).is_absolute() => Some(format!(
-            "benchmark {}: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh)",
-            b.name
-        )),
-        _ => None,
-    }
 }

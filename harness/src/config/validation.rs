@@ -12,13 +12,7 @@ use super::validated::{
 };
 use super::DEFAULT_SOURCE;
 
-pub(super) fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
-        && !s.starts_with(['.', '-'])
-}
+use super::names::valid_name;
 
 /// Paths in the matrix are relative to the matrix file's directory.
 struct Rel(PathBuf);
@@ -313,7 +307,7 @@ fn validate_benchmarks(
         match bench_kind(b) {
             Ok(mut kind) => benchmarks.push(Benchmark {
                 kind: {
-                    let missing = super::program::resolve(&mut kind, &at, &|f| rel.path(f), p);
+                    let missing = super::program_check::resolve(&mut kind, &at, &|f| rel.path(f), p);
                     not_installed.extend(missing.map(|m| (b.name.clone(), m)));
                     kind
                 },

@@ -308,27 +308,12 @@ pub fn standings(
                 meta.started,
                 window as i64
             ];
-            let mut nights: Vec<Night> = stmt
-                .query_map(args, |x| {
-                    Ok(Night {
-                        run_id: x.get(0)?,
-                        started: x.get(1)?,
-                        run_dir: x.get(2)?,
-                        median: x.get(3)?,
-                        lo: x.get(4)?,
-                        hi: x.get(5)?,
-                        ci_exact: x.get(6)?,
-                        n: x.get::<_, i64>(7)? as usize,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
+            let nights: Vec<Night> = stmt.query_map(args, night)?.collect::<rusqlite::Result<_>>()?;
             if nights.is_empty() {
                 out.push((ri, ci, Standing::New));
                 continue;
             }
-            nights.reverse();
-            let before: Vec<f64> = nights.iter().map(|n| n.median).collect();
-            nights.push(Night {
+            let this = Night {
                 run_id: meta.id.clone(),
                 started: meta.started.clone(),
                 run_dir: String::new(),
@@ -337,17 +322,42 @@ pub fn standings(
                 hi: s.ci_hi,
                 ci_exact: s.ci_exact,
                 n: c.n,
-            });
-            let standing = match changes(&nights, p).pop() {
-                Some(ch) => Standing::Changed {
-                    date: ch.date,
-                    change: ch.change,
-                    worse: (ch.change < 0.0) == row.higher_is_better,
-                },
-                None => tonight(&before, s.median, p, row.higher_is_better),
             };
+            let standing = against(nights, this, row.higher_is_better, p);
             out.push((ri, ci, standing));
         }
     }
     Ok(out)
+}
+
+/// A night as `standings` selects it.
+fn night(x: &rusqlite::Row) -> rusqlite::Result<Night> {
+    Ok(Night {
+        run_id: x.get(0)?,
+        started: x.get(1)?,
+        run_dir: x.get(2)?,
+        median: x.get(3)?,
+        lo: x.get(4)?,
+        hi: x.get(5)?,
+        ci_exact: x.get(6)?,
+        n: x.get::<_, i64>(7)? as usize,
+    })
+}
+
+/// The standing of `this` night after the nights before it (`newest_first`,
+/// as selected).
+fn against(newest_first: Vec<Night>, this: Night, higher_is_better: bool, p: &Params) -> Standing {
+    let mut nights = newest_first;
+    nights.reverse();
+    let before: Vec<f64> = nights.iter().map(|n| n.median).collect();
+    let value = this.median;
+    nights.push(this);
+    match changes(&nights, p).pop() {
+        Some(ch) => Standing::Changed {
+            date: ch.date,
+            change: ch.change,
+            worse: (ch.change < 0.0) == higher_is_better,
+        },
+        None => tonight(&before, value, p, higher_is_better),
+    }
 }

@@ -3,9 +3,15 @@
 //! change point with its interval and what was done about it, and each
 //! bisection whose end it tells: the commits that carry the change with
 //! their shares, the steps, and the differential kernel profile of the
-//! first culprit's cell where one was taken. Pure text from an [`Outcome`].
+//! first culprit's cell where one was taken. Pure text from an [`Outcome`],
+//! written to `<dir>/reports/<time>-<commit>.md` by [`write`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 
 use super::{short, Bisection, KeyChange, Outcome, Status};
+use crate::report::{self, Report};
 
 /// A change in words: cell, relative change with its interval, p, runs.
 pub fn change_line(c: &KeyChange) -> String {
@@ -120,36 +126,82 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
         s += "\n";
     }
     for b in &o.bisections {
-        s += &format!(
-            "## Bisection #{}: {}..{}\n\n",
-            b.id,
-            short(&b.good_commit),
-            short(&b.bad_commit)
-        );
-        s += &format!("The change: {}.\n", change_line(&b.change));
-        if let Some(d) = &b.dir {
-            s += &format!(
-                "Directory: {} (`harness bisect --resume {}`).\n",
-                d.display(),
-                d.display()
-            );
-        }
-        s += "\n";
-        s += &block(&ended_lines(b));
-        let Some(r) = b.result.as_ref().filter(|_| b.status == Status::Done) else {
-            s += "\n";
-            continue;
-        };
-        s += "\nSteps:\n\n";
-        s += &block(&r.steps);
-        if let Some(p) = &r.profile {
-            s += "\nDifferential kernel profile:\n\n";
-            s += &block(std::slice::from_ref(p));
-        }
-        s += "\n";
+        s += &bisection(b);
     }
     if o.bisections.is_empty() {
         s += "No bisection ended since the last report.\n";
     }
     s
+}
+
+/// A bisection's section of the report.
+fn bisection(b: &Bisection) -> String {
+    let mut s = format!(
+        "## Bisection #{}: {}..{}\n\n",
+        b.id,
+        short(&b.good_commit),
+        short(&b.bad_commit)
+    );
+    s += &format!("The change: {}.\n", change_line(&b.change));
+    if let Some(d) = &b.dir {
+        s += &format!(
+            "Directory: {} (`harness bisect --resume {}`).\n",
+            d.display(),
+            d.display()
+        );
+    }
+    s += "\n";
+    s += &block(&ended_lines(b));
+    let Some(r) = b.result.as_ref().filter(|_| b.status == Status::Done) else {
+        return s + "\n";
+    };
+    s += "\nSteps:\n\n";
+    s += &block(&r.steps);
+    if let Some(p) = &r.profile {
+        s += "\nDifferential kernel profile:\n\n";
+        s += &block(std::slice::from_ref(p));
+    }
+    s + "\n"
+}
+
+/// Writes the report of `o` (`cells`: tonight's [`key_cells`]) to
+/// `<dir>/reports/<time>-<commit>.md`; gives its text and file.
+pub fn write(dir: &Path, o: &Outcome, cells: &[String]) -> Result<(String, PathBuf)> {
+    let text = text(o, cells);
+    let reports = dir.join("reports");
+    std::fs::create_dir_all(&reports).with_context(|| format!("create {}", reports.display()))?;
+    let file = reports.join(format!("{}-{}.md", crate::util::stamp(), short(&o.tonight.commit)));
+    std::fs::write(&file, &text).with_context(|| format!("write {}", file.display()))?;
+    Ok((text, file))
+}
+
+/// Tonight's key cells of base: median, interval and standing against history.
+pub fn key_cells(r: &Report, key: &[String]) -> Vec<String> {
+    let mut out = vec![];
+    for row in r
+        .rows
+        .iter()
+        .filter(|row| report::gate::is_key(key, &row.benchmark, &row.metric))
+    {
+        for c in row.cells.iter().filter(|c| c.variant == "base") {
+            let value = match (&c.summary, &c.failure) {
+                (Some(s), _) => format!(
+                    "median {:.6} {} ({:.6} to {:.6}, {} boots)",
+                    s.median, row.unit, s.ci_lo, s.ci_hi, c.n
+                ),
+                (None, Some(f)) => format!("no value: {f}"),
+                (None, None) => "no value".into(),
+            };
+            let standing = c
+                .history
+                .as_deref()
+                .map(|h| format!("; history: {h}"))
+                .unwrap_or_default();
+            out.push(format!(
+                "{} {} at {} vCPUs: {value}{standing}",
+                row.benchmark, row.metric, row.vcpus
+            ));
+        }
+    }
+    out
 }

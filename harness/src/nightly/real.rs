@@ -104,7 +104,7 @@ impl Robot for Real {
             None => {
                 let mut m = self.load()?;
                 m.kernel.source = clone.dir.clone();
-                pipeline::start(m, &o)?
+                pipeline::start_fixed(m, &o)?
             }
         };
         let mut db = history::open(&self.history)?;

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
@@ -183,6 +183,14 @@ pub fn finish_night(db: &Connection, id: i64, run_id: &str) -> Result<()> {
         params![id, run_id, crate::util::now_rfc3339()],
     )?;
     Ok(())
+}
+
+/// The directory of run `run_id` as the history recorded it.
+pub fn run_dir(db: &Connection, run_id: &str) -> Result<PathBuf> {
+    let dir: String = db
+        .query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [run_id], |r| r.get(0))
+        .with_context(|| format!("find run {run_id} in the history"))?;
+    Ok(PathBuf::from(dir))
 }
 
 /// The finished night whose run is `run_id`.

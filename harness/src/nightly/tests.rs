@@ -363,3 +363,26 @@ fn a_series_change_point_becomes_a_key_change_with_its_interval() {
         mail::change_line(c)
     );
 }
+
+/// The mail report is written under `<dir>/reports/`, named by the time
+/// and tonight's commit, and a run the history lacks is named in the error.
+#[test]
+fn the_mail_report_is_written_under_reports_and_a_missing_run_is_named() {
+    let mut w = World::new();
+    let o = w.night("c1").unwrap();
+    let (text, file) = mail::write(&w.dir, &o, &["base s m at 2 vCPUs: no value".into()]).unwrap();
+    assert_eq!(file.parent().unwrap(), w.dir.join("reports"));
+    assert!(
+        file.to_string_lossy()
+            .ends_with(&format!("-{}.md", short(&o.tonight.commit))),
+        "{}",
+        file.display()
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    assert!(
+        text.contains("## Key cells\n\n- base s m at 2 vCPUs: no value\n"),
+        "{text}"
+    );
+    let e = format!("{:#}", state::run_dir(&w.db, "nowhere").unwrap_err());
+    assert!(e.starts_with("find run nowhere in the history"), "{e}");
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::Kernels;
-use crate::boot::{self, BootCtx, ProbeFailure};
+use crate::boot::{self, BootRun, ProbeFailure};
 use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
 use crate::kernel::build::Artifact;
@@ -89,25 +89,70 @@ fn instead_notice(m: &Matrix) -> Option<String> {
     ))
 }
 
-/// The accelerator before any boot: TCG when the matrix or its clock asks
+/// How a run gets its accelerator, decided from the matrix and the host
+/// before the run directory exists: TCG when the matrix or its clock asks
 /// for it, when /dev/kvm does not open, or when a probe on this host and
 /// QEMU failed before; otherwise KVM, which the probe boot must prove.
-pub(super) fn first_accel(m: &Matrix, run: &Run, ui: &Ui, work: &Path, probe_key: &str) -> Result<Accel> {
-    if let Some(n) = instead_notice(m) {
-        run.notice(ui, n)?;
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The accelerator the boots start with.
+    pub accel: Accel,
+    /// KVM is to be proved by the probe boot before any job.
+    pub probe: bool,
+    /// After a probe boot QEMU blamed on KVM, the run ends to be started
+    /// again as this profile (`without_kvm:`), where the caller can.
+    pub restart_as: Option<String>,
+    /// [`host::probe_key`] of this host's QEMU.
+    pub probe_key: String,
+    /// What the run records and shows at its start, in order.
+    notices: Vec<String>,
+}
+
+impl Plan {
+    /// The plan of a run of `m` on this host; `restart`: a fresh run whose
+    /// caller starts the `without_kvm:` substitute after a failed probe
+    /// (else the run goes on under TCG).
+    pub fn new(m: &Matrix, work: &Path, restart: bool) -> Result<Plan> {
+        let probe_key = host::probe_key(&host::qemu_binary()?);
+        let mut notices: Vec<String> = instead_notice(m).into_iter().collect();
+        let why = match (m.guest.accel, m.guest.clock) {
+            (AccelChoice::Tcg, _) | (AccelChoice::Auto, Clock::Icount) => None,
+            (AccelChoice::Kvm, _) => return Ok(Plan::kvm(m, restart, probe_key, notices)),
+            (AccelChoice::Auto, Clock::Wall) => match (vm::kvm_precheck(), remembered_failure(work, &probe_key)) {
+                (Some(why), _) => Some(why),
+                (None, Some(failed)) => Some(format!("KVM is not usable here ({failed})")),
+                (None, None) => return Ok(Plan::kvm(m, restart, probe_key, notices)),
+            },
+        };
+        notices.extend(why.map(|w| format!("{w}; using TCG (-accel tcg,thread=multi)")));
+        Ok(Plan {
+            accel: Accel::Tcg,
+            probe: false,
+            restart_as: None,
+            probe_key,
+            notices,
+        })
     }
-    let why = match (m.guest.accel, m.guest.clock) {
-        (AccelChoice::Tcg, _) => return Ok(Accel::Tcg),
-        (AccelChoice::Kvm, _) => return Ok(Accel::Kvm),
-        (AccelChoice::Auto, Clock::Icount) => return Ok(Accel::Tcg),
-        (AccelChoice::Auto, Clock::Wall) => match (vm::kvm_precheck(), remembered_failure(work, probe_key)) {
-            (Some(why), _) => why,
-            (None, Some(failed)) => format!("KVM is not usable here ({failed})"),
-            (None, None) => return Ok(Accel::Kvm),
-        },
-    };
-    run.notice(ui, format!("{why}; using TCG (-accel tcg,thread=multi)"))?;
-    Ok(Accel::Tcg)
+
+    /// KVM, probed first unless the matrix asks for KVM itself.
+    fn kvm(m: &Matrix, restart: bool, probe_key: String, notices: Vec<String>) -> Plan {
+        let probe = m.guest.accel == AccelChoice::Auto;
+        Plan {
+            accel: Accel::Kvm,
+            probe,
+            restart_as: m.without_kvm.clone().filter(|_| probe && restart),
+            probe_key,
+            notices,
+        }
+    }
+
+    /// Records and shows the plan's notices (at the run's start).
+    pub(super) fn tell(&self, run: &Run, ui: &Ui) -> Result<()> {
+        for n in &self.notices {
+            run.notice(ui, n.clone())?;
+        }
+        Ok(())
+    }
 }
 
 /// The kernel the probe boots: `base`'s when it built, else the first that built.
@@ -146,44 +191,45 @@ fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
     }
 }
 
+/// What the probe stage decided.
+#[derive(Debug, PartialEq)]
+pub(super) enum Probed {
+    /// The boots run under this accelerator.
+    Accel(Accel),
+    /// KVM is not usable and the plan restarts as its substitute.
+    RestartAs(Restart),
+}
+
 /// The KVM probe stage: one short 1-vCPU boot of `base`'s kernel (else the
 /// first that built). A failure QEMU blames on KVM is remembered for this
-/// host, host kernel and QEMU version; a kernel's own failure (a panic)
-/// leaves the run on KVM; any other failure only sends this run to TCG.
-pub(super) fn probe_stage(
-    ctx: &BootCtx,
-    kernels: &Kernels,
-    work: &Path,
-    probe_key: &str,
-    restart_instead: bool,
-) -> Result<Accel> {
+/// host, host kernel and QEMU version (then, where the plan says so, the
+/// run ends to start again as its substitute); a kernel's own failure (a
+/// panic) leaves the run on KVM; any other failure only sends this run to
+/// TCG.
+pub(super) fn probe_stage(ctx: &BootRun, kernels: &Kernels, work: &Path, plan: &Plan) -> Result<Probed> {
     let Some((art, initrd)) = probe_kernel(kernels) else {
-        return Ok(Accel::Kvm);
+        return Ok(Probed::Accel(Accel::Kvm));
     };
     ctx.ui
         .stage("probe", "booting once under KVM to see whether it works here");
     let kernel = art.boot_image(ctx.m.guest.pvh);
     let dir = ctx.run.log("kvm-probe");
     match after_probe(boot::probe_kvm(ctx, kernel, initrd, &dir)?) {
-        AfterProbe::Kvm => Ok(Accel::Kvm),
+        AfterProbe::Kvm => Ok(Probed::Accel(Accel::Kvm)),
         AfterProbe::KernelFault(why) => {
             ctx.run.notice(
                 ctx.ui,
                 format!("the KVM probe's kernel failed by itself ({why}); KVM is not blamed, the boots run under KVM"),
             )?;
-            Ok(Accel::Kvm)
+            Ok(Probed::Accel(Accel::Kvm))
         }
         AfterProbe::Tcg { why, remember } => {
             if remember {
-                host::remember_failed_probe(work, probe_key, &why)?;
+                host::remember_failed_probe(work, &plan.probe_key, &why)?;
                 // remembered, so the run started again takes the substitute profile
-                if let (true, Some(instead)) = (restart_instead, &ctx.m.without_kvm) {
-                    return Err(RunInstead {
-                        instead: instead.clone(),
-                        why,
-                        dir: ctx.run.dir.clone(),
-                    }
-                    .into());
+                if let Some(instead) = &plan.restart_as {
+                    let instead = instead.clone();
+                    return Ok(Probed::RestartAs(Restart { instead, why }));
                 }
             }
             ctx.run.notice(
@@ -192,27 +238,34 @@ pub(super) fn probe_stage(
                     "KVM is not usable here (probe boot failed: {why}); falling back to TCG (-accel tcg,thread=multi)"
                 ),
             )?;
-            Ok(Accel::Tcg)
+            Ok(Probed::Accel(Accel::Tcg))
         }
     }
 }
 
-/// A fresh run (the probe stage comes before any boot; a resume keeps its
-/// matrix and does not ask for this) whose probe boot found KVM unusable,
-/// from a profile that names what to run where KVM is not usable (the
-/// firmware-only probe of [`for_this_host`] can pass where a kernel's boot
-/// then fails, as "KVM internal error. Suberror: 1" does on nested hosts).
-/// The failure is remembered, so the caller starts the run again and gets
+/// Why a fresh run (the probe stage comes before any boot; a resume keeps
+/// its matrix and never restarts) ends to be started again: its probe boot
+/// found KVM unusable, and its profile names what to run where KVM is not
+/// usable (the firmware-only probe of [`for_this_host`] can pass where a
+/// kernel's boot then fails, as "KVM internal error. Suberror: 1" does on
+/// nested hosts). The failure is remembered, so the run started again gets
 /// the substitute profile instead of a wall-clock run under TCG.
-#[derive(Debug, thiserror::Error)]
-#[error("the KVM probe boot failed ({why}): this profile runs as `{instead}` where KVM is not usable")]
-pub struct RunInstead {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restart {
     /// The profile to run instead.
     pub instead: String,
     /// Why KVM is not usable.
     pub why: String,
-    /// The run directory given up (it holds builds and the probe, no boot).
-    pub dir: PathBuf,
+}
+
+impl std::fmt::Display for Restart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the KVM probe boot failed ({}): this profile runs as `{}` where KVM is not usable",
+            self.why, self.instead
+        )
+    }
 }
 
 /// Writes the clock the run's numbers are in to `run.json`.
@@ -318,6 +371,46 @@ mod tests {
             }
         }
         assert!(!work.exists(), "nothing probed, nothing written");
+    }
+
+    /// The plan is the matrix's and the host's: no probe where the matrix
+    /// names the accelerator, TCG with the reason where a probe failed here
+    /// before, a restart only for a caller that can and a profile with a
+    /// substitute.
+    #[test]
+    fn the_plan_follows_the_matrix_and_what_the_host_remembers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        let plan = |accel: &str, restart| {
+            let m = config::load(&two_profiles(tmp.path(), accel), Some("quick")).unwrap();
+            Plan::new(&m, &work, restart).unwrap()
+        };
+        let p = plan("tcg", true);
+        assert_eq!(
+            (p.accel, p.probe, p.restart_as, p.notices),
+            (Accel::Tcg, false, None, vec![])
+        );
+        let p = plan("kvm", true);
+        assert_eq!((p.accel, p.probe, p.restart_as), (Accel::Kvm, false, None));
+        if vm::kvm_precheck().is_none() {
+            let p = plan("auto", true);
+            assert_eq!(
+                (p.accel, p.probe, p.restart_as),
+                (Accel::Kvm, true, Some("exact".into()))
+            );
+            assert_eq!(plan("auto", false).restart_as, None);
+        }
+        let key = host::probe_key(&host::qemu_binary().unwrap());
+        host::remember_failed_probe(&work, &key, "KVM internal error").unwrap();
+        let p = plan("auto", true);
+        assert_eq!((p.accel, p.probe, p.restart_as), (Accel::Tcg, false, None));
+        assert!(
+            p.notices.len() == 1
+                && p.notices[0].contains("a probe boot failed on")
+                && p.notices[0].ends_with("; using TCG (-accel tcg,thread=multi)"),
+            "{:?}",
+            p.notices
+        );
     }
 
     #[test]

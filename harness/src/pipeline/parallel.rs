@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use anyhow::{anyhow, Result};
 
 use super::{boot_one, is_done, Ended, Kernels};
-use crate::boot::{BootCtx, Pace, Seen, Spawner, Strikes};
+use crate::boot::{BootRun, Learned, Spawner};
 use crate::plan::BootJob;
 use crate::proc;
 use crate::vm::{MeasureClock, Vm, VmSpec};
@@ -60,7 +60,7 @@ pub fn jobs_at_once(
 /// run measured so far.
 struct Shared<'j> {
     queue: Mutex<VecDeque<&'j BootJob>>,
-    seen: Mutex<(Pace, Seen, Strikes)>,
+    learned: Mutex<Learned>,
     /// The vCPU counts of the jobs running now.
     running: Mutex<Vec<u32>>,
     stop: AtomicBool,
@@ -75,13 +75,9 @@ impl Shared<'_> {
             {
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 let &job = q.front()?;
-                let measured = self
-                    .seen
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .1
-                    .ssh_bound(job.vcpus)
-                    .is_some();
+                let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+                let measured = learned.seen.ssh_bound(job.vcpus).is_some();
+                drop(learned);
                 let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
                 if measured || !running.contains(&job.vcpus) || self.stop.load(Ordering::SeqCst) {
                     running.push(job.vcpus);
@@ -107,18 +103,24 @@ type SpawnRequest = (VmSpec, PathBuf, mpsc::Sender<Result<Vm>>);
 /// Boots the jobs not done yet, `n` at a time, as [`super::boot_jobs`]
 /// does one at a time. The first error (an interruption, a record that
 /// cannot be written) stops every worker after its current job.
-pub(super) fn boot_at_once(ctx: &mut BootCtx, n: u32, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
+pub(super) fn boot_at_once(
+    ctx: &BootRun,
+    learned: &mut Learned,
+    n: u32,
+    jobs: &[BootJob],
+    kernels: &Kernels,
+    done: &Ended,
+) -> Result<()> {
     let left: VecDeque<&BootJob> = jobs.iter().filter(|j| !is_done(done, j)).collect();
     for _ in 0..jobs.len() - left.len() {
         ctx.ui.inc();
     }
     let shared = Shared {
         queue: Mutex::new(left),
-        seen: Mutex::new((ctx.pace, ctx.seen.clone(), ctx.strikes.clone())),
+        learned: Mutex::new(learned.clone()),
         running: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
     };
-    let base: &BootCtx = ctx;
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         let workers: Vec<_> = (0..n)
@@ -133,7 +135,7 @@ pub(super) fn boot_at_once(ctx: &mut BootCtx, n: u32, jobs: &[BootJob], kernels:
                         .map_err(|_| anyhow!("start QEMU: the main thread did not answer"))?
                 });
                 let shared = &shared;
-                s.spawn(move || worker(base, shared, kernels, spawn))
+                s.spawn(move || worker(ctx, shared, kernels, spawn))
             })
             .collect();
         drop(tx);
@@ -146,41 +148,30 @@ pub(super) fn boot_at_once(ctx: &mut BootCtx, n: u32, jobs: &[BootJob], kernels:
             .map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a boot worker panicked"))))
             .collect()
     });
-    let (pace, seen, strikes) = shared.seen.into_inner().unwrap_or_else(|e| e.into_inner());
-    (ctx.pace, ctx.seen, ctx.strikes) = (pace, seen, strikes);
+    *learned = shared.learned.into_inner().unwrap_or_else(|e| e.into_inner());
     results.into_iter().collect()
 }
 
 /// One worker: takes the next job in plan order until none is left or
 /// another worker failed; each job on a copy of what the run measured,
 /// merged back when it ends.
-fn worker(base: &BootCtx, shared: &Shared, kernels: &Kernels, spawn: Spawner) -> Result<()> {
+fn worker(ctx: &BootRun, shared: &Shared, kernels: &Kernels, spawn: Spawner) -> Result<()> {
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
         let Some(job) = shared.next() else { return Ok(()) };
-        let (pace, seen, strikes) = shared.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let before = strikes.clone();
-        let mut ctx = BootCtx {
-            pace,
-            seen,
-            strikes,
-            qemu: base.qemu.clone(),
-            key: base.key.clone(),
-            host_key: base.host_key.clone(),
-            profiler: base.profiler.clone(),
-            ..*base
-        };
-        let res = proc::check_interrupted().and_then(|_| boot_one(&mut ctx, job, kernels, Some(spawn.clone())));
-        {
-            let mut s = shared.seen.lock().unwrap_or_else(|e| e.into_inner());
-            s.0.merge(ctx.pace);
-            s.1.merge(&ctx.seen);
-            s.2.merge_job(&before, &ctx.strikes, &job.variant, job.vcpus);
-        }
+        let before = shared.learned.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut learned = before.clone();
+        let res =
+            proc::check_interrupted().and_then(|_| boot_one(ctx, &mut learned, job, kernels, Some(spawn.clone())));
+        shared
+            .learned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .merge(&before, &learned, job);
         shared.done(job.vcpus);
-        base.ui.inc();
+        ctx.ui.inc();
         if let Err(e) = res {
             shared.stop.store(true, Ordering::SeqCst);
             return Err(e);

@@ -100,7 +100,7 @@ pub(super) fn boot(run: &Run, meta: &RunMeta, opts: &Options) -> Result<()> {
         jobs: None,
         ..opts.clone()
     };
-    super::execute(&sub, &pm, &sub_opts, &jobs, Some(&run.events()?))
+    super::execute_fixed(&sub, &pm, &sub_opts, &jobs, Some(&run.events()?))
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! The kernels of a run: the work tree, the series' states, then each
 //! variant patched, configured and built (or found in the kernel cache),
-//! every step's outcome recorded as it happens. A shard only looks its
-//! kernels up in the cache by the build's keys.
+//! every step's outcome recorded as it happens. Every step has one shape:
+//! it gives what it makes or a [`StepFailure`], and a variant's failure is
+//! recorded only through `Step::fail`, which stops the run unrecorded when
+//! it was interrupted. A shard only looks its kernels up in the cache by
+//! the build's keys.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -78,7 +81,7 @@ pub(super) fn build_variants(
         .make(states);
         tree.rollback(&run.log("tree.log"))?;
         drop(turn);
-        out.insert(v.name.clone(), r?);
+        out.insert(v.name.clone(), StepFailure::entry(r)?);
         ui.inc();
     }
     Ok(out)
@@ -155,8 +158,38 @@ fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BT
     Ok(states)
 }
 
-/// One variant being made in its work tree. Each step gives `Ok(Err(msg))`
-/// for a recorded failure of this variant, `Err` to stop the run.
+/// Why a step did not give what it makes.
+#[derive(Debug)]
+enum StepFailure {
+    /// The variant failed at this step: its event is written (by
+    /// [`Step::fail`], the one place), this is its message.
+    Failed(String),
+    /// The run stops, nothing recorded: an interruption, the host's
+    /// failure, a record that cannot be written.
+    Stop(anyhow::Error),
+}
+
+impl From<anyhow::Error> for StepFailure {
+    fn from(e: anyhow::Error) -> Self {
+        StepFailure::Stop(e)
+    }
+}
+
+impl StepFailure {
+    /// A variant's outcome as its [`Built`] entry; `Err` to stop the run.
+    fn entry<T>(r: StepResult<T>) -> Result<Result<T, String>> {
+        match r {
+            Ok(t) => Ok(Ok(t)),
+            Err(StepFailure::Failed(msg)) => Ok(Err(msg)),
+            Err(StepFailure::Stop(e)) => Err(e),
+        }
+    }
+}
+
+/// What a step gives, or why not.
+type StepResult<T> = std::result::Result<T, StepFailure>;
+
+/// One variant being made in its work tree.
 struct Step<'a> {
     run: &'a Run,
     m: &'a Matrix,
@@ -172,12 +205,20 @@ impl Step<'_> {
         self.run.log(&format!("variants/{}/{file}", self.v.name))
     }
 
+    /// The variant's failure `msg`, recorded as `event` (the step's record,
+    /// its `error` and `failed` set) — unless the run was interrupted: then
+    /// it stops and nothing is recorded, so an interruption (a make or patch
+    /// killed by Ctrl-C) is never a failed step.
+    fn fail(&self, msg: String, event: Event) -> StepFailure {
+        match proc::check_interrupted().and_then(|_| self.run.event(&event)) {
+            Ok(()) => StepFailure::Failed(msg),
+            Err(e) => StepFailure::Stop(e),
+        }
+    }
+
     /// Patches, configures and builds the variant.
-    fn make(&self, states: &BTreeMap<String, State>) -> Result<Result<Artifact, String>> {
-        let applied = match self.patch(states)? {
-            Ok(a) => a,
-            Err(msg) => return Ok(Err(msg)),
-        };
+    fn make(&self, states: &BTreeMap<String, State>) -> StepResult<Artifact> {
+        let applied = self.patch(states)?;
         if !self.v.is_plain() {
             self.run.event(&Event::Patch {
                 variant: self.v.name.clone(),
@@ -186,49 +227,48 @@ impl Step<'_> {
                 failed: None,
             })?;
         }
-        let cfg = match self.configure()? {
-            Ok(c) => c,
-            Err(msg) => return Ok(Err(msg)),
-        };
+        let cfg = self.configure()?;
         let key = build::key(self.tree, &cfg.text, &applied)?;
         self.build(&cfg, key)
     }
 
     /// Reverts and applies the variant's series, in matrix order; gives the
     /// patches applied.
-    fn patch(&self, states: &BTreeMap<String, State>) -> Result<Result<Vec<Applied>, String>> {
+    fn patch(&self, states: &BTreeMap<String, State>) -> StepResult<Vec<Applied>> {
         let plog = self.log("patch.log");
         std::fs::create_dir_all(plog.parent().unwrap()).with_context(|| format!("create {}", plog.display()))?;
         let mut applied = Vec::new();
         for (names, reverse) in [(&self.v.revert, true), (&self.v.apply, false)] {
             for s in names.iter() {
-                if let Some(msg) = self.refused(s, &states[s], reverse)? {
-                    return Ok(Err(msg));
-                }
+                self.usable(s, &states[s], reverse)?;
                 let series = patch::load_series(&self.m.series_dir, s)?;
                 if let Err(f) = self.tree.apply_series(&series, reverse, &plog)? {
-                    proc::check_interrupted()?;
                     let msg = f.to_string();
-                    self.run.event(&Event::Patch {
-                        variant: self.v.name.clone(),
-                        failure: Some(f),
-                        error: Some(msg.clone()),
-                        failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
-                    })?;
-                    return Ok(Err(msg));
+                    return Err(self.fail(msg.clone(), self.patch_failed(Some(f), msg)));
                 }
                 applied.extend(Applied::series(&series, reverse)?);
             }
         }
-        Ok(Ok(applied))
+        Ok(applied)
     }
 
-    /// Why series `s` in state `st` cannot be reverted (`reverse`) or
-    /// applied, recorded and shown; None when it can.
-    fn refused(&self, s: &str, st: &State, reverse: bool) -> Result<Option<String>> {
+    /// The patch event of a series that cannot be used: `error`, with the
+    /// patch that failed when one did.
+    fn patch_failed(&self, failure: Option<patch::Failure>, error: String) -> Event {
+        Event::Patch {
+            variant: self.v.name.clone(),
+            failure,
+            error: Some(error),
+            failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
+        }
+    }
+
+    /// Whether series `s` in state `st` can be reverted (`reverse`) or
+    /// applied; why not recorded and shown.
+    fn usable(&self, s: &str, st: &State, reverse: bool) -> StepResult<()> {
         let want = if reverse { State::Contained } else { State::Applies };
         if std::mem::discriminant(st) == std::mem::discriminant(&want) {
-            return Ok(None);
+            return Ok(());
         }
         let msg = if reverse {
             format!("revert series {s}: the base does not contain it ({st})")
@@ -239,38 +279,31 @@ impl Step<'_> {
             State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
             _ => None,
         };
-        self.run.event(&Event::Patch {
-            variant: self.v.name.clone(),
-            failure,
-            error: Some(msg.clone()),
-            failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
-        })?;
-        self.ui.notice(&format!("variant {}: {msg}", self.v.name));
-        Ok(Some(msg))
+        let failed = self.fail(msg.clone(), self.patch_failed(failure, msg.clone()));
+        if matches!(failed, StepFailure::Failed(_)) {
+            self.ui.notice(&format!("variant {}: {msg}", self.v.name));
+        }
+        Err(failed)
     }
 
     /// The matrix's and the variant's fragments merged onto the base config.
-    fn configure(&self) -> Result<Result<Configured, String>> {
+    fn configure(&self) -> StepResult<Configured> {
         let mut frags = self.m.kernel.fragments.clone();
         frags.extend(self.v.fragments.iter().cloned());
         let log = self.log("config.log");
         let cfg = match build::configure(self.tree, &self.m.kernel.base_config, &frags, self.work, &log) {
             Ok(c) => c,
+            // a full disk or a killed make is the host's, not the variant's
+            Err(e) if crate::kernel::fault::is_host_fault(&e) => return Err(self.fail_host(e)),
             Err(e) => {
-                // a make killed by Ctrl-C is an interruption, not a failed config;
-                // a full disk or a killed make is the host's, not the variant's
-                proc::check_interrupted()?;
-                if crate::kernel::fault::is_host_fault(&e) {
-                    return Err(e);
-                }
                 let msg = format!("{e:#}");
-                self.run.event(&Event::Config {
+                let event = Event::Config {
                     variant: self.v.name.clone(),
                     lost: vec![],
                     error: Some(msg.clone()),
                     failed: Some(Failed::new(Stage::Config, Cause::Config)),
-                })?;
-                return Ok(Err(msg));
+                };
+                return Err(self.fail(msg, event));
             }
         };
         for l in &cfg.lost {
@@ -283,11 +316,17 @@ impl Step<'_> {
             error: None,
             failed: None,
         })?;
-        Ok(Ok(cfg))
+        Ok(cfg)
+    }
+
+    /// The host failed the step: the run stops unrecorded, as an
+    /// interruption when it was one.
+    fn fail_host(&self, e: anyhow::Error) -> StepFailure {
+        StepFailure::Stop(proc::check_interrupted().err().unwrap_or(e))
     }
 
     /// The kernel of cache key `key`: from the cache, or built into it.
-    fn build(&self, cfg: &Configured, key: String) -> Result<Result<Artifact, String>> {
+    fn build(&self, cfg: &Configured, key: String) -> StepResult<Artifact> {
         // the key's own lock: a run that needs the kernel another is building waits, then takes it from the cache
         let by = format!("run {}", self.run.id);
         let _key = crate::workdir::lock_waiting(
@@ -299,44 +338,34 @@ impl Step<'_> {
         )?;
         if let Some(art) = build::cached(self.work, &key) {
             self.run.event(&self.built(key, &art, true))?;
-            return Ok(Ok(art));
+            return Ok(art);
         }
         let timeout = Duration::from_secs(self.m.kernel.build_timeout_min * 60);
-        match build::build(self.tree, cfg, &key, self.work, timeout, &self.log("build.log"))? {
+        let f = match build::build(self.tree, cfg, &key, self.work, timeout, &self.log("build.log"))? {
             Ok(art) => {
                 self.run.event(&self.built(key, &art, false))?;
-                Ok(Ok(art))
+                return Ok(art);
             }
-            Err(f) => {
-                proc::check_interrupted()?;
-                let (msg, cause) = if f.timed_out {
-                    (
-                        format!("build timed out after {} min", self.m.kernel.build_timeout_min),
-                        Cause::BuildTimeout,
-                    )
-                } else {
-                    (
-                        format!(
-                            "build failed: {}",
-                            f.errors.first().cloned().unwrap_or_else(|| "see build.log".into())
-                        ),
-                        Cause::Compile,
-                    )
-                };
-                let v = self.v.name.clone();
-                self.run.event(&Event::Build {
-                    variant: v,
-                    key: Some(key),
-                    build_s: 0.0,
-                    cached: false,
-                    release: None,
-                    errors: f.errors,
-                    error: Some(msg.clone()),
-                    failed: Some(Failed::new(Stage::Build, cause)),
-                })?;
-                Ok(Err(msg))
-            }
-        }
+            Err(f) => f,
+        };
+        let (msg, cause) = if f.timed_out {
+            let min = self.m.kernel.build_timeout_min;
+            (format!("build timed out after {min} min"), Cause::BuildTimeout)
+        } else {
+            let first = f.errors.first().cloned().unwrap_or_else(|| "see build.log".into());
+            (format!("build failed: {first}"), Cause::Compile)
+        };
+        let event = Event::Build {
+            variant: self.v.name.clone(),
+            key: Some(key),
+            build_s: 0.0,
+            cached: false,
+            release: None,
+            errors: f.errors,
+            error: Some(msg.clone()),
+            failed: Some(Failed::new(Stage::Build, cause)),
+        };
+        Err(self.fail(msg, event))
     }
 
     /// The build event of a kernel made (or, `cached`, found: no build time).
@@ -394,7 +423,10 @@ mod tests {
             ui: &ui,
         };
 
-        let refused = step("r").patch(&states).unwrap().unwrap_err();
+        let refused = match step("r").patch(&states) {
+            Err(StepFailure::Failed(msg)) => msg,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
             refused,
             "revert series s: the base does not contain it (applies (not in the base))"
@@ -404,7 +436,7 @@ mod tests {
             "one\ntwo\nthree\n"
         );
 
-        let applied = step("v").patch(&states).unwrap().unwrap();
+        let applied = step("v").patch(&states).unwrap();
         assert_eq!(
             applied,
             vec![Applied::new(&root.join("patches/s/0001-t.patch"), false).unwrap()]
@@ -501,12 +533,17 @@ mod tests {
                 .count();
             match host {
                 Some(words) => {
-                    let e = format!("{:#}", r.err().unwrap_or_else(|| panic!("{name}: the run went on")));
+                    let Err(StepFailure::Stop(e)) = r else {
+                        panic!("{name}: the run went on: {r:?}")
+                    };
+                    let e = format!("{e:#}");
                     assert!(e.contains(words) && e.contains("not the kernel"), "{name}: {e}");
                     assert_eq!(builds, 0, "{name}: a host failure was recorded against the variant");
                 }
                 None => {
-                    let msg = r.unwrap().unwrap_err();
+                    let Err(StepFailure::Failed(msg)) = r else {
+                        panic!("{name}: {r:?}")
+                    };
                     assert!(msg.contains("x undeclared"), "{name}: {msg}");
                     assert_eq!(builds, 1, "{name}");
                 }
@@ -541,7 +578,6 @@ mod tests {
             quiet: true,
             jobs: None,
             allow_concurrent_wall: false,
-            restart_instead: false,
         };
         let runs: Vec<Run> = ["a", "b"]
             .iter()

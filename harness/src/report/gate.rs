@@ -9,6 +9,7 @@
 //! `fails more?` (a larger failure share with a larger p).
 
 use super::{decision_text, Report};
+use crate::plan::CellKey;
 use crate::stats::{Decision, Verdict};
 
 /// One judged cell, from a report or a comparison of two runs.
@@ -132,12 +133,13 @@ pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
 
 /// The (variant, vCPUs) whose key cells the first stage sent to the gate's
 /// second stage, each once.
-pub fn second_stage_cells(r: &Report) -> Vec<(String, u32)> {
-    let mut out: Vec<(String, u32)> = Vec::new();
+pub fn second_stage_cells(r: &Report) -> Vec<CellKey> {
+    let mut out: Vec<CellKey> = Vec::new();
     for row in &r.rows {
         for c in row.cells.iter().filter(|c| c.second_stage) {
-            if !out.iter().any(|(v, n)| *v == c.variant && *n == row.vcpus) {
-                out.push((c.variant.clone(), row.vcpus));
+            let cell = CellKey::new(&c.variant, row.vcpus);
+            if !out.contains(&cell) {
+                out.push(cell);
             }
         }
     }

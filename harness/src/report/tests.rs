@@ -865,7 +865,7 @@ fn an_undecided_first_stage_is_decided_by_the_second_stages_boots() {
         v.decision.unwrap().verdict,
         Verdict::Unsure | Verdict::NotSignificant
     ));
-    assert_eq!(second_stage_cells(&first), vec![("v".to_string(), 2)]);
+    assert_eq!(second_stage_cells(&first), vec![crate::plan::CellKey::new("v", 2)]);
     assert!(
         first
             .rule_text

@@ -25,14 +25,7 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
     let mut fake = Fake::new(vec![measures, hangs()]);
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
-    let waits: Vec<Duration> = fake
-        .calls
-        .iter()
-        .filter_map(|c| match c {
-            Call::Run(_, w) | Call::WaitSsh(w) => Some(*w),
-            _ => None,
-        })
-        .collect();
+    let waits = host_waits(&fake);
     // SSH and the environment before anything was measured: the cap; the first repetition too;
     // the second: 5x the first (200 s) under the pace's 60 x 40 x 1.5 + 30 s; the third (it hangs) as well
     let cap = ICOUNT_WAIT_CAP;
@@ -64,17 +57,26 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
         events[2],
         cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false)
     );
-    // a wall clock is not bounded so
-    assert_eq!(
-        bounded(
-            MeasureClock::TcgWall,
-            Duration::from_secs(7200),
-            Some(Duration::from_secs(1))
-        ),
-        Duration::from_secs(7200)
-    );
     // another vCPU count has measured nothing yet: the cap alone
-    assert_eq!(ctx.seen.ssh_bound(4), None);
+    assert_eq!(ctx.learned.seen.ssh_bound(4), None);
+}
+
+/// The host waits the fake was asked for, in order.
+fn host_waits(fake: &Fake) -> Vec<Duration> {
+    fake.calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Run(_, w) | Call::WaitSsh(w) => Some(*w),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A wall clock's waits are not bounded by what the run measured.
+#[test]
+fn a_wall_clock_wait_is_not_bounded() {
+    let long = Duration::from_secs(7200);
+    assert_eq!(bounded(MeasureClock::TcgWall, long, Some(Duration::from_secs(1))), long);
 }
 
 /// After a cell's boot fails before SSH, one more is tried; when it fails
@@ -124,11 +126,17 @@ fn a_cell_that_fails_before_ssh_twice_in_a_row_is_not_booted_again() {
         matches!(events.last(), Some(BootEvent::Ended { failed: None, .. })),
         "another cell boots: {events:?}"
     );
+    not_booted_into_the_records(&w, &mut ctx, why);
+}
 
+/// A given-up cell's next job, through the run's sink, ends failed in the
+/// records with no boot id.
+fn not_booted_into_the_records(w: &World, ctx: &mut Ctx<'_>, why: &str) {
     let mut sink = RunSink::new(&w.run, &w.ui);
     let mut none = Fake::new(vec![]);
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut none,
         sink: &mut sink,
         job: &job(6),
@@ -205,7 +213,8 @@ fn a_repetition_without_progress_fails_and_records_no_zero() {
     let mut fake = Fake::new(vec![Script::ssh(vec![says(1.0, 1.0), stuck, says(3.0, 1.0)])]);
     let mut sink = RunSink::new(&w.run, &w.ui);
     Boot {
-        ctx: &mut ctx,
+        ctx: &ctx.run,
+        learned: &mut ctx.learned,
         machine: &mut fake,
         sink: &mut sink,
         job: &job(0),

@@ -1,0 +1,92 @@
+//! The second pass over `program` benchmarks: what needs the matrix's
+//! directory (paths made absolute) or the host (`PATH`), and the question
+//! callers that pick benchmarks themselves ask again: is its program here?
+
+use std::path::PathBuf;
+
+use super::params::BenchKind;
+use super::validated::{Benchmark, Matrix};
+
+/// The second pass over a `program` benchmark at `at`: exactly one of
+/// `run`, `sources` and `build`; an installed program found on the host's
+/// `PATH`; sources, files and the build directory made absolute and
+/// checked to exist. `path` makes a matrix-relative name absolute. A
+/// program not installed here is given back, not put in `p`: it is a
+/// problem only where a variant runs the benchmark.
+pub fn resolve(kind: &mut BenchKind, at: &str, path: &dyn Fn(&str) -> PathBuf, p: &mut Vec<String>) -> Option<String> {
+    let BenchKind::Program {
+        run,
+        sources,
+        build,
+        files,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    let mut missing = None;
+    let given = [!run.is_empty(), !sources.is_empty(), build.is_some()];
+    if given.iter().filter(|g| **g).count() != 1 {
+        p.push(format!(
+            "{at}: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory)"
+        ));
+    }
+    if !run.is_empty() {
+        match find_program(run, path) {
+            Some(found) => *run = found.display().to_string(),
+            None => {
+                missing = Some(format!(
+                    "{at}.run: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
+                ))
+            }
+        }
+    }
+    for (what, names) in [("sources", sources), ("files", files)] {
+        for (i, f) in names.iter_mut().enumerate() {
+            let fp = path(f);
+            if !fp.exists() {
+                p.push(format!("{at}.{what}[{i}]: no file `{}`", fp.display()));
+            }
+            *f = fp.display().to_string();
+        }
+    }
+    if let Some(b) = build {
+        b.dir = path(&b.dir.display().to_string());
+        if !b.dir.is_dir() {
+            p.push(format!("{at}.build.dir: no directory `{}`", b.dir.display()));
+        }
+    }
+    missing
+}
+
+/// An installed program: a path (made absolute) that is a file, or a name
+/// found on `PATH`.
+fn find_program(run: &str, path: &dyn Fn(&str) -> PathBuf) -> Option<PathBuf> {
+    if run.contains('/') {
+        let p = path(run);
+        return p.is_file().then_some(p);
+    }
+    crate::proc::which(run)
+}
+
+/// The first `program` benchmark a variant of `m` runs whose program is
+/// not installed here (validation leaves unused ones be; a caller that
+/// picks other benchmarks, as `try --bench` does, asks again).
+pub fn not_installed(m: &Matrix) -> Option<String> {
+    m.benchmarks
+        .iter()
+        .filter(|b| m.variants.iter().any(|v| v.benchmarks.contains(&b.name)))
+        .find_map(missing_program)
+}
+
+/// Why benchmark `b` cannot run here: a `program` whose program was not
+/// found when the matrix was validated.
+pub fn missing_program(b: &Benchmark) -> Option<String> {
+    match &b.kind {
+        BenchKind::Program { run, .. } if !run.is_empty() && !std::path::Path::new(run).is_absolute() => Some(format!(
+            "benchmark {}: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh)",
+            b.name
+        )),
+        _ => None,
+    }
+}

@@ -193,7 +193,10 @@ pub fn cpu_window(before: &str, after: &str) -> Option<CpuWindow> {
 }
 
 /// One metric's lines: (unit, higher is better, [(t, value, warm-up)]).
-type MetricLines = (String, bool, Vec<(Option<u32>, f64, bool)>);
+type MetricLines = (String, bool, Vec<Point>);
+
+/// One `sample` line's (t, value, warm-up).
+type Point = (Option<u32>, f64, bool);
 
 /// Parses the `sample`/`info` protocol and the runner's stat lines.
 pub fn parse_samples(out: &str) -> Result<Parsed> {
@@ -214,59 +217,72 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
                 }
             }
         } else if let Some(r) = line.strip_prefix("sample ") {
-            let kv: BTreeMap<&str, &str> = r.split_whitespace().filter_map(|w| w.split_once('=')).collect();
-            let get = |k: &str| kv.get(k).copied();
-            let (Some(metric), Some(value), Some(unit), Some(better)) =
-                (get("metric"), get("value"), get("unit"), get("better"))
-            else {
-                bail!("line {}: `{line}` lacks metric, value, unit or better", i + 1);
-            };
-            let value: f64 = value
-                .parse()
-                .map_err(|_| anyhow::anyhow!("line {}: value `{value}` is not a number", i + 1))?;
-            if !value.is_finite() {
-                bail!("line {}: value `{value}` is not finite", i + 1);
-            }
-            let hib = match better {
-                "higher" => true,
-                "lower" => false,
-                o => bail!("line {}: better=`{o}` is not higher or lower", i + 1),
-            };
-            let t = get("t").and_then(|t| t.parse().ok());
-            let warm = get("warmup") == Some("1");
-            by.entry(metric.to_string())
-                .or_insert_with(|| (unit.to_string(), hib, Vec::new()))
+            let (metric, unit, hib, point) = sample_line(r).map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
+            by.entry(metric)
+                .or_insert_with(|| (unit, hib, Vec::new()))
                 .2
-                .push((t, value, warm));
+                .push(point);
         }
     }
-    for (metric, (unit, hib, vals)) in by {
-        let series: Vec<f64> = vals.iter().filter(|v| v.0.is_some() && !v.2).map(|v| v.1).collect();
-        let warmup_series: Vec<f64> = vals.iter().filter(|v| v.2).map(|v| v.1).collect();
-        let value = if vals.iter().any(|v| v.0.is_some()) {
-            if series.is_empty() {
-                bail!("metric {metric}: only warm-up intervals were printed");
-            }
-            series.iter().sum::<f64>() / series.len() as f64
-        } else {
-            vals.last().map(|v| v.1).unwrap_or(f64::NAN)
-        };
-        if !value.is_finite() {
-            bail!("metric {metric}: the mean of its values is not finite ({value}); the values overflow");
-        }
-        p.metrics.push(Measured {
-            metric,
-            value,
-            unit,
-            higher_is_better: hib,
-            series,
-            warmup_series,
-        });
+    for (metric, lines) in by {
+        p.metrics.push(measured(metric, lines)?);
     }
     if let (Some(a), Some(b)) = (stat0, stat1) {
         p.cpu = cpu_window(&a, &b);
     }
     Ok(p)
+}
+
+/// One `sample` line (after the word): its metric, unit, direction and
+/// `(t, value, warm-up)`.
+fn sample_line(r: &str) -> Result<(String, String, bool, Point)> {
+    let kv: BTreeMap<&str, &str> = r.split_whitespace().filter_map(|w| w.split_once('=')).collect();
+    let get = |k: &str| kv.get(k).copied();
+    let (Some(metric), Some(value), Some(unit), Some(better)) =
+        (get("metric"), get("value"), get("unit"), get("better"))
+    else {
+        bail!("`sample {r}` lacks metric, value, unit or better");
+    };
+    let value: f64 = value
+        .parse()
+        .map_err(|_| anyhow::anyhow!("value `{value}` is not a number"))?;
+    if !value.is_finite() {
+        bail!("value `{value}` is not finite");
+    }
+    let hib = match better {
+        "higher" => true,
+        "lower" => false,
+        o => bail!("better=`{o}` is not higher or lower"),
+    };
+    let t = get("t").and_then(|t| t.parse().ok());
+    let warm = get("warmup") == Some("1");
+    Ok((metric.to_string(), unit.to_string(), hib, (t, value, warm)))
+}
+
+/// A metric's repetition value from its lines: the mean of the measured
+/// per-second values, or the last one-shot value.
+fn measured(metric: String, (unit, hib, vals): MetricLines) -> Result<Measured> {
+    let series: Vec<f64> = vals.iter().filter(|v| v.0.is_some() && !v.2).map(|v| v.1).collect();
+    let warmup_series: Vec<f64> = vals.iter().filter(|v| v.2).map(|v| v.1).collect();
+    let value = if vals.iter().any(|v| v.0.is_some()) {
+        if series.is_empty() {
+            bail!("metric {metric}: only warm-up intervals were printed");
+        }
+        series.iter().sum::<f64>() / series.len() as f64
+    } else {
+        vals.last().map(|v| v.1).unwrap_or(f64::NAN)
+    };
+    if !value.is_finite() {
+        bail!("metric {metric}: the mean of its values is not finite ({value}); the values overflow");
+    }
+    Ok(Measured {
+        metric,
+        value,
+        unit,
+        higher_is_better: hib,
+        series,
+        warmup_series,
+    })
 }
 
 /// Parses test_vmalloc's dmesg output: one metric per test, the mean over

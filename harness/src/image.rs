@@ -356,18 +356,7 @@ pub fn common_archive(
     ] {
         a.dir(d);
     }
-    a.host_file("/bin/busybox", &host.busybox)?;
-    let applets = Cmd::new(&host.busybox).arg("--list").capture().run_ok()?;
-    for ap in applets
-        .output
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.contains('/'))
-    {
-        if ap != "busybox" {
-            a.link(&format!("/bin/{ap}"), "busybox");
-        }
-    }
+    busybox(&mut a, &host.busybox)?;
     a.host_file("/usr/sbin/dropbear", &host.dropbear)?;
     let mut elfs = vec![host.dropbear.clone()];
     for (name, path) in benches {
@@ -382,7 +371,43 @@ pub fn common_archive(
             }
         }
     }
-    for e in &elfs {
+    libraries(&mut a, &elfs)?;
+    a.file("/init", 0o755, init_script().into_bytes());
+    a.file("/bench/run", 0o755, run_script().as_bytes().to_vec());
+    a.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n".to_vec());
+    a.file("/etc/group", 0o644, b"root:x:0:\n".to_vec());
+    a.file("/etc/shells", 0o644, b"/bin/sh\n".to_vec());
+    a.file(
+        "/root/.ssh/authorized_keys",
+        0o600,
+        format!("{}\n", keys.authorized.trim()).into_bytes(),
+    );
+    let host_key = std::fs::read(&keys.host).with_context(|| format!("read {}", keys.host.display()))?;
+    a.file("/etc/dropbear/dropbear_ed25519_host_key", 0o600, host_key);
+    Ok(a)
+}
+
+/// busybox and a link to it for each of its applets.
+fn busybox(a: &mut Archive, busybox: &Path) -> Result<()> {
+    a.host_file("/bin/busybox", busybox)?;
+    let applets = Cmd::new(busybox).arg("--list").capture().run_ok()?;
+    for ap in applets
+        .output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.contains('/'))
+    {
+        if ap != "busybox" {
+            a.link(&format!("/bin/{ap}"), "busybox");
+        }
+    }
+    Ok(())
+}
+
+/// The shared libraries every ELF of `elfs` needs, at their host paths,
+/// and the loader where dynamic binaries look for it.
+fn libraries(a: &mut Archive, elfs: &[PathBuf]) -> Result<()> {
+    for e in elfs {
         for lib in needed_libs(e)? {
             let guest = lib.to_string_lossy().into_owned();
             if !a.has(&guest) {
@@ -398,19 +423,7 @@ pub fn common_archive(
             "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
         );
     }
-    a.file("/init", 0o755, init_script().into_bytes());
-    a.file("/bench/run", 0o755, run_script().as_bytes().to_vec());
-    a.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n".to_vec());
-    a.file("/etc/group", 0o644, b"root:x:0:\n".to_vec());
-    a.file("/etc/shells", 0o644, b"/bin/sh\n".to_vec());
-    a.file(
-        "/root/.ssh/authorized_keys",
-        0o600,
-        format!("{}\n", keys.authorized.trim()).into_bytes(),
-    );
-    let host_key = std::fs::read(&keys.host).with_context(|| format!("read {}", keys.host.display()))?;
-    a.file("/etc/dropbear/dropbear_ed25519_host_key", 0o600, host_key);
-    Ok(a)
+    Ok(())
 }
 
 /// Adds a kernel's modules: every `.ko` under its `lib/modules/<release>`

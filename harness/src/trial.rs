@@ -66,28 +66,7 @@ pub fn parse_clock(s: &str) -> Result<Clock, String> {
 /// `<work>/try/<hash of its patches>/series/`.
 pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     let mut m = base_matrix(req, work)?;
-    let mut sources: Vec<Source> = req.series.iter().map(|p| Source::detect(p)).collect::<Result<_>>()?;
-    let mut base_ref = None;
-    match (&req.git, &req.range) {
-        (Some(git), range) => {
-            m.kernel.source = std::path::absolute(git).context("resolve --git")?;
-            if let Some(r) = range {
-                let (base, _) = r
-                    .split_once("..")
-                    .with_context(|| format!("the range `{r}` is not BASE..TOPIC"))?;
-                base_ref = Some(base.to_string());
-                sources.push(Source::GitRange {
-                    tree: m.kernel.source.clone(),
-                    range: r.clone(),
-                });
-            }
-        }
-        (None, Some(_)) => bail!("--range needs --git TREE"),
-        (None, None) => {}
-    }
-    if sources.is_empty() {
-        bail!("no series: name an mbox, a patch directory or a quilt directory, or --git TREE --range BASE..TOPIC");
-    }
+    let (sources, base_ref) = sources(req, &mut m)?;
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
     let patches = series::collect(&sources, &work.join("try-format-patch.log"))?;
     let mut h = Sha256::new();
@@ -132,6 +111,34 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
         None => "try".into(),
     });
     Ok(m)
+}
+
+/// Where the request's patches come from, and base's git ref with
+/// `--range` (`--git` makes the tree `m`'s source).
+fn sources(req: &Request, m: &mut Matrix) -> Result<(Vec<Source>, Option<String>)> {
+    let mut sources: Vec<Source> = req.series.iter().map(|p| Source::detect(p)).collect::<Result<_>>()?;
+    let mut base_ref = None;
+    match (&req.git, &req.range) {
+        (Some(git), range) => {
+            m.kernel.source = std::path::absolute(git).context("resolve --git")?;
+            if let Some(r) = range {
+                let (base, _) = r
+                    .split_once("..")
+                    .with_context(|| format!("the range `{r}` is not BASE..TOPIC"))?;
+                base_ref = Some(base.to_string());
+                sources.push(Source::GitRange {
+                    tree: m.kernel.source.clone(),
+                    range: r.clone(),
+                });
+            }
+        }
+        (None, Some(_)) => bail!("--range needs --git TREE"),
+        (None, None) => {}
+    }
+    if sources.is_empty() {
+        bail!("no series: name an mbox, a patch directory or a quilt directory, or --git TREE --range BASE..TOPIC");
+    }
+    Ok((sources, base_ref))
 }
 
 /// `--covering`: both arms run the benchmarks of the matrix (installed

@@ -13,6 +13,7 @@ mod raw;
 mod statistics;
 mod validated;
 mod validation;
+mod variants;
 
 use std::path::{Path, PathBuf};
 

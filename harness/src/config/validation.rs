@@ -3,37 +3,27 @@
 //! collected, each naming its YAML path (`variants[2].apply[0]: …`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::params::{self, BenchKind};
-use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics, RawVariant};
-use super::validated::{
-    AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics, Variant,
-};
+use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics};
+use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics};
 use super::DEFAULT_SOURCE;
 
-use super::names::valid_name;
+use super::names::{check_name, files, valid_name, Rel};
 
-/// Paths in the matrix are relative to the matrix file's directory.
-struct Rel(PathBuf);
-
-impl Rel {
-    fn of(path: &Path) -> Rel {
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Rel(if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        })
-    }
-    fn path(&self, s: &str) -> PathBuf {
-        let q = PathBuf::from(s);
-        if q.is_absolute() {
-            q
-        } else {
-            self.0.join(q)
+/// `key_metrics:`: each names a benchmark the matrix defines; those a
+/// profile left out are dropped.
+fn key_metrics(keys: &mut Vec<String>, defined: &[String], kept: &[String], p: &mut Vec<String>) {
+    for (i, k) in keys.iter().enumerate() {
+        let b = k.split('.').next().unwrap_or("");
+        if !defined.iter().any(|n| n == b) {
+            p.push(format!(
+                "key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"
+            ));
         }
     }
+    keys.retain(|k| kept.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
 }
 
 /// Raw matrix → validated matrix, one validator per section; every problem
@@ -64,7 +54,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     let series_dir = rel.path(&raw.series_dir);
     let (benchmarks, not_installed) = validate_benchmarks(&raw.benchmarks, &rel, &mut p);
     let all_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
-    let variants = validate_variants(&raw.variants, &series_dir, &all_bench, &rel, &mut p);
+    let variants = super::variants::validate_variants(&raw.variants, &series_dir, &all_bench, &rel, &mut p);
     // a program not installed here matters where a variant runs it
     for (b, problem) in not_installed {
         if variants.iter().any(|v| v.benchmarks.contains(&b)) {
@@ -75,17 +65,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
     let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
     let statistics = super::statistics::thresholds(statistics, &raw.statistics, &defined_bench, &mut p);
-    for (i, k) in raw.key_metrics.iter().enumerate() {
-        let b = k.split('.').next().unwrap_or("");
-        if !defined_bench.iter().any(|n| n == b) {
-            p.push(format!(
-                "key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"
-            ));
-        }
-    }
-    raw.key_metrics
-        .retain(|k| all_bench.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
-
+    key_metrics(&mut raw.key_metrics, &defined_bench, &all_bench, &mut p);
     if !p.is_empty() {
         return Err(p);
     }
@@ -266,31 +246,6 @@ fn at_most(v: u64, max: u64, at: &str, what: &str, p: &mut Vec<String>) {
     }
 }
 
-/// Files named relative to the matrix; each missing one is a problem at `at[i]`.
-fn files(names: &[String], at: &str, rel: &Rel, p: &mut Vec<String>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for (i, f) in names.iter().enumerate() {
-        let fp = rel.path(f);
-        if !fp.is_file() {
-            p.push(format!("{at}[{i}]: no file `{}`", fp.display()));
-        }
-        out.push(fp);
-    }
-    out
-}
-
-/// A name that is valid and not yet in `seen`, or a problem at `at.name`.
-fn check_name(name: &str, at: &str, seen: &mut BTreeSet<String>, p: &mut Vec<String>) {
-    if !valid_name(name) {
-        p.push(format!(
-            "{at}.name: `{name}` must be lowercase letters, digits, '.', '_' or '-'"
-        ));
-    }
-    if !seen.insert(name.to_string()) {
-        p.push(format!("{at}.name: `{name}` is defined twice"));
-    }
-}
-
 /// `benchmarks:`: names and kinds with their parameters; with each
 /// `program` benchmark whose program is not installed, the problem.
 fn validate_benchmarks(
@@ -331,91 +286,6 @@ fn validate_benchmarks(
         p.push("benchmarks: at least one benchmark is needed".into());
     }
     (benchmarks, not_installed)
-}
-
-/// `variants:`: each one's series, fragments, benchmarks and git ref; `base`
-/// first, running every benchmark another variant asks for.
-fn validate_variants(
-    raw: &[RawVariant],
-    series_dir: &Path,
-    all_bench: &[String],
-    rel: &Rel,
-    p: &mut Vec<String>,
-) -> Vec<Variant> {
-    let mut variants = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (i, v) in raw.iter().enumerate() {
-        let at = format!("variants[{i}]");
-        check_name(&v.name, &at, &mut seen, p);
-        for (key, list) in [("apply", &v.apply), ("revert", &v.revert)] {
-            for (j, s) in list.iter().enumerate() {
-                let d = series_dir.join(s);
-                if !valid_name(s) {
-                    p.push(format!(
-                        "{at}.{key}[{j}]: `{s}` is not a series name (a directory under {})",
-                        series_dir.display()
-                    ));
-                } else if !d.join("series").is_file() {
-                    p.push(format!(
-                        "{at}.{key}[{j}]: no series `{s}`: expected {} listing its patches",
-                        d.join("series").display()
-                    ));
-                }
-            }
-        }
-        let fragments = files(&v.fragments, &format!("{at}.fragments"), rel, p);
-        let benchmarks = match &v.benchmarks {
-            None => all_bench.to_vec(),
-            Some(list) => {
-                for (j, b) in list.iter().enumerate() {
-                    if !all_bench.contains(b) {
-                        p.push(format!(
-                            "{at}.benchmarks[{j}]: no benchmark `{b}` (defined: {})",
-                            all_bench.join(", ")
-                        ));
-                    }
-                }
-                list.clone()
-            }
-        };
-        if let Some(r) = &v.git_ref {
-            if r.is_empty() || r.starts_with('-') || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                p.push(format!(
-                    "{at}.ref: `{r}` is not a git commit-ish (a commit id, tag or branch)"
-                ));
-            }
-        }
-        let (apply, revert, git_ref) = (v.apply.clone(), v.revert.clone(), v.git_ref.clone());
-        variants.push(Variant {
-            name: v.name.clone(),
-            apply,
-            revert,
-            fragments,
-            benchmarks,
-            git_ref,
-        });
-    }
-    let Some(i) = variants.iter().position(|v| v.name == "base") else {
-        p.push("variants: a variant named `base` (the reference) is required".into());
-        return variants;
-    };
-    if !variants[i].is_plain() {
-        p.push(format!(
-            "variants[{i}]: `base` is the unmodified tree; it takes no apply, revert or fragments"
-        ));
-    }
-    let mut base = variants.remove(i);
-    let mut used: Vec<String> = Vec::new();
-    for b in variants.iter().flat_map(|v| &v.benchmarks) {
-        if !used.contains(b) {
-            used.push(b.clone());
-        }
-    }
-    if raw[i].benchmarks.is_none() && !used.is_empty() {
-        base.benchmarks = all_bench.iter().filter(|b| used.contains(b)).cloned().collect();
-    }
-    variants.insert(0, base);
-    variants
 }
 
 /// `guest:`: accelerator, clock, memory, command line, boot path, topology.

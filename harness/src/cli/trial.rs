@@ -53,7 +53,8 @@ pub(super) struct Args {
     #[arg(long)]
     floor: Option<f64>,
     /// Bisect the series' prefixes: name the patch (or patches) that carry the change (one --bench, one --vcpus).
-    #[arg(long)]
+    /// A bisection has no gate: its exit code says whether a patch was named.
+    #[arg(long, conflicts_with = "gate")]
     per_patch: bool,
     #[command(flatten)]
     gating: Gating,
@@ -236,6 +237,10 @@ mod tests {
             super::super::Cli::try_parse_from(both).is_err(),
             "a bisection writes no junit"
         );
+        // issue 29: --gate was ignored with --per-patch (a culprit patch exited 0); clap refuses it
+        let gated = ["harness", "try", "s.mbox", "--per-patch", "--gate"];
+        let e = super::super::Cli::try_parse_from(gated).err().expect("refused").to_string();
+        assert!(e.contains("--per-patch") && e.contains("--gate"), "{e}");
         assert_eq!((req.bench, req.vcpus), (vec!["static-doexec".to_string()], vec![2]));
     }
 }

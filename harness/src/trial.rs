@@ -421,8 +421,8 @@ mod tests {
         .unwrap();
         let id = crate::pipeline::coverage::base_identity(&probe).unwrap();
         for (b, calls) in [
-            ("stress-pipe", r#"{"pipe_write": 2.0}"#),
-            ("static-doexec", r#"{"bprm_execve": 1.0}"#),
+            ("stress-pipe", r#"{"vcpus": 2, "calls": {"pipe_write": 2.0}}"#),
+            ("static-doexec", r#"{"vcpus": 2, "calls": {"bprm_execve": 1.0}}"#),
         ] {
             let f = crate::pipeline::coverage::cache_file(&work, &id, b);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();

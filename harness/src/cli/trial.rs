@@ -239,7 +239,9 @@ mod tests {
         );
         // issue 29: --gate was ignored with --per-patch (a culprit patch exited 0); clap refuses it
         let gated = ["harness", "try", "s.mbox", "--per-patch", "--gate"];
-        let e = super::super::Cli::try_parse_from(gated).err().expect("refused").to_string();
+        let e = super::super::Cli::try_parse_from(gated)
+            .expect_err("refused")
+            .to_string();
         assert!(e.contains("--per-patch") && e.contains("--gate"), "{e}");
         assert_eq!((req.bench, req.vcpus), (vec!["static-doexec".to_string()], vec![2]));
     }

@@ -88,7 +88,8 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
     if base.is_empty() {
         return Ok(Vec::new());
     }
-    remember(work, &base_identity(m)?, &base)?;
+    let base_symbols = keys.get("base").and_then(|k| kernel_symbols(work, k));
+    remember(work, &base_identity(m)?, vcpus, &base, base_symbols.as_ref())?;
     let mut out = Vec::new();
     for v in m
         .variants
@@ -188,14 +189,16 @@ pub fn base_identity(m: &Matrix) -> Result<String> {
 /// so is its name given back.
 pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>)> {
     let id = base_identity(m)?;
-    let vcpus = m.vcpus.iter().min().copied().unwrap_or(0);
+    let symbols: Option<BTreeSet<String>> = std::fs::read_to_string(work.join("coverage").join(&id).join("symbols"))
+        .ok()
+        .map(|t| t.lines().map(String::from).collect());
     let (mut out, mut unknown) = (Vec::new(), Vec::new());
     for v in m
         .variants
         .iter()
         .filter(|v| !v.apply.is_empty() || !v.revert.is_empty())
     {
-        let base: BTreeMap<String, CallsPerOp> = v
+        let kept: BTreeMap<String, Kept> = v
             .benchmarks
             .iter()
             .filter_map(|b| {
@@ -203,33 +206,66 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>
                 Some((b.clone(), serde_json::from_slice(&data).ok()?))
             })
             .collect();
-        if base.is_empty() {
+        let Some(vcpus) = kept.values().map(|k| k.vcpus).min() else {
             unknown.push(v.name.clone());
             continue;
+        };
+        let base = kept.into_iter().map(|(b, k)| (b, k.calls)).collect();
+        let changed = changed_functions(m, v, &source_files(m, work)?, &work.join("coverage.log"))?;
+        let mut c = coverage::table(&v.name, vcpus, &changed, symbols.as_ref(), &base, &BTreeMap::new());
+        // base's symbol table says nothing of a function the series adds
+        for r in c
+            .rows
+            .iter_mut()
+            .filter(|r| r.changed.change == hunks::Change::Added && r.symbol.is_none())
+        {
+            r.symbol = Some(r.changed.function.clone());
         }
-        let changed = changed_functions(m, v, &source_files(m, work)?, &work.join("coverage.log"));
-        out.push(coverage::table(
-            &v.name,
-            vcpus,
-            &changed?,
-            None,
-            &base,
-            &BTreeMap::new(),
-        ));
+        out.push(c);
     }
     Ok((out, unknown))
 }
 
 /// Keeps each benchmark's calls per op of the base kernel `key`.
-fn remember(work: &Path, key: &str, base: &BTreeMap<String, CallsPerOp>) -> Result<()> {
-    for (b, calls) in base {
-        let f = cache_file(work, key, b);
+fn remember(
+    work: &Path,
+    key: &str,
+    vcpus: u32,
+    base: &BTreeMap<String, CallsPerOp>,
+    symbols: Option<&BTreeSet<String>>,
+) -> Result<()> {
+    let write = |f: PathBuf, data: Vec<u8>| -> Result<()> {
         if let Some(d) = f.parent() {
             std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
         }
-        let tmp = f.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(calls)?).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &f).with_context(|| format!("rename {}", tmp.display()))?;
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, data).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &f).with_context(|| format!("rename {}", tmp.display()))
+    };
+    for (b, calls) in base {
+        write(
+            cache_file(work, key, b),
+            serde_json::to_vec(&Kept {
+                vcpus,
+                calls: calls.clone(),
+            })?,
+        )?;
+    }
+    if let Some(s) = symbols {
+        let names: Vec<&str> = s.iter().map(String::as_str).collect();
+        write(
+            work.join("coverage").join(key).join("symbols"),
+            names.join("\n").into_bytes(),
+        )?;
     }
     Ok(())
+}
+
+/// One benchmark's calls per op as a run of the base kernel kept them.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Kept {
+    /// The vCPU count of the boots they come from.
+    vcpus: u32,
+    /// Function → calls per op.
+    calls: CallsPerOp,
 }

@@ -82,6 +82,12 @@ impl Gating {
     }
 }
 
+/// The report as text at the terminal's width: compact, or every cell's
+/// full text with `--verbose`.
+pub(super) fn table(r: &report::Report, g: &Global) -> String {
+    report::table_as(r, report::compact::terminal_width(), g.verbose)
+}
+
 /// Tabulates the run again and writes its report files.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     finish_report(&a.run_dir, g, a.gating, a.junit.as_deref())
@@ -154,7 +160,7 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: O
     if g.json {
         print_json(&r)?;
     } else {
-        print!("{}", report::table(&r));
+        print!("{}", table(&r, g));
         println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
     let exit = gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics));

@@ -9,6 +9,7 @@
 //! `cells`, and the rule is put in words in `rule`.
 
 mod cells;
+pub mod compact;
 pub mod compare;
 pub mod gate;
 pub mod html;
@@ -33,7 +34,7 @@ use crate::vm::MeasureClock;
 pub use cells::{build_from, run_clock};
 pub use gate::{gate, report_gate, second_stage_cells, Gate, GateItem};
 pub use rule::rule_text;
-pub use text::{cell_text, csv, decision_text, num, table};
+pub use text::{cell_text, csv, decision_text, num, table, table_as};
 
 /// One variant's cell in a row.
 #[derive(Debug, Clone, Serialize)]

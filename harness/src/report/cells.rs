@@ -218,6 +218,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
             .unwrap_or_else(|| "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()),
         shards: Vec::new(),
         profiles: Vec::new(),
+        wall_s: super::wall_seconds(&meta.started, samples),
     }
 }
 

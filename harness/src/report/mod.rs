@@ -14,6 +14,7 @@ pub mod compare;
 pub mod gate;
 pub mod html;
 pub mod junit;
+pub mod plots;
 pub mod profiles;
 mod rule;
 mod scan;
@@ -176,6 +177,21 @@ pub struct Report {
     /// profiles on both sides (empty without profiles).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<profiles::CellProfile>,
+    /// Seconds from the run's start to its last sample (the HTML summary
+    /// line's wall time; not in `report.json`).
+    #[serde(skip)]
+    pub wall_s: Option<f64>,
+}
+
+/// Seconds from `started` to the latest sample's timestamp (None when
+/// either is not a time stamp).
+pub fn wall_seconds(started: &str, samples: &[crate::records::Sample]) -> Option<f64> {
+    let start: jiff::Timestamp = started.parse().ok()?;
+    let last = samples
+        .iter()
+        .filter_map(|s| s.timestamp.parse::<jiff::Timestamp>().ok())
+        .max()?;
+    Some((last.as_millisecond() - start.as_millisecond()) as f64 / 1000.0)
 }
 
 /// Calibrated floors for a run: `(benchmark, metric, vCPUs)` → floor, and

@@ -238,8 +238,8 @@ fn notes_of(c: &Cell) -> Vec<String> {
     out
 }
 
-/// The notes of every line, each text once with the cells it is about
-/// (`all cells` when it is about every line's cell).
+/// The notes of every line, each text once after the cells it is about
+/// (`all cells:` when it is about every line's cell).
 fn grouped_notes(lines: &[Line]) -> Vec<String> {
     let mut by_text: Vec<(String, Vec<String>)> = Vec::new();
     let mut seen_base = std::collections::BTreeSet::new();
@@ -248,7 +248,7 @@ fn grouped_notes(lines: &[Line]) -> Vec<String> {
         let mut add = |c: &Cell| {
             cells += 1;
             for n in notes_of(c) {
-                let who = format!("{} {}", l.who(), c.variant);
+                let who = format!("{}, {}", l.who(), c.variant);
                 match by_text.iter_mut().find(|(t, _)| *t == n) {
                     Some((_, w)) => w.push(who),
                     None => by_text.push((n, vec![who])),
@@ -265,8 +265,8 @@ fn grouped_notes(lines: &[Line]) -> Vec<String> {
     by_text
         .into_iter()
         .map(|(t, who)| match who.len() {
-            n if n == cells && n > 1 => format!("{t} (all cells)"),
-            _ => format!("{t}: {}", who.join("; ")),
+            n if n == cells && n > 1 => format!("all cells: {t}"),
+            _ => format!("{}: {t}", who.join("; ")),
         })
         .collect()
 }
@@ -440,7 +440,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("history: new cell").count(), 1, "{text}");
-        assert!(text.contains("history: new cell (all cells)"), "{text}");
+        assert!(text.contains("\nall cells: history: new cell\n"), "{text}");
         assert_eq!(text.matches("no 95% CI").count(), 1, "{text}");
         let verbose = crate::report::table_as(&r, 100, true);
         assert_eq!(verbose.matches("history:").count(), 4, "every cell says it: {verbose}");

@@ -252,66 +252,24 @@ pub struct Bar {
 /// noise threshold pale; at the right the calls per op of the rows whose
 /// calls changed.
 pub fn delta_bars(bars: &[Bar]) -> String {
-    const ROW: f64 = 18.0;
-    const NAME: f64 = 260.0;
-    const WIDTH: f64 = 720.0;
-    const CALLS: f64 = 130.0;
-    let h = T + ROW * bars.len().max(1) as f64 + B;
+    let h = T + BAR_ROW * bars.len().max(1) as f64 + B;
     let m = bars.iter().map(|b| b.delta.abs()).fold(0.0, f64::max).max(1e-9);
-    let (x0, half) = (NAME + (WIDTH - NAME - 80.0) / 2.0, (WIDTH - NAME - 80.0) / 2.0);
+    let x0 = BAR_NAME + (BAR_WIDTH - BAR_NAME - 80.0) / 2.0;
     let mut out = String::new();
     let _ = write!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {0} {h}" width="{0}" height="{h}" font-family="sans-serif" font-size="11">"#,
-        WIDTH + CALLS
+        BAR_WIDTH + BAR_CALLS
     );
     let _ = write!(
         out,
         r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="end">calls/op</text>"##,
         h - B,
-        WIDTH + CALLS - 6.0,
+        BAR_WIDTH + BAR_CALLS - 6.0,
         T - 6.0
     );
     for (i, b) in bars.iter().enumerate() {
-        let y = T + ROW * i as f64;
-        let w = half * b.delta.abs() / m;
-        let x = if b.delta >= 0.0 { x0 } else { x0 - w };
-        let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
-        let op = if b.called { "1" } else { "0.3" };
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            NAME - 6.0,
-            y + 12.0,
-            esc(&b.name)
-        );
-        let _ = write!(
-            out,
-            r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#,
-            y + 3.0,
-            ROW - 6.0,
-            esc(&b.name),
-            fmt(b.delta),
-            if b.called { "" } else { " (under its threshold)" }
-        );
-        if b.calls.0 != b.calls.1 {
-            let _ = write!(
-                out,
-                r#"<text class="calls" x="{}" y="{:.1}" text-anchor="end">{} → {}</text>"#,
-                WIDTH + CALLS - 6.0,
-                y + 12.0,
-                fmt(b.calls.0),
-                fmt(b.calls.1)
-            );
-        }
-        let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
-        let _ = write!(
-            out,
-            r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#,
-            y + 12.0,
-            if b.delta >= 0.0 { "start" } else { "end" },
-            b.delta
-        );
+        bar_row(&mut out, b, T + BAR_ROW * i as f64, m);
     }
     let _ = write!(
         out,
@@ -320,6 +278,60 @@ pub fn delta_bars(bars: &[Bar]) -> String {
     );
     out.push_str("</svg>");
     out
+}
+
+const BAR_ROW: f64 = 18.0;
+const BAR_NAME: f64 = 260.0;
+const BAR_WIDTH: f64 = 720.0;
+const BAR_CALLS: f64 = 130.0;
+
+/// One function's row at `y`: its name, its bar (scaled to the largest
+/// |Δ| `m`), the Δ, and its calls per op where they changed.
+fn bar_row(out: &mut String, b: &Bar, y: f64, m: f64) {
+    let half = (BAR_WIDTH - BAR_NAME - 80.0) / 2.0;
+    let x0 = BAR_NAME + half;
+    let w = half * b.delta.abs() / m;
+    let x = if b.delta >= 0.0 { x0 } else { x0 - w };
+    let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
+    let op = if b.called { "1" } else { "0.3" };
+    let name: String = match b.name.chars().count() {
+        n if n > 42 => format!("{}…", b.name.chars().take(41).collect::<String>()),
+        _ => b.name.clone(),
+    };
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+        BAR_NAME - 6.0,
+        y + 12.0,
+        esc(&name)
+    );
+    let _ = write!(
+        out,
+        r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#,
+        y + 3.0,
+        BAR_ROW - 6.0,
+        esc(&b.name),
+        fmt(b.delta),
+        if b.called { "" } else { " (under its threshold)" }
+    );
+    if b.calls.0 != b.calls.1 {
+        let _ = write!(
+            out,
+            r#"<text class="calls" x="{}" y="{:.1}" text-anchor="end">{} → {}</text>"#,
+            BAR_WIDTH + BAR_CALLS - 6.0,
+            y + 12.0,
+            fmt(b.calls.0),
+            fmt(b.calls.1)
+        );
+    }
+    let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
+    let _ = write!(
+        out,
+        r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#,
+        y + 12.0,
+        if b.delta >= 0.0 { "start" } else { "end" },
+        b.delta
+    );
 }
 
 #[cfg(test)]

@@ -109,7 +109,11 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
         print_json(&rows)?;
     } else {
         print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
-        println!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+        let floors = format!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+        print!(
+            "{}",
+            report::compact::wrap(&floors, report::compact::terminal_width(), 2)
+        );
     }
     let key = rb.meta()?.matrix.key_metrics;
     Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))

@@ -148,51 +148,71 @@ fn variants<'a>(lines: &[Line<'a>]) -> Vec<&'a str> {
 fn grid(lines: &[Line], width: usize) -> String {
     let names = variants(lines);
     let one = (names.len() == 1).then(|| names[0]);
-    let mut t = Table::new();
-    t.load_style(TableStyle::new().header_separator(comfy_table::LineStyle::none().fill('─')))
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width.min(u16::MAX as usize) as u16);
     let mut header = vec!["benchmark", "metric", "vCPUs", "base"];
     header.extend(match one {
         Some(v) => vec![v],
         None => vec!["variant", "value"],
     });
     header.extend(["change", "verdict", "p/q"]);
+    let rows = lines
+        .iter()
+        .map(|l| {
+            let d = l.cell.and_then(|c| c.decision.as_ref());
+            let mut cells = vec![
+                l.row.benchmark.clone(),
+                metric_text(l.row),
+                l.row.vcpus.to_string(),
+                value(l.base),
+            ];
+            if one.is_none() {
+                cells.push(l.cell.map(|c| c.variant.clone()).unwrap_or_else(|| "-".into()));
+            }
+            cells.push(l.cell.map_or(String::new(), |c| value(Some(c))));
+            cells.extend(decision_cells(d));
+            cells
+        })
+        .collect();
+    let values = if one.is_some() { 4 } else { 5 };
+    lines_table(&header, rows, &[2, 3, values], width)
+}
+
+/// `execs_per_s ↑`: a metric with its direction.
+pub fn metric_text(row: &Row) -> String {
+    format!("{} {}", row.metric, if row.higher_is_better { "↑" } else { "↓" })
+}
+
+/// The change, the verdict and p/q of a line (empty without a decision).
+pub fn decision_cells(d: Option<&Decision>) -> [String; 3] {
+    [
+        d.and_then(signed_change).unwrap_or_default(),
+        d.map(|d| d.verdict.to_string()).unwrap_or_default(),
+        d.map(pq_text).unwrap_or_default(),
+    ]
+}
+
+/// A table of one line per row without rules but under its header, the
+/// columns `right` right-aligned, two spaces apart (one after column 2, the
+/// vCPUs: right-aligned numbers on both sides of it), drawn to `width`
+/// (guest text escaped).
+pub fn lines_table(header: &[&str], rows: Vec<Vec<String>>, right: &[usize], width: usize) -> String {
+    let mut t = Table::new();
+    t.load_style(TableStyle::new().header_separator(comfy_table::LineStyle::none().fill('─')))
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width.min(u16::MAX as usize) as u16);
     t.set_header(header.iter().map(|h| printable(h)).collect::<Vec<_>>());
-    for l in lines {
-        let d = l.cell.and_then(|c| c.decision.as_ref());
-        let dir = if l.row.higher_is_better { "↑" } else { "↓" };
-        let mut cells = vec![
-            l.row.benchmark.clone(),
-            format!("{} {dir}", l.row.metric),
-            l.row.vcpus.to_string(),
-            value(l.base),
-        ];
-        if one.is_none() {
-            cells.push(l.cell.map(|c| c.variant.clone()).unwrap_or_else(|| "-".into()));
-        }
-        cells.push(l.cell.map_or(String::new(), |c| value(Some(c))));
-        cells.push(d.and_then(signed_change).unwrap_or_default());
-        cells.push(d.map(|d| d.verdict.to_string()).unwrap_or_default());
-        cells.push(d.map(pq_text).unwrap_or_default());
+    for cells in rows {
         t.add_row(cells.iter().map(|c| printable_lines(c)).collect::<Vec<_>>());
     }
     let cols = t.column_count();
     for i in 0..cols {
-        let right = i == 2 || i == 3 || (i == 4 && one.is_some()) || (i == 5 && one.is_none());
         if let Some(c) = t.column_mut(i) {
-            // one space after vCPUs: right-aligned numbers on both sides of it
-            c.set_padding((
-                0,
-                if i + 1 == cols {
-                    0
-                } else if i == 2 {
-                    1
-                } else {
-                    2
-                },
-            ));
-            if right {
+            let gap = match i {
+                _ if i + 1 == cols => 0,
+                2 => 1,
+                _ => 2,
+            };
+            c.set_padding((0, gap));
+            if right.contains(&i) {
                 c.set_cell_alignment(CellAlignment::Right);
             }
         }

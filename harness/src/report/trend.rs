@@ -62,7 +62,8 @@ pub fn table(trends: &[Trend]) -> String {
         out.push_str(&format!("{} — {}\n", printable(&t.title), printable(&t.key)));
         let mut tab = Table::new();
         tab.load_style(presets::UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic);
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(super::compact::terminal_width().min(u16::MAX as usize) as u16);
         tab.set_header(vec![
             "night".to_string(),
             "run".into(),

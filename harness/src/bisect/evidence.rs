@@ -28,7 +28,7 @@ pub fn profile_of(dir: &Path, point: &str, top: usize) -> Result<String> {
         st.bench,
         st.vcpus,
         run.display(),
-        d.text(top)
+        crate::report::compact::diff_text(&d, top)
     ))
 }
 

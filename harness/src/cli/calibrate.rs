@@ -43,7 +43,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         print_json(&cal)?;
         return Ok(Exit::Done);
     }
-    print!("{}", report::table(&r));
+    print!("{}", super::report::table(&r, g));
     print_floors(&cal, &m.statistics);
     println!(
         "stored in {} for runs of this matrix and profile on this host",

@@ -63,6 +63,9 @@ struct Global {
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// Print every cell's full text in the report's table (the default: one line per cell).
+    #[arg(long, global = true)]
+    verbose: bool,
 }
 
 impl Global {

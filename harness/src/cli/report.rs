@@ -82,6 +82,12 @@ impl Gating {
     }
 }
 
+/// The report as text at the terminal's width: compact, or every cell's
+/// full text with `--verbose`.
+pub(super) fn table(r: &report::Report, g: &Global) -> String {
+    report::table_as(r, report::compact::terminal_width(), g.verbose)
+}
+
 /// Tabulates the run again and writes its report files.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     finish_report(&a.run_dir, g, a.gating, a.junit.as_deref())
@@ -103,7 +109,11 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
         print_json(&rows)?;
     } else {
         print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
-        println!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+        let floors = format!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+        print!(
+            "{}",
+            report::compact::wrap(&floors, report::compact::terminal_width(), 2)
+        );
     }
     let key = rb.meta()?.matrix.key_metrics;
     Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))
@@ -154,7 +164,7 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: O
     if g.json {
         print_json(&r)?;
     } else {
-        print!("{}", report::table(&r));
+        print!("{}", table(&r, g));
         println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
     let exit = gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics));

@@ -131,7 +131,22 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
     if o.bisections.is_empty() {
         s += "No bisection ended since the last report.\n";
     }
-    s
+    fit(&s)
+}
+
+/// Markdown within a plain-text mail's 100 columns: a list item goes on
+/// indented by two, a code block's line by eight (still in its block), a
+/// paragraph from its margin; headings stay whole.
+fn fit(s: &str) -> String {
+    use crate::report::compact::{wrap, DEFAULT_WIDTH};
+    s.lines()
+        .map(|l| match l {
+            h if h.starts_with('#') => format!("{h}\n"),
+            b if b.starts_with("    ") => wrap(b, DEFAULT_WIDTH, 8),
+            i if i.starts_with("- ") => wrap(i, DEFAULT_WIDTH, 2),
+            p => wrap(p, DEFAULT_WIDTH, 0),
+        })
+        .collect()
 }
 
 /// A bisection's section of the report.

@@ -227,7 +227,7 @@ fn a_finished_bisection_is_reported_once() {
     );
     for want in [
         "# Nightly: c1 c1 subject",
-        "- static-doexec execs/s at 2 vCPUs: -1.10% (worse; 95% interval -1.40% to -0.80%; p=0.001), first night after it 2026-12-03, between runs run-c0 and run-c1: bisection #1 started",
+        "- static-doexec execs/s at 2 vCPUs: -1.10% (worse; 95% interval -1.40% to -0.80%; p=0.001), first\n  night after it 2026-12-03, between runs run-c0 and run-c1: bisection #1 started",
         "## Bisection #1: c0..c1",
         "    first bad commit: c2 exec: one more check (carries 97% of the change)",
         "    step 1: c2 like bad",
@@ -235,6 +235,10 @@ fn a_finished_bisection_is_reported_once() {
     ] {
         assert!(text.contains(want), "{want:?} not in\n{text}");
     }
+    assert!(
+        text.lines().all(|l| l.chars().count() <= 100),
+        "a mail's 100 columns:\n{text}"
+    );
     let second = w.night("c1").unwrap();
     assert!(second.bisections.is_empty(), "{:?}", second.bisections);
     assert!(mail::text(&second, &[]).contains("No bisection ended since the last report."));

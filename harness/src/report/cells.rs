@@ -221,6 +221,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         shards: Vec::new(),
         profiles: Vec::new(),
         coverage: Vec::new(),
+        wall_s: super::wall_seconds(&meta.started, samples),
     }
 }
 
@@ -346,40 +347,15 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
                 metric: &metric,
                 planned: m.sampling.repetitions as usize,
             };
-            let cells: Vec<Cell> = m
-                .variants
-                .iter()
-                .filter(|v| v.benchmarks.contains(&bench))
-                .map(|v| make_cell(&x, &v.name))
-                .collect();
-            if cells.is_empty() {
+            let Some((row, compared)) = row_of(m, x, &first, rule, (&unit, hib), clock) else {
                 continue;
+            };
+            for (ci, (both, first_stage)) in compared.into_iter().enumerate() {
+                pairs.push(both);
+                first_pairs.push(first_stage);
+                pair_at.push((rows.len(), ci + 1));
             }
-            // the declared threshold alone: the interval carries the noise,
-            // so a calibrated A/A floor (itself a noise band) is not added
-            let floor = m.statistics.threshold_for(&bench, &metric).max(rule.floor);
-            let ri = rows.len();
-            if cells[0].variant == "base" {
-                let x1 = CellInput { counted: &first, ..x };
-                let first_base = make_cell(&x1, "base");
-                for ci in 1..cells.len() {
-                    pairs.push(comparison(&cells[0], &cells[ci], hib, floor));
-                    first_pairs.push(comparison(&first_base, &make_cell(&x1, &cells[ci].variant), hib, floor));
-                    pair_at.push((ri, ci));
-                }
-            }
-            let linear_reference = linear_reference(m, &bench, hib);
-            let unit = clock.map_or_else(|| unit.clone(), |c| c.unit(&unit));
-            rows.push(Row {
-                benchmark: bench.clone(),
-                metric: metric.clone(),
-                unit,
-                higher_is_better: hib,
-                vcpus,
-                floor,
-                linear_reference,
-                cells,
-            });
+            rows.push(row);
         }
     }
     let keys: Vec<bool> = pair_at
@@ -392,6 +368,53 @@ fn rows_of(m: &Matrix, s: &Scan, counted: &[&Sample], rule: &Rule, clock: Option
         rows[ri].cells[ci].second_stage = s;
     }
     (rows, pairs.len())
+}
+
+/// The row of `x`'s benchmark and metric at its vCPU count (None when no
+/// variant runs the benchmark), and each variant's comparison against base
+/// in cell order: over all its boots, and over the first stage's (`first`).
+fn row_of(
+    m: &Matrix,
+    x: CellInput,
+    first: &[&Sample],
+    rule: &Rule,
+    (unit, hib): (&str, bool),
+    clock: Option<MeasureClock>,
+) -> Option<(Row, Vec<(Comparison, Comparison)>)> {
+    let cells: Vec<Cell> = m
+        .variants
+        .iter()
+        .filter(|v| v.benchmarks.iter().any(|b| b == x.bench))
+        .map(|v| make_cell(&x, &v.name))
+        .collect();
+    if cells.is_empty() {
+        return None;
+    }
+    // the declared threshold alone: the interval carries the noise,
+    // so a calibrated A/A floor (itself a noise band) is not added
+    let floor = m.statistics.threshold_for(x.bench, x.metric).max(rule.floor);
+    let mut compared = Vec::new();
+    if cells[0].variant == "base" {
+        let x1 = CellInput { counted: first, ..x };
+        let first_base = make_cell(&x1, "base");
+        for c in &cells[1..] {
+            compared.push((
+                comparison(&cells[0], c, hib, floor),
+                comparison(&first_base, &make_cell(&x1, &c.variant), hib, floor),
+            ));
+        }
+    }
+    let row = Row {
+        benchmark: x.bench.to_string(),
+        metric: x.metric.to_string(),
+        unit: clock.map_or_else(|| unit.to_string(), |c| c.unit(unit)),
+        higher_is_better: hib,
+        vcpus: x.vcpus,
+        floor,
+        linear_reference: linear_reference(m, x.bench, hib),
+        cells,
+    };
+    Some((row, compared))
 }
 
 /// The decisions of every comparison and the cells sent to the gate's

@@ -8,10 +8,9 @@
 //! has no control inside the runs and is not compared; its change from
 //! night to night is what `harness history` tracks.
 
-use comfy_table::{presets, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{decision_text, num, Cell, GateItem, Report, Row};
+use super::{num, Cell, GateItem, Report, Row};
 use crate::stats::across::{ratio_of_ratios, Arms};
 use crate::stats::{self, Decision, Pretested, Rule, Summary};
 
@@ -161,34 +160,49 @@ impl Compared {
     }
 }
 
-/// The comparison as a terminal table.
+/// The comparison as a terminal table at the terminal's width.
 pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
-    let mut t = Table::new();
-    t.load_style(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec![
-        "benchmark / metric",
+    table_at(a, b, rows, super::compact::terminal_width())
+}
+
+/// The comparison of runs `a` and `b` drawn to `width`: one line per
+/// compared cell (A's and B's medians, B's change against A with its 95% interval, the verdict, p/q),
+/// how cells were tested said once under it.
+pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
+    let header = [
+        "benchmark",
+        "metric",
         "vCPUs",
         "variant",
-        a,
-        b,
-        "change B vs A (± its 95% interval)",
-    ]);
-    for r in rows {
-        let m = |s: &Option<Summary>| s.as_ref().map(|s| num(s.median)).unwrap_or_else(|| "-".into());
-        t.add_row(vec![
-            format!("{}\n{}", r.benchmark, r.metric),
-            r.vcpus.to_string(),
-            r.variant.clone(),
-            m(&r.a),
-            m(&r.b),
+        "A",
+        "B",
+        "change",
+        "verdict",
+        "p/q",
+    ];
+    let m = |s: &Option<Summary>| s.as_ref().map(|s| num(s.median)).unwrap_or_else(|| "-".into());
+    let lines = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![
+                r.benchmark.clone(),
+                r.metric.clone(),
+                r.vcpus.to_string(),
+                r.variant.clone(),
+                m(&r.a),
+                m(&r.b),
+            ];
             match r.method {
-                Method::RatioOfRatios => decision_text(&r.decision),
-                Method::NoControl => "not compared: no control across runs".into(),
-            },
-        ]);
-    }
-    format!("{t}\n{METHOD_TEXT}\n")
+                Method::RatioOfRatios => cells.extend(super::compact::decision_cells(Some(&r.decision))),
+                Method::NoControl => cells.push("not compared".into()),
+            }
+            cells
+        })
+        .collect();
+    let mut out = super::compact::lines_table(&header, lines, &[2, 4, 5], width);
+    let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT}");
+    out.push_str(&super::compact::wrap(&notes, width, 2));
+    out
 }
 
 #[cfg(test)]
@@ -257,10 +271,17 @@ mod tests {
             (base.method, base.decision.verdict),
             (Method::NoControl, stats::Verdict::Insufficient)
         );
-        let text = table("a", "b", &rows);
+        let text = table_at("a", "b", &rows, 100);
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            text.contains("not compared: no control across runs") && text.contains("never pooled"),
+            flat.contains("not compared: no control across runs") && flat.contains("never pooled"),
             "{text}"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let line = text.lines().find(|l| l.contains(" v ")).unwrap_or_default();
+        assert!(
+            line.contains('/') && line.contains('%'),
+            "one line a cell with its change and p/q: {text}"
         );
     }
 

@@ -28,6 +28,7 @@ struct HtmlRow<'a> {
 #[derive(Serialize)]
 struct Strip {
     vcpus: u32,
+    id: String,
     svg: String,
 }
 
@@ -35,6 +36,7 @@ struct Strip {
 struct Plot {
     benchmark: String,
     metric: String,
+    /// Empty with one vCPU count: a curve of one point says nothing.
     scaling: String,
     strips: Vec<Strip>,
 }
@@ -67,6 +69,7 @@ pub fn render(r: &Report) -> Result<String> {
         }
     }
     let bars: Vec<ProfileChart> = r.profiles.iter().map(profile_chart).collect();
+    let forest = super::plots::forest(&forest_rows(r));
     let mut env = minijinja::Environment::new();
     env.add_template("report.html", include_str!("report.html"))
         .context("load the report template")?;
@@ -77,6 +80,8 @@ pub fn render(r: &Report) -> Result<String> {
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
         profiles => minijinja::Value::from(minijinja::value::Serde(&bars)),
         unmeasured => r.coverage.iter().filter(|c| c.unmeasured()).map(|c| c.series.clone()).collect::<Vec<_>>(),
+        summary => summary(r),
+        forest => forest,
     };
     t.render(ctx).context("render the HTML report")
 }
@@ -101,6 +106,7 @@ fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
             name: r.name.clone(),
             delta: r.delta,
             called: r.called,
+            calls: (r.calls.base, r.calls.variant),
         })
         .collect();
     let (tb, tv) = p.diff.total;
@@ -173,20 +179,130 @@ fn plot(r: &Report, row: &Row) -> Plot {
         .iter()
         .map(|x| Strip {
             vcpus: x.vcpus,
-            svg: svg::strip(
-                &x.cells
-                    .iter()
-                    .map(|c| (c.variant.clone(), c.values.clone()))
-                    .collect::<Vec<_>>(),
-                &label,
-            ),
+            id: cell_id(x),
+            svg: super::plots::cell(&x.cells.iter().map(column).collect::<Vec<_>>(), &label),
         })
         .collect();
-    let scaling = svg::scaling(&series, &label, row.linear_reference);
+    let scaling = if same.len() > 1 {
+        svg::scaling(&series, &label, row.linear_reference)
+    } else {
+        String::new()
+    };
     Plot {
         benchmark: row.benchmark.clone(),
         metric: row.metric.clone(),
         scaling,
         strips,
+    }
+}
+
+/// A cell's boots for its plot.
+fn column(c: &Cell) -> super::plots::Column {
+    super::plots::Column {
+        name: c.variant.clone(),
+        boots: c.boots.clone(),
+        summary: c.summary.map(|s| (s.median, s.ci_lo, s.ci_hi, s.ci_exact)),
+    }
+}
+
+/// The anchor of a row's plot (benchmark, metric, vCPUs): what the forest
+/// plot's rows link to.
+fn cell_id(row: &Row) -> String {
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect()
+    };
+    format!("cell-{}-{}-{}", safe(&row.benchmark), safe(&row.metric), row.vcpus)
+}
+
+/// The colour of a verdict's class ([`class_of`]), grey for the others.
+fn colour_of(class: &str) -> &'static str {
+    match class {
+        "regressed" => "#c62828",
+        "improved" => "#2e7d32",
+        "small" => "#b08800",
+        "unsure" => "#e65100",
+        "failsmore" => "#ad1457",
+        "failed" => "#a00000",
+        _ => "#666666",
+    }
+}
+
+/// The forest plot's rows: every variant's cell against base, the largest
+/// change first, those without a comparison last.
+fn forest_rows(r: &Report) -> Vec<super::plots::ForestRow> {
+    let mut rows: Vec<super::plots::ForestRow> = Vec::new();
+    for row in &r.rows {
+        for c in row.cells.iter().filter(|c| c.variant != "base") {
+            let d = c.decision.as_ref();
+            let change = d.and_then(|d| d.ratio).map(|x| {
+                let pc = |v: f64| (v - 1.0) * 100.0;
+                (pc(x.ratio), pc(x.lo), pc(x.hi))
+            });
+            let words = match d {
+                Some(d) => format!("{} {}", super::compact::signed_change(d).unwrap_or_default(), d.verdict),
+                None => "no value".into(),
+            };
+            rows.push(super::plots::ForestRow {
+                label: format!("{} · {} {} · {} vCPUs", c.variant, row.benchmark, row.metric, row.vcpus),
+                href: format!("#{}", cell_id(row)),
+                change,
+                threshold: row.floor * 100.0,
+                colour: colour_of(class_of(c)),
+                text: words.trim().to_string(),
+            });
+        }
+    }
+    let size = |r: &super::plots::ForestRow| r.change.map_or(-1.0, |c| c.0.abs());
+    rows.sort_by(|a, b| size(b).total_cmp(&size(a)));
+    rows
+}
+
+/// The line at the top: the verdicts counted, the clock, the boots, the
+/// wall time, the host.
+fn summary(r: &Report) -> String {
+    let mut counts: Vec<(String, usize)> = [Verdict::Regressed, Verdict::Improved]
+        .iter()
+        .map(|v| (v.to_string(), 0))
+        .collect();
+    let mut failed = 0;
+    for c in r.rows.iter().flat_map(|row| row.cells.iter()) {
+        if c.summary.is_none() && c.failure.is_some() {
+            failed += 1;
+        }
+        let Some(d) = c.decision.as_ref() else { continue };
+        let label = d.verdict.to_string();
+        match counts.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((label, 1)),
+        }
+    }
+    let mut words: Vec<String> = counts.iter().map(|(l, n)| format!("{n} {l}")).collect();
+    words.push(format!("{failed} failed"));
+    let boots_failed = match r.boots.iter().filter(|b| b.error.is_some()).count() {
+        0 => "none failed".to_string(),
+        n => format!("{n} failed"),
+    };
+    let clock = r.clock.map_or("clock not recorded", |c| c.name());
+    let wall = r
+        .wall_s
+        .map(|s| format!(" · {} wall time", duration(s)))
+        .unwrap_or_default();
+    format!(
+        "{} · {clock} · {} boots, {boots_failed}{wall} · {}",
+        words.join(", "),
+        r.boots.len(),
+        r.host
+    )
+}
+
+/// Seconds as `4 min 58 s`, `1 h 02 min`, `12 s`.
+fn duration(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
     }
 }

@@ -9,11 +9,13 @@
 //! `cells`, and the rule is put in words in `rule`.
 
 mod cells;
+pub mod compact;
 pub mod compare;
 pub mod coverage;
 pub mod gate;
 pub mod html;
 pub mod junit;
+pub mod plots;
 pub mod profiles;
 mod rule;
 mod scan;
@@ -34,7 +36,7 @@ use crate::vm::MeasureClock;
 pub use cells::{build_from, run_clock};
 pub use gate::{gate, report_gate, second_stage_cells, Gate, GateItem};
 pub use rule::rule_text;
-pub use text::{cell_text, csv, decision_text, num, table};
+pub use text::{cell_text, csv, decision_text, num, table, table_as};
 
 /// One variant's cell in a row.
 #[derive(Debug, Clone, Serialize)]
@@ -180,6 +182,21 @@ pub struct Report {
     /// writes it: `coverage.json`); empty when unknown.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<coverage::Coverage>,
+    /// Seconds from the run's start to its last sample (the HTML summary
+    /// line's wall time; not in `report.json`).
+    #[serde(skip)]
+    pub wall_s: Option<f64>,
+}
+
+/// Seconds from `started` to the latest sample's timestamp (None when
+/// either is not a time stamp).
+pub fn wall_seconds(started: &str, samples: &[crate::records::Sample]) -> Option<f64> {
+    let start: jiff::Timestamp = started.parse().ok()?;
+    let last = samples
+        .iter()
+        .filter_map(|s| s.timestamp.parse::<jiff::Timestamp>().ok())
+        .max()?;
+    Some((last.as_millisecond() - start.as_millisecond()) as f64 / 1000.0)
 }
 
 /// Calibrated floors for a run: `(benchmark, metric, vCPUs)` → floor, and

@@ -321,7 +321,21 @@ mod tests {
         );
         assert_eq!(got[0].diff.rows[0].name, "f");
         let r = Report { profiles: got, ..r };
-        let text = crate::report::table(&r);
+        let text = crate::report::table_as(&r, 100, false);
+        assert!(
+            text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  all: harness explain r --variant slow --bench d --vcpus 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("calls/op") && text.lines().all(|l| l.chars().count() <= 100),
+            "{text}"
+        );
+        assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
+        let text = crate::report::table_as(&r, 100, true);
         assert!(text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8; all: harness explain r --variant slow --bench d --vcpus 2)"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
         let html = crate::report::html::render(&r).unwrap();

@@ -152,42 +152,8 @@ pub(super) fn scan(events: &[Event]) -> Scan {
                 s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
             }
             Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
-            Event::Boot {
-                variant,
-                vcpus,
-                error,
-                retried,
-                boot_id,
-                ..
-            } => {
-                match error {
-                    // QEMU's crash, started again: shown, never the kernel's failure
-                    Some(err) if *retried => s
-                        .notes
-                        .push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
-                    Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
-                    None => {}
-                }
-                s.boots.extend(boot_row(e));
-            }
-            Event::BenchFailed {
-                variant,
-                vcpus,
-                benchmark,
-                repetition,
-                error,
-                boot_id,
-                failed,
-            } => {
-                use crate::records::Cause;
-                if failed.is_some_and(|f| matches!(f.cause, Cause::BenchTimeout | Cause::GuestHung)) {
-                    s.timed_out.insert((boot_id.clone(), benchmark.clone()));
-                }
-                s.cell_fail
-                    .insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
-                s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
-                s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
-            }
+            Event::Boot { .. } => scan_boot(&mut s, e),
+            Event::BenchFailed { .. } => scan_bench_failed(&mut s, e),
             Event::BootEnd { .. } => scan_boot_end(&mut s, e),
             Event::Notice { message } => s.notes.push(message.clone()),
             // read by the differential profile (report::profiles)
@@ -195,6 +161,56 @@ pub(super) fn scan(events: &[Event]) -> Scan {
         }
     }
     s
+}
+
+/// A boot's start: a failure before SSH is its cell's (a QEMU crash
+/// started again only a note), and the boot's row.
+fn scan_boot(s: &mut Scan, e: &Event) {
+    let Event::Boot {
+        variant,
+        vcpus,
+        error,
+        retried,
+        boot_id,
+        ..
+    } = e
+    else {
+        return;
+    };
+    match error {
+        // QEMU's crash, started again: shown, never the kernel's failure
+        Some(err) if *retried => s
+            .notes
+            .push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
+        Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
+        None => {}
+    }
+    s.boots.extend(boot_row(e));
+}
+
+/// A failed repetition: its cell's failure, its boot's failed benchmark
+/// (timed out when it hung), a note.
+fn scan_bench_failed(s: &mut Scan, e: &Event) {
+    let Event::BenchFailed {
+        variant,
+        vcpus,
+        benchmark,
+        repetition,
+        error,
+        boot_id,
+        failed,
+    } = e
+    else {
+        return;
+    };
+    use crate::records::Cause;
+    if failed.is_some_and(|f| matches!(f.cause, Cause::BenchTimeout | Cause::GuestHung)) {
+        s.timed_out.insert((boot_id.clone(), benchmark.clone()));
+    }
+    s.cell_fail
+        .insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
+    s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
+    s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
 }
 
 /// Records a patch, config or build outcome of `variant`: a failure, or a

@@ -64,41 +64,7 @@ pub fn account(m: &Matrix, dirs: &[(Shard, Option<String>)], events: &[Event]) -
         .collect();
     let all = plan::boot_jobs(m);
     for k in 0..n {
-        let shard = Shard { k, n };
-        let jobs = plan::shard_jobs(m, &all, shard);
-        let owed: Vec<&plan::BootJob> = jobs
-            .iter()
-            .filter(|j| !ended.contains(&(j.variant.as_str(), j.vcpus, j.boot)))
-            .collect();
-        let dir = dirs.iter().find(|d| d.0 == shard);
-        let state = match (dir, owed.is_empty()) {
-            (_, true) => "done".to_string(),
-            (Some((_, Some(writer))), false) => format!("running ({writer})"),
-            (Some(_), false) => "failed".to_string(),
-            (None, false) => "missing".to_string(),
-        };
-        if !owed.is_empty() {
-            acc.all_done = false;
-        }
-        if state == "failed" || state == "missing" {
-            let why = if state == "failed" {
-                "failed: it stopped before this boot job"
-            } else {
-                "is missing: it wrote no records"
-            };
-            acc.notes.push(format!(
-                "shard {shard} {state}: {} of its {} boot jobs not run; they count as failed boots of their cells",
-                owed.len(),
-                jobs.len()
-            ));
-            acc.failures.extend(owed.iter().map(|j| owed_job(j, shard, why)));
-        }
-        acc.shards.push(ShardState {
-            shard: shard.to_string(),
-            state,
-            jobs: jobs.len(),
-            not_run: owed.len(),
-        });
+        account_shard(&mut acc, m, &all, Shard { k, n }, dirs, &ended);
     }
     let done = acc.shards.iter().filter(|s| s.state == "done").count();
     acc.notes.insert(
@@ -113,6 +79,53 @@ pub fn account(m: &Matrix, dirs: &[(Shard, Option<String>)], events: &[Event]) -
         ),
     );
     acc
+}
+
+/// Shard `shard`'s state and the jobs it owes (those with no `boot_end`
+/// in `ended`), added to `acc`: a failed or missing shard's owed jobs as
+/// failed boots, with a note.
+fn account_shard(
+    acc: &mut Accounting,
+    m: &Matrix,
+    all: &[plan::BootJob],
+    shard: Shard,
+    dirs: &[(Shard, Option<String>)],
+    ended: &BTreeSet<(&str, u32, u32)>,
+) {
+    let jobs = plan::shard_jobs(m, all, shard);
+    let owed: Vec<&plan::BootJob> = jobs
+        .iter()
+        .filter(|j| !ended.contains(&(j.variant.as_str(), j.vcpus, j.boot)))
+        .collect();
+    let dir = dirs.iter().find(|d| d.0 == shard);
+    let state = match (dir, owed.is_empty()) {
+        (_, true) => "done".to_string(),
+        (Some((_, Some(writer))), false) => format!("running ({writer})"),
+        (Some(_), false) => "failed".to_string(),
+        (None, false) => "missing".to_string(),
+    };
+    if !owed.is_empty() {
+        acc.all_done = false;
+    }
+    if state == "failed" || state == "missing" {
+        let why = if state == "failed" {
+            "failed: it stopped before this boot job"
+        } else {
+            "is missing: it wrote no records"
+        };
+        acc.notes.push(format!(
+            "shard {shard} {state}: {} of its {} boot jobs not run; they count as failed boots of their cells",
+            owed.len(),
+            jobs.len()
+        ));
+        acc.failures.extend(owed.iter().map(|j| owed_job(j, shard, why)));
+    }
+    acc.shards.push(ShardState {
+        shard: shard.to_string(),
+        state,
+        jobs: jobs.len(),
+        not_run: owed.len(),
+    });
 }
 
 /// The shard count: the one most shard directories were written for.

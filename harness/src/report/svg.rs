@@ -1,8 +1,8 @@
 //! Hand-made SVG plots for the HTML report: a scaling curve (median and its
 //! interval against vCPUs on a linear axis from 0, one line per variant, each
 //! interval bar on its point; a linear-scaling reference only when asked, for
-//! throughput whose workers follow the vCPU count) and a strip plot of the
-//! samples of one row; and a nightly trend (median and interval per night,
+//! throughput whose workers follow the vCPU count), a differential profile's
+//! bars (the forest plot and a cell's boots are in [`super::plots`]); and a nightly trend (median and interval per night,
 //! change points marked, each point a link to its run's report). Pure functions from numbers to SVG text; no fonts or
 //! external files needed.
 
@@ -90,6 +90,23 @@ fn yrange(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
+/// The x positions and the y scale of a scaling plot.
+struct Axes {
+    xmax: f64,
+    ylo: f64,
+    yhi: f64,
+}
+
+impl Axes {
+    fn px(&self, x: f64) -> f64 {
+        L + 10.0 + (W - L - R - 20.0) * x / self.xmax
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        H - B - (H - T - B) * ((y.min(self.yhi) - self.ylo) / (self.yhi - self.ylo))
+    }
+}
+
 /// Scaling curve: one polyline per variant with an interval bar on each point
 /// (dashed when it is only the range of too few boots), x to scale from 0 vCPUs;
 /// with `linear_reference`, a dashed linear-scaling line through base's first
@@ -101,7 +118,6 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
         v.dedup();
         v
     };
-    let xmax = xs.last().copied().unwrap_or(1.0).max(1.0);
     let reference: Vec<(f64, f64)> = match series.first().and_then(|(_, p)| p.first()) {
         Some(p0) if linear_reference && xs.len() > 1 && p0.x > 0.0 => {
             xs.iter().map(|&x| (x, p0.y * x / p0.x)).collect()
@@ -110,31 +126,18 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     };
     let data_hi = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.hi.max(p.y)));
     let (ylo, yhi) = yrange(data_hi.chain(std::iter::once(0.0)));
+    let ax = Axes {
+        xmax: xs.last().copied().unwrap_or(1.0).max(1.0),
+        ylo,
+        yhi,
+    };
     let mut out = String::new();
     frame(&mut out, ylo, yhi, ylabel);
-    let px = |x: f64| -> f64 { L + 10.0 + (W - L - R - 20.0) * x / xmax };
-    let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y.min(yhi) - ylo) / (yhi - ylo)) };
-    for &x in std::iter::once(&0.0).chain(&xs) {
-        let _ = write!(
-            out,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
-            px(x),
-            H - B,
-            H - B + 4.0,
-            H - B + 16.0,
-            x
-        );
-    }
-    let _ = write!(
-        out,
-        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#,
-        (L + W - R) / 2.0,
-        H - 6.0
-    );
+    x_axis(&mut out, &ax, &xs);
     if !reference.is_empty() {
         let pts: Vec<String> = reference
             .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .map(|(x, y)| format!("{:.1},{:.1}", ax.px(*x), ax.py(*y)))
             .collect();
         let _ = write!(
             out,
@@ -143,48 +146,7 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
         );
     }
     for (i, (name, pts)) in series.iter().enumerate() {
-        let c = PALETTE[i % PALETTE.len()];
-        // a variant's line, points and bars share one small sideways offset
-        let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
-        let line: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.x) + dx, py(p.y)))
-            .collect();
-        let _ = write!(
-            out,
-            r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
-            line.join(" ")
-        );
-        for p in pts {
-            let x = px(p.x) + dx;
-            let (dash, what) = if p.ci {
-                ("", "95% CI")
-            } else {
-                (r#" stroke-dasharray="2 2""#, "range, too few boots for a CI")
-            };
-            let _ = write!(
-                out,
-                r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"{dash}/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs, {what} [{}, {}]</title></circle>"#,
-                py(p.lo),
-                py(p.hi),
-                py(p.y),
-                esc(name),
-                fmt(p.y),
-                p.x,
-                fmt(p.lo),
-                fmt(p.hi)
-            );
-        }
-        let ly = T + 14.0 + i as f64 * 16.0;
-        let _ = write!(
-            out,
-            r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-            W - R + 10.0,
-            ly - 9.0,
-            W - R + 24.0,
-            ly,
-            esc(name)
-        );
+        curve(&mut out, &ax, (i, series.len()), name, pts);
     }
     if !reference.is_empty() {
         let ly = T + 14.0 + series.len() as f64 * 16.0;
@@ -203,46 +165,71 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     out
 }
 
-/// Strip plot: every sample of one row, one column per variant, with the
-/// median marked.
-pub fn strip(cells: &[(String, Vec<f64>)], ylabel: &str) -> String {
-    let (ylo, yhi) = yrange(cells.iter().flat_map(|(_, v)| v.iter().cloned()));
-    let mut out = String::new();
-    frame(&mut out, ylo, yhi, ylabel);
-    let n = cells.len().max(1) as f64;
-    let py = |y: f64| -> f64 { H - B - (H - T - B) * ((y - ylo) / (yhi - ylo)) };
-    for (i, (name, vals)) in cells.iter().enumerate() {
-        let c = PALETTE[i % PALETTE.len()];
-        let cx = L + (W - L - R) * (i as f64 + 0.5) / n;
-        for (j, v) in vals.iter().enumerate() {
-            let jitter = ((j * 37 % 11) as f64 - 5.0) * 2.0;
-            let _ = write!(
-                out,
-                r#"<circle class="sample" cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}" fill-opacity="0.6"><title>{}</title></circle>"#,
-                cx + jitter,
-                py(*v),
-                fmt(*v)
-            );
-        }
-        if let Some(m) = crate::stats::median(vals) {
-            let _ = write!(
-                out,
-                r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#,
-                cx - 18.0,
-                cx + 18.0,
-                py(m),
-                py(m)
-            );
-        }
+/// The vCPU axis: a tick at 0 and at every count measured.
+fn x_axis(out: &mut String, ax: &Axes, xs: &[f64]) {
+    for &x in std::iter::once(&0.0).chain(xs) {
         let _ = write!(
             out,
-            r#"<text x="{cx:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
+            ax.px(x),
+            H - B,
+            H - B + 4.0,
             H - B + 16.0,
-            esc(name)
+            x
         );
     }
-    out.push_str("</svg>");
-    out
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#,
+        (L + W - R) / 2.0,
+        H - 6.0
+    );
+}
+
+/// Variant `i` of `n`: its line, its points with their interval bars (all
+/// at one small sideways offset) and its legend entry.
+fn curve(out: &mut String, ax: &Axes, (i, n): (usize, usize), name: &str, pts: &[Point]) {
+    let c = PALETTE[i % PALETTE.len()];
+    let dx = (i as f64 - (n as f64 - 1.0) / 2.0) * 3.0;
+    let line: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", ax.px(p.x) + dx, ax.py(p.y)))
+        .collect();
+    let _ = write!(
+        out,
+        r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+        line.join(" ")
+    );
+    for p in pts {
+        let x = ax.px(p.x) + dx;
+        let (dash, what) = if p.ci {
+            ("", "95% CI")
+        } else {
+            (r#" stroke-dasharray="2 2""#, "range, too few boots for a CI")
+        };
+        let _ = write!(
+            out,
+            r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"{dash}/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: {} at {} vCPUs, {what} [{}, {}]</title></circle>"#,
+            ax.py(p.lo),
+            ax.py(p.hi),
+            ax.py(p.y),
+            esc(name),
+            fmt(p.y),
+            p.x,
+            fmt(p.lo),
+            fmt(p.hi)
+        );
+    }
+    let ly = T + 14.0 + i as f64 * 16.0;
+    let _ = write!(
+        out,
+        r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
+        W - R + 10.0,
+        ly - 9.0,
+        W - R + 24.0,
+        ly,
+        esc(name)
+    );
 }
 
 /// One bar of a differential profile's chart: a function, its Δ
@@ -255,58 +242,34 @@ pub struct Bar {
     pub delta: f64,
     /// Above its noise threshold.
     pub called: bool,
+    /// Calls per op, base and variant: shown where they differ (the
+    /// mechanism's rows).
+    pub calls: (f64, f64),
 }
 
 /// Horizontal bar chart of a differential profile's rows: Δ instructions
 /// per op from a zero line, more in red, fewer in blue, a change under its
-/// noise threshold pale.
+/// noise threshold pale; at the right the calls per op of the rows whose
+/// calls changed.
 pub fn delta_bars(bars: &[Bar]) -> String {
-    const ROW: f64 = 18.0;
-    const NAME: f64 = 260.0;
-    const WIDTH: f64 = 720.0;
-    let h = T + ROW * bars.len().max(1) as f64 + B;
+    let h = T + BAR_ROW * bars.len().max(1) as f64 + B;
     let m = bars.iter().map(|b| b.delta.abs()).fold(0.0, f64::max).max(1e-9);
-    let (x0, half) = (NAME + (WIDTH - NAME - 80.0) / 2.0, (WIDTH - NAME - 80.0) / 2.0);
+    let x0 = BAR_NAME + (BAR_WIDTH - BAR_NAME - 80.0) / 2.0;
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {h}" width="{WIDTH}" height="{h}" font-family="sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {0} {h}" width="{0}" height="{h}" font-family="sans-serif" font-size="11">"#,
+        BAR_WIDTH + BAR_CALLS
     );
     let _ = write!(
         out,
-        r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/>"##,
-        h - B
+        r##"<line x1="{x0}" x2="{x0}" y1="{T}" y2="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="end">calls/op</text>"##,
+        h - B,
+        BAR_WIDTH + BAR_CALLS - 6.0,
+        T - 6.0
     );
     for (i, b) in bars.iter().enumerate() {
-        let y = T + ROW * i as f64;
-        let w = half * b.delta.abs() / m;
-        let x = if b.delta >= 0.0 { x0 } else { x0 - w };
-        let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
-        let op = if b.called { "1" } else { "0.3" };
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            NAME - 6.0,
-            y + 12.0,
-            esc(&b.name)
-        );
-        let _ = write!(
-            out,
-            r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#,
-            y + 3.0,
-            ROW - 6.0,
-            esc(&b.name),
-            fmt(b.delta),
-            if b.called { "" } else { " (under its threshold)" }
-        );
-        let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
-        let _ = write!(
-            out,
-            r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#,
-            y + 12.0,
-            if b.delta >= 0.0 { "start" } else { "end" },
-            b.delta
-        );
+        bar_row(&mut out, b, T + BAR_ROW * i as f64, m);
     }
     let _ = write!(
         out,
@@ -315,6 +278,60 @@ pub fn delta_bars(bars: &[Bar]) -> String {
     );
     out.push_str("</svg>");
     out
+}
+
+const BAR_ROW: f64 = 18.0;
+const BAR_NAME: f64 = 260.0;
+const BAR_WIDTH: f64 = 720.0;
+const BAR_CALLS: f64 = 130.0;
+
+/// One function's row at `y`: its name, its bar (scaled to the largest
+/// |Δ| `m`), the Δ, and its calls per op where they changed.
+fn bar_row(out: &mut String, b: &Bar, y: f64, m: f64) {
+    let half = (BAR_WIDTH - BAR_NAME - 80.0) / 2.0;
+    let x0 = BAR_NAME + half;
+    let w = half * b.delta.abs() / m;
+    let x = if b.delta >= 0.0 { x0 } else { x0 - w };
+    let fill = if b.delta >= 0.0 { "#d62728" } else { "#1f77b4" };
+    let op = if b.called { "1" } else { "0.3" };
+    let name: String = match b.name.chars().count() {
+        n if n > 42 => format!("{}…", b.name.chars().take(41).collect::<String>()),
+        _ => b.name.clone(),
+    };
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+        BAR_NAME - 6.0,
+        y + 12.0,
+        esc(&name)
+    );
+    let _ = write!(
+        out,
+        r#"<rect class="delta" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{}" fill="{fill}" fill-opacity="{op}"><title>{}: {} insns/op{}</title></rect>"#,
+        y + 3.0,
+        BAR_ROW - 6.0,
+        esc(&b.name),
+        fmt(b.delta),
+        if b.called { "" } else { " (under its threshold)" }
+    );
+    if b.calls.0 != b.calls.1 {
+        let _ = write!(
+            out,
+            r#"<text class="calls" x="{}" y="{:.1}" text-anchor="end">{} → {}</text>"#,
+            BAR_WIDTH + BAR_CALLS - 6.0,
+            y + 12.0,
+            fmt(b.calls.0),
+            fmt(b.calls.1)
+        );
+    }
+    let tx = if b.delta >= 0.0 { x + w + 4.0 } else { x - 4.0 };
+    let _ = write!(
+        out,
+        r#"<text x="{tx:.1}" y="{:.1}" text-anchor="{}">{:+.0}</text>"#,
+        y + 12.0,
+        if b.delta >= 0.0 { "start" } else { "end" },
+        b.delta
+    );
 }
 
 #[cfg(test)]
@@ -391,11 +408,13 @@ mod tests {
                 name: "f<x>".into(),
                 delta: 2000.0,
                 called: true,
+                calls: (1.0, 4.0),
             },
             Bar {
                 name: "g".into(),
                 delta: -500.0,
                 called: false,
+                calls: (2.0, 2.0),
             },
         ];
         let s = delta_bars(&bars);
@@ -411,14 +430,11 @@ mod tests {
             rects[0].contains("#d62728") && rects[1].contains("#1f77b4") && rects[1].contains("fill-opacity=\"0.3\"")
         );
         assert!(s.contains("f&lt;x&gt;"));
-    }
-
-    #[test]
-    fn strip_plots_every_sample() {
-        let s = strip(
-            &[("base".into(), vec![1.0, 2.0, 3.0]), ("v".into(), vec![2.0, 2.5])],
-            "usec",
+        assert_eq!(
+            s.matches(r#"<text class="calls""#).count(),
+            1,
+            "calls/op only where they changed"
         );
-        assert_eq!(s.matches(r#"class="sample""#).count(), 5);
+        assert!(s.contains(">1.00 → 4.00<"), "{s}");
     }
 }

@@ -25,7 +25,7 @@ pub fn num(x: f64) -> String {
     }
 }
 
-fn p_text(p: f64) -> String {
+pub(super) fn p_text(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
     } else {
@@ -163,7 +163,7 @@ fn performance_text(d: &Decision) -> String {
     }
 }
 
-fn shorten(s: &str, n: usize) -> String {
+pub(super) fn shorten(s: &str, n: usize) -> String {
     let first = s.lines().next().unwrap_or("");
     if first.chars().count() > n {
         format!("{}…", first.chars().take(n).collect::<String>())
@@ -178,14 +178,52 @@ pub fn printable_lines(s: &str) -> String {
     s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
 }
 
-/// The terminal table (guest text escaped).
+/// The terminal table (guest text escaped), compact and drawn to the
+/// terminal's width ([`super::compact::terminal_width`]).
 pub fn table(r: &Report) -> String {
+    table_as(r, super::compact::terminal_width(), false)
+}
+
+/// The report as text drawn to `width`: one line per cell
+/// ([`super::compact`]), or with `verbose` every cell's full text.
+pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
+    let mut out = format!(
+        "run {} (started {}){}\n",
+        printable(&r.run_id),
+        printable(&r.started),
+        if r.complete { "" } else { " — INCOMPLETE" }
+    );
+    out.push_str(&super::compact::wrap(&format!("clock: {}", r.clock_text), width, 2));
+    if verbose {
+        out.push_str(&cells_table(r, width));
+        out.push_str(&profiles_text(r));
+    } else {
+        out.push_str(&super::compact::table(r, width));
+        out.push_str(&super::compact::profiles(r, width));
+    }
+    for line in r
+        .coverage
+        .iter()
+        .flat_map(|c| super::coverage::text(c).lines().map(String::from).collect::<Vec<_>>())
+    {
+        out.push_str(&super::compact::wrap(&line, width, 4));
+    }
+    let wrap = |s: &str| super::compact::wrap(s, width, 2);
+    out.push_str(&wrap(&r.detectable));
+    out.push_str(&wrap(&format!("floors: {}", r.floor_source)));
+    for n in &r.notes {
+        out.push_str(&wrap(&format!("note: {}", printable(n))));
+    }
+    out
+}
+
+/// Every cell's full text ([`cell_text`]) in a table of one column per
+/// variant, drawn to `width`.
+pub fn cells_table(r: &Report, width: usize) -> String {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    if std::env::var_os("COLUMNS").is_none() {
-        t.set_width(160);
-    }
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width.min(u16::MAX as usize) as u16);
     let mut header = vec!["benchmark / metric".to_string(), "vCPUs".to_string()];
     header.extend(r.variants.iter().cloned());
     t.set_header(header);
@@ -206,25 +244,7 @@ pub fn table(r: &Report) -> String {
         }
         t.add_row(line);
     }
-    let mut out = format!(
-        "run {} (started {}){}\n",
-        printable(&r.run_id),
-        printable(&r.started),
-        if r.complete { "" } else { " — INCOMPLETE" }
-    );
-    out.push_str(&format!("clock: {}\n", r.clock_text));
-    out.push_str(&t.to_string());
-    out.push('\n');
-    out.push_str(&profiles_text(r));
-    for c in &r.coverage {
-        out.push_str(&super::coverage::text(c));
-    }
-    out.push_str(&format!("{}\n", r.detectable));
-    out.push_str(&format!("floors: {}\n", r.floor_source));
-    for n in &r.notes {
-        out.push_str(&format!("note: {}\n", printable(n)));
-    }
-    out
+    format!("{t}\n")
 }
 
 /// Under the table, each called cell's differential kernel profile: its

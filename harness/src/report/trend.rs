@@ -62,7 +62,8 @@ pub fn table(trends: &[Trend]) -> String {
         out.push_str(&format!("{} — {}\n", printable(&t.title), printable(&t.key)));
         let mut tab = Table::new();
         tab.load_style(presets::UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic);
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(super::compact::terminal_width().min(u16::MAX as usize) as u16);
         tab.set_header(vec![
             "night".to_string(),
             "run".into(),
@@ -127,17 +128,7 @@ pub fn render(trends: &[Trend], method: &str) -> Result<String> {
 pub fn svg(t: &Trend) -> String {
     use super::svg::{esc, fmt, frame, B, H, L, R, T, W};
     use std::fmt::Write;
-    let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-        (a.min(p.lo), b.max(p.hi))
-    });
-    if !ylo.is_finite() {
-        (ylo, yhi) = (0.0, 1.0);
-    } else if yhi <= ylo {
-        let d = ylo.abs().max(1.0) * 0.05;
-        (ylo, yhi) = (ylo - d, yhi + d);
-    }
-    let pad = (yhi - ylo) * 0.08;
-    let (ylo, yhi) = (ylo - pad, yhi + pad);
+    let (ylo, yhi) = y_range(t);
     let mut out = String::new();
     frame(&mut out, ylo, yhi, &t.unit);
     let n = t.points.len().max(2) as f64;
@@ -181,6 +172,31 @@ pub fn svg(t: &Trend) -> String {
             esc(&m.text)
         );
     }
+    x_labels(&mut out, t, &px);
+    out.push_str("</svg>");
+    out
+}
+
+/// A trend's y range: its intervals with a margin of 8% (5% of the value
+/// either side when they are one point).
+fn y_range(t: &Trend) -> (f64, f64) {
+    let (mut ylo, mut yhi) = t.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+        (a.min(p.lo), b.max(p.hi))
+    });
+    if !ylo.is_finite() {
+        (ylo, yhi) = (0.0, 1.0);
+    } else if yhi <= ylo {
+        let d = ylo.abs().max(1.0) * 0.05;
+        (ylo, yhi) = (ylo - d, yhi + d);
+    }
+    let pad = (yhi - ylo) * 0.08;
+    (ylo - pad, yhi + pad)
+}
+
+/// The first and last nights' dates under a trend's x axis, and its title.
+fn x_labels(out: &mut String, t: &Trend, px: &dyn Fn(f64) -> f64) {
+    use super::svg::{esc, B, H, L, R, W};
+    use std::fmt::Write;
     let label = |i: usize| t.points.get(i).map(|p| esc(&p.date)).unwrap_or_default();
     let last = t.points.len().saturating_sub(1);
     let _ = write!(
@@ -199,8 +215,6 @@ pub fn svg(t: &Trend) -> String {
         (L + W - R) / 2.0,
         H - 6.0
     );
-    out.push_str("</svg>");
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,469 @@
+//! The report's default text: one line per compared cell (benchmark,
+//! metric, vCPUs, base, the variant, the change with its interval, the
+//! verdict, p and q) in a table that fits the terminal (100 columns in a
+//! pipe or a mail), and what every line would repeat said once under it:
+//! the legend, the threshold, and each cell's notes (failures, the second
+//! stage, the history) grouped by their words. `--verbose` prints the full
+//! cell text instead ([`super::text::cells_table`]).
+
+use comfy_table::{CellAlignment, ContentArrangement, Table, TableStyle};
+
+use super::text::{boots_text, num, p_text, printable_lines, shorten};
+use super::{Cell, Report, Row};
+use crate::stats::Decision;
+use crate::ui::printable;
+
+/// The width of text printed where no terminal says its own: a pipe, a
+/// file, a mail.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// The width the tables are drawn to: `$COLUMNS`, else the terminal's
+/// (stdout), else [`DEFAULT_WIDTH`].
+pub fn terminal_width() -> usize {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+    {
+        return n.max(40);
+    }
+    Table::new().width().map_or(DEFAULT_WIDTH, |w| (w as usize).max(40))
+}
+
+/// Lines at most `width` characters long: `text` broken at spaces, each
+/// continuation indented by `indent` spaces (a word longer than a line
+/// stays whole on its own line).
+pub fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::new();
+    for para in text.split('\n') {
+        let lead = para.len() - para.trim_start_matches(' ').len();
+        let mut line = " ".repeat(lead);
+        let mut bare = true;
+        for word in para.split(' ').filter(|w| !w.is_empty()) {
+            let len = line.chars().count();
+            if !bare && len + 1 + word.chars().count() > width {
+                out.push_str(&line);
+                out.push('\n');
+                line = " ".repeat(indent.max(lead));
+            } else if !bare {
+                line.push(' ');
+            }
+            line.push_str(word);
+            bare = false;
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The change of the variant's value against base with its 95% interval,
+/// signed as the value moves: `−1.2% ±0.1`, `+2.0% +1.2/−0.9`.
+pub fn signed_change(d: &Decision) -> Option<String> {
+    let r = d.ratio?;
+    let (x, up, down) = (
+        (r.ratio - 1.0) * 100.0,
+        (r.hi - r.ratio) * 100.0,
+        (r.ratio - r.lo) * 100.0,
+    );
+    let sign = |v: f64| if v < 0.0 { '−' } else { '+' };
+    let band = if format!("{up:.1}") == format!("{down:.1}") {
+        format!("±{up:.1}")
+    } else {
+        format!("+{up:.1}/−{down:.1}")
+    };
+    Some(format!("{}{:.1}% {band}", sign(x), x.abs()))
+}
+
+/// `p/q` of a decision without leading zeros (`.008/.024`, `<.001/.002`,
+/// `1/1`), empty when it has none.
+pub fn pq_text(d: &Decision) -> String {
+    let short = |x: f64| match p_text(x).as_str() {
+        "1.000" => "1".to_string(),
+        t => t.replacen("0.", ".", 1),
+    };
+    match (d.p, d.q) {
+        (Some(p), Some(q)) => format!("{}/{}", short(p), short(q)),
+        _ => String::new(),
+    }
+}
+
+/// A cell's value as a compact line shows it: its median, `FAILED`, or `-`.
+fn value(c: Option<&Cell>) -> String {
+    match c {
+        Some(c) => match (&c.summary, &c.failure) {
+            (Some(s), _) => num(s.median),
+            (None, Some(_)) => "FAILED".into(),
+            (None, None) => "-".into(),
+        },
+        None => "-".into(),
+    }
+}
+
+/// One line of the compact table: a row and one of its variants' cells
+/// (None: a row of base alone).
+struct Line<'a> {
+    row: &'a Row,
+    base: Option<&'a Cell>,
+    cell: Option<&'a Cell>,
+}
+
+impl Line<'_> {
+    fn who(&self) -> String {
+        format!("{} {} at {} vCPUs", self.row.benchmark, self.row.metric, self.row.vcpus)
+    }
+}
+
+/// Every line of a report: each variant's cell of each row, or the base
+/// cell alone where a row has no other.
+fn lines(r: &Report) -> Vec<Line<'_>> {
+    let mut out = Vec::new();
+    for row in &r.rows {
+        let base = row.cells.iter().find(|c| c.variant == "base");
+        let others: Vec<&Cell> = row.cells.iter().filter(|c| c.variant != "base").collect();
+        if others.is_empty() {
+            out.push(Line { row, base, cell: None });
+        }
+        out.extend(others.into_iter().map(|c| Line {
+            row,
+            base,
+            cell: Some(c),
+        }));
+    }
+    out
+}
+
+/// The variants other than base that have a line.
+fn variants<'a>(lines: &[Line<'a>]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.cell.map(|c| c.variant.as_str()))
+        .collect();
+    v.dedup();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The compact table of a report's cells, drawn to `width`.
+fn grid(lines: &[Line], width: usize) -> String {
+    let names = variants(lines);
+    let one = (names.len() == 1).then(|| names[0]);
+    let mut header = vec!["benchmark", "metric", "vCPUs", "base"];
+    header.extend(match one {
+        Some(v) => vec![v],
+        None => vec!["variant", "value"],
+    });
+    header.extend(["change", "verdict", "p/q"]);
+    let rows = lines
+        .iter()
+        .map(|l| {
+            let d = l.cell.and_then(|c| c.decision.as_ref());
+            let mut cells = vec![
+                l.row.benchmark.clone(),
+                metric_text(l.row),
+                l.row.vcpus.to_string(),
+                value(l.base),
+            ];
+            if one.is_none() {
+                cells.push(l.cell.map(|c| c.variant.clone()).unwrap_or_else(|| "-".into()));
+            }
+            cells.push(l.cell.map_or(String::new(), |c| value(Some(c))));
+            cells.extend(decision_cells(d));
+            cells
+        })
+        .collect();
+    let values = if one.is_some() { 4 } else { 5 };
+    lines_table(&header, rows, &[2, 3, values], width)
+}
+
+/// `execs_per_s ↑`: a metric with its direction.
+pub fn metric_text(row: &Row) -> String {
+    format!("{} {}", row.metric, if row.higher_is_better { "↑" } else { "↓" })
+}
+
+/// The change, the verdict and p/q of a line (empty without a decision).
+pub fn decision_cells(d: Option<&Decision>) -> [String; 3] {
+    [
+        d.and_then(signed_change).unwrap_or_default(),
+        d.map(|d| d.verdict.to_string()).unwrap_or_default(),
+        d.map(pq_text).unwrap_or_default(),
+    ]
+}
+
+/// A table of one line per row without rules but under its header, the
+/// columns `right` right-aligned, two spaces apart (one after column 2, the
+/// vCPUs: right-aligned numbers on both sides of it), drawn to `width`
+/// (guest text escaped).
+pub fn lines_table(header: &[&str], rows: Vec<Vec<String>>, right: &[usize], width: usize) -> String {
+    let mut t = Table::new();
+    t.load_style(TableStyle::new().header_separator(comfy_table::LineStyle::none().fill('─')))
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width.min(u16::MAX as usize) as u16);
+    t.set_header(header.iter().map(|h| printable(h)).collect::<Vec<_>>());
+    for cells in rows {
+        t.add_row(cells.iter().map(|c| printable_lines(c)).collect::<Vec<_>>());
+    }
+    let cols = t.column_count();
+    for i in 0..cols {
+        if let Some(c) = t.column_mut(i) {
+            let gap = match i {
+                _ if i + 1 == cols => 0,
+                2 => 1,
+                _ => 2,
+            };
+            c.set_padding((0, gap));
+            if right.contains(&i) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+    }
+    let text: Vec<String> = t.lines().map(|l| l.trim_end().to_string()).collect();
+    text.join("\n") + "\n"
+}
+
+/// A cell's notes that a compact line leaves out: a failure, a failure
+/// rate, the second stage, the history.
+fn notes_of(c: &Cell) -> Vec<String> {
+    let mut out = Vec::new();
+    match (&c.summary, &c.failure) {
+        (None, Some(f)) => out.push(format!("FAILED: {}", shorten(f, 80))),
+        (Some(_), f) if c.boots_failed > 0 => out.push(format!(
+            "failed in {}/{} boots{}",
+            c.boots_failed,
+            c.boots_ended,
+            f.as_deref()
+                .map(|f| format!(": {}", shorten(f, 60)))
+                .unwrap_or_default()
+        )),
+        _ => {}
+    }
+    if let Some(f) = c.decision.as_ref().and_then(|d| d.failures.as_ref()) {
+        let k = f.counts;
+        let word = if f.significant { "fails more" } else { "fails more?" };
+        out.push(format!(
+            "{word}: {}/{} boots failed vs base {}/{} (Fisher p={})",
+            k.failed,
+            k.of,
+            k.base_failed,
+            k.base_of,
+            p_text(f.p)
+        ));
+    }
+    if c.second_stage {
+        out.push("second stage: its first stage left it undecided past the threshold".into());
+    }
+    if let Some(h) = &c.history {
+        out.push(format!("history: {h}"));
+    }
+    out
+}
+
+/// The notes of every line, each text once after the cells it is about
+/// (`all cells:` when it is about every line's cell).
+fn grouped_notes(lines: &[Line]) -> Vec<String> {
+    let mut by_text: Vec<(String, Vec<String>)> = Vec::new();
+    let mut seen_base = std::collections::BTreeSet::new();
+    let mut cells = 0;
+    for l in lines {
+        let mut add = |c: &Cell| {
+            cells += 1;
+            for n in notes_of(c) {
+                let who = format!("{}, {}", l.who(), c.variant);
+                match by_text.iter_mut().find(|(t, _)| *t == n) {
+                    Some((_, w)) => w.push(who),
+                    None => by_text.push((n, vec![who])),
+                }
+            }
+        };
+        if let Some(b) = l.base.filter(|_| seen_base.insert(l.who())) {
+            add(b);
+        }
+        if let Some(c) = l.cell {
+            add(c);
+        }
+    }
+    by_text
+        .into_iter()
+        .map(|(t, who)| match who.len() {
+            n if n == cells && n > 1 => format!("all cells: {t}"),
+            _ => format!("{}: {t}", who.join("; ")),
+        })
+        .collect()
+}
+
+/// What every line shares, said once: what the numbers are, the boots,
+/// the intervals, the threshold.
+fn legend(r: &Report, lines: &[Line]) -> String {
+    let cells: Vec<&Cell> = r.rows.iter().flat_map(|row| row.cells.iter()).collect();
+    let boots: Vec<String> = cells
+        .iter()
+        .filter(|c| c.summary.is_some())
+        .map(|c| boots_text(c))
+        .collect();
+    let n = match boots.first() {
+        Some(b) if boots.iter().all(|x| x == b) => format!(" ({b} each)"),
+        Some(_) => " (boots: --verbose)".into(),
+        None => String::new(),
+    };
+    let mut s = format!("base and variant: the median of each cell's boot values{n}; change: the variant's value against base's, ± its 95% interval");
+    if cells.iter().any(|c| c.summary.is_some_and(|s| !s.ci_exact)) {
+        s.push_str("; cells of <6 boots have a range, no 95% CI of their own (--verbose)");
+    }
+    let mut floors: Vec<(String, Vec<String>)> = Vec::new();
+    for l in lines.iter().filter(|l| l.cell.is_some()) {
+        let f = format!("{:.1}%", l.row.floor * 100.0);
+        let what = format!("{} {}", l.row.benchmark, l.row.metric);
+        match floors.iter_mut().find(|(x, _)| *x == f) {
+            Some((_, w)) if !w.contains(&what) => w.push(what),
+            Some(_) => {}
+            None => floors.push((f, vec![what])),
+        }
+    }
+    match &floors[..] {
+        [] => {}
+        [(f, _)] => s.push_str(&format!("; threshold {f}")),
+        many => {
+            let each: Vec<String> = many.iter().map(|(f, w)| format!("{f} ({})", w.join(", "))).collect();
+            s.push_str(&format!("; thresholds {}", each.join(", ")));
+        }
+    }
+    s.push_str(&units(lines));
+    s
+}
+
+/// `; units: <metric> <unit> (↑ higher is better), …`, each metric once.
+fn units(lines: &[Line]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for l in lines {
+        let u = format!("{} in {}", l.row.metric, l.row.unit);
+        if !seen.contains(&u) {
+            seen.push(u);
+        }
+    }
+    match seen.is_empty() {
+        true => String::new(),
+        false => format!("; {} (↑ higher is better, ↓ lower)", seen.join(", ")),
+    }
+}
+
+/// The compact table with its legend and notes, drawn to `width`.
+pub fn table(r: &Report, width: usize) -> String {
+    let lines = lines(r);
+    let mut out = grid(&lines, width);
+    out.push_str(&wrap(&legend(r, &lines), width, 2));
+    for n in grouped_notes(&lines) {
+        out.push_str(&wrap(&printable(&n), width, 2));
+    }
+    out
+}
+
+/// Under the table, each called cell's differential kernel profile in
+/// 100 columns: its top functions, instructions and calls per op (the
+/// callers whose calls changed under each), `harness explain` for all.
+pub fn profiles(r: &Report, width: usize) -> String {
+    let mut out = String::new();
+    for p in &r.profiles {
+        let head = format!(
+            "why {} changed: {} at {} vCPUs, kernel profile against base{} (top {})",
+            p.variant,
+            p.benchmark,
+            p.vcpus,
+            p.from_clause(),
+            super::profiles::TEXT_ROWS
+        );
+        let all = format!(
+            "all: harness explain {} --variant {} --bench {} --vcpus {}",
+            r.run_id, p.variant, p.benchmark, p.vcpus
+        );
+        out.push_str(&wrap(&printable(&head), width, 2));
+        out.push_str(&wrap(&format!("  {}", printable(&all)), width, 4));
+        out.push_str(&diff_text(&p.diff, super::profiles::TEXT_ROWS));
+    }
+    out
+}
+
+/// The first `limit` rows of a differential profile within 100 columns:
+/// each function's instructions and calls per op (`*`: called over its
+/// noise), under it the callers whose calls changed.
+pub fn diff_text(d: &crate::profile::diff::Diff, limit: usize) -> String {
+    let (tb, tv) = d.total;
+    let mut out = format!(
+        "  instructions per op {} -> {}; boots {} base, {} variant; * called (over its noise)\n",
+        num(tb.median),
+        num(tv.median),
+        d.base_boots,
+        d.variant_boots
+    );
+    out.push_str(&format!(
+        "  {:<38} {:>19} {:>9} {:>15}\n",
+        "function", "insns/op", "delta", "calls/op"
+    ));
+    for row in d.rows.iter().take(limit) {
+        let mark = if row.called { '*' } else { ' ' };
+        let ins = format!("{}>{}", num(row.base.median), num(row.variant.median));
+        let calls = format!("{}>{}", num(row.calls.base), num(row.calls.variant));
+        let name = shorten(&printable(&row.name), 37);
+        out.push_str(&format!(
+            "{mark} {name:<38} {ins:>19} {:>+9.0} {calls:>15}\n",
+            row.delta
+        ));
+        for c in row.callers.iter().filter(|c| c.calls.base != c.calls.variant).take(3) {
+            let calls = format!("{}>{}", num(c.calls.base), num(c.calls.variant));
+            out.push_str(&format!(
+                "      from {:<53} {calls:>15}\n",
+                shorten(&printable(&c.name), 53)
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        let text = "clock: tcg-icount: a guest second is 10^9 guest instructions over all vCPUs, so a rate per second is per 10^9 instructions";
+        let w = wrap(text, 40, 2);
+        assert!(w.lines().all(|l| l.chars().count() <= 40), "{w}");
+        assert!(w.lines().skip(1).all(|l| l.starts_with("  ")), "{w}");
+        assert_eq!(
+            w.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        assert_eq!(wrap("short", 40, 2), "short\n");
+        assert_eq!(wrap("  lead kept", 40, 4), "  lead kept\n");
+    }
+
+    /// Three variants with long names, history on every cell: one line a
+    /// variant, each within 100 columns, and the shared words said once.
+    #[test]
+    fn the_compact_table_fits_100_columns_and_says_shared_words_once() {
+        use crate::report::tests::{boots, meta_with};
+        let names = ["base", "no-pcpcntr-grouping", "lazy-rss-stat", "vmalloc-nonatomic"];
+        let meta = meta_with(&names, "{boots: 5, repetitions: 1}");
+        let mut rec = (Vec::new(), Vec::new());
+        for (v, level) in names.iter().zip([100.0, 90.0, 100.0, 101.0]) {
+            boots(v, 5, level, &mut rec);
+        }
+        let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        for c in &mut r.rows[0].cells {
+            c.history = Some("new cell".into());
+        }
+        let text = crate::report::table_as(&r, 100, false);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let regressed: Vec<&str> = text.lines().filter(|l| l.contains("no-pcpcntr-grouping")).collect();
+        assert_eq!(regressed.len(), 1, "one line a cell: {text}");
+        assert!(
+            regressed[0].contains("−10.0%") && regressed[0].contains(" regressed "),
+            "{text}"
+        );
+        assert_eq!(text.matches("history: new cell").count(), 1, "{text}");
+        assert!(text.contains("\nall cells: history: new cell\n"), "{text}");
+        assert_eq!(text.matches("no 95% CI").count(), 1, "{text}");
+        let verbose = crate::report::table_as(&r, 100, true);
+        assert_eq!(verbose.matches("history:").count(), 4, "every cell says it: {verbose}");
+        assert!(verbose.lines().all(|l| l.chars().count() <= 100), "{verbose}");
+    }
+}

@@ -223,7 +223,8 @@ impl Sink for RunSink<'_> {
     fn emit(&mut self, told: Told) -> Result<()> {
         let Told { job: j, at, event } = told;
         match event {
-            BootEvent::Job { variant, vcpus, boot } => {
+            BootEvent::Job { .. } => {
+                let (variant, vcpus, boot) = (&j.variant, j.vcpus, j.boot);
                 self.ui
                     .stage("boot", &format!("{variant} at {vcpus} vCPUs (boot {boot})"));
             }

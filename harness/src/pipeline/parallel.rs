@@ -80,8 +80,7 @@ impl Shared<'_> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .1
-                    .ssh_bound(job.vcpus)
-                    .is_some();
+                    .measured_ssh(job.vcpus);
                 let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
                 if measured || !running.contains(&job.vcpus) || self.stop.load(Ordering::SeqCst) {
                     running.push(job.vcpus);

@@ -56,3 +56,33 @@ fn report_prints_where_it_cannot_write_and_writes_each_file_whole() {
         .unwrap()
         .contains("<html"));
 }
+
+/// Issue 30: `sampling.boots: 4294967295` is a validation error, named by
+/// its YAML path, before any run directory exists (it made the run
+/// directory, then aborted allocating the plan).
+#[test]
+fn too_many_boots_is_refused_before_a_run_directory_exists() {
+    let work = scratch("too-many-boots");
+    let matrix = work.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\nsampling: {boots: 4294967295}\n",
+    )
+    .unwrap();
+    let runs = work.join("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .env("HARNESS_WORK_DIR", work.join("work"))
+        .env("HARNESS_RUNS_DIR", &runs)
+        .args(["run", matrix.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sampling.boots: 4294967295 is more than 10000"),
+        "{stderr}"
+    );
+    let made = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(made, 0, "a run directory was made");
+}

@@ -409,18 +409,7 @@ fn ref_checks(m: &Matrix) -> Vec<Item> {
 /// on a private copy of the files they touch, taken from the source itself.
 fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
     let mut out = Vec::new();
-    let mut names: Vec<String> = m.series_names();
-    // every series directory, so a maintainer sees all of them
-    if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
-        let mut extra: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("series").is_file())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !names.contains(n))
-            .collect();
-        extra.sort();
-        names.extend(extra);
-    }
+    let names = every_series(m);
     let lock = match WorkLock::try_acquire(work, "check") {
         Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
         Ok(l) => l,
@@ -469,6 +458,23 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
     }
     drop(lock);
     out
+}
+
+/// The matrix's series, then every other series directory (sorted), so a
+/// maintainer sees all of them.
+fn every_series(m: &Matrix) -> Vec<String> {
+    let mut names: Vec<String> = m.series_names();
+    if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
+        let mut extra: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("series").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !names.contains(n))
+            .collect();
+        extra.sort();
+        names.extend(extra);
+    }
+    names
 }
 
 /// Every file the named series touch (unreadable series are reported by

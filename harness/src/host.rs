@@ -167,8 +167,14 @@ impl Host {
     }
 }
 
+/// How long a failed KVM probe is remembered: a day, so a probe that failed
+/// for a passing reason (a slow boot beside a `make -j`) does not send every
+/// later run to TCG.
+pub const PROBE_MEMORY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// A KVM probe boot that failed on a host, remembered in the work
-/// directory until the host kernel or QEMU changes.
+/// directory until the host kernel or QEMU changes, or [`PROBE_MEMORY`]
+/// passes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailedProbe {
     /// The host, its kernel and QEMU version it failed with ([`probe_key`]).
@@ -177,6 +183,34 @@ pub struct FailedProbe {
     pub when: String,
     /// Why the probe boot failed.
     pub reason: String,
+    /// When, in seconds since the epoch (none in a file written before it
+    /// was recorded: such a failure is forgotten).
+    #[serde(default)]
+    pub at_s: Option<u64>,
+}
+
+impl FailedProbe {
+    /// Whether the failure still holds at `now_s`: recorded less than
+    /// [`PROBE_MEMORY`] ago (a time ahead of the clock, a skew, holds not).
+    pub fn holds_at(&self, now_s: u64) -> bool {
+        self.at_s
+            .is_some_and(|at| at <= now_s && now_s - at < PROBE_MEMORY.as_secs())
+    }
+}
+
+/// Seconds since the epoch.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The 1-minute load average per online CPU (`/proc/loadavg`), if known.
+pub fn load_per_cpu() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(load / f64::from(cpus().max(1)))
 }
 
 /// `work/kvm-probe/<hash of key>.json`: the failed KVM probe of one host,
@@ -196,10 +230,11 @@ pub fn probe_key(qemu: &Path) -> String {
     format!("{} / {} / {}", hostname(), kernel_release(), qemu_version(qemu))
 }
 
-/// The failed probe remembered in `work` for `key`, if any.
+/// The failed probe remembered in `work` for `key`, if any still holds
+/// ([`FailedProbe::holds_at`]).
 pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
     let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work, key)).ok()?).ok()?;
-    (p.key == key).then_some(p)
+    (p.key == key && p.holds_at(now_s())).then_some(p)
 }
 
 /// Remembers a probe boot that failed on KVM's account for `key` (written
@@ -209,6 +244,7 @@ pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()>
         key: key.to_string(),
         when: crate::util::now_rfc3339(),
         reason: reason.to_string(),
+        at_s: Some(now_s()),
     };
     let path = probe_path(work, key);
     let dir = path.parent().unwrap_or(work);
@@ -270,6 +306,31 @@ mod tests {
         let p = failed_probe(work.path(), "6.1 / QEMU 10").unwrap();
         assert_eq!(p.reason, "kvm: entry failed");
         assert!(failed_probe(work.path(), "6.2 / QEMU 10").is_none());
+    }
+
+    /// Issue 30: a failed probe is forgotten after a day (and one whose time
+    /// is ahead of the clock, or not recorded, holds not): it used to be
+    /// remembered forever.
+    #[test]
+    fn a_failed_probe_expires_after_a_day() {
+        let work = tempfile::tempdir().unwrap();
+        let key = "lab / 6.1 / QEMU 10";
+        remember_failed_probe(work.path(), key, "no console output").unwrap();
+        let p = failed_probe(work.path(), key).expect("fresh");
+        let at = p.at_s.unwrap();
+        assert!(p.holds_at(at + 23 * 3600));
+        assert!(!p.holds_at(at + 24 * 3600), "a day old");
+        assert!(!p.holds_at(at - 60), "ahead of the clock");
+        let rewrite = |at_s: Option<u64>| {
+            let old = FailedProbe { at_s, ..p.clone() };
+            std::fs::write(probe_path(work.path(), key), serde_json::to_vec(&old).unwrap()).unwrap();
+        };
+        rewrite(Some(at - 2 * 24 * 3600));
+        assert!(failed_probe(work.path(), key).is_none(), "two days old");
+        rewrite(None);
+        assert!(failed_probe(work.path(), key).is_none(), "a file without its time");
+        rewrite(Some(at));
+        assert!(failed_probe(work.path(), key).is_some());
     }
 
     /// Hosts sharing a work directory remember their probes at once: each

@@ -519,7 +519,7 @@ mod tests {
             build_s: 1.0,
             nr_cpus: None,
         };
-        write(&kept.join("artifact.json"), &serde_json::to_string(&art).unwrap());
+        crate::kernel::build::write_entry(&kept, &art).unwrap();
         let build = |v: &str, key: Option<&str>, error: Option<&str>| Event::Build {
             variant: v.into(),
             key: key.map(String::from),

@@ -17,6 +17,20 @@ use crate::vm::MeasureClock;
 /// stretched by the backstop pace (60×) would otherwise be hours.
 pub const ICOUNT_WAIT_CAP: Duration = Duration::from_secs(1800);
 
+/// Before the run has measured a boot to SSH at a vCPU count, the wait for
+/// SSH there is at most this much plus [`FIRST_SSH_PER_VCPU`] a vCPU (and
+/// never over [`ICOUNT_WAIT_CAP`]): a kernel that hangs silently in the
+/// run's first boot costs minutes, not the cap. Boots to SSH under icount
+/// take 6–31 s at 2–26 vCPUs on the development hosts (measured in
+/// docs/measurements/icount-boot-time.md), so this is 6× and more of the
+/// slowest seen there; the plan boots base first at each vCPU count, so
+/// the bound of every other variant's boot is normally measured.
+pub const FIRST_SSH_CAP: Duration = Duration::from_secs(180);
+
+/// What each vCPU adds to [`FIRST_SSH_CAP`]: icount runs every vCPU on one
+/// host thread, so a boot's bring-up grows with their number.
+pub const FIRST_SSH_PER_VCPU: Duration = Duration::from_secs(5);
+
 /// Once the run has measured a boot to SSH (at the job's vCPU count) or a
 /// repetition (of the benchmark, at the job's vCPU count), a host wait
 /// under icount is at most this multiple of the slowest one…
@@ -71,9 +85,19 @@ impl Seen {
         }
     }
 
-    /// The bound of a wait for SSH at `vcpus`, once one was measured.
+    /// The bound of a wait for SSH at `vcpus`: from the slowest boot
+    /// measured there, else the first boot's ([`first_ssh_bound`]).
     pub fn ssh_bound(&self, vcpus: u32) -> Option<Duration> {
-        self.ssh.get(&vcpus).map(|&s| bound(s))
+        Some(
+            self.ssh
+                .get(&vcpus)
+                .map_or_else(|| first_ssh_bound(vcpus), |&s| bound(s)),
+        )
+    }
+
+    /// Whether a boot at `vcpus` reached SSH in this run.
+    pub fn measured_ssh(&self, vcpus: u32) -> bool {
+        self.ssh.contains_key(&vcpus)
     }
 
     /// The bound of a wait for a repetition of `benchmark` at `vcpus`,
@@ -81,6 +105,13 @@ impl Seen {
     pub fn repetition_bound(&self, benchmark: &str, vcpus: u32) -> Option<Duration> {
         self.reps.get(&(benchmark.to_string(), vcpus)).map(|&s| bound(s))
     }
+}
+
+/// The wait for SSH at `vcpus` before any boot there was measured:
+/// [`FIRST_SSH_CAP`] and [`FIRST_SSH_PER_VCPU`] a vCPU, at most
+/// [`ICOUNT_WAIT_CAP`].
+pub fn first_ssh_bound(vcpus: u32) -> Duration {
+    (FIRST_SSH_CAP + FIRST_SSH_PER_VCPU * vcpus).min(ICOUNT_WAIT_CAP)
 }
 
 /// `wait` under `clock`, bounded: under icount at most `seen` (what the run
@@ -119,8 +150,16 @@ impl Strikes {
     pub fn given_up(&self, variant: &str, vcpus: u32) -> Option<String> {
         let (n, why, cause) = self.failed.get(&CellKey::new(variant, vcpus))?;
         (*n >= BOOTS_BEFORE_GIVING_UP).then(|| {
+            let hangs = match (variant, cause) {
+                ("base", Cause::BootTimeout) => {
+                    format!("the base kernel hangs at {vcpus} vCPUs, so no variant there has a baseline: ")
+                }
+                _ => String::new(),
+            };
             let cause = serde_json::to_value(cause).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-            format!("not booted: the {n} boots of {variant} at {vcpus} vCPUs before it failed before SSH ({cause}), the last: {why}")
+            format!(
+                "not booted: {hangs}the {n} boots of {variant} at {vcpus} vCPUs before it failed before SSH ({cause}), the last: {why}"
+            )
         })
     }
 

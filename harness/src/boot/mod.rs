@@ -19,7 +19,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-pub use bounds::{bounded, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE};
+pub use bounds::{
+    bounded, first_ssh_bound, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, FIRST_SSH_CAP, FIRST_SSH_PER_VCPU,
+    ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE,
+};
 pub use events::{BootEvent, BootStart, Recorder, Sink, Stage, Told};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu, Spawner};

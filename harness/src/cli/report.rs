@@ -142,9 +142,6 @@ fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
     }
 }
 
-/// Builds the report of a run, writes report.json/report.csv/report.html
-/// into it, prints it, applies the gate, and writes the JUnit XML when asked
-/// (last: an unwritable path loses nothing the run directory holds).
 /// With `--gate`, the matrix's second stage for the cells the first stage
 /// left undecided (said on stderr); nothing without `--gate`.
 pub(super) fn second_stage(run_dir: &Path, opts: &crate::pipeline::Options, gating: Gating) -> Result<()> {
@@ -159,12 +156,18 @@ pub(super) fn second_stage(run_dir: &Path, opts: &crate::pipeline::Options, gati
     Ok(())
 }
 
+/// Builds the report of a run, prints it, then writes
+/// report.json/report.csv/report.html into it (a warning where it cannot),
+/// applies the gate, and writes the JUnit XML when asked (last: an
+/// unwritable path loses nothing the run directory holds).
 pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: Option<&Path>) -> Result<Exit> {
-    let (run, meta, r) = write_report_files(run_dir, g)?;
+    let (run, meta, r) = report_of(run_dir, g)?;
     if g.json {
         print_json(&r)?;
     } else {
         print!("{}", table(&r, g));
+    }
+    if write_or_warn(&run, &r) && !g.json {
         println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
     }
     let exit = gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics));
@@ -174,24 +177,39 @@ pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: O
     Ok(exit)
 }
 
-/// Builds the report of a run (floors of the calibration that fits, the
-/// history's standings) and writes report.json/report.csv/report.html into it.
-pub(super) fn write_report_files(
-    run_dir: &Path,
-    g: &Global,
-) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
+/// Builds the report of a run: the floors of the calibration that fits,
+/// the history's standings.
+fn report_of(run_dir: &Path, g: &Global) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
     let run = store::Run::open(run_dir)?;
     let meta = run.meta()?;
     let mut r = build_report(&run, &g.work_dir)?;
     annotate_history(&mut r, g, &run);
-    for (name, data) in [
-        ("report.json", serde_json::to_vec_pretty(&r)?),
-        ("report.csv", report::csv(&r).into_bytes()),
-        ("report.html", report::html::render(&r)?.into_bytes()),
-    ] {
-        let p = run.dir.join(name);
-        std::fs::write(&p, data).with_context(|| format!("write {}", p.display()))?;
+    Ok((run, meta, r))
+}
+
+/// Writes report.json/report.csv/report.html into the run (each whole,
+/// through a temporary file); where they cannot be written (a read-only
+/// run directory) a warning says so and the report stands as printed.
+/// Whether they were written.
+fn write_or_warn(run: &store::Run, r: &report::Report) -> bool {
+    match report::files(r).and_then(|f| report::write_files(&run.dir, &f)) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("warning: the report files were not written: {e:#}");
+            false
+        }
     }
+}
+
+/// Builds the report of a run (floors of the calibration that fits, the
+/// history's standings) and writes report.json/report.csv/report.html into
+/// it, or warns that it cannot.
+pub(super) fn write_report_files(
+    run_dir: &Path,
+    g: &Global,
+) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
+    let (run, meta, r) = report_of(run_dir, g)?;
+    write_or_warn(&run, &r);
     Ok((run, meta, r))
 }
 

@@ -65,3 +65,15 @@ pub(super) fn thresholds(
     }
     s
 }
+
+/// The most bootstrap resamples `statistics.resamples` may ask for: each
+/// interval keeps its resamples in memory (8 bytes each), so 10^12 aborted
+/// `harness report` on allocation; 10^6 is a hundred times the default.
+pub const MAX_RESAMPLES: usize = 1_000_000;
+
+/// `statistics.resamples` must lie in `1..=`[`MAX_RESAMPLES`].
+pub(super) fn check_resamples(n: usize, p: &mut Vec<String>) {
+    if n == 0 || n > MAX_RESAMPLES {
+        p.push(format!("statistics.resamples: {n} must lie in 1..={MAX_RESAMPLES}"));
+    }
+}

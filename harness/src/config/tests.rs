@@ -378,6 +378,32 @@ fn thresholds_are_declared_per_metric_with_stated_defaults() {
     assert_eq!((top.statistics.threshold, top.statistics.second_stage_boots), (0.03, 0));
 }
 
+/// Issue 30: sampling and resample counts have upper bounds, named by their
+/// YAML paths (4294967295 boots aborted on allocation after the run
+/// directory was made; 10^12 resamples aborted `harness report`).
+#[test]
+fn sampling_and_resamples_have_upper_bounds() {
+    let e = problems(&format!(
+        "{GOOD}sampling: {{boots: 4294967295, repetitions: 10001, warmup_repetitions: 1001}}\n\
+         statistics: {{resamples: 1000000000000}}\n"
+    ));
+    for want in [
+        "sampling.boots: 4294967295 is more than 10000, the most a run takes",
+        "sampling.repetitions: 10001 is more than 10000",
+        "sampling.warmup_repetitions: 1001 is more than 1000",
+        "statistics.resamples: 1000000000000 must lie in 1..=1000000",
+    ] {
+        assert!(e.iter().any(|x| x.contains(want)), "{want}: {e:?}");
+    }
+    assert!(problems(&format!("{GOOD}statistics: {{resamples: 0}}\n"))
+        .iter()
+        .any(|x| x.contains("statistics.resamples: 0 must lie in 1..=1000000")));
+    p(&format!(
+        "{GOOD}sampling: {{boots: 10000, repetitions: 10000, warmup_repetitions: 1000}}\nstatistics: {{resamples: 1000000}}\n"
+    ))
+    .unwrap();
+}
+
 #[test]
 fn bad_thresholds_are_named_by_their_yaml_path() {
     let text = format!(

@@ -384,6 +384,16 @@ fn validate_vcpus(raw: &[u32], guest: &Guest, p: &mut Vec<String>) -> Vec<u32> {
     vcpus
 }
 
+/// The most boots per variant and vCPU count a matrix may ask for: a plan
+/// is made whole before the first boot (a month of 2-vCPU icount boots).
+pub const MAX_BOOTS: u32 = 10_000;
+
+/// The most repetitions per boot a matrix may ask for.
+pub const MAX_REPETITIONS: u32 = 10_000;
+
+/// The most warm-up repetitions per boot a matrix may ask for.
+pub const MAX_WARMUP_REPETITIONS: u32 = 1_000;
+
 /// `sampling:` and `statistics:` with their defaults.
 fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) -> (Sampling, Statistics) {
     let sampling = Sampling {
@@ -394,6 +404,19 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
     };
     if sampling.boots == 0 || sampling.repetitions == 0 {
         p.push("sampling: boots and repetitions must be at least 1".into());
+    }
+    for (key, n, most) in [
+        ("boots", sampling.boots, MAX_BOOTS),
+        ("repetitions", sampling.repetitions, MAX_REPETITIONS),
+        (
+            "warmup_repetitions",
+            sampling.warmup_repetitions,
+            MAX_WARMUP_REPETITIONS,
+        ),
+    ] {
+        if n > most {
+            p.push(format!("sampling.{key}: {n} is more than {most}, the most a run takes"));
+        }
     }
     let statistics = Statistics {
         alpha: t.alpha.unwrap_or(0.05),
@@ -406,6 +429,7 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
     if !(statistics.alpha > 0.0 && statistics.alpha < 0.5) {
         p.push(format!("statistics.alpha: {} must lie in (0, 0.5)", statistics.alpha));
     }
+    super::statistics::check_resamples(statistics.resamples, p);
     (sampling, statistics)
 }
 

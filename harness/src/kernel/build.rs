@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::cache;
 use super::fault::{host_fault, HostFault};
 use super::kconfig::{self, Config, Lost};
 use super::tree::{Applied, Tree};
@@ -168,18 +169,33 @@ pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String
     Ok(hex(&h.finalize()[..8]))
 }
 
-/// Loads a cached kernel and records its use (for `harness gc`).
+/// Writes `dir/artifact.json` for `art`: the size and SHA-256 of every file
+/// `dir` holds (each synced first), the whole synced.
+pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
+    let files = cache::digests(dir)?;
+    let entry = cache::Entry {
+        art: art.clone(),
+        files,
+    };
+    cache::write_synced(&dir.join("artifact.json"), &serde_json::to_vec_pretty(&entry)?)
+}
+
+/// Loads a cached kernel and records its use (for `harness gc`): only an
+/// entry whose every file has the size and SHA-256 its `artifact.json`
+/// records (an entry written before they were recorded, or damaged, is a
+/// miss, built again).
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     let dir = work.join("kernels").join(key);
-    let mut a: Artifact = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
+    let entry: cache::Entry = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
+    if entry.files.is_empty() || !cache::verify(&dir, &entry.files) {
+        return None;
+    }
+    let mut a = entry.art;
     // the work directory may have moved since the kernel was stored
     a.bzimage = dir.join("bzImage");
     a.vmlinux = dir.join("vmlinux");
     a.modules = a.modules.as_ref().map(|_| dir.join("mods"));
     a.dir = dir;
-    if !a.bzimage.is_file() {
-        return None;
-    }
     crate::workdir::touch(&a.dir.join(crate::workdir::LAST_USED));
     Some(a)
 }
@@ -306,6 +322,22 @@ pub fn build(
             errors: error_lines(&text),
         }));
     }
+    store(tree, cfg, key, work, modules, start.elapsed().as_secs_f64(), log).map(Ok)
+}
+
+/// Stores the built tree's kernel under `work/kernels/<key>`: the files
+/// written into `<key>.partial`, each synced, `artifact.json` (with every
+/// file's size and SHA-256) last, the whole renamed into place and the
+/// rename synced, so a crash leaves a whole entry or none.
+fn store(
+    tree: &Tree,
+    cfg: &Configured,
+    key: &str,
+    work: &Path,
+    modules: bool,
+    build_s: f64,
+    log: &Path,
+) -> Result<Artifact> {
     let dir = work.join("kernels").join(key);
     let tmp = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&tmp);
@@ -334,15 +366,15 @@ pub fn build(
         vmlinux: dir.join("vmlinux"),
         modules: mods,
         release,
-        build_s: start.elapsed().as_secs_f64(),
+        build_s,
         nr_cpus: cfg.config.get("NR_CPUS").and_then(|v| v.parse().ok()),
     };
-    std::fs::write(tmp.join("artifact.json"), serde_json::to_vec_pretty(&art)?)
-        .with_context(|| format!("write {}/artifact.json", tmp.display()))?;
+    write_entry(&tmp, &art)?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
+    cache::sync_dir(&work.join("kernels"));
     crate::workdir::touch(&dir.join(crate::workdir::LAST_USED));
-    Ok(Ok(art))
+    Ok(art)
 }
 
 #[cfg(test)]
@@ -359,6 +391,56 @@ mod tests {
                 "make[2]: *** [scripts/Makefile.build:229: mm/memory.o] Error 1"
             ]
         );
+    }
+
+    /// Issue 30: a cache entry records each file's size and SHA-256 in
+    /// `artifact.json` and is verified on use: a file damaged (a byte
+    /// changed at the same size, or cut short) or an entry written without
+    /// them is a miss (it used to be taken whenever `bzImage` existed).
+    #[test]
+    fn a_cache_entry_is_verified_on_use() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let src = root.join("linux");
+        for (f, text) in [
+            ("Makefile", "bzImage vmlinux:\n\ttrue\n"),
+            ("arch/x86/boot/bzImage", "image"),
+            ("vmlinux", "elf-bytes"),
+            ("include/config/kernel.release", "6.12.0\n"),
+        ] {
+            std::fs::create_dir_all(src.join(f).parent().unwrap()).unwrap();
+            std::fs::write(src.join(f), text).unwrap();
+        }
+        let (work, log) = (root.join("work"), root.join("build.log"));
+        let tree = Tree::prepare(&src, &work, &log).unwrap();
+        let cfg = Configured {
+            config: Default::default(),
+            lost: vec![],
+            text: "CONFIG_X=y\n".into(),
+        };
+        let art = build(&tree, &cfg, "k1", &work, Duration::from_secs(60), &log)
+            .unwrap()
+            .unwrap();
+        let json = art.dir.join("artifact.json");
+        let entry: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let files = entry["files"].as_array().unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert_eq!(names, ["bzImage", "config", "vmlinux"]);
+        assert_eq!(files[2]["size"], 9);
+        assert_eq!(files[2]["sha256"], hex(&Sha256::digest(b"elf-bytes")));
+        assert_eq!(cached(&work, "k1").map(|a| a.release).as_deref(), Some("6.12.0"));
+        let vmlinux = art.dir.join("vmlinux");
+        std::fs::write(&vmlinux, "elf-bytez").unwrap();
+        assert!(cached(&work, "k1").is_none(), "a byte changed");
+        std::fs::write(&vmlinux, "elf-bytes").unwrap();
+        assert!(cached(&work, "k1").is_some());
+        std::fs::write(art.dir.join("bzImage"), "ima").unwrap();
+        assert!(cached(&work, "k1").is_none(), "cut short");
+        std::fs::write(art.dir.join("bzImage"), "image").unwrap();
+        let mut legacy = entry.clone();
+        legacy.as_object_mut().unwrap().remove("files");
+        std::fs::write(&json, serde_json::to_vec(&legacy).unwrap()).unwrap();
+        assert!(cached(&work, "k1").is_none(), "no sizes and digests recorded");
     }
 
     /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.

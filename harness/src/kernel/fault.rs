@@ -1,6 +1,8 @@
 //! Failures the host caused, not the kernel or its series: out of disk, a
-//! compiler killed (the OOM killer's SIGKILL), make or patch killed by a
-//! signal. The run stops with a [`HostFault`] and records nothing against
+//! compiler or a build step killed (the OOM killer's SIGKILL: `make: ***
+//! [...] Killed`), out of memory (`cc1: out of memory`, `virtual memory
+//! exhausted`), a file system that failed (EIO, ESTALE, EROFS), make or
+//! patch killed by a signal. The run stops with a [`HostFault`] and records nothing against
 //! the variant, so `--resume` builds (or patches) again once the host is
 //! mended.
 
@@ -28,6 +30,15 @@ pub fn host_fault(tool: &str, code: Option<i32>, signal: Option<i32>, log: &str)
     if log.contains("Killed signal terminated program") || log.contains("internal compiler error: Killed") {
         return Some("the compiler was killed, most likely out of memory".into());
     }
+    if let Some(step) = log.lines().find_map(killed_step) {
+        return Some(format!("the build step {step} was killed, most likely out of memory"));
+    }
+    if log.lines().any(out_of_memory) {
+        return Some("the host ran out of memory".into());
+    }
+    if let Some((_, why)) = IO_FAULTS.iter().find(|(words, _)| lower.contains(words)) {
+        return Some((*why).into());
+    }
     if code.is_none() {
         return Some(match signal {
             Some(s) => format!("{tool} was killed by signal {s}"),
@@ -37,14 +48,51 @@ pub fn host_fault(tool: &str, code: Option<i32>, signal: Option<i32>, log: &str)
     None
 }
 
-/// Whether `e` is a host failure: a [`HostFault`], or a file write that
-/// found the disk full.
+/// The words (lowercase) of a file system that failed under a step, and
+/// what they mean.
+const IO_FAULTS: [(&str, &str); 3] = [
+    ("input/output error", "the file system failed (input/output error)"),
+    ("stale file handle", "the file system failed (stale file handle)"),
+    ("read-only file system", "the file system is read-only"),
+];
+
+/// The target of a make line saying its recipe was killed by a signal
+/// (`make[2]: *** [scripts/Makefile.vmlinux:34: vmlinux] Killed`), the
+/// OOM killer's usual victims being the vmlinux link, objtool and pahole.
+fn killed_step(line: &str) -> Option<&str> {
+    let rest = line.trim_end().strip_suffix("] Killed")?;
+    let (head, target) = rest.split_once("*** [")?;
+    (head.starts_with("make") && head.trim_end().ends_with(':')).then_some(target)
+}
+
+/// Whether a line is a program saying it ran out of memory (`cc1: out of
+/// memory allocating …`, `virtual memory exhausted: …`), not a source line
+/// a diagnostic quotes.
+fn out_of_memory(line: &str) -> bool {
+    let line = line.trim_start();
+    let program = |p: &str| !p.is_empty() && !p.contains([' ', '"', '(', '\'']);
+    line.starts_with("virtual memory exhausted") || line.split_once(": out of memory").is_some_and(|(p, _)| program(p))
+}
+
+/// The I/O errors that are the host's: the disk full, out of memory, a
+/// file system that failed or went read-only.
+const HOST_ERRNOS: [i32; 6] = [
+    libc::ENOSPC,
+    libc::EDQUOT,
+    libc::ENOMEM,
+    libc::EIO,
+    libc::ESTALE,
+    libc::EROFS,
+];
+
+/// Whether `e` is a host failure: a [`HostFault`], or a file operation
+/// that found the disk full, memory exhausted or the file system failed.
 pub fn is_host_fault(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.is::<HostFault>()
             || c.downcast_ref::<std::io::Error>()
                 .and_then(|io| io.raw_os_error())
-                .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+                .is_some_and(|n| HOST_ERRNOS.contains(&n))
     })
 }
 
@@ -62,7 +110,56 @@ mod tests {
             &'static str,
             Option<&'static str>,
         );
-        let cases: [Case; 10] = [
+        let cases: [Case; 17] = [
+            (
+                "make",
+                Some(2),
+                None,
+                "  LD      vmlinux.o\nmake[2]: *** [scripts/Makefile.vmlinux_o:61: vmlinux.o] Killed\nmake[1]: *** [Makefile:1: all] Error 2",
+                Some("the build step scripts/Makefile.vmlinux_o:61: vmlinux.o was killed, most likely out of memory"),
+            ),
+            (
+                "make",
+                Some(2),
+                None,
+                "make: *** [Makefile:1154: vmlinux] Killed",
+                Some("the build step Makefile:1154: vmlinux was killed, most likely out of memory"),
+            ),
+            (
+                "make",
+                Some(2),
+                None,
+                "cc1: out of memory allocating 65536 bytes after a total of 1048576 bytes",
+                Some("the host ran out of memory"),
+            ),
+            (
+                "make",
+                Some(2),
+                None,
+                "virtual memory exhausted: Cannot allocate memory",
+                Some("the host ran out of memory"),
+            ),
+            (
+                "make",
+                Some(2),
+                None,
+                "fs/a.o: error reading: Input/output error",
+                Some("the file system failed (input/output error)"),
+            ),
+            (
+                "make",
+                Some(2),
+                None,
+                "cannot open mm/.a.o.cmd: Stale file handle",
+                Some("the file system failed (stale file handle)"),
+            ),
+            (
+                "patch",
+                Some(2),
+                None,
+                "patch: **** Can't create temporary file mm/a.c.oXXX : Read-only file system",
+                Some("the file system is read-only"),
+            ),
             (
                 "make",
                 Some(2),
@@ -134,8 +231,25 @@ mod tests {
         }
         let full = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOSPC)).context("write .config");
         assert!(is_host_fault(&full));
+        for errno in [libc::EIO, libc::ESTALE, libc::EROFS, libc::ENOMEM] {
+            let e = anyhow::Error::new(std::io::Error::from_raw_os_error(errno)).context("write .config");
+            assert!(is_host_fault(&e), "{e:#}");
+        }
         assert!(!is_host_fault(&anyhow::anyhow!(
             "make olddefconfig: exited with Some(2)"
         )));
+        // a compile error whose source says "killed" or "out of memory" is the kernel's
+        let quoted = "mm/a.c:3:9: error: 'x' undeclared\n    3 |   pr_err(\"a: out of memory\", x);\n\
+                      make: *** [mm/a.o] Error 1";
+        assert_eq!(host_fault("make", Some(2), None, quoted), None);
+        assert_eq!(
+            host_fault(
+                "make",
+                Some(2),
+                None,
+                "mm/a.c:3: error: 'Killed' undeclared\nmake: *** [mm/a.o] Error 1"
+            ),
+            None
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! build per variant, cached by content so reruns and resumes do not rebuild.
 
 pub mod build;
+mod cache;
 pub mod fault;
 pub mod hunks;
 pub mod kconfig;

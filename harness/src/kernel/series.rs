@@ -67,57 +67,58 @@ impl Source {
                 if files.is_empty() {
                     bail!("read {}: no *.patch file and no `series` file in it", d.display());
                 }
-                files
-                    .iter()
-                    .map(|p| {
-                        Ok((
-                            file_name(p),
-                            std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
-                        ))
-                    })
-                    .collect()
+                read_all(&files)
             }
             Source::Quilt(d) => {
                 let s = super::patch::load_series(d.parent().unwrap_or(Path::new("/")), &file_name(d))?;
-                s.patches
-                    .iter()
-                    .map(|p| {
-                        Ok((
-                            file_name(p),
-                            std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
-                        ))
-                    })
-                    .collect()
+                read_all(&s.patches)
             }
-            Source::GitRange { tree, range } => {
-                if !range.contains("..") {
-                    bail!("the range `{range}` is not BASE..TOPIC");
-                }
-                let f = Cmd::new("git")
-                    .arg("-C")
-                    .arg(tree)
-                    .args(["format-patch", "--stdout", "--no-signature", range.as_str()])
-                    .capture()
-                    .run()?;
-                if !f.success() {
-                    bail!(
-                        "run git format-patch {range} in {}: {}",
-                        tree.display(),
-                        f.output.trim()
-                    );
-                }
-                std::fs::write(log, f.output.as_bytes()).with_context(|| format!("write {}", log.display()))?;
-                let msgs = split_mbox(f.output.as_bytes());
-                if msgs.is_empty() {
-                    bail!(
-                        "take the patches of {range} in {}: the range holds no commit",
-                        tree.display()
-                    );
-                }
-                Ok(named(msgs))
-            }
+            Source::GitRange { tree, range } => git_range(tree, range, log),
         }
     }
+}
+
+/// Each file of `files` as (file name, bytes).
+fn read_all(files: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>> {
+    files
+        .iter()
+        .map(|p| {
+            Ok((
+                file_name(p),
+                std::fs::read(p).with_context(|| format!("read {}", p.display()))?,
+            ))
+        })
+        .collect()
+}
+
+/// The patches of `range` (`BASE..TOPIC`) in the git tree `tree`, by `git
+/// format-patch` (its output kept in `log`).
+fn git_range(tree: &Path, range: &str, log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    if !range.contains("..") {
+        bail!("the range `{range}` is not BASE..TOPIC");
+    }
+    let f = Cmd::new("git")
+        .arg("-C")
+        .arg(tree)
+        .args(["format-patch", "--stdout", "--no-signature", range])
+        .capture()
+        .run()?;
+    if !f.success() {
+        bail!(
+            "run git format-patch {range} in {}: {}",
+            tree.display(),
+            f.output.trim()
+        );
+    }
+    std::fs::write(log, f.output.as_bytes()).with_context(|| format!("write {}", log.display()))?;
+    let msgs = split_mbox(f.output.as_bytes());
+    if msgs.is_empty() {
+        bail!(
+            "take the patches of {range} in {}: the range holds no commit",
+            tree.display()
+        );
+    }
+    Ok(named(msgs))
 }
 
 fn file_name(p: &Path) -> String {

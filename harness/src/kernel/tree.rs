@@ -135,59 +135,9 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
     std::fs::create_dir_all(dest).with_context(|| format!("create {}", dest.display()))?;
     let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
     if meta.is_file() {
-        // a tarball with one top directory, whatever its name
-        let escape = |f: &String| {
-            f.chars()
-                .flat_map(|c| if "*?[\\".contains(c) { vec!['\\', c] } else { vec![c] })
-                .collect::<String>()
-        };
-        let f = Cmd::new("tar")
-            .arg("-xf")
-            .arg(source)
-            .arg("-C")
-            .arg(dest)
-            .args(["--strip-components=1", "--wildcards", "--no-wildcards-match-slash"])
-            .args(files.iter().map(|f| format!("*/{}", escape(f))))
-            .capture()
-            .log(log)
-            .run()?;
-        let real_errors = f
-            .output
-            .lines()
-            .any(|l| !l.contains("Not found in archive") && !l.contains("Exiting with failure status"));
-        if !f.success() && real_errors {
-            bail!(
-                "unpack {} files of {}: {}",
-                files.len(),
-                source.display(),
-                f.output.trim()
-            );
-        }
+        pristine_from_tarball(source, files, dest, log)
     } else if source.join(".git").exists() {
-        let git = || Cmd::new("git").arg("-C").arg(source).capture();
-        let known = git()
-            .args(["ls-tree", "-r", "--name-only", "HEAD", "--"])
-            .args(files)
-            .run_ok()?;
-        let known: Vec<&str> = known.output.lines().filter(|l| !l.is_empty()).collect();
-        if !known.is_empty() {
-            let tar = dest.join("pristine.tar");
-            git()
-                .args(["archive", "--format=tar", "-o"])
-                .arg(&tar)
-                .args(["HEAD", "--"])
-                .args(&known)
-                .log(log)
-                .run_ok()?;
-            Cmd::new("tar")
-                .arg("-xf")
-                .arg(&tar)
-                .arg("-C")
-                .arg(dest)
-                .log(log)
-                .run_ok()?;
-            std::fs::remove_file(&tar).with_context(|| format!("remove {}", tar.display()))?;
-        }
+        pristine_from_git(source, files, dest, log)
     } else {
         for f in files {
             let (src, dst) = (source.join(f), dest.join(f));
@@ -197,8 +147,90 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
                 std::fs::copy(&src, &dst).with_context(|| format!("copy {}", src.display()))?;
             }
         }
+        Ok(())
+    }
+}
+
+/// [`pristine_files`] from a tarball with one top directory, whatever its
+/// name: the files it lacks are left out.
+fn pristine_from_tarball(source: &Path, files: &[String], dest: &Path, log: &Path) -> Result<()> {
+    let escape = |f: &String| {
+        f.chars()
+            .flat_map(|c| if "*?[\\".contains(c) { vec!['\\', c] } else { vec![c] })
+            .collect::<String>()
+    };
+    let f = Cmd::new("tar")
+        .arg("-xf")
+        .arg(source)
+        .arg("-C")
+        .arg(dest)
+        .args(["--strip-components=1", "--wildcards", "--no-wildcards-match-slash"])
+        .args(files.iter().map(|f| format!("*/{}", escape(f))))
+        .capture()
+        .log(log)
+        .run()?;
+    let real_errors = f
+        .output
+        .lines()
+        .any(|l| !l.contains("Not found in archive") && !l.contains("Exiting with failure status"));
+    if !f.success() && real_errors {
+        bail!(
+            "unpack {} files of {}: {}",
+            files.len(),
+            source.display(),
+            f.output.trim()
+        );
     }
     Ok(())
+}
+
+/// [`pristine_files`] from a git tree's `HEAD`: the files it tracks.
+fn pristine_from_git(source: &Path, files: &[String], dest: &Path, log: &Path) -> Result<()> {
+    let git = || Cmd::new("git").arg("-C").arg(source).capture();
+    let known = git()
+        .args(["ls-tree", "-r", "--name-only", "HEAD", "--"])
+        .args(files)
+        .run_ok()?;
+    let known: Vec<&str> = known.output.lines().filter(|l| !l.is_empty()).collect();
+    if known.is_empty() {
+        return Ok(());
+    }
+    let tar = dest.join("pristine.tar");
+    git()
+        .args(["archive", "--format=tar", "-o"])
+        .arg(&tar)
+        .args(["HEAD", "--"])
+        .args(&known)
+        .log(log)
+        .run_ok()?;
+    Cmd::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(dest)
+        .log(log)
+        .run_ok()?;
+    std::fs::remove_file(&tar).with_context(|| format!("remove {}", tar.display()))
+}
+
+/// Deletes the directory `dir` by renaming it aside first
+/// (`<dir>.gone-<pid>-<n>.partial`, which `gc` deletes if it is left) and
+/// removing it there: a kill during the removal never leaves a half-deleted
+/// tree under the tree's own name. A `dir` that is not there is no error.
+fn remove_aside(dir: &Path) -> Result<()> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = dir
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let aside = dir.with_file_name(format!("{name}.gone-{}-{n}.partial", std::process::id()));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("move {} aside", dir.display())),
+    }
+    std::fs::remove_dir_all(&aside).with_context(|| format!("remove {}", aside.display()))
 }
 
 /// The commit id a commit-ish (`v6.12`, a branch, an abbreviated id) of the
@@ -266,7 +298,7 @@ impl Tree {
         };
         if !tree.dir.join(".git").exists() {
             let tmp = tree.dir.with_extension("partial");
-            let _ = std::fs::remove_dir_all(&tmp);
+            let _ = remove_aside(&tmp);
             std::fs::create_dir_all(work.join("tree"))
                 .with_context(|| format!("create {}", work.join("tree").display()))?;
             Cmd::new("git")
@@ -299,11 +331,11 @@ impl Tree {
         Ok(tree)
     }
 
+    /// Makes the tree from `source` in a temporary directory renamed into
+    /// place. A tree directory there without its top-level Makefile (a
+    /// removal or a copy cut short) is moved aside first.
     fn extract(&self, source: &Path, log: &Path) -> Result<()> {
-        let tmp = self.dir.with_extension("partial");
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).with_context(|| format!("remove {}", tmp.display()))?;
-        }
+        let tmp = self.clear(log)?;
         std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
         let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
         if meta.is_file() {
@@ -354,6 +386,23 @@ impl Tree {
         Ok(())
     }
 
+    /// Moves aside what is where the tree and its temporary copy go (a tree
+    /// without its Makefile, an interrupted copy); gives the temporary
+    /// copy's path.
+    fn clear(&self, log: &Path) -> Result<PathBuf> {
+        if self.dir.exists() {
+            let why = format!(
+                "the work tree {} has no top-level Makefile: moving it aside\n",
+                self.dir.display()
+            );
+            append_log(log, &why);
+            remove_aside(&self.dir)?;
+        }
+        let tmp = self.dir.with_extension("partial");
+        remove_aside(&tmp)?;
+        Ok(tmp)
+    }
+
     /// Undoes every applied patch, newest first, from the copies of the
     /// bytes that were applied; the tree is made afresh when any patch does
     /// not reverse or any touched file is not as it was (a patch cut halfway,
@@ -380,7 +429,7 @@ impl Tree {
     fn afresh(&self, log: &Path) -> Result<()> {
         match &self.origin {
             Origin::Copy(source) => {
-                std::fs::remove_dir_all(&self.dir).with_context(|| format!("remove {}", self.dir.display()))?;
+                remove_aside(&self.dir)?;
                 self.extract(source, log)
             }
             Origin::Clone => {
@@ -499,6 +548,42 @@ mod tests {
             std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(),
             "int vmap_lazy_nX;\n"
         );
+    }
+
+    /// Issue 30: a tree copy left without its Makefile (a kill during the
+    /// removal of a built tree) is moved aside and extracted again, where
+    /// every later run failed with "Directory not empty (os error 39)"; a
+    /// tree made afresh is renamed aside before it is removed, and nothing
+    /// is left aside.
+    #[test]
+    fn a_tree_without_its_makefile_is_moved_aside_and_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let src = dir.join("linux");
+        fake_tree(&src);
+        let (work, log) = (dir.join("work"), dir.join("tree.log"));
+        let key = source_key(&src).unwrap();
+        let half = work.join("tree").join(&key);
+        std::fs::create_dir_all(half.join("mm/deep")).unwrap();
+        std::fs::write(half.join("mm/deep/vmalloc.o"), "half-removed").unwrap();
+        let t = Tree::prepare(&src, &work, &log).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.dir.join("mm/vmalloc.c")).unwrap(),
+            "int vmap_lazy_nr;\n"
+        );
+        assert!(!t.dir.join("mm/deep").exists());
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("has no top-level Makefile: moving it aside"));
+        t.afresh(&log).unwrap();
+        assert!(t.dir.join("Makefile").is_file());
+        let left: Vec<String> = std::fs::read_dir(work.join("tree"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".gone-") || n.ends_with(".partial"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        remove_aside(&work.join("tree/none")).unwrap();
     }
 
     #[test]

@@ -180,13 +180,26 @@ enum AfterProbe {
     },
 }
 
-fn after_probe(f: Option<ProbeFailure>) -> AfterProbe {
+/// The load average per CPU from which a host counts as heavily loaded: a
+/// probe that times out then may be the host's slowness, not KVM's.
+const HEAVY_LOAD_PER_CPU: f64 = 1.0;
+
+/// Whether a probe failure is a timeout beside a heavy host load
+/// (`load_per_cpu`, the 1-minute load average per CPU): it is probed once
+/// more, and never remembered for the host.
+fn timed_out_loaded(f: &ProbeFailure, load_per_cpu: Option<f64>) -> bool {
+    f.cause == Cause::BootTimeout && load_per_cpu.is_some_and(|l| l >= HEAVY_LOAD_PER_CPU)
+}
+
+/// What a probe's failure `f` means, the host's load per CPU then being
+/// `load_per_cpu`.
+fn after_probe(f: Option<ProbeFailure>, load_per_cpu: Option<f64>) -> AfterProbe {
     match f {
         None => AfterProbe::Kvm,
         Some(f) if !f.kvm_fault && f.cause == Cause::Panic => AfterProbe::KernelFault(f.why),
         Some(f) => AfterProbe::Tcg {
+            remember: f.kvm_fault && !timed_out_loaded(&f, load_per_cpu),
             why: f.why,
-            remember: f.kvm_fault,
         },
     }
 }
@@ -198,6 +211,25 @@ pub(super) enum Probed {
     Accel(Accel),
     /// KVM is not usable and the plan restarts as its substitute.
     RestartAs(Restart),
+}
+
+/// The probe boot, and once more when it timed out beside a heavy host
+/// load; gives the last outcome and the load then.
+fn probe_twice_if_loaded(ctx: &BootRun, kernel: &Path, initrd: &Path) -> Result<(Option<ProbeFailure>, Option<f64>)> {
+    let first = boot::probe_kvm(ctx, kernel, initrd, &ctx.run.log("kvm-probe"))?;
+    let load = host::load_per_cpu();
+    match &first {
+        Some(f) if timed_out_loaded(f, load) => {
+            let l = load.unwrap_or_default();
+            ctx.run.notice(
+                ctx.ui,
+                format!("the KVM probe timed out with the host loaded ({l:.1} per CPU): probing once more"),
+            )?;
+            let again = boot::probe_kvm(ctx, kernel, initrd, &ctx.run.log("kvm-probe.2"))?;
+            Ok((again, host::load_per_cpu()))
+        }
+        _ => Ok((first, load)),
+    }
 }
 
 /// The KVM probe stage: one short 1-vCPU boot of `base`'s kernel (else the
@@ -213,8 +245,8 @@ pub(super) fn probe_stage(ctx: &BootRun, kernels: &Kernels, work: &Path, plan: &
     ctx.ui
         .stage("probe", "booting once under KVM to see whether it works here");
     let kernel = art.boot_image(ctx.m.guest.pvh);
-    let dir = ctx.run.log("kvm-probe");
-    match after_probe(boot::probe_kvm(ctx, kernel, initrd, &dir)?) {
+    let (outcome, load) = probe_twice_if_loaded(ctx, kernel, initrd)?;
+    match after_probe(outcome, load) {
         AfterProbe::Kvm => Ok(Probed::Accel(Accel::Kvm)),
         AfterProbe::KernelFault(why) => {
             ctx.run.notice(
@@ -471,8 +503,44 @@ mod tests {
             ),
         ];
         for (probe, want) in cases {
-            assert_eq!(after_probe(probe), want);
+            assert_eq!(after_probe(probe, Some(0.2)), want);
         }
+    }
+
+    /// Issue 30: a probe guest silent at the deadline beside a heavy host
+    /// load (a `make -j`) is probed once more and, failing again, sends only
+    /// this run to TCG: it is not remembered; on an idle host it is.
+    #[test]
+    fn a_probe_that_timed_out_beside_a_heavy_load_is_not_remembered() {
+        let silent = || ProbeFailure {
+            why: "no console output".into(),
+            kvm_fault: true,
+            cause: Cause::BootTimeout,
+        };
+        assert!(timed_out_loaded(&silent(), Some(1.5)));
+        assert!(!timed_out_loaded(&silent(), Some(0.3)));
+        assert!(!timed_out_loaded(&silent(), None));
+        let internal = ProbeFailure {
+            cause: Cause::Qemu,
+            ..silent()
+        };
+        assert!(
+            !timed_out_loaded(&internal, Some(3.0)),
+            "a KVM internal error is KVM's, however loaded"
+        );
+        let tcg = |remember| AfterProbe::Tcg {
+            why: "no console output".into(),
+            remember,
+        };
+        assert_eq!(after_probe(Some(silent()), Some(2.0)), tcg(false));
+        assert_eq!(after_probe(Some(silent()), Some(0.1)), tcg(true));
+        assert_eq!(
+            after_probe(Some(internal), Some(2.0)),
+            AfterProbe::Tcg {
+                why: "no console output".into(),
+                remember: true
+            }
+        );
     }
 
     /// A shard on a host of another clock than a shard of the run already

@@ -75,9 +75,12 @@ impl Shared<'_> {
             {
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 let &job = q.front()?;
-                let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-                let measured = learned.seen.ssh_bound(job.vcpus).is_some();
-                drop(learned);
+                let measured = self
+                    .learned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .seen
+                    .measured_ssh(job.vcpus);
                 let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
                 if measured || !running.contains(&job.vcpus) || self.stop.load(Ordering::SeqCst) {
                     running.push(job.vcpus);

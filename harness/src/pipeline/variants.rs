@@ -484,6 +484,37 @@ mod tests {
                 "\tkill -9 $$PPID; sleep 5\n",
                 Some("make was killed by signal 9"),
             ),
+            // issue 30: a step the OOM killer took, memory exhausted, a file system that failed
+            (
+                "host-killed-step",
+                "\techo 'make[2]: *** [scripts/Makefile.vmlinux:34: vmlinux] Killed'; exit 2\n",
+                Some("vmlinux was killed"),
+            ),
+            (
+                "host-cc1-oom",
+                "\techo 'cc1: out of memory allocating 4072 bytes after a total of 1 bytes'; exit 2\n",
+                Some("ran out of memory"),
+            ),
+            (
+                "host-vm-exhausted",
+                "\techo 'virtual memory exhausted: Cannot allocate memory'; exit 2\n",
+                Some("ran out of memory"),
+            ),
+            (
+                "host-eio",
+                "\techo 'fs/a.o: Input/output error'; exit 2\n",
+                Some("input/output error"),
+            ),
+            (
+                "host-estale",
+                "\techo 'mm/.a.o.cmd: Stale file handle'; exit 2\n",
+                Some("stale file handle"),
+            ),
+            (
+                "host-erofs",
+                "\techo 'cannot create mm/a.o: Read-only file system'; exit 2\n",
+                Some("read-only"),
+            ),
             ("compile", "\techo 'mm/a.c:1:2: error: x undeclared'; exit 2\n", None),
             // the disk was full at an earlier attempt (its words still in build.log): this one is a compile error
             (

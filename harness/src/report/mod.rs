@@ -241,5 +241,37 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     Ok(r)
 }
 
+/// A report's files, rendered whole before any is written: `report.json`,
+/// `report.csv`, `report.html`.
+pub fn files(r: &Report) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    Ok(vec![
+        ("report.json", serde_json::to_vec_pretty(r)?),
+        ("report.csv", csv(r).into_bytes()),
+        ("report.html", html::render(r)?.into_bytes()),
+    ])
+}
+
+/// Writes `files` into `dir`, each through a private temporary file beside
+/// it (written, synced, renamed into place): a reader, or a report racing
+/// the run's own, sees the old file or the new one whole, never a torn one.
+/// The first file that cannot be written is the error (its temporary file
+/// removed).
+pub fn write_files(dir: &std::path::Path, files: &[(&str, Vec<u8>)]) -> Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    for (name, data) in files {
+        let p = dir.join(name);
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let written = std::fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&tmp, &p));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("write {}", p.display()));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -26,12 +26,19 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
     let (res, events) = boot(&mut ctx, &mut fake, &job(0));
     res.unwrap();
     let waits = host_waits(&fake);
-    // SSH and the environment before anything was measured: the cap; the first repetition too;
-    // the second: 5x the first (200 s) under the pace's 60 x 40 x 1.5 + 30 s; the third (it hangs) as well
+    // SSH before anything was measured: the first boot's bound (180 s + 5 s a vCPU); the environment before
+    // anything was measured: the cap; the first repetition too; the second: 5x the first (200 s) under the
+    // pace's 60 x 40 x 1.5 + 30 s; the third (it hangs) as well
     let cap = ICOUNT_WAIT_CAP;
     assert_eq!(
         waits,
-        [cap, cap, cap, Duration::from_secs(200), Duration::from_secs(200)],
+        [
+            Duration::from_secs(190),
+            cap,
+            cap,
+            Duration::from_secs(200),
+            Duration::from_secs(200)
+        ],
         "{:?}",
         fake.calls
     );
@@ -57,8 +64,9 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
         events[2],
         cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false)
     );
-    // another vCPU count has measured nothing yet: the cap alone
-    assert_eq!(ctx.learned.seen.ssh_bound(4), None);
+    // another vCPU count has measured nothing yet: the first boot's bound there
+    assert_eq!(ctx.learned.seen.ssh_bound(4), Some(Duration::from_secs(200)));
+    assert!(!ctx.learned.seen.measured_ssh(4) && ctx.learned.seen.measured_ssh(2));
 }
 
 /// The host waits the fake was asked for, in order.
@@ -77,6 +85,35 @@ fn host_waits(fake: &Fake) -> Vec<Duration> {
 fn a_wall_clock_wait_is_not_bounded() {
     let long = Duration::from_secs(7200);
     assert_eq!(bounded(MeasureClock::TcgWall, long, Some(Duration::from_secs(1))), long);
+}
+
+/// Issue 30: a kernel that hangs silently in the run's first boot (nothing
+/// measured yet, the console silent) is given up after the first boot's
+/// bound, minutes, not [`ICOUNT_WAIT_CAP`]'s 30; at 448 vCPUs the bound is
+/// the cap.
+#[test]
+fn a_silent_hang_in_the_first_boot_costs_minutes() {
+    let w = world("first-hang", "{clock: icount, boot_timeout_s: 60}");
+    let mut ctx = ctx(&w);
+    let hangs = Script {
+        until: Until::Hangs,
+        ..Script::ssh(vec![])
+    };
+    let mut fake = Fake::new(vec![hangs]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    assert_eq!(
+        fake.calls.iter().find(|c| matches!(c, Call::WaitSsh(_))),
+        Some(&Call::WaitSsh(Duration::from_secs(190))),
+        "{:?}",
+        fake.calls
+    );
+    let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
+    assert_eq!(
+        events[2],
+        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(190, deadline), false)
+    );
+    assert_eq!(crate::boot::first_ssh_bound(448), ICOUNT_WAIT_CAP);
 }
 
 /// After a cell's boot fails before SSH, one more is tried; when it fails
@@ -181,8 +218,8 @@ fn strikes_are_read_back_from_the_records() {
         end(0, timeout, Some("boot failed: no SSH")),
         end(1, timeout, Some("boot failed: no SSH again")),
     ];
-    let why =
-        "not booted: the 2 boots of base at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH again";
+    let why = "not booted: the base kernel hangs at 2 vCPUs, so no variant there has a baseline: \
+               the 2 boots of base at 2 vCPUs before it failed before SSH (boot_timeout), the last: no SSH again";
     assert_eq!(Strikes::from_events(&two).given_up("base", 2).as_deref(), Some(why));
     assert_eq!(Strikes::from_events(&two).given_up("base", 4), None);
     let forgiven = [
@@ -241,4 +278,28 @@ fn a_repetition_without_progress_fails_and_records_no_zero() {
     );
     let values: Vec<f64> = w.run.samples().unwrap().iter().map(|s| s.value).collect();
     assert_eq!(values, [1.0, 3.0], "no sample of 0; the boot measured on");
+}
+
+/// Issue 30: when base's boots at a vCPU count hang, the run says the base
+/// kernel hangs (no variant there has a baseline); another variant's
+/// given-up boots say only what failed.
+#[test]
+fn a_base_kernel_that_hangs_is_named() {
+    let mut s = crate::boot::Strikes::default();
+    for v in ["base", "a"] {
+        s.failed(v, 2, Cause::BootTimeout, "no SSH within 190 host seconds");
+        s.failed(v, 2, Cause::BootTimeout, "no SSH within 190 host seconds");
+    }
+    let base = s.given_up("base", 2).unwrap();
+    assert!(
+        base.starts_with(
+            "not booted: the base kernel hangs at 2 vCPUs, so no variant there has a baseline: the 2 boots"
+        ),
+        "{base}"
+    );
+    let a = s.given_up("a", 2).unwrap();
+    assert!(
+        a.starts_with("not booted: the 2 boots of a at 2 vCPUs") && !a.contains("hangs"),
+        "{a}"
+    );
 }

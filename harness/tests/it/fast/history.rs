@@ -84,7 +84,7 @@ fn import_and_open(work: &Path, runs: &[PathBuf], between: impl Fn()) -> (String
     (dom(&page, &work.join("profile")), series)
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(super) fn scratch(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -93,7 +93,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A run directory of night `i`: base and v at 2 vCPUs, 5 boots × 2
 /// repetitions, v 5% slower from night 14 on, a small wiggle every night.
-fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
+pub(super) fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
     let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\nsampling: {boots: 5, repetitions: 2}\nkey_metrics: [d]\n";
     let id = format!("night{i:02}");
     let meta = RunMeta {

@@ -5,3 +5,4 @@ mod docs;
 mod history;
 mod html;
 mod layers;
+mod report_files;

@@ -2,6 +2,7 @@
 
 mod aa_profile;
 mod e2e;
+mod hang;
 mod nightly;
 mod programs;
 mod reproduce;

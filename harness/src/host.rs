@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::proc::{self, Cmd};
 
+pub mod topology;
+
 /// The QEMU system emulator the harness boots guests with.
 pub const QEMU: &str = "qemu-system-x86_64";
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use params::{BenchKind, Count, Link, NprocWord};
 pub use validated::{
-    AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Sampling, Statistics, Variant,
+    AccelChoice, BaseConfig, Benchmark, Clock, Guest, InsteadOf, Kernel, Matrix, Pin, Sampling, Statistics, Variant,
 };
 pub use validation::{is_base_config_target, BASE_CONFIG_TARGETS};
 

@@ -3,6 +3,7 @@
 mod aa_profile;
 mod e2e;
 mod nightly;
+mod pin;
 mod reproduce;
 mod slurm;
 mod soak;

@@ -255,6 +255,7 @@ fn execute(run: &Run, m: &Matrix, opts: &Options, jobs: &[BootJob], cached: Opti
         ctx.accel = accel::probe_stage(&ctx, &kernels, &opts.work_dir, &probe_key, opts.restart_instead)?;
     }
     accel::record_clock(run, ctx.clock())?;
+    accel::record_host_state(&ctx)?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     let n = at_once(&ctx, opts)?;
     match n {

@@ -34,6 +34,13 @@ pub fn plan(accel: Accel, clock: Clock, g: &Guest, vcpus: u32) -> Option<Placeme
     Some(topology::place(&t, shape, g.pin))
 }
 
+/// The CPUs the run's largest guest is pinned to (empty when it is not):
+/// those whose IRQs and noise matter ([`crate::host::state`]).
+pub fn measured_cpus(accel: Accel, clock: Clock, g: &Guest, vcpus: &[u32]) -> Vec<u32> {
+    let most = vcpus.iter().copied().max().unwrap_or(0);
+    plan(accel, clock, g, most).map_or(Vec::new(), |p| p.vcpu_cpus)
+}
+
 /// What pinning did to one guest, as `<boot>/pin.json` records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Pinned {

@@ -104,6 +104,9 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     } else {
         print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
         println!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
+        if let Some(line) = report::compare::host_differs(&ra.meta()?, &rb.meta()?) {
+            println!("{line}");
+        }
     }
     let key = rb.meta()?.matrix.key_metrics;
     Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))

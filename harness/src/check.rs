@@ -19,6 +19,8 @@ use crate::proc;
 use crate::vm;
 use crate::workdir::WorkLock;
 
+mod noise;
+
 /// Severity of a finding.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
@@ -187,6 +189,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     for &n in &m.vcpus {
         out.extend(vcpu_checks(m, n, &limits));
     }
+    out.extend(noise::items(m));
     out.extend(ref_checks(m));
     out.extend(series_checks(m, work));
     out.extend(coverage_checks(m, work));

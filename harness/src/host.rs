@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::proc::{self, Cmd};
 
+pub mod state;
+pub mod topology;
+
 /// The QEMU system emulator the harness boots guests with.
 pub const QEMU: &str = "qemu-system-x86_64";
 
@@ -152,6 +155,10 @@ pub struct Host {
     pub kernel: String,
     /// QEMU version line.
     pub qemu: String,
+    /// Governor, boost, SMT, THP, load, other QEMUs, free memory, IRQs on
+    /// the measured CPUs, at the run's start (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<state::HostState>,
 }
 
 impl Host {
@@ -163,6 +170,7 @@ impl Host {
             memory_mib: memory_total_mib(),
             kernel: kernel_release(),
             qemu: qemu_version(qemu),
+            state: Some(state::HostState::here(&[])),
         }
     }
 }

@@ -324,6 +324,7 @@ fn execute(
         }
     }
     accel::record_clock(run, ctx.clock())?;
+    accel::record_host_state(&ctx)?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     let n = at_once(&ctx, opts)?;
     match n {

@@ -95,6 +95,9 @@ pub fn start(
         console: dir.join("console.log"),
         ssh_port: 0,
         plugin: plugin.clone(),
+        placement: vm::pin::plan(ctx.accel, clock, g, vcpus),
+        hugepages: g.hugepages,
+        qmp: None,
     };
     m.start(spec, &dir.join("qemu.log"))?;
     Ok((cmdline, plugin))

@@ -114,6 +114,9 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
             "{}",
             report::compact::wrap(&floors, report::compact::terminal_width(), 2)
         );
+        if let Some(line) = report::compare::host_differs(&ra.meta()?, &rb.meta()?) {
+            println!("{line}");
+        }
     }
     let key = rb.meta()?.matrix.key_metrics;
     Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))

@@ -74,6 +74,8 @@ pub(super) struct RawGuest {
     pub(super) sockets: Option<u32>,
     pub(super) threads: Option<u32>,
     pub(super) numa_nodes: Option<u32>,
+    pub(super) pin: Option<String>,
+    pub(super) hugepages: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

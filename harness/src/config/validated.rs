@@ -165,6 +165,58 @@ pub struct Guest {
     pub threads: u32,
     /// NUMA nodes (0 = none).
     pub numa_nodes: u32,
+    /// How vCPU threads are pinned to host CPUs under a wall clock (and
+    /// guest node N's memory bound to host node N). Absent in older runs:
+    /// they were not pinned.
+    #[serde(default = "Pin::unpinned")]
+    pub pin: Pin,
+    /// Guest memory on hugetlbfs (`/dev/hugepages`) huge pages. Absent in
+    /// older runs: off.
+    #[serde(default)]
+    pub hugepages: bool,
+}
+
+/// `guest.pin`: where the vCPU threads run under a wall clock (never under
+/// icount, whose one TCG thread runs every vCPU).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Pin {
+    /// One vCPU per physical core while they last, then their SMT siblings.
+    #[default]
+    Cores,
+    /// vCPUs on SMT siblings core by core (a guest's thread pairs on a
+    /// host core's pair).
+    Threads,
+    /// Not pinned: the host scheduler places vCPU threads.
+    None,
+}
+
+impl Pin {
+    fn unpinned() -> Pin {
+        Pin::None
+    }
+
+    /// `guest.pin`'s word (default `cores`); a problem named by its path.
+    pub fn parse(word: Option<&str>, p: &mut Vec<String>) -> Pin {
+        match word.unwrap_or("cores") {
+            "cores" => Pin::Cores,
+            "threads" => Pin::Threads,
+            "none" => Pin::None,
+            other => {
+                p.push(format!("guest.pin: `{other}` is not one of cores, threads, none"));
+                Pin::Cores
+            }
+        }
+    }
+
+    /// The word, as in the matrix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pin::Cores => "cores",
+            Pin::Threads => "threads",
+            Pin::None => "none",
+        }
+    }
 }
 
 /// A benchmark with its parameters.

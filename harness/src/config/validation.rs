@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::params::{self, BenchKind};
 use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics};
-use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Sampling, Statistics};
+use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Pin, Sampling, Statistics};
 use super::DEFAULT_SOURCE;
 
 use super::names::{check_name, files, valid_name, Rel};
@@ -331,18 +331,15 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
             true
         }
     };
-    at_most(
-        g.boot_timeout_s.unwrap_or(0),
-        MAX_TIMEOUT_S,
-        "guest.boot_timeout_s",
-        "a day",
-        p,
-    );
+    let timeout = g.boot_timeout_s.unwrap_or(0);
+    at_most(timeout, MAX_TIMEOUT_S, "guest.boot_timeout_s", "a day", p);
     let (sockets, threads) = (g.sockets.unwrap_or(1), g.threads.unwrap_or(1));
     if sockets == 0 || threads == 0 {
         p.push("guest: sockets and threads must be at least 1".into());
     }
     Guest {
+        pin: Pin::parse(g.pin.as_deref(), p),
+        hugepages: g.hugepages.unwrap_or(false),
         pvh,
         memory_mib,
         accel,

@@ -322,6 +322,36 @@ pub(super) fn record_clock(run: &Run, clock: MeasureClock) -> Result<()> {
     Ok(())
 }
 
+/// Reads the host's state, its IRQs counted on the CPUs the largest guest
+/// is pinned to, into `run.json`'s `host.state` (a shard's run.json is the
+/// build's: it is left alone); under a wall clock each finding that costs
+/// the numbers something is a notice with its fix.
+pub(super) fn record_host_state(ctx: &BootRun) -> Result<()> {
+    let (m, clock) = (ctx.m, ctx.clock());
+    let guest_clock = if clock == MeasureClock::TcgIcount {
+        Clock::Icount
+    } else {
+        Clock::Wall
+    };
+    let measured = vm::pin::measured_cpus(ctx.accel, guest_clock, &m.guest, &m.vcpus);
+    let state = host::state::HostState::here(&measured);
+    if clock != MeasureClock::TcgIcount {
+        let need = m.guest.hugepages.then_some(m.guest.memory_mib);
+        for f in host::state::findings(&state, ctx.host_cpus as usize, need) {
+            if let (true, Some(fix)) = (f.warn, f.fix) {
+                ctx.run
+                    .notice(ctx.ui, format!("host {}: {}; fix: {fix}", f.what, f.message))?;
+            }
+        }
+    }
+    if ctx.run.shard.is_none() {
+        let mut meta = ctx.run.meta()?;
+        meta.host.state = Some(state);
+        ctx.run.write_meta(&meta)?;
+    }
+    Ok(())
+}
+
 /// Refuses shard `me` when a shard of the run (itself on another host
 /// included) has boots in another clock than `clock`.
 fn same_clock_as_the_shards(run: &Run, me: crate::plan::Shard, clock: MeasureClock) -> Result<()> {

@@ -153,6 +153,20 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
             .map_or(0, BTreeSet::len),
         values: groups.concat(),
         history: None,
+        overcommitted: false,
+    }
+}
+
+/// Marks the cells of rows whose vCPUs exceed the host's CPUs under a wall
+/// clock (under icount one thread runs every vCPU whatever the host has).
+fn mark_overcommitted(rows: &mut [Row], host_cpus: u32, clock: Option<MeasureClock>) {
+    if clock == Some(MeasureClock::TcgIcount) || host_cpus == 0 {
+        return;
+    }
+    for row in rows.iter_mut().filter(|r| r.vcpus > host_cpus) {
+        for c in &mut row.cells {
+            c.overcommitted = true;
+        }
     }
 }
 
@@ -193,7 +207,8 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
     let refused = other_clocks(&mut s, events, clock);
     let counted = counted(&mut s, samples, &refused);
     boot_cpu_windows(&mut s.boots, samples);
-    let (rows, comparisons) = rows_of(m, &s, &counted, &rule, clock);
+    let (mut rows, comparisons) = rows_of(m, &s, &counted, &rule, clock);
+    mark_overcommitted(&mut rows, meta.host.cpus, clock);
     let rule_text = rule_text(m, &rule, comparisons, &floors.source);
     let detectable = super::rule::detectable_text(m, &rows, comparisons);
     Report {
@@ -210,8 +225,14 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         floor_source: floors.source.clone(),
         detectable,
         host: format!(
-            "{} ({} CPUs, {} MiB, {}; {})",
-            meta.host.hostname, meta.host.cpus, meta.host.memory_mib, meta.host.kernel, meta.host.qemu
+            "{} ({} CPUs, {} MiB, {}; {}); guest.pin {}, hugepages {}",
+            meta.host.hostname,
+            meta.host.cpus,
+            meta.host.memory_mib,
+            meta.host.kernel,
+            meta.host.qemu,
+            m.guest.pin.name(),
+            if m.guest.hugepages { "on" } else { "off" }
         ),
         complete: s.jobs_ended >= crate::plan::boot_jobs(m).len(),
         clock,

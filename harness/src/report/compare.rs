@@ -205,6 +205,32 @@ pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
     out
 }
 
+/// One line when two runs' hosts were set up differently (governor, boost,
+/// SMT, THP, topology, or the host itself), A's setting → B's; `None` when
+/// they agree or neither recorded its state.
+pub fn host_differs(a: &crate::records::RunMeta, b: &crate::records::RunMeta) -> Option<String> {
+    let (ha, hb) = (&a.host, &b.host);
+    let mut d: Vec<String> = Vec::new();
+    if ha.hostname != hb.hostname {
+        d.push(format!("host {} → {}", ha.hostname, hb.hostname));
+    }
+    match (&ha.state, &hb.state) {
+        (Some(sa), Some(sb)) => {
+            for ((k, va), (_, vb)) in sa.settings().into_iter().zip(sb.settings()) {
+                if va != vb {
+                    d.push(format!("{k} {va} → {vb}"));
+                }
+            }
+        }
+        (None, None) => {}
+        (sa, _) => d.push(format!(
+            "not recorded in {} (an older run)",
+            if sa.is_none() { "A" } else { "B" }
+        )),
+    }
+    (!d.is_empty()).then(|| format!("host state differs (A → B): {}", d.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +320,37 @@ mod tests {
         let v = rows.iter().find(|r| r.variant == "v").unwrap();
         assert_eq!(v.decision.verdict, stats::Verdict::Regressed, "{:?}", v.decision);
         assert!((v.decision.ratio.unwrap().ratio - 0.95).abs() < 1e-3);
+    }
+
+    #[test]
+    fn two_runs_on_differently_set_hosts_say_so_in_one_line() {
+        let mut a = meta_with(&["base"], "{boots: 3}");
+        let mut b = a.clone();
+        assert_eq!(host_differs(&a, &b), None, "neither recorded: nothing to say");
+        let state = crate::host::state::HostState {
+            governors: vec!["performance".into()],
+            smt: Some("on".into()),
+            load: Some(0.1),
+            ..Default::default()
+        };
+        a.host.state = Some(state.clone());
+        assert_eq!(
+            host_differs(&a, &b).unwrap(),
+            "host state differs (A → B): not recorded in B (an older run)"
+        );
+        b.host.state = Some(crate::host::state::HostState {
+            load: Some(7.0),
+            ..state.clone()
+        });
+        assert_eq!(host_differs(&a, &b), None, "the load is no setting");
+        b.host.state = Some(crate::host::state::HostState {
+            governors: vec!["powersave".into()],
+            smt: Some("off".into()),
+            ..state
+        });
+        assert_eq!(
+            host_differs(&a, &b).unwrap(),
+            "host state differs (A → B): governor performance → powersave, SMT on → off"
+        );
     }
 }

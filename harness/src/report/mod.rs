@@ -79,6 +79,10 @@ pub struct Cell {
     /// has been consulted: "same as history", "changed on …", "new cell".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<String>,
+    /// Its vCPUs exceed the host's CPUs under a wall clock: a lock
+    /// benchmark measures vCPUs waiting for a host CPU as much as the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overcommitted: bool,
 }
 
 /// One row: a metric at a vCPU count.

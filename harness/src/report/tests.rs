@@ -917,3 +917,29 @@ fn too_few_boots_for_one_cell_alone_is_said_without_denying_calls_of_cells_that_
         "regressed calls: none can be made at this sampling (no compared cell)"
     );
 }
+
+/// Issue 31: a cell whose vCPUs exceed the host's CPUs is marked under a
+/// wall clock (in the model, hence report.json, and in the cell's text the
+/// table and the HTML show); under icount it is not, and the host line
+/// says how the guest was pinned.
+#[test]
+fn cells_with_more_vcpus_than_host_cpus_are_marked_overcommitted_under_a_wall_clock() {
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 3, 100.0, &mut rec);
+    let mut meta = meta_with(&["base"], "{boots: 3, repetitions: 2}");
+    for (cpus, clock, marked) in [
+        (1, crate::vm::MeasureClock::TcgWall, true),
+        (1, crate::vm::MeasureClock::KvmWall, true),
+        (2, crate::vm::MeasureClock::KvmWall, false),
+        (1, crate::vm::MeasureClock::TcgIcount, false),
+    ] {
+        meta.host.cpus = cpus;
+        meta.clock = Some(clock);
+        let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+        let c = &r.rows[0].cells[0];
+        assert_eq!(c.overcommitted, marked, "{cpus} CPUs, {clock}");
+        assert_eq!(cell_text(c).contains("(overcommitted)"), marked);
+        assert_eq!(serde_json::to_value(c).unwrap().get("overcommitted").is_some(), marked);
+        assert!(r.host.ends_with("; guest.pin cores, hugepages off"), "{}", r.host);
+    }
+}

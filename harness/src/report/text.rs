@@ -97,6 +97,9 @@ pub fn cell_text(c: &Cell) -> String {
             c.boots_failed, c.boots_ended
         ));
     }
+    if c.overcommitted {
+        s.push_str("\n(overcommitted)");
+    }
     if c.second_stage {
         s.push_str("\nsecond stage: its first stage left it undecided past the threshold");
     }

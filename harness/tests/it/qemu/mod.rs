@@ -4,6 +4,7 @@ mod aa_profile;
 mod e2e;
 mod hang;
 mod nightly;
+mod pin;
 mod programs;
 mod reproduce;
 mod slurm;

@@ -358,6 +358,23 @@ pub fn primary_metric(b: &Benchmark) -> Option<&'static str> {
     }
 }
 
+/// The kernel functions that are one benchmark's unit of work: their calls
+/// per op, from the kernel profile, must agree between the arms of a cell
+/// for its rate and per-op counts to be comparable under the
+/// instruction-counting clock (`profile::work`). fork-prlimit: its child's
+/// three syscalls (its op holds as many as fit in the parent's sleep);
+/// doexec: the exec; fork-exec: the fork and the exec (`copy_process` and
+/// `bprm_execve`, once each per op in a fork+exec profile); test_vmalloc:
+/// none (its work is a module's loop, outside the kernel's symbols).
+pub fn unit_of_work(b: &Benchmark) -> &'static [&'static str] {
+    match b.kind {
+        BenchKind::ForkPrlimit { .. } => &["__x64_sys_prlimit64", "__x64_sys_getpriority", "__x64_sys_setpriority"],
+        BenchKind::Doexec { .. } => &["bprm_execve"],
+        BenchKind::ForkExec { .. } => &["copy_process", "bprm_execve"],
+        BenchKind::TestVmalloc { .. } => &[],
+    }
+}
+
 /// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
 /// its throughput against vCPUs can be read against linear scaling.
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {

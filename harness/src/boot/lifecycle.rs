@@ -551,15 +551,15 @@ impl Boot<'_, '_> {
                 }
             }
         };
-        self.with_profile(t, event).map(Ok)
+        self.with_profile(t, crate::bench::unit_of_work(b), event).map(Ok)
     }
 
     /// Tells a repetition's outcome with the profiler window it closed,
     /// if the plugin wrote one: its instructions per op join the
     /// repetition's metrics, and the window is told as a `Profile`. A
     /// failed repetition's window is passed over.
-    fn with_profile(&mut self, t: &mut Try, mut event: BootEvent) -> Result<()> {
-        let Some(w) = t.windows.as_mut().and_then(Windows::take) else {
+    fn with_profile(&mut self, t: &mut Try, unit: &[&str], mut event: BootEvent) -> Result<()> {
+        let Some(w) = t.windows.as_mut().and_then(|w| w.take(unit)) else {
             return self.sink.emit(event);
         };
         let BootEvent::RepetitionDone {

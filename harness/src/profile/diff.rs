@@ -63,7 +63,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(xs: &[f64]) -> Stat {
+    pub(crate) fn of(xs: &[f64]) -> Stat {
         if xs.is_empty() {
             return Stat::default();
         }

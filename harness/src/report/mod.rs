@@ -213,6 +213,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.shards = acc.shards;
     let mut notes = Vec::new();
     let (dir, events, from) = profiles::source(run, events)?;
+    profiles::mark_work(&dir, &events, from.as_deref(), &meta.matrix, &mut r, &mut Vec::new());
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
     Ok(r)

@@ -135,6 +135,17 @@ fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
     )
 }
 
+/// `work per op differs (N → M calls/op): not comparable under this clock`.
+pub fn work_text(d: &Decision) -> String {
+    let (b, n) = d.work.map_or((0.0, 0.0), |w| (w.base, w.new));
+    let calls = |x: f64| if x.abs() >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") };
+    format!(
+        "work per op differs ({} → {} calls/op): not comparable under this clock",
+        calls(b),
+        calls(n)
+    )
+}
+
 fn performance_text(d: &Decision) -> String {
     let (Some(p), Some(q)) = (d.p, d.q) else {
         return format!("? (n={}/{} boots)", d.n_base, d.n_new);
@@ -159,6 +170,8 @@ fn performance_text(d: &Decision) -> String {
             "{change}unsure: needs more boots ({pq}, threshold {:.1}%)",
             d.floor * 100.0
         ),
+        // no "better by"/"worse by": the change measures how the op was filled
+        Verdict::WorkDiffers => format!("{} ({pq})", work_text(d)),
         v => format!("{change}{} ({pq}, threshold {:.1}%)", v.symbol(), d.floor * 100.0),
     }
 }

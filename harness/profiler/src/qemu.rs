@@ -25,13 +25,15 @@ use qemu_plugin::sys::{
 use qemu_plugin::{register, Error, PluginId, Result};
 
 use crate::decode;
-use crate::symbols::{Symbols, KERNEL_HALF};
+use crate::symbols::Symbols;
 use crate::syscalls::{self, Kind};
 use crate::tally::{render, Callers, Comp, Header, Tail, Window};
 use crate::{MARK_CLOSE, MARK_OPEN};
 
 mod regs;
+mod sys;
 use regs::{on_vcpu_init, read_reg, read_u64};
+use sys::{on_block_sys, Sys};
 
 /// Block counters are allocated in chunks of this many.
 const CHUNK: usize = 4096;
@@ -159,40 +161,6 @@ struct Global {
     rsp: AtomicUsize,
     dynamic: Vec<Mutex<HashMap<(u32, u32), u64>>>,
     sys: Option<Sys>,
-}
-
-/// The syscall tracker (`syscalls=on`, see `syscalls.rs`).
-struct Sys {
-    entry: u64,
-    switch: u64,
-    vcpus: Vec<syscalls::Vcpu>,
-    windows: Mutex<syscalls::Windows>,
-}
-
-impl Sys {
-    /// The tracker of the kernel in `syms`, or why there is none.
-    fn new(syms: &Symbols, vcpus: u32) -> std::result::Result<Sys, String> {
-        let at = |name: &str| syms.find(name).map(|i| syms.start(i)).ok_or(format!("no {name} in the symbols"));
-        Ok(Sys {
-            entry: at("entry_SYSCALL_64")?,
-            switch: at("__switch_to")?,
-            vcpus: (0..vcpus).map(|_| syscalls::Vcpu::default()).collect(),
-            windows: Mutex::new(syscalls::Windows::default()),
-        })
-    }
-
-    fn kind(&self, va: u64) -> Kind {
-        match va {
-            v if v < KERNEL_HALF => Kind::User,
-            v if v == self.entry => Kind::Entry,
-            v if v == self.switch => Kind::Switch,
-            _ => Kind::Kernel,
-        }
-    }
-
-    fn windows(&self) -> std::sync::MutexGuard<'_, syscalls::Windows> {
-        self.windows.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 static G: OnceLock<Global> = OnceLock::new();
@@ -452,23 +420,6 @@ unsafe extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
     // and vcpu < max_vcpus. Only this vCPU's thread writes this counter.
     let c = unsafe { &*(udata as *const AtomicU64).add(vcpu as usize) };
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
-
-/// A block was entered with the syscall tracker on: its counter as in
-/// `on_block`, then the vCPU's call in flight.
-unsafe extern "C" fn on_block_sys(vcpu: c_uint, udata: *mut c_void) {
-    // SAFETY: udata is a leaked Block, never freed.
-    let b = unsafe { &*(udata as *const syscalls::Block) };
-    // SAFETY: as in on_block.
-    unsafe { on_block(vcpu, b.counter as *mut c_void) };
-    let g = g();
-    let Some(sys) = &g.sys else { return };
-    let Some(v) = sys.vcpus.get(vcpu as usize) else { return };
-    if let Some(done) = v.step(b.kind, b.insns, || read_reg(&g.rax)) {
-        if g.open.load(Ordering::Relaxed) {
-            sys.windows().open.add(done);
-        }
-    }
 }
 
 unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {

@@ -69,7 +69,8 @@ impl Vcpu {
         match kind {
             Kind::Kernel => {
                 if open.is_some() {
-                    self.insns.store(self.insns.load(Ordering::Relaxed) + insns, Ordering::Relaxed);
+                    self.insns
+                        .store(self.insns.load(Ordering::Relaxed) + insns, Ordering::Relaxed);
                 }
                 None
             }
@@ -193,12 +194,20 @@ mod tests {
         v.step(Kind::Entry, 4, || Some(140));
         v.step(Kind::Kernel, 10, || None);
         assert_eq!(v.step(Kind::Switch, 7, || None), Some(Done::Dropped { nr: 140 }));
-        assert_eq!(v.step(Kind::User, 3, || None), None, "the next task's return is not the call's");
+        assert_eq!(
+            v.step(Kind::User, 3, || None),
+            None,
+            "the next task's return is not the call's"
+        );
         v.step(Kind::Entry, 4, || Some(141));
         assert_eq!(v.step(Kind::Entry, 4, || Some(39)), Some(Done::Dropped { nr: 141 }));
         assert_eq!(v.step(Kind::User, 1, || None), Some(Done::Call { nr: 39, insns: 4 }));
         v.step(Kind::Entry, 4, || Some(9999));
-        assert_eq!(v.step(Kind::User, 1, || None), None, "a number past the table is not tracked");
+        assert_eq!(
+            v.step(Kind::User, 1, || None),
+            None,
+            "a number past the table is not tracked"
+        );
     }
 
     #[test]

@@ -128,7 +128,12 @@ mod tests {
     #[test]
     fn instructions_per_call_of_the_unit_of_works_syscalls() {
         let text = format!("{TEXT}s 302 4 400 1\ns 140 0 0 2\ns 110 5 50 0\n");
-        let unit = ["__x64_sys_prlimit64", "__x64_sys_getpriority", "__x64_sys_setpriority", "bprm_execve"];
+        let unit = [
+            "__x64_sys_prlimit64",
+            "__x64_sys_getpriority",
+            "__x64_sys_setpriority",
+            "bprm_execve",
+        ];
         let (_, ms) = metrics(&profile::parse(&text).unwrap(), &unit).unwrap();
         let got: Vec<(&str, f64, &str)> = ms[3..]
             .iter()

@@ -8,8 +8,8 @@
 //! [`symbols::write_symbols`] only read and write files.
 
 pub mod diff;
-pub mod work;
 pub mod symbols;
+pub mod work;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -432,7 +432,10 @@ mod tests {
             vec![("[indirect]".to_string(), 20), ("f2".to_string(), 4)]
         );
         assert_eq!(s.per_op(None).unwrap().functions["f0"].insns, 25.0);
-        assert_eq!((s.syscalls[&140].calls, s.syscalls[&140].insns, s.syscalls[&302].calls), (8, 400, 4));
+        assert_eq!(
+            (s.syscalls[&140].calls, s.syscalls[&140].insns, s.syscalls[&302].calls),
+            (8, 400, 4)
+        );
     }
 
     #[test]

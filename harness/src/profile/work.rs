@@ -127,7 +127,10 @@ mod tests {
         let a: Vec<PerOp> = [[1, 1, 1]; 3].map(boot).to_vec();
         // bprm_execve: once an op on both sides, noise 0
         let w = work_per_op(&a, &a, None, &["bprm_execve"], &o).unwrap();
-        assert_eq!((w.base.median, w.variant.median, w.noise, w.differs), (1.0, 1.0, 0.0, false));
+        assert_eq!(
+            (w.base.median, w.variant.median, w.noise, w.differs),
+            (1.0, 1.0, 0.0, false)
+        );
         assert_eq!(work_per_op(&a, &a, None, &[], &o), None, "no unit of work named");
         assert_eq!(work_per_op(&a, &a, None, &["nosuch"], &o), None, "never called");
     }
@@ -137,7 +140,10 @@ mod tests {
         let o = Options::default();
         let base: Vec<PerOp> = [[600, 600, 600]; 3].map(boot).to_vec();
         let var: Vec<PerOp> = [[580, 580, 580]; 3].map(boot).to_vec();
-        assert!(work_per_op(&base, &var, None, UNIT, &o).unwrap().differs, "6 calls/op, noise 0");
+        assert!(
+            work_per_op(&base, &var, None, UNIT, &o).unwrap().differs,
+            "6 calls/op, noise 0"
+        );
         let aa2: Vec<PerOp> = [[570, 570, 570]; 3].map(boot).to_vec();
         let w = work_per_op(&base, &var, Some((&base, &aa2)), UNIT, &o).unwrap();
         assert_eq!(w.noise, 9.0);

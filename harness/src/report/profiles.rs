@@ -294,10 +294,17 @@ mod tests {
     #[test]
     fn a_cell_whose_unit_of_work_per_op_differs_is_labelled_not_called() {
         let (d, meta, events, mut r) = work_run([10, 7]);
-        assert_eq!(r.rows[0].cells[1].decision.unwrap().verdict, Verdict::Improved, "before the check");
+        assert_eq!(
+            r.rows[0].cells[1].decision.unwrap().verdict,
+            Verdict::Improved,
+            "before the check"
+        );
         mark_work(d.path(), &events, None, &meta.matrix, &mut r, &mut vec![]);
         let dec = r.rows[0].cells[1].decision.unwrap();
-        assert_eq!((dec.verdict, dec.performance), (Verdict::WorkDiffers, Verdict::WorkDiffers));
+        assert_eq!(
+            (dec.verdict, dec.performance),
+            (Verdict::WorkDiffers, Verdict::WorkDiffers)
+        );
         let w = dec.work.unwrap();
         assert_eq!((w.base, w.new), (1.0, 0.7));
         let text = crate::report::decision_text(&dec);
@@ -306,10 +313,16 @@ mod tests {
             "{text}"
         );
         let table = crate::report::table(&r);
-        assert!(table.contains("work per op differs") && !table.contains("better") && !table.contains("improved"), "{table}");
+        assert!(
+            table.contains("work per op differs") && !table.contains("better") && !table.contains("improved"),
+            "{table}"
+        );
         let json = serde_json::to_value(&r).unwrap();
         let cell = &json["rows"][0]["cells"][1]["decision"];
-        assert_eq!((cell["verdict"].as_str(), cell["work"]["new"].as_f64()), (Some("work_differs"), Some(0.7)));
+        assert_eq!(
+            (cell["verdict"].as_str(), cell["work"]["new"].as_f64()),
+            (Some("work_differs"), Some(0.7))
+        );
         let g = crate::report::report_gate(&r, &meta.matrix.key_metrics);
         assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
         assert!(g.warnings[0].contains("not comparable under this clock"), "{g:?}");
@@ -326,7 +339,14 @@ mod tests {
         mark_work(d.path(), &events, None, &meta.matrix, &mut r, &mut vec![]);
         assert_eq!(r.rows[0].cells[1].decision.unwrap().verdict, Verdict::Improved);
         let (d, meta, events, mut r) = work_run([10, 7]);
-        mark_work(d.path(), &events, Some(FROM_PROFILE_BOOTS), &meta.matrix, &mut r, &mut vec![]);
+        mark_work(
+            d.path(),
+            &events,
+            Some(FROM_PROFILE_BOOTS),
+            &meta.matrix,
+            &mut r,
+            &mut vec![],
+        );
         assert_eq!(
             r.rows[0].cells[1].decision.unwrap().verdict,
             Verdict::Improved,

@@ -138,7 +138,13 @@ fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
 /// `work per op differs (N → M calls/op): not comparable under this clock`.
 pub fn work_text(d: &Decision) -> String {
     let (b, n) = d.work.map_or((0.0, 0.0), |w| (w.base, w.new));
-    let calls = |x: f64| if x.abs() >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") };
+    let calls = |x: f64| {
+        if x.abs() >= 100.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.2}")
+        }
+    };
     format!(
         "work per op differs ({} → {} calls/op): not comparable under this clock",
         calls(b),

@@ -404,6 +404,25 @@ pub fn primary_metric(b: &Benchmark) -> Option<&str> {
     }
 }
 
+/// The kernel functions that are one benchmark's unit of work: their calls
+/// per op, from the kernel profile, must agree between the arms of a cell
+/// for its rate and per-op counts to be comparable under the
+/// instruction-counting clock (`profile::work`). fork-prlimit: its child's
+/// three syscalls (its op holds as many as fit in the parent's sleep);
+/// doexec: the exec; fork-exec: the fork and the exec (`copy_process` and
+/// `bprm_execve`, once each per op in a fork+exec profile); test_vmalloc:
+/// none (its work is a module's loop, outside the kernel's symbols).
+/// A `program` declares its own (`work:`).
+pub fn unit_of_work(b: &Benchmark) -> Vec<&str> {
+    match &b.kind {
+        BenchKind::ForkPrlimit { .. } => vec!["__x64_sys_prlimit64", "__x64_sys_getpriority", "__x64_sys_setpriority"],
+        BenchKind::Doexec { .. } => vec!["bprm_execve"],
+        BenchKind::ForkExec { .. } => vec!["copy_process", "bprm_execve"],
+        BenchKind::TestVmalloc { .. } => vec![],
+        BenchKind::Program { work, .. } => work.iter().map(String::as_str).collect(),
+    }
+}
+
 /// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
 /// its throughput against vCPUs can be read against linear scaling.
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {

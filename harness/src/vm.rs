@@ -604,12 +604,12 @@ mod tests {
             (
                 Accel::Tcg,
                 Clock::Icount,
-                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"),
+                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on,syscalls=on"),
             ),
             (
                 Accel::Tcg,
                 Clock::Wall,
-                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"),
+                Some("/t/p.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on,syscalls=on"),
             ),
             (Accel::Kvm, Clock::Wall, None),
         ];

@@ -7,6 +7,7 @@
 
 pub mod decode;
 pub mod symbols;
+pub mod syscalls;
 pub mod tally;
 
 #[cfg(not(test))]

@@ -15,28 +15,25 @@ use std::sync::{Mutex, OnceLock};
 use qemu_plugin::install::{Args, Info};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
-    qemu_plugin_cb_flags, qemu_plugin_get_registers, qemu_plugin_id_t, qemu_plugin_insn, qemu_plugin_insn_data,
-    qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_num_vcpus, qemu_plugin_op,
-    qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor, qemu_plugin_register,
-    qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb,
-    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu,
-    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_scoreboard, qemu_plugin_scoreboard_find,
-    qemu_plugin_scoreboard_new, qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64,
-    GArray, GByteArray,
+    qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn, qemu_plugin_insn_data, qemu_plugin_insn_size,
+    qemu_plugin_insn_vaddr, qemu_plugin_num_vcpus, qemu_plugin_op, qemu_plugin_register_atexit_cb,
+    qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_tb_exec_cb,
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu, qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_scoreboard,
+    qemu_plugin_scoreboard_find, qemu_plugin_scoreboard_new, qemu_plugin_tb, qemu_plugin_tb_get_insn,
+    qemu_plugin_tb_n_insns, qemu_plugin_u64,
 };
 use qemu_plugin::{register, Error, PluginId, Result};
 
 use crate::decode;
 use crate::symbols::Symbols;
+use crate::syscalls::{self, Kind};
 use crate::tally::{render, Callers, Comp, Header, Tail, Window};
 use crate::{MARK_CLOSE, MARK_OPEN};
 
-// GLib, as linked into QEMU.
-unsafe extern "C" {
-    fn g_byte_array_new() -> *mut GByteArray;
-    fn g_byte_array_set_size(array: *mut GByteArray, len: c_uint) -> *mut GByteArray;
-    fn g_array_free(array: *mut GArray, free_segment: bool) -> *mut u8;
-}
+mod regs;
+mod sys;
+use regs::{on_vcpu_init, read_reg, read_u64};
+use sys::{on_block_sys, Sys};
 
 /// Block counters are allocated in chunks of this many.
 const CHUNK: usize = 4096;
@@ -163,6 +160,7 @@ struct Global {
     rcx: AtomicUsize,
     rsp: AtomicUsize,
     dynamic: Vec<Mutex<HashMap<(u32, u32), u64>>>,
+    sys: Option<Sys>,
 }
 
 static G: OnceLock<Global> = OnceLock::new();
@@ -190,6 +188,7 @@ impl Register for Profiler {
         let mut counting = Counting::Callback;
         let mut callers = Callers::Static;
         let mut top = 8usize;
+        let mut sys = false;
         for a in &args.raw {
             let (k, v) = a
                 .split_once('=')
@@ -212,11 +211,11 @@ impl Register for Profiler {
                         _ => return Err(fail(format!("callers={v}: expected off, static or full"))),
                     }
                 }
-                "each" => {
-                    each = match v {
+                "syscalls" | "each" => {
+                    *(if k == "each" { &mut each } else { &mut sys }) = match v {
                         "on" | "yes" | "true" => true,
                         "off" | "no" | "false" => false,
-                        _ => return Err(fail(format!("each={v}: expected on or off"))),
+                        _ => return Err(fail(format!("{k}={v}: expected on or off"))),
                     }
                 }
                 "counter" => {
@@ -229,7 +228,7 @@ impl Register for Profiler {
                 "top" => top = v.parse().map_err(|_| fail(format!("top={v}: expected a number")))?,
                 _ => {
                     return Err(fail(format!(
-                        "unknown argument {k:?} (symbols, out, mode, each, counter, callers, top)"
+                        "unknown argument {k:?} (symbols, out, mode, each, counter, callers, top, syscalls)"
                     )))
                 }
             }
@@ -242,6 +241,13 @@ impl Register for Profiler {
             return Err(fail(format!("target {} is not x86_64", info.target_name)));
         }
         let vcpus = info.system.as_ref().map(|s| s.max_vcpus.max(1) as u32).unwrap_or(1);
+        if sys && counting == Counting::Inline {
+            return Err(fail("syscalls=on needs counter=callback".into()));
+        }
+        let sys = sys.then(|| Sys::new(&syms, vcpus)).and_then(|r| {
+            r.map_err(|e| eprintln!("harness-profiler: syscalls=on: {e}; no syscall counts"))
+                .ok()
+        });
         let mut st = State::default();
         if all {
             st.window.open(Vec::new(), &Tail::default());
@@ -261,6 +267,7 @@ impl Register for Profiler {
             rcx: AtomicUsize::new(0),
             rsp: AtomicUsize::new(0),
             dynamic: (0..vcpus).map(|_| Mutex::new(HashMap::new())).collect(),
+            sys,
         };
         G.set(global).map_err(|_| fail("installed twice".into()))?;
         // SAFETY: registering plain extern "C" callbacks with our plugin id.
@@ -274,64 +281,6 @@ impl Register for Profiler {
 }
 
 register!(Profiler);
-
-unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, _vcpu: c_uint) {
-    let g = g();
-    if g.rsp.load(Ordering::Relaxed) != 0 {
-        return;
-    }
-    // SAFETY: called in the vCPU's context, as the API requires.
-    let arr = unsafe { qemu_plugin_get_registers() };
-    if arr.is_null() {
-        return;
-    }
-    // SAFETY: a GArray of descriptors, freed below (not its strings).
-    unsafe {
-        let descs = std::slice::from_raw_parts((*arr).data as *const qemu_plugin_reg_descriptor, (*arr).len as usize);
-        for d in descs {
-            let name = std::ffi::CStr::from_ptr(d.name).to_bytes();
-            let slot = match name {
-                b"rax" => &g.rax,
-                b"rcx" => &g.rcx,
-                b"rsp" => &g.rsp,
-                _ => continue,
-            };
-            slot.store(d.handle as usize, Ordering::Relaxed);
-        }
-        g_array_free(arr, true);
-    }
-}
-
-thread_local! {
-    static BUF: *mut GByteArray = unsafe { g_byte_array_new() };
-}
-
-/// A 64-bit register of the current vCPU (callback with R_REGS only).
-fn read_reg(handle: &AtomicUsize) -> Option<u64> {
-    let h = handle.load(Ordering::Relaxed);
-    if h == 0 {
-        return None;
-    }
-    BUF.with(|&b| {
-        // SAFETY: our own GByteArray; the handle came from QEMU.
-        unsafe {
-            g_byte_array_set_size(b, 0);
-            let n = qemu_plugin_read_register(h as *mut qemu_plugin_register, b);
-            (n == 8 && (*b).len == 8).then(|| u64::from_le_bytes(*((*b).data as *const [u8; 8])))
-        }
-    })
-}
-
-/// 8 bytes of guest memory at a virtual address of the current vCPU.
-fn read_u64(addr: u64) -> Option<u64> {
-    BUF.with(|&b| {
-        // SAFETY: QEMU resizes our GByteArray to 8 bytes on success.
-        unsafe {
-            (qemu_plugin_read_memory_vaddr(addr, b, 8) && (*b).len == 8)
-                .then(|| u64::from_le_bytes(*((*b).data as *const [u8; 8])))
-        }
-    })
-}
 
 struct InsnInfo {
     func: u32,
@@ -361,6 +310,7 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: `tb` is valid for this callback.
     let n = unsafe { qemu_plugin_tb_n_insns(tb) };
     let mut infos = Vec::with_capacity(n);
+    let mut first = None;
     let mut cpuids = Vec::new();
     let mut entries: Vec<(*mut qemu_plugin_insn, u32)> = Vec::new();
     let mut cur: Option<(u64, u64, u32)> = None; // the last function's range
@@ -372,6 +322,7 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             let len = qemu_plugin_insn_data(insn, bytes.as_mut_ptr() as *mut c_void, bytes.len());
             (insn, qemu_plugin_insn_vaddr(insn), qemu_plugin_insn_size(insn), len)
         };
+        first.get_or_insert(va);
         let func = match cur {
             Some((s, e, f)) if (s..e).contains(&va) => f,
             _ => {
@@ -414,14 +365,27 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     // SAFETY: registering on this block's handles during its translation;
     // an own counter's address stays valid for the plugin's life.
     unsafe {
-        match counter {
-            Counter::Own(p) => qemu_plugin_register_vcpu_tb_exec_cb(
+        match (counter, &g.sys) {
+            (Counter::Own(p), Some(sys)) => {
+                let kind = sys.kind(first.unwrap_or(0));
+                let block = Box::leak(Box::new(syscalls::Block {
+                    counter: p,
+                    insns: n as u64,
+                    kind,
+                }));
+                let flags = match kind {
+                    Kind::Entry => qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                    _ => qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                };
+                qemu_plugin_register_vcpu_tb_exec_cb(tb, Some(on_block_sys), flags, block as *mut _ as *mut c_void)
+            }
+            (Counter::Own(p), None) => qemu_plugin_register_vcpu_tb_exec_cb(
                 tb,
                 Some(on_block),
                 qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
                 p as *mut c_void,
             ),
-            Counter::Board(e) => {
+            (Counter::Board(e), _) => {
                 qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64, e, 1)
             }
         }
@@ -477,6 +441,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
             if g.each && g.callers == Callers::Full {
                 st.dyn_base = dynamic(g);
             }
+            if let Some(s) = &g.sys {
+                s.windows().opened();
+            }
             g.open.store(true, Ordering::SeqCst);
         } else {
             eprintln!("harness-profiler: window opened twice; the second marker is ignored");
@@ -485,6 +452,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
         let ops = read_reg(&g.rcx).unwrap_or(0);
         if st.window.close(&now, &tail, ops) {
             g.open.store(false, Ordering::SeqCst);
+            if let Some(s) = &g.sys {
+                s.windows().closed();
+            }
             write(g, &st);
             if g.each {
                 write_last(g, &st);
@@ -551,7 +521,11 @@ fn header(g: &Global, st: &State) -> Header {
 /// Writes the profile of all closed windows to `out`.
 fn write(g: &Global, st: &State) {
     let totals = st.window.totals(&st.comps, g.syms.slots());
-    put(&g.out, render(&header(g, st), &totals, &g.syms, &dynamic(g)));
+    let mut text = render(&header(g, st), &totals, &g.syms, &dynamic(g));
+    if let Some(s) = &g.sys {
+        text += &s.windows().total.render();
+    }
+    put(&g.out, text);
 }
 
 /// Writes the last closed window alone to `out.N` (N = its number, from 1).
@@ -571,7 +545,11 @@ fn write_last(g: &Global, st: &State) {
     h.ops_missing = (st.window.last_ops == 0) as u64;
     let mut path = g.out.clone().into_os_string();
     path.push(format!(".{}", st.window.windows));
-    put(&PathBuf::from(path), render(&h, &totals, &g.syms, &d));
+    let mut text = render(&h, &totals, &g.syms, &d);
+    if let Some(s) = &g.sys {
+        text += &s.windows().last.render();
+    }
+    put(&PathBuf::from(path), text);
 }
 
 /// Writes a whole file under a temporary name, then renames it.

@@ -153,6 +153,11 @@ impl Symbols {
         (i as usize) < self.len()
     }
 
+    /// The first function named `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
     /// Name of a function or bucket.
     pub fn name(&self, i: u32) -> &str {
         match self.names.get(i as usize) {

@@ -19,6 +19,9 @@ pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "use
 /// Their unit.
 pub const INSNS_UNIT: &str = "insns/op";
 
+/// The unit of a syscall's instructions per call (`NAME_insns_per_call`).
+pub const PER_CALL_UNIT: &str = "insns/call";
+
 /// The windows a boot's plugin has written so far.
 #[derive(Debug)]
 pub struct Windows {
@@ -44,8 +47,9 @@ impl Windows {
 
     /// The next window, if the plugin has written it (it writes at the
     /// closing marker, before the benchmark answers). A window closed
-    /// without an op count gets `ops`, when the output gave one.
-    pub fn take(&mut self, ops: Option<u64>) -> Option<Window> {
+    /// without an op count gets `ops`, when the output gave one; `unit` is
+    /// the benchmark's unit of work (`bench::unit_of_work`).
+    pub fn take(&mut self, ops: Option<u64>, unit: &[&str]) -> Option<Window> {
         let path = self.plugin.window(self.next);
         if !path.is_file() {
             return None;
@@ -54,7 +58,7 @@ impl Windows {
         let read = ops
             .map_or(Ok(()), |n| supply_ops(&path, n))
             .and_then(|()| profile::read(&path))
-            .and_then(|p| metrics(&p))
+            .and_then(|p| metrics(&p, unit))
             .map_err(|e| format!("{e:#}"));
         Some(Window { path, read })
     }
@@ -79,24 +83,37 @@ pub fn supply_ops(path: &std::path::Path, n: u64) -> Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("rename {}", tmp.display()))
 }
 
-/// A window's op count and its instructions per op (total, kernel, user):
-/// lower is better, one value a repetition.
-pub fn metrics(p: &Profile) -> Result<(u64, Vec<Measured>)> {
+/// A window's op count and its instructions per op (total, kernel, user),
+/// then, for each syscall handler `__x64_sys_NAME` of the unit of work
+/// that the window counted calls of (the plugin's `syscalls=on`), its
+/// instructions per call from syscall entry to the return to user space,
+/// `NAME_insns_per_call`: lower is better, one value a repetition.
+pub fn metrics(p: &Profile, unit: &[&str]) -> Result<(u64, Vec<Measured>)> {
     let per = p.per_op(None)?;
     let user = per.functions.get("[user]").map_or(0.0, |f| f.insns);
     let values = [per.total_insns, per.kernel_insns, user];
-    let ms = INSNS_PER_OP
+    let measured = |metric: String, value: f64, unit: &str| Measured {
+        metric,
+        value,
+        unit: unit.into(),
+        higher_is_better: false,
+        series: vec![],
+        warmup_series: vec![],
+    };
+    let mut ms: Vec<Measured> = INSNS_PER_OP
         .iter()
         .zip(values)
-        .map(|(name, value)| Measured {
-            metric: name.to_string(),
-            value,
-            unit: INSNS_UNIT.into(),
-            higher_is_better: false,
-            series: vec![],
-            warmup_series: vec![],
-        })
+        .map(|(name, value)| measured(name.to_string(), value, INSNS_UNIT))
         .collect();
+    for name in unit.iter().filter_map(|f| f.strip_prefix("__x64_sys_")) {
+        let Some(s) = profile::syscall_number(name).and_then(|nr| p.syscalls.get(&nr)) else {
+            continue;
+        };
+        if s.calls > 0 {
+            let value = s.insns as f64 / s.calls as f64;
+            ms.push(measured(format!("{name}_insns_per_call"), value, PER_CALL_UNIT));
+        }
+    }
     Ok((p.ops, ms))
 }
 
@@ -109,7 +126,7 @@ mod tests {
 
     #[test]
     fn instructions_per_op_of_a_window() {
-        let (ops, ms) = metrics(&profile::parse(TEXT).unwrap()).unwrap();
+        let (ops, ms) = metrics(&profile::parse(TEXT).unwrap(), &[]).unwrap();
         assert_eq!(ops, 10);
         let got: Vec<(&str, f64, &str, bool)> = ms
             .iter()
@@ -125,9 +142,28 @@ mod tests {
         );
         let no_count = TEXT.replace("ops 10 missing 0", "ops 0 missing 1");
         assert!(
-            metrics(&profile::parse(&no_count).unwrap()).is_err(),
+            metrics(&profile::parse(&no_count).unwrap(), &[]).is_err(),
             "a window closed with no count gives no metrics"
         );
+    }
+
+    #[test]
+    fn instructions_per_call_of_the_unit_of_works_syscalls() {
+        let text = format!("{TEXT}s 302 4 400 1\ns 140 0 0 2\ns 110 5 50 0\n");
+        let unit = [
+            "__x64_sys_prlimit64",
+            "__x64_sys_getpriority",
+            "__x64_sys_setpriority",
+            "bprm_execve",
+        ];
+        let (_, ms) = metrics(&profile::parse(&text).unwrap(), &unit).unwrap();
+        let got: Vec<(&str, f64, &str)> = ms[3..]
+            .iter()
+            .map(|m| (m.metric.as_str(), m.value, m.unit.as_str()))
+            .collect();
+        // getpriority: only dropped calls; getppid (110) is not in the unit of work
+        assert_eq!(got, [("prlimit64_insns_per_call", 100.0, "insns/call")]);
+        assert!(!ms[3].higher_is_better);
     }
 
     #[test]
@@ -139,14 +175,14 @@ mod tests {
             out: d.path().join("b.profile"),
         };
         let mut w = Windows::new(plugin.clone());
-        assert!(w.take(None).is_none(), "nothing written yet");
+        assert!(w.take(None, &[]).is_none(), "nothing written yet");
         std::fs::write(plugin.window(1), TEXT).unwrap();
         std::fs::write(plugin.window(2), "garbage").unwrap();
-        let first = w.take(None).unwrap();
+        let first = w.take(None, &[]).unwrap();
         assert_eq!((first.path, first.read.map(|r| r.0)), (plugin.window(1), Ok(10)));
-        let second = w.take(None).unwrap();
+        let second = w.take(None, &[]).unwrap();
         assert!(second.read.unwrap_err().contains("not a harness profile"));
-        assert!(w.take(None).is_none());
+        assert!(w.take(None, &[]).is_none());
     }
 
     /// `profmark exec 0` closes a window without a count; the count the
@@ -162,9 +198,9 @@ mod tests {
         let mut w = Windows::new(plugin.clone());
         std::fs::write(plugin.window(1), TEXT.replace("ops 10 missing 0", "ops 0 missing 1")).unwrap();
         std::fs::write(plugin.window(2), TEXT).unwrap();
-        assert_eq!(w.take(Some(5)).unwrap().read.map(|r| r.0), Ok(5));
+        assert_eq!(w.take(Some(5), &[]).unwrap().read.map(|r| r.0), Ok(5));
         assert_eq!(
-            w.take(Some(5)).unwrap().read.map(|r| r.0),
+            w.take(Some(5), &[]).unwrap().read.map(|r| r.0),
             Ok(10),
             "its own count stays"
         );

@@ -290,15 +290,7 @@ fn validate_benchmarks(
 
 /// `guest:`: accelerator, clock, memory, command line, boot path, topology.
 fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
-    let accel = match g.accel.as_deref().unwrap_or("auto") {
-        "auto" => AccelChoice::Auto,
-        "kvm" => AccelChoice::Kvm,
-        "tcg" => AccelChoice::Tcg,
-        other => {
-            p.push(format!("guest.accel: `{other}` is not one of auto, kvm, tcg"));
-            AccelChoice::Auto
-        }
-    };
+    let accel = guest_accel(g.accel.as_deref(), p);
     let clock = match g.clock.as_deref().unwrap_or("wall") {
         "wall" => Clock::Wall,
         "icount" => Clock::Icount,
@@ -352,6 +344,19 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
         sockets,
         threads,
         numa_nodes: g.numa_nodes.unwrap_or(0),
+    }
+}
+
+/// `guest.accel`: auto (the default), kvm or tcg.
+fn guest_accel(a: Option<&str>, p: &mut Vec<String>) -> AccelChoice {
+    match a.unwrap_or("auto") {
+        "auto" => AccelChoice::Auto,
+        "kvm" => AccelChoice::Kvm,
+        "tcg" => AccelChoice::Tcg,
+        other => {
+            p.push(format!("guest.accel: `{other}` is not one of auto, kvm, tcg"));
+            AccelChoice::Auto
+        }
     }
 }
 

@@ -186,7 +186,7 @@ pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
 /// miss, built again).
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
     let dir = work.join("kernels").join(key);
-    let entry: cache::Entry = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
+    let entry: cache::Entry<Artifact> = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
     if entry.files.is_empty() || !cache::verify(&dir, &entry.files) {
         return None;
     }

@@ -1,4 +1,4 @@
-//! A kernel cache entry's `artifact.json`: the [`Artifact`] with the size
+//! A kernel cache entry's `artifact.json`: the artifact (`build::Artifact`) with the size
 //! and SHA-256 of every file stored beside it (`bzImage`, `vmlinux`,
 //! `config`, the modules), written synced, and checked before each use.
 
@@ -8,8 +8,6 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-use super::build::Artifact;
 
 /// One stored file: its path in the entry, size and SHA-256 (hex).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -25,10 +23,10 @@ pub struct Stored {
 /// `artifact.json`: the artifact and its files (none in an entry written
 /// before they were recorded).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Entry {
+pub struct Entry<A> {
     /// The kernel.
     #[serde(flatten)]
-    pub art: Artifact,
+    pub art: A,
     /// Its files.
     #[serde(default)]
     pub files: Vec<Stored>,

@@ -63,7 +63,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(xs: &[f64]) -> Stat {
+    pub(crate) fn of(xs: &[f64]) -> Stat {
         if xs.is_empty() {
             return Stat::default();
         }
@@ -370,13 +370,20 @@ impl Diff {
     /// A plain-text table of the first `limit` rows (called rows marked `*`),
     /// each followed by its changed callers.
     pub fn text(&self, limit: usize) -> String {
-        let mut out = String::new();
+        let mut out = self.heading();
+        for r in self.rows.iter().take(limit) {
+            row_text(&mut out, r);
+        }
+        out
+    }
+
+    /// The whole op's line, the rule's line and the column names.
+    fn heading(&self) -> String {
         let (tb, tv) = self.total;
         let (kb, kv) = self.kernel;
-        let _ =
-            writeln!(
-            out,
-            "instructions per op: total {} -> {} ({:+.3}%), kernel {} -> {}; boots {} base, {} variant; noise from {}",
+        let o = &self.options;
+        let mut out = format!(
+            "instructions per op: total {} -> {} ({:+.3}%), kernel {} -> {}; boots {} base, {} variant; noise from {}\n",
             short(tb.median),
             short(tv.median),
             if tb.median > 0.0 { (tv.median / tb.median - 1.0) * 100.0 } else { 0.0 },
@@ -386,7 +393,6 @@ impl Diff {
             self.variant_boots,
             if self.aa { "A/A and boot ranges" } else { "boot ranges (max-min)" }
         );
-        let o = &self.options;
         let _ = writeln!(
             out,
             "* called: |delta| > max({} x noise, {} x base op, {} insn/op){}, >= {} boots a side",
@@ -410,33 +416,30 @@ impl Diff {
             "pauses/op",
             "threshold"
         );
-        for r in self.rows.iter().take(limit) {
-            let _ = writeln!(
-                out,
-                "{} {:<40} {:>12} {:>12} {:>11} {:>7.3}% {:>15} {:>19} {:>15} {:>15} {:>9}",
-                if r.called { '*' } else { ' ' },
-                r.name,
-                short(r.base.median),
-                short(r.variant.median),
-                format!("{:+}", short(r.delta)).replace("+-", "-"),
-                r.delta_of_op * 100.0,
-                format!("{:.2}%>{:.2}%", r.share.base * 100.0, r.share.variant * 100.0),
-                format!("{}>{}", short(r.calls.base), short(r.calls.variant)),
-                format!("{}>{}", short(r.locks.base), short(r.locks.variant)),
-                format!("{}>{}", short(r.pauses.base), short(r.pauses.variant)),
-                short(r.threshold)
-            );
-            for c in r.callers.iter().filter(|c| c.calls.base != c.calls.variant) {
-                let _ = writeln!(
-                    out,
-                    "      from {:<34} calls/op {}>{}",
-                    c.name,
-                    short(c.calls.base),
-                    short(c.calls.variant)
-                );
-            }
-        }
         out
+    }
+}
+
+/// One function's line of [`Diff::text`] and its changed callers' lines.
+fn row_text(out: &mut String, r: &Row) {
+    let pair = |p: &Pair| format!("{}>{}", short(p.base), short(p.variant));
+    let _ = writeln!(
+        out,
+        "{} {:<40} {:>12} {:>12} {:>11} {:>7.3}% {:>15} {:>19} {:>15} {:>15} {:>9}",
+        if r.called { '*' } else { ' ' },
+        r.name,
+        short(r.base.median),
+        short(r.variant.median),
+        format!("{:+}", short(r.delta)).replace("+-", "-"),
+        r.delta_of_op * 100.0,
+        format!("{:.2}%>{:.2}%", r.share.base * 100.0, r.share.variant * 100.0),
+        pair(&r.calls),
+        pair(&r.locks),
+        pair(&r.pauses),
+        short(r.threshold)
+    );
+    for c in r.callers.iter().filter(|c| c.calls.base != c.calls.variant) {
+        let _ = writeln!(out, "      from {:<34} calls/op {}", c.name, pair(&c.calls));
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod diff;
 pub mod symbols;
+pub mod work;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -67,6 +68,36 @@ pub struct Profile {
     pub kernel: Counts,
     /// Functions and buckets with a nonzero count, most instructions first.
     pub functions: Vec<Function>,
+    /// System calls by x86-64 syscall number (`s` lines; a plugin run with
+    /// `syscalls=on`), empty otherwise.
+    pub syscalls: BTreeMap<u32, Syscall>,
+}
+
+/// One syscall number's calls in a window: what each counted call executed
+/// from `entry_SYSCALL_64` to its return to user space, on its vCPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Syscall {
+    /// Calls that returned to user space inside the window.
+    pub calls: u64,
+    /// Their instructions, summed.
+    pub insns: u64,
+    /// Calls during which their vCPU switched tasks (blocked, preempted, or
+    /// exited on a signal): not counted.
+    pub dropped: u64,
+}
+
+/// The x86-64 syscall number of the syscalls a benchmark's unit of work
+/// names (a `__x64_sys_NAME` handler's NAME), for the per-call metrics.
+pub fn syscall_number(name: &str) -> Option<u32> {
+    const TABLE: &[(&str, u32)] = &[
+        ("getppid", 110),
+        ("getpriority", 140),
+        ("setpriority", 141),
+        ("getrlimit", 97),
+        ("setrlimit", 160),
+        ("prlimit64", 302),
+    ];
+    TABLE.iter().find(|(n, _)| *n == name).map(|&(_, nr)| nr)
 }
 
 fn num(s: Option<&str>, what: &str, line: usize) -> Result<u64> {
@@ -107,46 +138,62 @@ pub fn parse(text: &str) -> Result<Profile> {
         total: Counts::default(),
         kernel: Counts::default(),
         functions: Vec::new(),
+        syscalls: BTreeMap::new(),
     };
     for (n, l) in lines {
         let f: Vec<&str> = l.split_whitespace().collect();
-        let Some((&key, rest)) = f.split_first() else { continue };
-        match key {
-            "mode" => p.mode = rest.first().unwrap_or(&"").to_string(),
-            "windows" => p.windows = num(rest.first().copied(), "windows", n)?,
-            "unclosed" => p.unclosed = num(rest.first().copied(), "unclosed", n)? != 0,
-            "ops" => {
-                p.ops = num(rest.first().copied(), "ops", n)?;
-                p.ops_missing = num(rest.get(2).copied(), "ops missing", n)?;
-            }
-            "vcpus" => p.vcpus = num(rest.first().copied(), "vcpus", n)? as u32,
-            "callers" => p.callers = rest.first().unwrap_or(&"").to_string(),
-            "total" => p.total = counts(rest, n)?,
-            "kernel" => p.kernel = counts(rest, n)?,
-            "f" => {
-                let name = rest
-                    .first()
-                    .with_context(|| format!("line {n}: function name missing"))?;
-                p.functions.push(Function {
-                    name: name.to_string(),
-                    counts: counts(&rest[1..], n)?,
-                    callers: Vec::new(),
-                });
-            }
-            "c" => {
-                let name = rest.first().with_context(|| format!("line {n}: caller name missing"))?;
-                let count = num(rest.get(1).copied(), "caller count", n)?;
-                let f = p
-                    .functions
-                    .last_mut()
-                    .with_context(|| format!("line {n}: caller line before any function"))?;
-                f.callers.push((name.to_string(), count));
-            }
-            // informational header lines (blocks, functions) and future keys
-            _ => {}
+        if let Some((&key, rest)) = f.split_first() {
+            line(&mut p, key, rest, n)?;
         }
     }
     Ok(p)
+}
+
+/// One line of a profile after the first: `key rest...` at line `n`.
+fn line(p: &mut Profile, key: &str, rest: &[&str], n: usize) -> Result<()> {
+    let first = || rest.first().copied();
+    match key {
+        "mode" => p.mode = first().unwrap_or("").to_string(),
+        "windows" => p.windows = num(first(), "windows", n)?,
+        "unclosed" => p.unclosed = num(first(), "unclosed", n)? != 0,
+        "ops" => {
+            p.ops = num(first(), "ops", n)?;
+            p.ops_missing = num(rest.get(2).copied(), "ops missing", n)?;
+        }
+        "vcpus" => p.vcpus = num(first(), "vcpus", n)? as u32,
+        "callers" => p.callers = first().unwrap_or("").to_string(),
+        "total" => p.total = counts(rest, n)?,
+        "kernel" => p.kernel = counts(rest, n)?,
+        "f" => {
+            let name = first().with_context(|| format!("line {n}: function name missing"))?;
+            p.functions.push(Function {
+                name: name.to_string(),
+                counts: counts(&rest[1..], n)?,
+                callers: Vec::new(),
+            });
+        }
+        "c" => {
+            let name = first().with_context(|| format!("line {n}: caller name missing"))?;
+            let count = num(rest.get(1).copied(), "caller count", n)?;
+            let f = p
+                .functions
+                .last_mut()
+                .with_context(|| format!("line {n}: caller line before any function"))?;
+            f.callers.push((name.to_string(), count));
+        }
+        "s" => {
+            let nr = num(first(), "syscall number", n)? as u32;
+            let s = Syscall {
+                calls: num(rest.get(1).copied(), "syscall calls", n)?,
+                insns: num(rest.get(2).copied(), "syscall instructions", n)?,
+                dropped: num(rest.get(3).copied(), "dropped syscalls", n)?,
+            };
+            p.syscalls.insert(nr, s);
+        }
+        // informational header lines (blocks, functions) and future keys
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Reads and parses a profile file.
@@ -185,6 +232,12 @@ pub fn sum(profiles: &[Profile]) -> Option<Profile> {
         p.ops_missing += q.ops_missing;
         add(&mut p.total, &q.total);
         add(&mut p.kernel, &q.kernel);
+        for (nr, c) in &q.syscalls {
+            let e = p.syscalls.entry(*nr).or_default();
+            e.calls += c.calls;
+            e.insns += c.insns;
+            e.dropped += c.dropped;
+        }
     }
     p.functions = by_name
         .into_iter()
@@ -280,7 +333,8 @@ mod tests {
 
     const TEXT: &str = "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 10 missing 0\nvcpus 2\n\
         callers static top 8\nblocks 9 counters 4\nfunctions 3\ntotal 450 15 2 1\nkernel 400 15 2 1\n\
-        f f2 300 5 2 1\nc f0 3\nc [rest] 2\nf f0 100 10 0 0\nc [indirect] 10\nf [user] 50 0 0 0\n";
+        f f2 300 5 2 1\nc f0 3\nc [rest] 2\nf f0 100 10 0 0\nc [indirect] 10\nf [user] 50 0 0 0\n\
+        s 140 4 200 1\ns 302 2 90 0\n";
 
     #[test]
     fn parses_the_plugin_format() {
@@ -313,6 +367,17 @@ mod tests {
                 ..Counts::default()
             }
         );
+        assert_eq!(
+            p.syscalls[&140],
+            Syscall {
+                calls: 4,
+                insns: 200,
+                dropped: 1
+            }
+        );
+        assert_eq!(p.syscalls[&302].insns, 90);
+        assert_eq!(syscall_number("prlimit64"), Some(302));
+        assert_eq!(syscall_number("nosuch"), None);
     }
 
     #[test]
@@ -367,6 +432,10 @@ mod tests {
             vec![("[indirect]".to_string(), 20), ("f2".to_string(), 4)]
         );
         assert_eq!(s.per_op(None).unwrap().functions["f0"].insns, 25.0);
+        assert_eq!(
+            (s.syscalls[&140].calls, s.syscalls[&140].insns, s.syscalls[&302].calls),
+            (8, 400, 4)
+        );
     }
 
     #[test]
@@ -378,6 +447,7 @@ mod tests {
             "harness-profile 1\nf x 1 2 3\n",
             "harness-profile 1\nc x 1\n",
             "harness-profile 1\nf x 1 2 3 y\n",
+            "harness-profile 1\ns 302 1 x 0\n",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -183,8 +183,13 @@ pub fn metric_text(row: &Row) -> String {
 
 /// The change, the verdict and p/q of a line (empty without a decision).
 pub fn decision_cells(d: Option<&Decision>) -> [String; 3] {
+    // a change whose arms did different work per op is no change to read (issue 34)
+    let change = |d: &Decision| match d.work {
+        Some(_) if d.performance == crate::stats::Verdict::WorkDiffers => Some("—".to_string()),
+        _ => signed_change(d),
+    };
     [
-        d.and_then(signed_change).unwrap_or_default(),
+        d.and_then(change).unwrap_or_default(),
         d.map(|d| d.verdict.to_string()).unwrap_or_default(),
         d.map(pq_text).unwrap_or_default(),
     ]
@@ -347,10 +352,20 @@ fn units(lines: &[Line]) -> String {
 }
 
 /// The compact table with its legend and notes, drawn to `width`.
-pub fn table(r: &Report, width: usize) -> String {
+pub fn lines_of(r: &Report, width: usize) -> String {
     let lines = lines(r);
     let mut out = grid(&lines, width);
     out.push_str(&wrap(&legend(r, &lines), width, 2));
+    for (row, c) in r.rows.iter().flat_map(|row| row.cells.iter().map(move |c| (row, c))) {
+        if let Some(d) = c.decision.as_ref().filter(|d| d.work.is_some()) {
+            let what = format!("{} {} at {} vCPUs, {}", row.benchmark, row.metric, row.vcpus, c.variant);
+            out.push_str(&wrap(
+                &format!("{}: {}", printable(&what), super::decision_text(d)),
+                width,
+                2,
+            ));
+        }
+    }
     for n in grouped_notes(&lines) {
         out.push_str(&wrap(&printable(&n), width, 2));
     }
@@ -414,6 +429,45 @@ pub fn diff_text(d: &crate::profile::diff::Diff, limit: usize) -> String {
                 shorten(&printable(&c.name), 53)
             ));
         }
+    }
+    out
+}
+
+/// The terminal table (guest text escaped), compact and drawn to the
+/// terminal's width ([`terminal_width`]).
+pub fn table(r: &Report) -> String {
+    table_as(r, terminal_width(), false)
+}
+
+/// The report as text drawn to `width`: one line per cell
+/// (this module), or with `verbose` every cell's full text.
+pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
+    let mut out = format!(
+        "run {} (started {}){}\n",
+        crate::ui::printable(&r.run_id),
+        crate::ui::printable(&r.started),
+        if r.complete { "" } else { " — INCOMPLETE" }
+    );
+    out.push_str(&wrap(&format!("clock: {}", r.clock_text), width, 2));
+    if verbose {
+        out.push_str(&super::text::cells_table(r, width));
+        out.push_str(&super::text::profiles_text(r));
+    } else {
+        out.push_str(&lines_of(r, width));
+        out.push_str(&profiles(r, width));
+    }
+    for line in r
+        .coverage
+        .iter()
+        .flat_map(|c| super::coverage::text(c).lines().map(String::from).collect::<Vec<_>>())
+    {
+        out.push_str(&wrap(&line, width, 4));
+    }
+    let wrap = |s: &str| wrap(s, width, 2);
+    out.push_str(&wrap(&r.detectable));
+    out.push_str(&wrap(&format!("floors: {}", r.floor_source)));
+    for n in &r.notes {
+        out.push_str(&wrap(&format!("note: {}", crate::ui::printable(n))));
     }
     out
 }

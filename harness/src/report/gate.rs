@@ -5,8 +5,9 @@
 //! panic, oops, BUG, hung task, a hang or no SSH) in the variant's boots when
 //! base's boots at that vCPU count have none — one panic is evidence enough,
 //! whatever a rate test says. Warns (fatal with `--strict`): `unsure` when
-//! the change's interval reaches beyond the threshold on the worse side, and
-//! `fails more?` (a larger failure share with a larger p).
+//! the change's interval reaches beyond the threshold on the worse side,
+//! `fails more?` (a larger failure share with a larger p), and `work per op
+//! differs` (the clock cannot judge the cell: `profile::work`).
 
 use super::{decision_text, Report};
 use crate::plan::CellKey;
@@ -84,7 +85,10 @@ pub fn judge(it: &GateItem) -> Option<(Call, String)> {
         ))
     } else if d.verdict == Verdict::Regressed || d.performance == Verdict::Regressed || fails_hard {
         Some((Call::Fails, what()))
-    } else if d.failures.is_some() || (d.performance == Verdict::Unsure && d.may_regress()) {
+    } else if d.failures.is_some()
+        || (d.performance == Verdict::Unsure && d.may_regress())
+        || d.performance == Verdict::WorkDiffers
+    {
         Some((Call::Warns, what()))
     } else {
         None

@@ -52,6 +52,7 @@ fn class_of(c: &Cell) -> &'static str {
         Some(Verdict::Small) => "small",
         Some(Verdict::Unsure) => "unsure",
         Some(Verdict::FailsMore) => "failsmore",
+        Some(Verdict::WorkDiffers) => "workdiffers",
         _ => "",
     }
 }

@@ -34,9 +34,10 @@ use crate::store::Run;
 use crate::vm::MeasureClock;
 
 pub use cells::{build_from, run_clock};
+pub use compact::{table, table_as};
 pub use gate::{gate, report_gate, second_stage_cells, Gate, GateItem};
 pub use rule::rule_text;
-pub use text::{cell_text, csv, decision_text, num, table, table_as};
+pub use text::{cell_text, csv, decision_text, num};
 
 /// One variant's cell in a row.
 #[derive(Debug, Clone, Serialize)]
@@ -239,6 +240,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.shards = acc.shards;
     let mut notes = Vec::new();
     let (dir, events, from) = profiles::source(run, events)?;
+    profiles::mark_work(&dir, &events, from.as_deref(), &meta.matrix, &mut r, &mut Vec::new());
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
     r.coverage = coverage::read(&run.dir)?;

@@ -139,9 +139,60 @@ pub fn cell(
     Ok(diff::diff(&base, &var, None, &diff::Options::default()))
 }
 
-/// Whether a cell's verdict says its measurements changed.
+/// Whether a cell's verdict says its measurements changed (or that its
+/// arms' work per op did).
 fn called(v: Verdict) -> bool {
-    matches!(v, Verdict::Regressed | Verdict::Improved | Verdict::Unsure)
+    matches!(
+        v,
+        Verdict::Regressed | Verdict::Improved | Verdict::Unsure | Verdict::WorkDiffers
+    )
+}
+
+/// Whether a metric is judged per op of its benchmark, so that a change in
+/// the work per op makes it incomparable: every metric but a per-call one.
+fn per_op(metric: &str) -> bool {
+    !metric.ends_with("_per_call")
+}
+
+/// Labels every compared cell of `r` whose arms did different amounts of
+/// their benchmark's unit of work per op ([`profile::work`], from the run's
+/// own boots' profiles): its per-op verdicts become
+/// [`Verdict::WorkDiffers`]. Profiles of profile boots (`from`) measure other
+/// boots than the cells', so they label nothing.
+pub fn mark_work(
+    dir: &Path,
+    events: &[Event],
+    from: Option<&str>,
+    m: &crate::config::Matrix,
+    r: &mut Report,
+    notes: &mut Vec<String>,
+) {
+    if from.is_some() || !events.iter().any(|e| matches!(e, Event::Profile { .. })) {
+        return;
+    }
+    let mut seen: BTreeMap<(String, u32, String), Option<crate::stats::WorkCalls>> = BTreeMap::new();
+    for row in r.rows.iter_mut().filter(|row| per_op(&row.metric)) {
+        let Some(unit) = m.benchmark(&row.benchmark).map(crate::bench::unit_of_work) else {
+            continue;
+        };
+        for c in row.cells.iter_mut().filter(|c| c.variant != "base" && !unit.is_empty()) {
+            let Some(d) = c.decision.as_mut() else { continue };
+            let key = (row.benchmark.clone(), row.vcpus, c.variant.clone());
+            let work = *seen.entry(key).or_insert_with(|| {
+                let base = boots(dir, events, "base", row.vcpus, &row.benchmark, notes);
+                let var = boots(dir, events, &c.variant, row.vcpus, &row.benchmark, notes);
+                profile::work::work_per_op(&base, &var, None, &unit, &diff::Options::default())
+                    .filter(|w| w.differs)
+                    .map(|w| crate::stats::WorkCalls {
+                        base: w.base.median,
+                        new: w.variant.median,
+                    })
+            });
+            if let Some(w) = work {
+                d.work_differs(w);
+            }
+        }
+    }
 }
 
 /// The differential profile of every called cell of `r` that has profiles
@@ -216,6 +267,94 @@ mod tests {
 
     fn window(f_insns: u64, ops: u64) -> String {
         format!("harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops {ops} missing 0\nvcpus 2\ntotal {t} 1 0 0\nkernel {f_insns} 1 0 0\nf f {f_insns} 1 0 0\nf [user] 100 0 0 0\n", t = f_insns + 100)
+    }
+
+    /// A doexec run, base at 1000 execs/s and `v` at 1200 (improved), whose
+    /// boots' profiles call `bprm_execve` `calls[arm]` times in 10 ops.
+    fn work_run(calls: [u64; 2]) -> (tempfile::TempDir, crate::records::RunMeta, Vec<Event>, Report) {
+        use crate::report::tests::{boots as run_boots, meta_with};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2, warmup_repetitions: 1}");
+        let mut rec = (vec![], vec![]);
+        run_boots("base", 5, 1000.0, &mut rec);
+        run_boots("v", 5, 1200.0, &mut rec);
+        for (arm, n) in [("base", calls[0]), ("v", calls[1])] {
+            for b in 0..5 {
+                let id = format!("{arm}-2cpu-b{b}");
+                rec.1.push(profile_of("d", arm, &id, false, 1, Some(10)));
+                let text = format!("{}f bprm_execve {} {n} 0 0\n", window(1000, 10), 50 * n);
+                std::fs::write(d.path().join(format!("profiles/{id}.profile.1")), text).unwrap();
+            }
+        }
+        let r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        (d, meta, rec.1, r)
+    }
+
+    #[test]
+    fn a_cell_whose_unit_of_work_per_op_differs_is_labelled_not_called() {
+        let (d, meta, events, mut r) = work_run([10, 7]);
+        assert_eq!(
+            r.rows[0].cells[1].decision.unwrap().verdict,
+            Verdict::Improved,
+            "before the check"
+        );
+        mark_work(d.path(), &events, None, &meta.matrix, &mut r, &mut vec![]);
+        let dec = r.rows[0].cells[1].decision.unwrap();
+        assert_eq!(
+            (dec.verdict, dec.performance),
+            (Verdict::WorkDiffers, Verdict::WorkDiffers)
+        );
+        let w = dec.work.unwrap();
+        assert_eq!((w.base, w.new), (1.0, 0.7));
+        let text = crate::report::decision_text(&dec);
+        assert!(
+            text.starts_with("work per op differs (1.00 → 0.70 calls/op): not comparable under this clock (p="),
+            "{text}"
+        );
+        let table = crate::report::table(&r);
+        assert!(
+            table.contains("work per op differs (1.00 → 0.70 calls/op)")
+                && !table
+                    .lines()
+                    .any(|l| l.starts_with("d ") && (l.contains("better") || l.contains("improved"))),
+            "{table}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        let cell = &json["rows"][0]["cells"][1]["decision"];
+        assert_eq!(
+            (cell["verdict"].as_str(), cell["work"]["new"].as_f64()),
+            (Some("work_differs"), Some(0.7))
+        );
+        let g = crate::report::report_gate(&r, &meta.matrix.key_metrics);
+        assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
+        assert!(g.warnings[0].contains("not comparable under this clock"), "{g:?}");
+        let x = crate::report::junit::junit(&r, &meta.matrix.key_metrics, false);
+        assert!(x.contains("work per op differs") && x.contains("failures=\"0\""), "{x}");
+        let html = crate::report::html::render(&r).unwrap();
+        assert!(html.contains("class=\"num workdiffers\""), "the HTML cell is marked");
+        assert!(html.contains("work per op differs"), "and labelled");
+    }
+
+    #[test]
+    fn the_same_work_per_op_or_profile_boots_keep_the_verdict() {
+        let (d, meta, events, mut r) = work_run([10, 10]);
+        mark_work(d.path(), &events, None, &meta.matrix, &mut r, &mut vec![]);
+        assert_eq!(r.rows[0].cells[1].decision.unwrap().verdict, Verdict::Improved);
+        let (d, meta, events, mut r) = work_run([10, 7]);
+        mark_work(
+            d.path(),
+            &events,
+            Some(FROM_PROFILE_BOOTS),
+            &meta.matrix,
+            &mut r,
+            &mut vec![],
+        );
+        assert_eq!(
+            r.rows[0].cells[1].decision.unwrap().verdict,
+            Verdict::Improved,
+            "profile boots are other boots than the cell's"
+        );
     }
 
     #[test]

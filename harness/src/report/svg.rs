@@ -2,7 +2,7 @@
 //! interval against vCPUs on a linear axis from 0, one line per variant, each
 //! interval bar on its point; a linear-scaling reference only when asked, for
 //! throughput whose workers follow the vCPU count), a differential profile's
-//! bars (the forest plot and a cell's boots are in [`super::plots`]); and a nightly trend (median and interval per night,
+//! bars (the forest plot and a cell's boots are in `plots.rs`); and a nightly trend (median and interval per night,
 //! change points marked, each point a link to its run's report). Pure functions from numbers to SVG text; no fonts or
 //! external files needed.
 

@@ -138,6 +138,23 @@ fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
     )
 }
 
+/// `work per op differs (N → M calls/op): not comparable under this clock`.
+pub fn work_text(d: &Decision) -> String {
+    let (b, n) = d.work.map_or((0.0, 0.0), |w| (w.base, w.new));
+    let calls = |x: f64| {
+        if x.abs() >= 100.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.2}")
+        }
+    };
+    format!(
+        "work per op differs ({} → {} calls/op): not comparable under this clock",
+        calls(b),
+        calls(n)
+    )
+}
+
 fn performance_text(d: &Decision) -> String {
     let (Some(p), Some(q)) = (d.p, d.q) else {
         return format!("? (n={}/{} boots)", d.n_base, d.n_new);
@@ -162,6 +179,8 @@ fn performance_text(d: &Decision) -> String {
             "{change}unsure: needs more boots ({pq}, threshold {:.1}%)",
             d.floor * 100.0
         ),
+        // no "better by"/"worse by": the change measures how the op was filled
+        Verdict::WorkDiffers => format!("{} ({pq})", work_text(d)),
         v => format!("{change}{} ({pq}, threshold {:.1}%)", v.symbol(), d.floor * 100.0),
     }
 }
@@ -179,45 +198,6 @@ pub(super) fn shorten(s: &str, n: usize) -> String {
 /// ([`crate::ui::printable`]): guest text in a table cell prints as text.
 pub fn printable_lines(s: &str) -> String {
     s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
-}
-
-/// The terminal table (guest text escaped), compact and drawn to the
-/// terminal's width ([`super::compact::terminal_width`]).
-pub fn table(r: &Report) -> String {
-    table_as(r, super::compact::terminal_width(), false)
-}
-
-/// The report as text drawn to `width`: one line per cell
-/// ([`super::compact`]), or with `verbose` every cell's full text.
-pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
-    let mut out = format!(
-        "run {} (started {}){}\n",
-        printable(&r.run_id),
-        printable(&r.started),
-        if r.complete { "" } else { " — INCOMPLETE" }
-    );
-    out.push_str(&super::compact::wrap(&format!("clock: {}", r.clock_text), width, 2));
-    if verbose {
-        out.push_str(&cells_table(r, width));
-        out.push_str(&profiles_text(r));
-    } else {
-        out.push_str(&super::compact::table(r, width));
-        out.push_str(&super::compact::profiles(r, width));
-    }
-    for line in r
-        .coverage
-        .iter()
-        .flat_map(|c| super::coverage::text(c).lines().map(String::from).collect::<Vec<_>>())
-    {
-        out.push_str(&super::compact::wrap(&line, width, 4));
-    }
-    let wrap = |s: &str| super::compact::wrap(s, width, 2);
-    out.push_str(&wrap(&r.detectable));
-    out.push_str(&wrap(&format!("floors: {}", r.floor_source)));
-    for n in &r.notes {
-        out.push_str(&wrap(&format!("note: {}", printable(n))));
-    }
-    out
 }
 
 /// Every cell's full text ([`cell_text`]) in a table of one column per
@@ -252,7 +232,7 @@ pub fn cells_table(r: &Report, width: usize) -> String {
 
 /// Under the table, each called cell's differential kernel profile: its
 /// top rows (`harness explain` prints them all).
-fn profiles_text(r: &Report) -> String {
+pub(super) fn profiles_text(r: &Report) -> String {
     let mut out = String::new();
     for p in &r.profiles {
         out.push_str(&format!(

@@ -39,6 +39,13 @@ pub enum Verdict {
     FailsMore,
     /// Too few boots (fewer than `min_boots` on a side) or unusable data.
     Insufficient,
+    /// The two arms did different amounts of their benchmark's unit of work
+    /// per op (its kernel profile's calls per op differ beyond their noise):
+    /// under this clock a rate or a per-op count then measures how the op
+    /// was filled, not what the code costs, so the cell is not called
+    /// (`Decision::work` holds the calls per op).
+    #[serde(rename = "work_differs")]
+    WorkDiffers,
 }
 
 impl Verdict {
@@ -54,6 +61,7 @@ impl Verdict {
             Verdict::Unsure => "unsure",
             Verdict::FailsMore => "fails more",
             Verdict::Insufficient => "?",
+            Verdict::WorkDiffers => "not comparable",
         }
     }
 }
@@ -120,6 +128,16 @@ impl Comparison {
     }
 }
 
+/// A benchmark's unit-of-work calls per op in base's and the new variant's
+/// kernel profiles (medians over boots).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WorkCalls {
+    /// Base.
+    pub base: f64,
+    /// New variant.
+    pub new: f64,
+}
+
 /// The verdict for one cell and the numbers behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
@@ -163,9 +181,27 @@ pub struct Decision {
     pub higher_is_better: bool,
     /// Set when the new variant fails more often than base.
     pub failures: Option<FailureRate>,
+    /// The unit of work's calls per op, base and new, when they differ
+    /// beyond their noise and the verdict is [`Verdict::WorkDiffers`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkCalls>,
 }
 
 impl Decision {
+    /// The cell's arms did `work` unit-of-work calls per op apart: its
+    /// measurement verdict becomes [`Verdict::WorkDiffers`] (and so its
+    /// verdict, unless that is `FailsMore` or `Insufficient`).
+    pub fn work_differs(&mut self, work: WorkCalls) {
+        if self.performance == Verdict::Insufficient {
+            return;
+        }
+        self.work = Some(work);
+        self.performance = Verdict::WorkDiffers;
+        if self.verdict != Verdict::FailsMore {
+            self.verdict = Verdict::WorkDiffers;
+        }
+    }
+
     /// The change as a signed "worse by" fraction with its interval:
     /// `(worse, lo, hi)`, positive when the new variant is worse whatever the
     /// metric's direction (`1 - ratio` for throughput, `ratio - 1` for latency).
@@ -355,6 +391,7 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         floor,
         higher_is_better: c.higher_is_better,
         failures: c.failures.and_then(|f| fails_more(f, rule.alpha)),
+        work: None,
     };
     if let Some(t) = t {
         let significant = q <= rule.alpha;

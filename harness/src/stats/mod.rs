@@ -48,7 +48,7 @@ mod tests;
 pub use bootstrap::{bootstrap_ratio_of_medians, RatioCi};
 pub use decide::{
     classify, decide_all, decide_pretested, detectable_change, minimum_detectable_effect, relative_spread, Comparison,
-    Decision, FailureRate, Failures, Pretested, Rule, Verdict,
+    Decision, FailureRate, Failures, Pretested, Rule, Verdict, WorkCalls,
 };
 pub use descriptive::{median, median_ci_indices, summarize, Summary};
 pub use fdr::benjamini_hochberg;

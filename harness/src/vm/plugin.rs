@@ -33,7 +33,7 @@ impl Plugin {
     /// The `-plugin` option's value.
     pub fn arg(&self) -> String {
         format!(
-            "{},symbols={},out={},each=on",
+            "{},symbols={},out={},each=on,syscalls=on",
             self.so.display(),
             self.symbols.display(),
             self.out.display()
@@ -124,7 +124,7 @@ mod tests {
         };
         assert_eq!(
             p.arg(),
-            "/t/release/libharness_profiler.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on"
+            "/t/release/libharness_profiler.so,symbols=/k/vmlinux.syms,out=/r/profiles/b.profile,each=on,syscalls=on"
         );
         assert_eq!(p.window(2), PathBuf::from("/r/profiles/b.profile.2"));
     }

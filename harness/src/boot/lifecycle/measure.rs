@@ -94,7 +94,7 @@ impl Boot<'_, '_> {
             t.pace.observe(wall, g);
         }
         let (event, ops) = self.outcome(b, rep, &out)?;
-        self.with_profile(t, event, ops).map(Ok)
+        self.with_profile(t, &crate::bench::unit_of_work(b), event, ops).map(Ok)
     }
 
     /// A repetition's output read: its metrics (and the op count the
@@ -134,8 +134,8 @@ impl Boot<'_, '_> {
     /// repetition's metrics, and the window is told as a `Profile`. A
     /// failed repetition's window is passed over. `ops`, the op count the
     /// output gave, is written into a window closed without one.
-    fn with_profile(&mut self, t: &mut Try, mut event: BootEvent, ops: Option<u64>) -> Result<()> {
-        let Some(w) = t.windows.as_mut().and_then(|w| w.take(ops)) else {
+    fn with_profile(&mut self, t: &mut Try, unit: &[&str], mut event: BootEvent, ops: Option<u64>) -> Result<()> {
+        let Some(w) = t.windows.as_mut().and_then(|w| w.take(ops, unit)) else {
             return self.tell(event);
         };
         let BootEvent::RepetitionDone {

@@ -6,7 +6,7 @@
 //! stage, the history) grouped by their words. `--verbose` prints the full
 //! cell text instead ([`super::text::cells_table`]).
 
-use comfy_table::{CellAlignment, ContentArrangement, Table, TableStyle};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, TableStyle, Width};
 
 use super::text::{boots_text, num, p_text, printable_lines, shorten};
 use super::{Cell, Report, Row};
@@ -150,7 +150,8 @@ fn grid(lines: &[Line], width: usize) -> String {
     let one = (names.len() == 1).then(|| names[0]);
     let mut header = vec!["benchmark", "metric", "vCPUs", "base"];
     header.extend(match one {
-        Some(v) => vec![v],
+        Some(v) if named_header(lines, v, width) => vec![v],
+        Some(_) => vec!["variant"],
         None => vec!["variant", "value"],
     });
     header.extend(["change", "verdict", "p/q"]);
@@ -174,6 +175,26 @@ fn grid(lines: &[Line], width: usize) -> String {
         .collect();
     let values = if one.is_some() { 4 } else { 5 };
     lines_table(&header, rows, &[2, 3, values], width)
+}
+
+/// Whether the one variant's name can head its column: the table still
+/// fits `width` with no word broken (else the column is headed `variant`
+/// and the legend names it).
+fn named_header(lines: &[Line], name: &str, width: usize) -> bool {
+    let longest = |f: &dyn Fn(&Line) -> String| lines.iter().map(|l| f(l).chars().count()).max().unwrap_or(0);
+    let d = |l: &Line| decision_cells(l.cell.and_then(|c| c.decision.as_ref()));
+    let values = longest(&|l| value(l.cell)).max(name.chars().count());
+    let widths = [
+        longest(&|l| l.row.benchmark.clone()).max(9),
+        longest(&|l| metric_text(l.row)).max(6),
+        5,
+        longest(&|l| value(l.base)).max(4),
+        values,
+        longest(&|l| d(l)[0].clone()).max(6),
+        longest(&|l| d(l)[1].clone()).max(7),
+        longest(&|l| d(l)[2].clone()).max(3),
+    ];
+    widths.iter().sum::<usize>() + 2 * (widths.len() - 1) <= width
 }
 
 /// `execs_per_s ↑`: a metric with its direction.
@@ -209,14 +230,18 @@ pub fn lines_table(header: &[&str], rows: Vec<Vec<String>>, right: &[usize], wid
         t.add_row(cells.iter().map(|c| printable_lines(c)).collect::<Vec<_>>());
     }
     let cols = t.column_count();
+    let gaps: Vec<u16> = (0..cols)
+        .map(|i| match i {
+            _ if i + 1 == cols => 0,
+            2 => 1,
+            _ => 2,
+        })
+        .collect();
+    let least = least_widths(&t, &gaps, width);
     for i in 0..cols {
         if let Some(c) = t.column_mut(i) {
-            let gap = match i {
-                _ if i + 1 == cols => 0,
-                2 => 1,
-                _ => 2,
-            };
-            c.set_padding((0, gap));
+            c.set_padding((0, gaps[i]));
+            c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(least[i] + gaps[i])));
             if right.contains(&i) {
                 c.set_cell_alignment(CellAlignment::Right);
             }
@@ -224,6 +249,34 @@ pub fn lines_table(header: &[&str], rows: Vec<Vec<String>>, right: &[usize], wid
     }
     let text: Vec<String> = t.lines().map(|l| l.trim_end().to_string()).collect();
     text.join("\n") + "\n"
+}
+
+/// The least widths (padding excluded) that keep the columns of `t`
+/// unbroken: each cell's whole line where all of those fit `width` with
+/// the `gaps`, else each word: a table too wide for `width` runs over it
+/// rather than break a number or a name (a cut number reads as another).
+fn least_widths(t: &Table, gaps: &[u16], width: usize) -> Vec<u16> {
+    let longest = |i: usize, unit: &dyn Fn(&str) -> Vec<usize>| {
+        let head = t.header().and_then(|h| h.cell_iter().nth(i)).map(|c| c.content());
+        let head = head
+            .iter()
+            .flat_map(|h| h.split_whitespace().map(|w| w.chars().count()))
+            .max();
+        let cells = t
+            .row_iter()
+            .filter_map(|r| r.cell_iter().nth(i))
+            .flat_map(|c| unit(&c.content()))
+            .max();
+        head.unwrap_or(0).max(cells.unwrap_or(0)) as u16
+    };
+    let lines = |s: &str| s.lines().map(|l| l.chars().count()).collect::<Vec<_>>();
+    let words = |s: &str| s.split_whitespace().map(|w| w.chars().count()).collect::<Vec<_>>();
+    let need = |w: &[u16]| w.iter().chain(gaps).map(|&x| x as usize).sum::<usize>();
+    let whole: Vec<u16> = (0..gaps.len()).map(|i| longest(i, &lines)).collect();
+    if need(&whole) <= width {
+        return whole;
+    }
+    (0..gaps.len()).map(|i| longest(i, &words)).collect()
 }
 
 /// A cell's notes that a compact line leaves out: a failure, a failure
@@ -355,7 +408,14 @@ fn units(lines: &[Line]) -> String {
 pub fn lines_of(r: &Report, width: usize) -> String {
     let lines = lines(r);
     let mut out = grid(&lines, width);
-    out.push_str(&wrap(&legend(r, &lines), width, 2));
+    let names = variants(&lines);
+    let mut legend = legend(r, &lines);
+    if let [one] = names[..] {
+        if !named_header(&lines, one, width) {
+            legend = format!("variant: {one}; {legend}");
+        }
+    }
+    out.push_str(&wrap(&legend, width, 2));
     for (row, c) in r.rows.iter().flat_map(|row| row.cells.iter().map(move |c| (row, c))) {
         if let Some(d) = c.decision.as_ref().filter(|d| d.work.is_some()) {
             let what = format!("{} {} at {} vCPUs, {}", row.benchmark, row.metric, row.vcpus, c.variant);
@@ -488,6 +548,31 @@ mod tests {
         );
         assert_eq!(wrap("short", 40, 2), "short\n");
         assert_eq!(wrap("  lead kept", 40, 4), "  lead kept\n");
+    }
+
+    /// The quick pair's shape at 100 columns: a long variant name and a
+    /// long metric; no line over 100, no name broken across lines.
+    #[test]
+    fn no_word_is_broken_to_fit_the_width() {
+        use crate::report::tests::{boots, meta_with};
+        let meta = meta_with(&["base", "no-pcpcntr-grouping"], "{boots: 5, repetitions: 1}");
+        let mut rec = (Vec::new(), Vec::new());
+        boots("base", 5, 2814.0, &mut rec);
+        boots("no-pcpcntr-grouping", 5, 2781.0, &mut rec);
+        let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        r.rows[0].benchmark = "static-doexec".into();
+        r.rows[0].metric = "kernel_insns_per_op".into();
+        let text = crate::report::table_as(&r, 100, false);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(text.contains("kernel_insns_per_op ↑"), "{text}");
+        assert!(
+            text.contains("variant: no-pcpcntr-grouping;"),
+            "the legend names it: {text}"
+        );
+        let wide = crate::report::table_as(&r, 140, false);
+        let header = wide.lines().find(|l| l.starts_with("benchmark")).unwrap();
+        assert!(header.contains("no-pcpcntr-grouping"), "{wide}");
+        assert!(!wide.contains("variant: no-pcpcntr-grouping;"), "{wide}");
     }
 
     /// Three variants with long names, history on every cell: one line a

@@ -204,7 +204,7 @@ pub fn key_cells(r: &Report, key: &[String]) -> Vec<String> {
                     "median {:.6} {} ({:.6} to {:.6}, {} boots)",
                     s.median, row.unit, s.ci_lo, s.ci_hi, c.n
                 ),
-                (None, Some(f)) => format!("no value: {f}"),
+                (None, Some(f)) => format!("no value: {}", f.text),
                 (None, None) => "no value".into(),
             };
             let standing = c

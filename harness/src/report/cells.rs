@@ -9,6 +9,7 @@ use super::rule::rule_text;
 use super::scan::{scan, Scan};
 use super::{BootRow, Cell, Floors, Report, Row};
 use crate::config::Matrix;
+use crate::plan::CellKey;
 use crate::records::{Event, RunMeta, Sample};
 use crate::stats::{self, Comparison, Failures, Rule};
 use crate::vm::MeasureClock;
@@ -82,7 +83,11 @@ fn failure_counts(
         failed: 0,
         timed_out: 0,
     };
-    for (id, _) in s.ended.iter().filter(|(_, (v, n))| v == variant && *n == vcpus) {
+    let cell = CellKey::new(variant, vcpus);
+    let not_booted = s.not_booted.iter().filter(|j| j.cell() == cell).count();
+    c.ended += not_booted;
+    c.failed += not_booted;
+    for (id, _) in s.ended.iter().filter(|(_, k)| **k == cell) {
         c.ended += 1;
         let reps: BTreeSet<u32> = samples
             .iter()
@@ -115,16 +120,13 @@ fn make_cell(x: &CellInput, variant: &str) -> Cell {
     let groups = by_boot(x.counted, variant, x.vcpus, x.bench, x.metric);
     let boots: Vec<f64> = groups.iter().filter_map(|g| stats::median(g)).collect();
     let counts = failure_counts(x.scan, x.counted, variant, x.vcpus, x.bench, x.planned);
+    let cell = CellKey::new(variant, x.vcpus);
     let failure = x
         .scan
         .variant_fail
         .get(variant)
-        .or_else(|| {
-            x.scan
-                .cell_fail
-                .get(&(variant.to_string(), x.vcpus, x.bench.to_string()))
-        })
-        .or_else(|| x.scan.boot_fail.get(&(variant.to_string(), x.vcpus)))
+        .or_else(|| x.scan.cell_fail.get(&(cell.clone(), x.bench.to_string())))
+        .or_else(|| x.scan.boot_fail.get(&cell))
         .cloned();
     let n_warmup = x
         .counted

@@ -284,13 +284,13 @@ fn least_widths(t: &Table, gaps: &[u16], width: usize) -> Vec<u16> {
 fn notes_of(c: &Cell) -> Vec<String> {
     let mut out = Vec::new();
     match (&c.summary, &c.failure) {
-        (None, Some(f)) => out.push(format!("FAILED: {}", shorten(f, 80))),
+        (None, Some(f)) => out.push(format!("FAILED: {}", shorten(&f.text, 80))),
         (Some(_), f) if c.boots_failed > 0 => out.push(format!(
             "failed in {}/{} boots{}",
             c.boots_failed,
             c.boots_ended,
-            f.as_deref()
-                .map(|f| format!(": {}", shorten(f, 60)))
+            f.as_ref()
+                .map(|f| format!(": {}", shorten(&f.text, 60)))
                 .unwrap_or_default()
         )),
         _ => {}

@@ -29,9 +29,10 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::records::{Event, Failed};
 use crate::stats::{Decision, Rule, Summary};
 use crate::store::Run;
-use crate::vm::MeasureClock;
+use crate::vm::{Accel, MeasureClock};
 
 pub use cells::{build_from, run_clock};
 pub use compact::{table, table_as};
@@ -60,7 +61,7 @@ pub struct Cell {
     pub decision: Option<Decision>,
     /// Why there is no value, or why some boots have none: a failed patch,
     /// build, boot or benchmark.
-    pub failure: Option<String>,
+    pub failure: Option<CellFailure>,
     /// Boots of this variant at this vCPU count that ended.
     pub boots_ended: usize,
     /// Of those, boots in which this benchmark failed or did not finish.
@@ -84,6 +85,55 @@ pub struct Cell {
     /// benchmark measures vCPUs waiting for a host CPU as much as the kernel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overcommitted: bool,
+}
+
+/// A failed step behind a cell: where and why, as the run recorded it
+/// (`failed`: None for records from before stages were recorded), and its
+/// text. Serialised as the text alone, as report files have always held it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellFailure {
+    /// The stage and cause.
+    pub failed: Option<Failed>,
+    /// What the step said.
+    pub text: String,
+}
+
+impl CellFailure {
+    /// The failure `text` of the event `e`.
+    pub fn of(text: &str, e: &Event) -> CellFailure {
+        CellFailure {
+            failed: e.failed(),
+            text: text.to_string(),
+        }
+    }
+}
+
+impl Serialize for CellFailure {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+/// One variant's build, for the report's build table. Serialised as
+/// `[variant, seconds, cached, error]`, as report files have always held it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildRow {
+    /// Variant.
+    pub variant: String,
+    /// Seconds the build took (0 when cached).
+    pub build_s: f64,
+    /// Taken from the kernel cache.
+    pub cached: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The stage and cause of that failure.
+    pub failed: Option<Failed>,
+}
+
+impl Serialize for BuildRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        (&self.variant, self.build_s, self.cached, &self.error).serialize(s)
+    }
 }
 
 /// One row: a metric at a vCPU count.
@@ -117,7 +167,7 @@ pub struct BootRow {
     /// vCPUs.
     pub vcpus: u32,
     /// Accelerator.
-    pub accel: String,
+    pub accel: Accel,
     /// Kernel image booted.
     pub image: String,
     /// Seconds to SSH.
@@ -157,8 +207,8 @@ pub struct Report {
     pub boots: Vec<BootRow>,
     /// Series states.
     pub series: Vec<(String, String)>,
-    /// Builds: variant, seconds, cached, error.
-    pub builds: Vec<(String, f64, bool, Option<String>)>,
+    /// Builds, in the order they were recorded.
+    pub builds: Vec<BuildRow>,
     /// Notices and failures worth reading.
     pub notes: Vec<String>,
     /// The rule used.

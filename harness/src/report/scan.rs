@@ -3,23 +3,29 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::BootRow;
+use super::{BootRow, BuildRow, CellFailure};
+use crate::plan::{CellKey, JobId};
 use crate::records::Event;
 
 /// What the events say about boots and failures.
 #[derive(Default)]
 pub(super) struct Scan {
-    pub(super) variant_fail: BTreeMap<String, String>,
-    pub(super) cell_fail: BTreeMap<(String, u32, String), String>,
-    pub(super) boot_fail: BTreeMap<(String, u32), String>,
-    /// boot id → (variant, vCPUs) of every boot that ended.
-    pub(super) ended: BTreeMap<String, (String, u32)>,
+    /// A variant's failed patch, config or build step.
+    pub(super) variant_fail: BTreeMap<String, CellFailure>,
+    /// A cell's failed benchmark: (cell, benchmark) → the failure.
+    pub(super) cell_fail: BTreeMap<(CellKey, String), CellFailure>,
+    /// A cell's failed boot.
+    pub(super) boot_fail: BTreeMap<CellKey, CellFailure>,
+    /// boot id → cell of every boot that ended.
+    pub(super) ended: BTreeMap<String, CellKey>,
+    /// Jobs given up on before a boot: each counts as an ended, failed boot.
+    pub(super) not_booted: BTreeSet<JobId>,
     /// (boot id, benchmark) with a failed repetition.
     pub(super) bench_failed: BTreeSet<(String, String)>,
     pub(super) notes: Vec<String>,
     pub(super) boots: Vec<BootRow>,
     pub(super) series: Vec<(String, String)>,
-    pub(super) builds: Vec<(String, f64, bool, Option<String>)>,
+    pub(super) builds: Vec<BuildRow>,
     pub(super) jobs_ended: usize,
     /// (variant, vCPUs) → boot ids with a kernel fault: a panic, oops, BUG or
     /// hung task on the console, or a boot cut by a panic, a hang or no SSH.
@@ -101,7 +107,7 @@ fn boot_row(e: &Event) -> Option<BootRow> {
         boot_id: boot_id.clone(),
         variant: variant.clone(),
         vcpus: *vcpus,
-        accel: format!("{accel:?}").to_lowercase(),
+        accel: *accel,
         image: image.clone(),
         ready_s: *ready_s,
         kernel: env.as_ref().map(|e| e.kernel_release.clone()),
@@ -130,11 +136,11 @@ pub(super) fn scan(events: &[Event]) -> Scan {
         match e {
             // a step's outcome replaces the variant's earlier failure: a
             // `--resume` that patched, configured and built it repaired it
-            Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error),
+            Event::Patch { variant, error, .. } => variant_step(&mut s, variant, error, e),
             Event::Config {
                 variant, lost, error, ..
             } => {
-                variant_step(&mut s, variant, error);
+                variant_step(&mut s, variant, error, e);
                 if !lost.is_empty() {
                     let l: Vec<String> = lost.iter().map(|x| x.to_string()).collect();
                     s.notes
@@ -148,8 +154,14 @@ pub(super) fn scan(events: &[Event]) -> Scan {
                 error,
                 ..
             } => {
-                variant_step(&mut s, variant, error);
-                s.builds.push((variant.clone(), *build_s, *cached, error.clone()));
+                variant_step(&mut s, variant, error, e);
+                s.builds.push(BuildRow {
+                    variant: variant.clone(),
+                    build_s: *build_s,
+                    cached: *cached,
+                    error: error.clone(),
+                    failed: e.failed(),
+                });
             }
             Event::Series { series, state } => s.series.push((series.clone(), state.to_string())),
             Event::Boot { .. } => scan_boot(&mut s, e),
@@ -182,7 +194,11 @@ fn scan_boot(s: &mut Scan, e: &Event) {
         Some(err) if *retried => s
             .notes
             .push(format!("{boot_id}: {err}; QEMU's failure, the boot was started again")),
-        Some(err) => _ = s.boot_fail.insert((variant.clone(), *vcpus), err.clone()),
+        Some(err) => {
+            _ = s
+                .boot_fail
+                .insert(CellKey::new(variant, *vcpus), CellFailure::of(err, e))
+        }
         None => {}
     }
     s.boots.extend(boot_row(e));
@@ -207,17 +223,19 @@ fn scan_bench_failed(s: &mut Scan, e: &Event) {
     if failed.is_some_and(|f| matches!(f.cause, Cause::BenchTimeout | Cause::GuestHung)) {
         s.timed_out.insert((boot_id.clone(), benchmark.clone()));
     }
-    s.cell_fail
-        .insert((variant.clone(), *vcpus, benchmark.clone()), error.clone());
+    s.cell_fail.insert(
+        (CellKey::new(variant, *vcpus), benchmark.clone()),
+        CellFailure::of(error, e),
+    );
     s.bench_failed.insert((boot_id.clone(), benchmark.clone()));
     s.notes.push(format!("{boot_id} {benchmark} rep {repetition}: {error}"));
 }
 
 /// Records a patch, config or build outcome of `variant`: a failure, or a
 /// success that clears the failure of an earlier attempt.
-fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>) {
+fn variant_step(s: &mut Scan, variant: &str, error: &Option<String>, e: &Event) {
     match error {
-        Some(err) => s.variant_fail.insert(variant.to_string(), err.clone()),
+        Some(err) => s.variant_fail.insert(variant.to_string(), CellFailure::of(err, e)),
         None => s.variant_fail.remove(variant),
     };
 }
@@ -238,14 +256,15 @@ fn scan_boot_end(s: &mut Scan, e: &Event) {
     };
     s.jobs_ended += 1;
     if let Some(id) = boot_id {
-        s.ended.insert(id.clone(), (variant.clone(), *vcpus));
+        s.ended.insert(id.clone(), CellKey::new(variant, *vcpus));
     }
     if boot_id.is_none() && failed.is_some_and(|f| f.cause == crate::records::Cause::NotBooted) {
         // a job given up on counts as an ended boot without samples: a failed one
-        s.ended.insert(
-            format!("{variant}-{vcpus}cpu-b{boot} (not booted)"),
-            (variant.clone(), *vcpus),
-        );
+        s.not_booted.insert(JobId {
+            variant: variant.clone(),
+            vcpus: *vcpus,
+            boot: *boot,
+        });
     }
     if let Some(b) = boot_id
         .as_ref()
@@ -258,7 +277,9 @@ fn scan_boot_end(s: &mut Scan, e: &Event) {
         }
     }
     if let Some(err) = error {
-        s.boot_fail.entry((variant.clone(), *vcpus)).or_insert(err.clone());
+        s.boot_fail
+            .entry(CellKey::new(variant, *vcpus))
+            .or_insert_with(|| CellFailure::of(err, e));
     }
     for f in findings {
         s.notes.push(format!(

@@ -1,6 +1,6 @@
 //! Tests of the report model: cells, comparisons, the BH pass, text and CSV; fixtures other modules' tests share.
 use super::*;
-use crate::records::{Event, Host, RunMeta, Sample};
+use crate::records::{Cause, Event, Failed, Host, RunMeta, Sample, Stage};
 use crate::stats::Verdict;
 
 pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
@@ -268,7 +268,8 @@ fn a_qemu_crash_that_was_retried_is_not_the_kernels_failure() {
     rec.1.retain(|e| !matches!(e, Event::Boot { error: Some(_), .. }));
     rec.1.push(crashed);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
-    assert_eq!(r.rows[0].cells[1].failure.as_deref(), Some(crash));
+    let f = r.rows[0].cells[1].failure.as_ref().map(|f| f.text.as_str());
+    assert_eq!(f, Some(crash));
 }
 
 /// Issue 11 item 8: a build that failed (an interrupted `make` recorded
@@ -316,11 +317,17 @@ fn a_failure_repaired_by_resume_is_not_shown() {
         boot_id: "v-2cpu-b3".into(),
         repetition: 2,
         error: "killed at its 60 s timeout".into(),
-        failed: None,
+        failed: Some(Failed::new(Stage::Benchmark, Cause::BenchTimeout)),
     });
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let v = &r.rows[0].cells[1];
-    assert_eq!(v.failure.as_deref(), Some("killed at its 60 s timeout"));
+    let f = v.failure.clone().expect("the cell's failure");
+    assert_eq!(f.text, "killed at its 60 s timeout");
+    assert_eq!(
+        f.failed,
+        Some(Failed::new(Stage::Benchmark, Cause::BenchTimeout)),
+        "the report keeps the recorded stage and cause"
+    );
     let text = cell_text(v);
     assert!(
         !text.contains("build failed") && text.contains("(failed in 1/5 boots: killed at"),

@@ -79,7 +79,7 @@ fn summary_text(s: &Summary) -> String {
 pub fn cell_text(c: &Cell) -> String {
     let mut s = match (&c.summary, &c.failure) {
         (Some(sm), _) => format!("{} n={}", summary_text(sm), boots_text(c)),
-        (None, Some(f)) => format!("FAILED: {}", shorten(f, 60)),
+        (None, Some(f)) => format!("FAILED: {}", shorten(&f.text, 60)),
         (None, None) => "-".into(),
     };
     if let Some(d) = &c.decision {
@@ -89,8 +89,8 @@ pub fn cell_text(c: &Cell) -> String {
     if c.summary.is_some() && c.boots_failed > 0 {
         let why = c
             .failure
-            .as_deref()
-            .map(|f| format!(": {}", shorten(f, 40)))
+            .as_ref()
+            .map(|f| format!(": {}", shorten(&f.text, 40)))
             .unwrap_or_default();
         s.push_str(&format!(
             "\n(failed in {}/{} boots{why})",
@@ -338,7 +338,7 @@ impl<'a> CsvRecord<'a> {
             verdict: d.map(|d| d.verdict.symbol()).unwrap_or_default(),
             boots_failed: c.boots_failed,
             boots_ended: c.boots_ended,
-            failure: neutral(c.failure.as_deref().unwrap_or_default()),
+            failure: neutral(c.failure.as_ref().map_or("", |f| f.text.as_str())),
         }
     }
 }

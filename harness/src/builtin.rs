@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::workdir::WorkDir;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
@@ -55,7 +56,7 @@ pub fn dir(work: &Path) -> PathBuf {
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    work.join("builtin").join(crate::util::hex(&h.finalize()[..8]))
+    WorkDir::at(work).builtin().join(crate::util::hex(&h.finalize()[..8]))
 }
 
 /// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,

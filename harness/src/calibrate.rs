@@ -16,6 +16,7 @@ use crate::config::{Matrix, Variant};
 use crate::records::{Event, RunMeta};
 use crate::report::{Floors, Report};
 use crate::stats::{self, Verdict};
+use crate::workdir::WorkDir;
 
 /// Name of the second arm.
 pub const ARM_B: &str = "base-again";
@@ -300,7 +301,7 @@ pub fn floors_for_run(work: &Path, meta: &RunMeta, events: &[Event]) -> Floors {
 
 /// Where calibrations live.
 pub fn path(work: &Path) -> PathBuf {
-    work.join("calibration.json")
+    WorkDir::at(work).calibration()
 }
 
 /// Every stored calibration (none when there is no file).

@@ -17,6 +17,7 @@ use crate::kernel::patch::{self, State};
 use crate::kernel::tree::{pristine_files, Tree};
 use crate::proc;
 use crate::vm;
+use crate::workdir::WorkDir;
 use crate::workdir::WorkLock;
 
 mod noise;
@@ -417,7 +418,7 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
         Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
         Ok(l) => l,
     };
-    let log = work.join("check.log");
+    let log = WorkDir::at(work).log("check");
     let (tree_dir, scratch, private) = match &lock {
         Ok(_) => match Tree::prepare(&m.kernel.source, work, &log) {
             Err(e) => return vec![item(Level::Error, "kernel tree", format!("{e:#}"))],
@@ -432,7 +433,7 @@ fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
                         tree.dir.display()
                     ),
                 ));
-                (tree.dir, work.join("scratch"), None)
+                (tree.dir, WorkDir::at(work).scratch(), None)
             }
         },
         Err(holder) => {

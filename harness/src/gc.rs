@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::workdir::LAST_USED;
+use crate::workdir::{WorkDir, LAST_USED};
 
 /// What to keep: the `keep` most recently used of each kind, and everything
 /// used within `days`.
@@ -90,7 +90,7 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 /// directory); `<key>.partial` is an interrupted build.
 fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (name, p) in entries(&work.join("kernels")) {
+    for (name, p) in entries(&WorkDir::at(work).kernels()) {
         if name.ends_with(".partial") {
             out.push(Victim {
                 bytes: disk_usage(&p),
@@ -114,7 +114,7 @@ fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
 /// Trees: `tree/<key>/` with its companions `tree/<key>.*` (patch stack,
 /// cached base configs, `last-used`); `<key>.partial` is an interrupted copy.
 fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
-    let all = entries(&work.join("tree"));
+    let all = entries(&WorkDir::at(work).trees());
     let mut units = Vec::new();
     for (name, p) in &all {
         if name.ends_with(".partial") {
@@ -171,7 +171,7 @@ fn busy(runs: &Path, id: &str) -> bool {
 /// `--resume`). The keys themselves stay.
 fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (name, p) in entries(&work.join("keys")) {
+    for (name, p) in entries(&WorkDir::at(work).keys()) {
         let mut cpios: Vec<PathBuf> = cpios(&p).collect();
         for (_, shard) in entries(&p)
             .into_iter()
@@ -235,10 +235,10 @@ fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
 
 /// The companions `tree/<key>.*` of a tree copy no longer there.
 fn orphans(work: &Path, out: &mut Vec<Victim>) {
-    let all = entries(&work.join("tree"));
+    let all = entries(&WorkDir::at(work).trees());
     for (name, p) in &all {
         let Some((key, _)) = name.split_once('.') else { continue };
-        if !name.ends_with(".partial") && !work.join("tree").join(key).is_dir() {
+        if !name.ends_with(".partial") && !WorkDir::at(work).tree(key).is_dir() {
             out.push(Victim {
                 bytes: disk_usage(p),
                 path: p.clone(),
@@ -270,10 +270,16 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Vi
     select(t, "tree", policy, now, &mut out);
     orphans(work, &mut out);
     select(run_images(work, runs), "image of run", policy, now, &mut out);
-    select(dirs(&work.join("try"), None), "try series", policy, now, &mut out);
+    select(
+        dirs(&WorkDir::at(work).try_series(), None),
+        "try series",
+        policy,
+        now,
+        &mut out,
+    );
     let current = crate::builtin::dir(work);
     select(
-        dirs(&work.join("builtin"), Some(&current)),
+        dirs(&WorkDir::at(work).builtin(), Some(&current)),
         "embedded files of another harness",
         policy,
         now,
@@ -309,13 +315,22 @@ pub fn usage(work: &Path, runs: &Path) -> Vec<(String, u64, usize)> {
             .filter(|(n, p)| p.is_dir() && !n.ends_with(".partial"))
             .count()
     };
-    let k = work.join("kernels");
-    let t = work.join("tree");
-    vec![
+    let wd = WorkDir::at(work);
+    let (k, t) = (wd.kernels(), wd.trees());
+    let mut v = vec![
         (format!("{} (kernels)", k.display()), disk_usage(&k), count(&k)),
         (format!("{} (tree copies)", t.display()), disk_usage(&t), count(&t)),
         (format!("{} (runs)", runs.display()), disk_usage(runs), count(runs)),
-    ]
+    ];
+    // what no harness wrote there: gc leaves it, `check` names it
+    v.extend(wd.unknown_entries().into_iter().map(|p| {
+        (
+            format!("{} (not the harness's: gc keeps it)", p.display()),
+            disk_usage(&p),
+            1,
+        )
+    }));
+    v
 }
 
 #[cfg(test)]
@@ -504,6 +519,25 @@ mod tests {
             ]
         );
         assert!(v[2].why.contains("tree copy gone"), "{:?}", v[2]);
+        // every entry the layout says gc ages is one gc looks at (tree: its orphans here)
+        for e in crate::workdir::ENTRIES
+            .iter()
+            .filter(|e| e.keep == crate::workdir::Keep::Aged)
+        {
+            let under = format!("work/{}/", e.name);
+            assert!(
+                names.iter().any(|n| n.starts_with(&under)),
+                "gc never ages {under}: {names:?}"
+            );
+        }
+        // what no harness wrote is not touched, and `check` names it
+        put(&work.join("my-notes/todo"), 10);
+        age(&work.join("my-notes"), 400);
+        let again = plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now());
+        assert!(again.iter().all(|v| !v.path.starts_with(work.join("my-notes"))));
+        assert!(usage(&work, &runs)
+            .iter()
+            .any(|(what, _, _)| what.contains("my-notes (not the harness's")));
     }
 
     #[test]

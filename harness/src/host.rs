@@ -226,7 +226,7 @@ pub fn load_per_cpu() -> Option<f64> {
 /// hosts holds one file per host, so no host rewrites another's.
 pub fn probe_path(work: &Path, key: &str) -> PathBuf {
     use sha2::Digest;
-    work.join("kvm-probe").join(format!(
+    crate::workdir::WorkDir::at(work).kvm_probe().join(format!(
         "{}.json",
         crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8])
     ))

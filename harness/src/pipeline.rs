@@ -31,6 +31,7 @@ use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
+use crate::workdir::WorkDir;
 
 pub use accel::{for_this_host, kvm_unusable, Plan, Restart};
 pub use parallel::jobs_at_once;
@@ -254,7 +255,7 @@ fn work_lock(opts: &Options) -> Result<crate::workdir::WorkLock> {
 /// that carry its host key. Never under `runs/`, which travels with
 /// archived runs.
 pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
-    work.join("keys").join(run_id)
+    WorkDir::at(work).run_keys(run_id)
 }
 
 /// Each variant's kernel and initramfs, or why it could not be made.

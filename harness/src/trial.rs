@@ -18,6 +18,7 @@ use crate::kernel::series::{self, Source};
 use crate::kernel::tree;
 use crate::records::{Cause, Event, Stage};
 use crate::store::Run;
+use crate::workdir::WorkDir;
 
 /// The name of the series, and of the variant that applies it.
 pub const SERIES: &str = "series";
@@ -68,13 +69,15 @@ pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
     let mut m = base_matrix(req, work)?;
     let (sources, base_ref) = sources(req, &mut m)?;
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-    let patches = series::collect(&sources, &work.join("try-format-patch.log"))?;
+    let patches = series::collect(&sources, &WorkDir::at(work).log("try-format-patch"))?;
     let mut h = Sha256::new();
     for (name, data) in &patches {
         h.update(name.as_bytes());
         h.update(data);
     }
-    m.series_dir = work.join("try").join(crate::util::hex(&h.finalize()[..8]));
+    m.series_dir = WorkDir::at(work)
+        .try_series()
+        .join(crate::util::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
     // the benchmarks the profile's variants run (`--bench`: those named)
     let benchmarks: Vec<String> = m

@@ -1,7 +1,12 @@
-//! The work directory's shared state (L2): its lock, and the last-use
-//! markers of the kernels and tree copies it caches (what `gc` reads).
+//! The work directory's shared state (L2): its layout ([`WorkDir`], every
+//! path under it named once), its lock, and the last-use markers of the
+//! kernels and tree copies it caches (what `gc` reads).
+
+mod layout;
 
 use std::path::Path;
+
+pub use layout::{entry_of, Entry, Keep, WorkDir, ENTRIES};
 
 use anyhow::{bail, Context, Result};
 
@@ -56,7 +61,7 @@ impl WorkLock {
         notice: impl Fn(&str),
     ) -> Result<WorkLock> {
         std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        let p = work.join("lock");
+        let p = WorkDir::at(work).lock_file();
         let until = std::time::Instant::now() + limit;
         let mut told = false;
         loop {
@@ -84,7 +89,7 @@ impl WorkLock {
     /// who holds it ([`SHARED_HOLDERS`] when runs do).
     pub fn try_acquire(work: &Path, what: &str) -> Result<std::result::Result<WorkLock, String>> {
         std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        let p = work.join("lock");
+        let p = WorkDir::at(work).lock_file();
         Ok(match Flock::try_take(&p, what)? {
             Ok(l) => Ok(WorkLock { _lock: l }),
             // a shared lock is to be had: only runs hold it (they write no name)
@@ -96,7 +101,7 @@ impl WorkLock {
 
 /// `work/locks/<name>`: the lock files of steps runs take turns at.
 pub fn lock_path(work: &Path, name: &str) -> std::path::PathBuf {
-    work.join("locks").join(name)
+    WorkDir::at(work).locks().join(name)
 }
 
 /// Takes the exclusive lock `work/locks/<name>` on `what` (the shared
@@ -106,7 +111,7 @@ pub fn lock_path(work: &Path, name: &str) -> std::path::PathBuf {
 pub fn lock_waiting(work: &Path, name: &str, what: &str, by: &str, notice: impl Fn(&str)) -> Result<Flock> {
     let p = lock_path(work, name);
     std::fs::create_dir_all(p.parent().unwrap_or(work))
-        .with_context(|| format!("create {}", work.join("locks").display()))?;
+        .with_context(|| format!("create {}", WorkDir::at(work).locks().display()))?;
     let mut told = false;
     loop {
         match Flock::try_take(&p, by)? {

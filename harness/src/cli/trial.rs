@@ -143,7 +143,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     ) = a.request();
     crate::proc::install_signal_handler()?;
     let m = trial::matrix(&req, &g.work_dir)?;
-    let scratch = g.work_dir.join(format!("try-preflight-{}", std::process::id()));
+    let scratch = crate::workdir::WorkDir::at(&g.work_dir).try_preflight(std::process::id());
     if let Some(why) = trial::preflight(&m, &scratch)? {
         eprintln!("try: {}", crate::ui::printable(&why.to_string()));
         if g.json {

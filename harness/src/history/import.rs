@@ -16,6 +16,7 @@ use crate::proc::Cmd;
 use crate::records::{Event, RunMeta};
 use crate::report::{self, Floors, Report};
 use crate::store::Run;
+use crate::workdir::WorkDir;
 
 /// What adding a run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -265,7 +266,7 @@ fn insert_variants(
         let (key, release) = build.unwrap_or_default();
         let config_hash = key
             .as_ref()
-            .and_then(|k| std::fs::read(work_dir.join("kernels").join(k).join("config")).ok())
+            .and_then(|k| std::fs::read(WorkDir::at(work_dir).kernel(k).join("config")).ok())
             .map(|c| hex(&Sha256::digest(c)[..8]));
         let series: BTreeMap<String, Option<String>> = match sources {
             Sources::Live => v

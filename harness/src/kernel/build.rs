@@ -16,6 +16,7 @@ use super::tree::{Applied, Tree};
 use crate::config::BaseConfig;
 use crate::proc::Cmd;
 use crate::util::hex;
+use crate::workdir::WorkDir;
 
 /// A built kernel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -93,7 +94,7 @@ fn with_ccache(c: Cmd, tree: &Tree) -> Cmd {
         return c;
     };
     c.arg(format!("CC={} gcc", ccache.display()))
-        .env("CCACHE_DIR", work.join("ccache"))
+        .env("CCACHE_DIR", WorkDir::at(work).ccache())
         .env("CCACHE_MAXSIZE", "8G")
         .env("CCACHE_BASEDIR", &tree.dir)
         .env("CCACHE_DEPEND", "1")
@@ -109,7 +110,7 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
             if !crate::config::is_base_config_target(t) {
                 anyhow::bail!("make the base config: `{t}` is not a config target this harness runs");
             }
-            let cached = work.join("tree").join(format!("{}.{t}", tree.key));
+            let cached = WorkDir::at(work).tree_companion(&tree.key, t);
             if !cached.is_file() {
                 make_ok(
                     make(tree).arg(t).deadline(Duration::from_secs(600)),
@@ -185,7 +186,7 @@ pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
 /// records (an entry written before they were recorded, or damaged, is a
 /// miss, built again).
 pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
-    let dir = work.join("kernels").join(key);
+    let dir = WorkDir::at(work).kernel(key);
     let entry: cache::Entry<Artifact> = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
     if entry.files.is_empty() || !cache::verify(&dir, &entry.files) {
         return None;
@@ -338,7 +339,7 @@ fn store(
     build_s: f64,
     log: &Path,
 ) -> Result<Artifact> {
-    let dir = work.join("kernels").join(key);
+    let dir = WorkDir::at(work).kernel(key);
     let tmp = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
@@ -372,7 +373,7 @@ fn store(
     write_entry(&tmp, &art)?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
-    cache::sync_dir(&work.join("kernels"));
+    cache::sync_dir(&WorkDir::at(work).kernels());
     crate::workdir::touch(&dir.join(crate::workdir::LAST_USED));
     Ok(art)
 }

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use super::patch::{self, Failure, Series};
 use super::stack::{Stack, Undone};
 use crate::proc::Cmd;
+use crate::workdir::WorkDir;
 
 /// One patch applied to the work tree.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -257,8 +258,9 @@ impl Tree {
     /// back whatever an interrupted run left applied.
     pub fn prepare(source: &Path, work: &Path, log: &Path) -> Result<Tree> {
         let key = source_key(source)?;
-        let dir = work.join("tree").join(&key);
-        let stack = Stack::at(work.join("tree").join(format!("{key}.applied.json")));
+        let wd = WorkDir::at(work);
+        let dir = wd.tree(&key);
+        let stack = Stack::at(wd.tree_companion(&key, "applied.json"));
         let tree = Tree {
             dir: dir.clone(),
             key,
@@ -268,11 +270,7 @@ impl Tree {
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
-        crate::workdir::touch(
-            &work
-                .join("tree")
-                .join(format!("{}.{}", tree.key, crate::workdir::LAST_USED)),
-        );
+        crate::workdir::touch(&wd.tree_companion(&tree.key, crate::workdir::LAST_USED));
         tree.rollback(log)?;
         Ok(tree)
     }
@@ -290,17 +288,17 @@ impl Tree {
         h.update(source.as_os_str().as_encoded_bytes());
         h.update(commit.as_bytes());
         let name = format!("git-{id}");
+        let wd = WorkDir::at(work);
         let tree = Tree {
-            dir: work.join("tree").join(&name),
+            dir: wd.tree(&name),
             key: crate::util::hex(&h.finalize()[..8]),
-            stack: Stack::at(work.join("tree").join(format!("{name}.applied.json"))),
+            stack: Stack::at(wd.tree_companion(&name, "applied.json")),
             origin: Origin::Clone,
         };
         if !tree.dir.join(".git").exists() {
             let tmp = tree.dir.with_extension("partial");
             let _ = remove_aside(&tmp);
-            std::fs::create_dir_all(work.join("tree"))
-                .with_context(|| format!("create {}", work.join("tree").display()))?;
+            std::fs::create_dir_all(wd.trees()).with_context(|| format!("create {}", wd.trees().display()))?;
             Cmd::new("git")
                 .args(["clone", "--quiet", "--shared", "--no-checkout"])
                 .arg(source)
@@ -310,7 +308,7 @@ impl Tree {
                 .context("clone the git tree")?;
             std::fs::rename(&tmp, &tree.dir).with_context(|| format!("move the clone into {}", tree.dir.display()))?;
         }
-        crate::workdir::touch(&work.join("tree").join(format!("{name}.{}", crate::workdir::LAST_USED)));
+        crate::workdir::touch(&wd.tree_companion(&name, crate::workdir::LAST_USED));
         tree.rollback(log)?;
         let git = || Cmd::new("git").arg("-C").arg(&tree.dir).log(log);
         if !git()

@@ -16,6 +16,7 @@ use crate::records::Cause;
 use crate::store::Run;
 use crate::ui::Ui;
 use crate::vm::{self, Accel, MeasureClock};
+use crate::workdir::WorkDir;
 
 /// Why KVM is not usable on this host, or None when it runs guest code:
 /// /dev/kvm does not open, a probe failed on this host and QEMU before, or
@@ -31,7 +32,7 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
         return Ok(Some(why));
     }
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-    let why = vm::probe_kvm_firmware(&qemu, &work.join("kvm-firmware-probe.log"))?;
+    let why = vm::probe_kvm_firmware(&qemu, &WorkDir::at(work).log("kvm-firmware-probe"))?;
     if let Some(w) = &why {
         host::remember_failed_probe(work, &key, w)?;
     }

@@ -17,6 +17,7 @@ use crate::records::Event;
 use crate::report::coverage::{self, CallsPerOp, Coverage};
 use crate::report::profiles;
 use crate::store::Run;
+use crate::workdir::WorkDir;
 
 /// The functions variant `v`'s series change, read against pristine
 /// copies of the files they touch, kept under `files` (see [`source_files`]).
@@ -152,13 +153,16 @@ fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
 pub fn source_files(m: &Matrix, work: &Path) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let key = Sha256::digest(tree::source_key(&m.kernel.source)?.as_bytes());
-    Ok(work.join("coverage").join("source").join(crate::util::hex(&key[..8])))
+    Ok(WorkDir::at(work)
+        .coverage()
+        .join("source")
+        .join(crate::util::hex(&key[..8])))
 }
 
 /// `work/coverage/<base identity>/<benchmark>.json`: a base kernel's calls
 /// per op in one benchmark.
 pub fn cache_file(work: &Path, key: &str, benchmark: &str) -> PathBuf {
-    work.join("coverage").join(key).join(format!("{benchmark}.json"))
+    WorkDir::at(work).coverage().join(key).join(format!("{benchmark}.json"))
 }
 
 /// The base kernel as the matrix describes it, without building it: its
@@ -189,9 +193,10 @@ pub fn base_identity(m: &Matrix) -> Result<String> {
 /// so is its name given back.
 pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>)> {
     let id = base_identity(m)?;
-    let symbols: Option<BTreeSet<String>> = std::fs::read_to_string(work.join("coverage").join(&id).join("symbols"))
-        .ok()
-        .map(|t| t.lines().map(String::from).collect());
+    let symbols: Option<BTreeSet<String>> =
+        std::fs::read_to_string(WorkDir::at(work).coverage().join(&id).join("symbols"))
+            .ok()
+            .map(|t| t.lines().map(String::from).collect());
     let (mut out, mut unknown) = (Vec::new(), Vec::new());
     for v in m
         .variants
@@ -211,7 +216,7 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>
             continue;
         };
         let base = kept.into_iter().map(|(b, k)| (b, k.calls)).collect();
-        let changed = changed_functions(m, v, &source_files(m, work)?, &work.join("coverage.log"))?;
+        let changed = changed_functions(m, v, &source_files(m, work)?, &WorkDir::at(work).log("coverage"))?;
         let mut c = coverage::table(&v.name, vcpus, &changed, symbols.as_ref(), &base, &BTreeMap::new());
         // base's symbol table says nothing of a function the series adds
         for r in c
@@ -254,7 +259,7 @@ fn remember(
     if let Some(s) = symbols {
         let names: Vec<&str> = s.iter().map(String::as_str).collect();
         write(
-            work.join("coverage").join(key).join("symbols"),
+            WorkDir::at(work).coverage().join(key).join("symbols"),
             names.join("\n").into_bytes(),
         )?;
     }

@@ -21,6 +21,7 @@ use crate::proc;
 use crate::records::{Cause, Event, Failed, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
+use crate::workdir::WorkDir;
 
 /// Per variant, what was made (a kernel, its cache key) or why it was not.
 pub type Built<T> = BTreeMap<String, Result<T, String>>;
@@ -153,7 +154,10 @@ fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BT
     let mut states = BTreeMap::new();
     for s in names {
         let series = patch::load_series(&m.series_dir, s)?;
-        states.insert(s.clone(), patch::classify(&tree.dir, &series, &work.join("scratch"))?);
+        states.insert(
+            s.clone(),
+            patch::classify(&tree.dir, &series, &WorkDir::at(work).scratch())?,
+        );
     }
     Ok(states)
 }

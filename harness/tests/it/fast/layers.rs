@@ -196,3 +196,44 @@ fn a_planted_upward_reference_is_caught() {
         assert_eq!(got.len(), want, "{rel}: {src:?} → {got:?}");
     }
 }
+
+/// Lines of `src` (outside its tests) that join a name onto a work
+/// directory path themselves instead of asking `workdir::WorkDir`.
+fn work_joins(src: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in outside_tests(src).lines().enumerate() {
+        for var in ["work", "work_dir", "g.work_dir", "opts.work_dir"] {
+            let at = format!("{var}.join(");
+            let hit = line.match_indices(&at).any(|(j, _)| {
+                let before = line[..j].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            });
+            if hit {
+                out.push((i + 1, line.trim().to_string()));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Issue 33: the work directory's layout is spelt out in one place
+/// (`workdir::WorkDir`, whose `ENTRIES` gc and check read), not by each module.
+#[test]
+fn only_workdir_joins_names_onto_the_work_directory() {
+    let root = repo().join("harness/src");
+    let mut files = BTreeMap::new();
+    source_files(&root, &root, &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|(rel, _)| !rel.starts_with("workdir"))
+        .flat_map(|(rel, src)| work_joins(src).into_iter().map(move |(n, l)| format!("{rel}:{n}: {l}")))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "paths under the work directory made outside WorkDir:\n{}",
+        found.join("\n")
+    );
+    let planted = "fn f(work: &Path) { let k = work.join(\"kernels\"); }\nfn g(w: &WorkDir) { w.kernels(); let x = network.join(\"a\"); }\n#[cfg(test)]\nmod tests {\n    fn t() { work.join(\"tree\"); }\n}\n";
+    assert_eq!(work_joins(planted).len(), 1, "{:?}", work_joins(planted));
+}

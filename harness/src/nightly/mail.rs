@@ -182,7 +182,9 @@ fn bisection(b: &Bisection) -> String {
 /// Writes the report of `o` (`cells`: tonight's [`key_cells`]) to
 /// `<dir>/reports/<time>-<commit>.md`; gives its text and file.
 pub fn write(dir: &Path, o: &Outcome, cells: &[String]) -> Result<(String, PathBuf)> {
-    let text = text(o, cells);
+    // commit subjects, guest units and failure texts are not ours: their
+    // control characters are written out, never sent to a terminal or a mail
+    let text = crate::report::text::printable_lines(&text(o, cells));
     let reports = dir.join("reports");
     std::fs::create_dir_all(&reports).with_context(|| format!("create {}", reports.display()))?;
     let file = reports.join(format!("{}-{}.md", crate::util::stamp(), short(&o.tonight.commit)));

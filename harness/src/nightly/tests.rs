@@ -374,7 +374,15 @@ fn a_series_change_point_becomes_a_key_change_with_its_interval() {
 fn the_mail_report_is_written_under_reports_and_a_missing_run_is_named() {
     let mut w = World::new();
     let o = w.night("c1").unwrap();
-    let (text, file) = mail::write(&w.dir, &o, &["base s m at 2 vCPUs: no value".into()]).unwrap();
+    let cells = [
+        "base s m at 2 vCPUs: no value".into(),
+        "base s m in \x1b[2Jops at 4 vCPUs: 1".into(),
+    ];
+    let (text, file) = mail::write(&w.dir, &o, &cells).unwrap();
+    assert!(
+        !text.contains('\x1b') && text.contains("in \\x1b[2Jops"),
+        "guest text is escaped in the mail: {text}"
+    );
     assert_eq!(file.parent().unwrap(), w.dir.join("reports"));
     assert!(
         file.to_string_lossy()

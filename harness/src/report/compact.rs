@@ -393,7 +393,7 @@ fn legend(r: &Report, lines: &[Line]) -> String {
 fn units(lines: &[Line]) -> String {
     let mut seen: Vec<String> = Vec::new();
     for l in lines {
-        let u = format!("{} in {}", l.row.metric, l.row.unit);
+        let u = printable(&format!("{} in {}", l.row.metric, l.row.unit));
         if !seen.contains(&u) {
             seen.push(u);
         }
@@ -548,6 +548,28 @@ mod tests {
         );
         assert_eq!(wrap("short", 40, 2), "short\n");
         assert_eq!(wrap("  lead kept", 40, 4), "  lead kept\n");
+    }
+
+    /// Issue 30: a unit or metric a guest printed reaches the terminal as
+    /// text, its escape sequences written out, in both table forms.
+    #[test]
+    fn guest_text_in_row_labels_is_escaped() {
+        use crate::report::tests::{boots, meta_with};
+        let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 1}");
+        let mut rec = (Vec::new(), Vec::new());
+        boots("base", 5, 100.0, &mut rec);
+        boots("v", 5, 90.0, &mut rec);
+        let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        r.rows[0].unit = "ops\x1b[2J".into();
+        r.rows[0].metric = "m\x1b]0;t\x07".into();
+        r.rows[0].benchmark = "b\u{9b}31m".into();
+        for (form, text) in [
+            ("compact", crate::report::table_as(&r, 100, false)),
+            ("verbose", crate::report::table_as(&r, 100, true)),
+        ] {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{form}: {text:?}");
+            assert!(text.contains("\\x1b"), "{form} shows the escape as text: {text}");
+        }
     }
 
     /// The quick pair's shape at 100 columns: a long variant name and a

@@ -213,7 +213,7 @@ pub fn cells_table(r: &Report, width: usize) -> String {
     for row in &r.rows {
         let dir = if row.higher_is_better { "↑" } else { "↓" };
         let mut line = vec![
-            format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit),
+            printable_lines(&format!("{} {}\n{} {}", row.benchmark, dir, row.metric, row.unit)),
             row.vcpus.to_string(),
         ];
         for v in &r.variants {

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{decide, med, noise_of, Options, Stat};
-use crate::profile::PerOp;
+use super::{decide, med, moved_counts, noise_of, Options, Stat};
+use crate::profile::{FnPerOp, PerOp};
 
 /// How often the rule calls a change between boots of one kernel.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -17,6 +17,10 @@ pub struct AaCalls {
     pub calling: usize,
     /// Per function, the comparisons that called it.
     pub by_function: BTreeMap<String, usize>,
+    /// Comparisons in which the counts rule moved at least one function.
+    pub counts_calling: usize,
+    /// Per function, the comparisons in which its counts moved.
+    pub counts_by_function: BTreeMap<String, usize>,
 }
 
 /// The rule's A/A false calls: `trials` times, two disjoint sides of
@@ -36,6 +40,8 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         per_side,
         calling: 0,
         by_function: BTreeMap::new(),
+        counts_calling: 0,
+        counts_by_function: BTreeMap::new(),
     };
     for _ in 0..trials {
         for i in 0..2 * per_side {
@@ -47,23 +53,35 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
             order[per_side..2 * per_side].iter().map(|&i| &boots[i]).collect(),
         );
         let op = med(&b.iter().map(|p| p.total_insns).collect::<Vec<_>>());
-        let of = |side: &[&PerOp], name: &str| {
-            Stat::of(
-                &side
-                    .iter()
-                    .map(|p| p.functions.get(name).map_or(0.0, |f| f.insns))
-                    .collect::<Vec<_>>(),
-            )
+        let vals = |side: &[&PerOp], name: &str, pick: fn(&FnPerOp) -> f64| -> Vec<f64> {
+            side.iter().map(|p| p.functions.get(name).map_or(0.0, pick)).collect()
         };
-        let mut any = false;
+        let enough = per_side >= o.min_boots;
+        let (mut any, mut any_count) = (false, false);
         for name in &names {
-            let (sb, sv) = (of(&b, name), of(&v, name));
-            if decide(&sb, &sv, noise_of(name, &sb, &sv, None), op, o, per_side >= o.min_boots).1 {
+            let (sb, sv) = (
+                Stat::of(&vals(&b, name, |f| f.insns)),
+                Stat::of(&vals(&v, name, |f| f.insns)),
+            );
+            if decide(&sb, &sv, noise_of(name, &sb, &sv, None, |f| f.insns), op, o, enough).1 {
                 *out.by_function.entry(name.to_string()).or_default() += 1;
                 any = true;
             }
+            let moved = moved_counts(
+                name,
+                |pick| vals(&b, name, pick),
+                |pick| vals(&v, name, pick),
+                None,
+                o,
+                enough,
+            );
+            if !moved.is_empty() {
+                *out.counts_by_function.entry(name.to_string()).or_default() += 1;
+                any_count = true;
+            }
         }
         out.calling += usize::from(any);
+        out.counts_calling += usize::from(any_count);
     }
     Some(out)
 }

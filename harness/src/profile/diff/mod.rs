@@ -42,6 +42,14 @@ pub struct Options {
     pub separated: bool,
     /// Callers shown per function (most changed first).
     pub callers_per_row: usize,
+    /// The counts rule, of its own: a function's calls, atomics or pauses
+    /// per op moved (`#`) when |Δ| of the medians is at least this many per
+    /// op and above `spread_factor` × that count's noise, with the boot
+    /// ranges apart (if `separated`) and `min_boots` a side, whatever its
+    /// instruction share. 2: a mechanism the seeds describe moves by 3 or
+    /// more per op (docs/profiles.md); a count's noise between boots of one
+    /// kernel is a fraction of one per op.
+    pub count_floor: f64,
 }
 
 impl Default for Options {
@@ -53,6 +61,7 @@ impl Default for Options {
             min_boots: 3,
             separated: true,
             callers_per_row: 4,
+            count_floor: 2.0,
         }
     }
 }
@@ -132,8 +141,18 @@ pub struct Row {
     /// |delta| > threshold, enough boots on both sides, and (if asked) the
     /// two sides' ranges apart.
     pub called: bool,
+    /// The counts that moved by the counts rule ([`Options::count_floor`]):
+    /// some of `calls`, `locks`, `pauses`.
+    pub moved: Vec<&'static str>,
     /// Callers, most changed first.
     pub callers: Vec<CallerRow>,
+}
+
+impl Row {
+    /// Called by the instruction rule or moved by the counts rule.
+    pub fn marked(&self) -> bool {
+        self.called || !self.moved.is_empty()
+    }
 }
 
 /// A differential profile.
@@ -149,7 +168,8 @@ pub struct Diff {
     pub total: (Stat, Stat),
     /// Kernel instructions per op.
     pub kernel: (Stat, Stat),
-    /// Every function seen on either side, largest |delta| first.
+    /// Every function seen on either side: the marked ones ([`Row::marked`])
+    /// first, then the rest, each part largest |delta| first.
     pub rows: Vec<Row>,
     /// The options it was made with (the rule).
     pub options: Options,
@@ -180,7 +200,11 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>,
         .into_iter()
         .map(|name| row(name, base, variant, aa, o, totals, enough))
         .collect();
-    rows.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()).then(x.name.cmp(&y.name)));
+    rows.sort_by(|x, y| {
+        (y.marked().cmp(&x.marked()))
+            .then(y.delta.abs().total_cmp(&x.delta.abs()))
+            .then(x.name.cmp(&y.name))
+    });
     Diff {
         base_boots: base.len(),
         variant_boots: variant.len(),
@@ -192,13 +216,20 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>,
     }
 }
 
-/// A function's noise: the larger spread of its boots on either side, and
-/// with an A/A pair also that pair's difference and spreads.
-pub(super) fn noise_of(name: &str, b: &Stat, v: &Stat, aa: Option<(&[PerOp], &[PerOp])>) -> f64 {
+/// A function's noise in one count (`pick`): the larger spread of its boots
+/// on either side, and with an A/A pair also that pair's difference and
+/// spreads.
+pub(super) fn noise_of(
+    name: &str,
+    b: &Stat,
+    v: &Stat,
+    aa: Option<(&[PerOp], &[PerOp])>,
+    pick: fn(&FnPerOp) -> f64,
+) -> f64 {
     let mut noise = b.range().max(v.range());
     if let Some((a1, a2)) = aa {
-        let s1 = Stat::of(&values(a1, name, |f| f.insns));
-        let s2 = Stat::of(&values(a2, name, |f| f.insns));
+        let s1 = Stat::of(&values(a1, name, pick));
+        let s2 = Stat::of(&values(a2, name, pick));
         noise = noise.max((s2.median - s1.median).abs()).max(s1.range()).max(s2.range());
     }
     noise
@@ -257,6 +288,42 @@ pub(super) fn decide(b: &Stat, v: &Stat, noise: f64, op: f64, o: &Options, enoug
     )
 }
 
+/// Whether one count moved by the counts rule: |Δ| of the medians at least
+/// the count floor and above `spread_factor` × `noise`, enough boots a
+/// side, and (if asked) the two sides' ranges apart.
+pub(super) fn count_moved(b: &Stat, v: &Stat, noise: f64, o: &Options, enough: bool) -> bool {
+    let delta = (v.median - b.median).abs();
+    enough
+        && delta >= o.count_floor
+        && delta > o.spread_factor * noise
+        && (!o.separated || v.min > b.max || v.max < b.min)
+}
+
+/// The counts a function's boots moved by [`count_moved`].
+pub(super) fn moved_counts<'a>(
+    name: &str,
+    base: impl Fn(fn(&FnPerOp) -> f64) -> Vec<f64> + 'a,
+    variant: impl Fn(fn(&FnPerOp) -> f64) -> Vec<f64> + 'a,
+    aa: Option<(&[PerOp], &[PerOp])>,
+    o: &Options,
+    enough: bool,
+) -> Vec<&'static str> {
+    COUNTS
+        .iter()
+        .filter(|(_, pick)| {
+            let (b, v) = (Stat::of(&base(*pick)), Stat::of(&variant(*pick)));
+            count_moved(&b, &v, noise_of(name, &b, &v, aa, *pick), o, enough)
+        })
+        .map(|(what, _)| *what)
+        .collect()
+}
+
+/// Reads one count of a function.
+type Pick = fn(&FnPerOp) -> f64;
+
+/// The counts the counts rule tests.
+const COUNTS: [(&str, Pick); 3] = [("calls", |f| f.calls), ("locks", |f| f.locks), ("pauses", |f| f.pauses)];
+
 /// One function's row: its change per op against its threshold.
 fn row(
     name: &str,
@@ -269,8 +336,16 @@ fn row(
 ) -> Row {
     let b = Stat::of(&values(base, name, |f| f.insns));
     let v = Stat::of(&values(variant, name, |f| f.insns));
-    let noise = noise_of(name, &b, &v, aa);
+    let noise = noise_of(name, &b, &v, aa, |f| f.insns);
     let (threshold, called) = decide(&b, &v, noise, tb.median, o, enough);
+    let moved = moved_counts(
+        name,
+        |pick| values(base, name, pick),
+        |pick| values(variant, name, pick),
+        aa,
+        o,
+        enough,
+    );
     let delta = v.median - b.median;
     let pair = |pick: fn(&FnPerOp) -> f64| Pair {
         base: med(&values(base, name, pick)),
@@ -293,6 +368,7 @@ fn row(
         noise,
         threshold,
         called,
+        moved,
         callers: callers_of(name, base, variant, o.callers_per_row),
     }
 }

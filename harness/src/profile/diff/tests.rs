@@ -102,13 +102,14 @@ fn ranks_and_calls_only_above_each_functions_threshold() {
     assert_eq!(
         got,
         vec![
-            ("f_big", 200.0, false),
             ("f_new", 80.0, true),
             ("f_small", 60.0, true),
+            ("f_big", 200.0, false),
             ("f_same", 0.0, false)
-        ]
+        ],
+        "the called rows first, then the rest, each by |delta|"
     );
-    let small = &d.rows[2];
+    let small = &d.rows[1];
     assert_eq!(small.noise, 2.0);
     assert!((small.threshold - 50.025).abs() < 1e-9, "{}", small.threshold); // the 5e-4 floor of the op (100050 insns) beats 3 x 2
     assert_eq!(
@@ -130,7 +131,7 @@ fn ranks_and_calls_only_above_each_functions_threshold() {
     );
     assert!((small.delta_of_op - 60.0 / 100_050.0).abs() < 1e-12);
     assert!((small.share.base - 101.0 / 100_050.0).abs() < 1e-12);
-    let big = &d.rows[0];
+    let big = &d.rows[2];
     assert_eq!(big.noise, 300.0);
     assert_eq!(d.total.0.median, 100_050.0);
     let text = d.text(10);
@@ -345,4 +346,157 @@ fn from_profile_files_end_to_end() {
     );
     assert_eq!(d.rows[1].name, "[user]");
     assert!(!d.rows[1].called);
+}
+
+/// A boot of seed-like mechanism rows: (name, insns/op, calls/op, locks/op).
+fn mech_boot(total: f64, fs: &[(&str, f64, f64, f64)]) -> PerOp {
+    let functions = fs
+        .iter()
+        .map(|(n, i, c, l)| {
+            (
+                n.to_string(),
+                FnPerOp {
+                    insns: *i,
+                    calls: *c,
+                    locks: *l,
+                    pauses: 0.0,
+                    callers: BTreeMap::new(),
+                },
+            )
+        })
+        .collect();
+    PerOp {
+        ops: 1000.0,
+        total_insns: total,
+        kernel_insns: total,
+        functions,
+    }
+}
+
+/// Seed 001's and 002's mechanisms, from the measured rows of
+/// docs/measurements/2026-12-01-mechanism-counts.md (boots spread a little
+/// around them): `purge_vmap_node` 0.0527 → 104 atomics per op with −12
+/// instructions, `down_write` 118 → 130 calls per exec with +60
+/// instructions, both under the instruction rule's 0.05% floor; a big
+/// noisy function that moves its instructions within its spread and its
+/// counts not at all; a row whose calls move by 1 per op only.
+fn seed_sides() -> (Vec<PerOp>, Vec<PerOp>) {
+    let side = |jit: [f64; 3], variant: bool| -> Vec<PerOp> {
+        jit.iter()
+            .map(|&j| {
+                let (purge_l, dw_c, dw_i, one_c) = if variant {
+                    (104.0 + j, 130.0 + j / 10.0, 650.0 + j, 4.0)
+                } else {
+                    (0.0527, 118.0 + j / 10.0, 591.0 + j, 3.0)
+                };
+                mech_boot(
+                    390_000.0 + j * 10.0,
+                    &[
+                        (
+                            "purge_vmap_node",
+                            5087.0 - if variant { 12.0 } else { 0.0 } + j,
+                            0.0527,
+                            purge_l,
+                        ),
+                        ("down_write", dw_i, dw_c, 0.0),
+                        ("noisy", 50_000.0 + j * 100.0, 10.0, 2.0),
+                        ("one_more_call", 300.0 + j, one_c, 0.0),
+                    ],
+                )
+            })
+            .collect()
+    };
+    (side([0.0, 1.0, 2.0], false), side([0.5, 1.5, 2.5], true))
+}
+
+#[test]
+fn mechanism_rows_under_the_instruction_floor_are_marked_by_the_counts_rule() {
+    let (base, variant) = seed_sides();
+    let d = diff(&base, &variant, None, &Options::default());
+    let got: Vec<(&str, bool, Vec<&str>)> = d
+        .rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.called, r.moved.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("down_write", false, vec!["calls"]),
+            ("purge_vmap_node", false, vec!["locks"]),
+            ("noisy", false, vec![]),
+            ("one_more_call", false, vec![]),
+        ],
+        "the two mechanism rows marked and ranked first, though `noisy` moved more instructions"
+    );
+    // shown within the top 2, marked `#` with the count that moved
+    let text = d.text(2);
+    assert!(
+        text.contains("# down_write") && text.contains("# purge_vmap_node"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# purge_vmap_node") && l.ends_with(" locks")),
+        "{text}"
+    );
+    assert!(!text.contains("noisy"), "{text}");
+    // with 2 boots a side nothing is marked
+    assert!(diff(&base[..2], &variant[..2], None, &Options::default())
+        .rows
+        .iter()
+        .all(|r| !r.marked()));
+}
+
+#[test]
+fn counts_rule_table() {
+    // (base counts, variant counts, options) -> moved
+    let one = |c: f64| mech_boot(10_000.0, &[("f", 100.0, c, 0.0)]);
+    let d = Options::default();
+    let cases: Vec<(Vec<f64>, Vec<f64>, Options, bool)> = vec![
+        (vec![1.0, 1.0, 1.0], vec![3.0, 3.0, 3.0], d.clone(), true), // +2 per op, no spread
+        (vec![1.0, 1.0, 1.0], vec![2.9, 2.9, 2.9], d.clone(), false), // under the floor of 2
+        (vec![0.0, 1.0, 0.5], vec![3.0, 3.0, 3.0], d.clone(), false), // +2.5, not above 3 x base's range of 1
+        (vec![10.0, 11.0, 12.0], vec![16.0, 17.0, 18.0], d.clone(), false), // +6 = 3 x 2: not above
+        (vec![10.0, 11.0, 12.0], vec![17.5, 18.0, 18.5], d.clone(), true), // +7 > 3 x 2
+        (
+            vec![10.0, 10.0, 14.0],
+            vec![13.0, 13.0, 13.0],
+            Options {
+                spread_factor: 0.1,
+                ..d.clone()
+            },
+            false,
+        ), // ranges overlap
+        (
+            vec![10.0, 10.0, 14.0],
+            vec![13.0, 13.0, 13.0],
+            Options {
+                spread_factor: 0.1,
+                separated: false,
+                ..d.clone()
+            },
+            true,
+        ),
+        (vec![1.0, 1.0], vec![5.0, 5.0], d.clone(), false), // 2 boots a side
+    ];
+    for (i, (b, v, o, moved)) in cases.into_iter().enumerate() {
+        let b: Vec<PerOp> = b.into_iter().map(one).collect();
+        let v: Vec<PerOp> = v.into_iter().map(one).collect();
+        let r = &diff(&b, &v, None, &o).rows[0];
+        assert_eq!(!r.moved.is_empty(), moved, "case {i}: {:?}", r.moved);
+    }
+}
+
+#[test]
+fn an_aa_pair_of_the_seed_boots_marks_none_by_either_rule() {
+    let (base, _) = seed_sides();
+    let (_, variant) = seed_sides();
+    let again: Vec<PerOp> = base.iter().rev().cloned().collect();
+    let d = diff(&base, &again, None, &Options::default());
+    assert!(d.rows.iter().all(|r| !r.marked()), "{}", d.text(10));
+    // the variant's boots against themselves resampled: nothing marked
+    let mut six = variant.clone();
+    six.extend(variant.iter().cloned());
+    let a = aa_false_calls(&six, 3, 200, 11, &Options::default()).unwrap();
+    assert_eq!((a.calling, a.counts_calling), (0, 0), "{a:?}");
 }

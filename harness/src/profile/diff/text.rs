@@ -18,8 +18,9 @@ fn short(x: f64) -> String {
 }
 
 impl Diff {
-    /// A plain-text table of the first `limit` rows (called rows marked `*`),
-    /// each followed by its changed callers.
+    /// A plain-text table of the first `limit` rows (rows called by the
+    /// instruction rule marked `*`, rows whose counts alone moved `#`; the
+    /// marked rows come first), each followed by its changed callers.
     pub fn text(&self, limit: usize) -> String {
         let mut out = self.heading();
         for r in self.rows.iter().take(limit) {
@@ -55,7 +56,14 @@ impl Diff {
         );
         let _ = writeln!(
             out,
-            "  {:<40} {:>12} {:>12} {:>11} {:>8} {:>15} {:>19} {:>15} {:>15} {:>9}",
+            "# counts moved: |delta calls, locks or pauses per op| >= {} and > {} x its noise{} (whatever the instruction share; `moved` names them)",
+            o.count_floor,
+            o.spread_factor,
+            if o.separated { ", boot ranges apart" } else { "" },
+        );
+        let _ = writeln!(
+            out,
+            "  {:<40} {:>12} {:>12} {:>11} {:>8} {:>15} {:>19} {:>15} {:>15} {:>9} moved",
             "function",
             "base ins/op",
             "var ins/op",
@@ -76,8 +84,12 @@ fn row_text(out: &mut String, r: &Row) {
     let pair = |p: &Pair| format!("{}>{}", short(p.base), short(p.variant));
     let _ = writeln!(
         out,
-        "{} {:<40} {:>12} {:>12} {:>11} {:>7.3}% {:>15} {:>19} {:>15} {:>15} {:>9}",
-        if r.called { '*' } else { ' ' },
+        "{} {:<40} {:>12} {:>12} {:>11} {:>7.3}% {:>15} {:>19} {:>15} {:>15} {:>9} {}",
+        match (r.called, r.moved.is_empty()) {
+            (true, _) => '*',
+            (false, false) => '#',
+            (false, true) => ' ',
+        },
         r.name,
         short(r.base.median),
         short(r.variant.median),
@@ -87,7 +99,8 @@ fn row_text(out: &mut String, r: &Row) {
         pair(&r.calls),
         pair(&r.locks),
         pair(&r.pauses),
-        short(r.threshold)
+        short(r.threshold),
+        r.moved.join(",")
     );
     for c in r.callers.iter().filter(|c| c.calls.base != c.calls.variant) {
         let _ = writeln!(out, "      from {:<34} calls/op {}", c.name, pair(&c.calls));

@@ -64,11 +64,19 @@ pub fn ratio_of_ratios(a: Arms, b: Arms) -> Option<RatioOfRatios> {
     let d = arms[0].0 - arms[1].0 - (arms[2].0 - arms[3].0);
     let se2: f64 = arms.iter().map(|a| a.1).sum();
     if se2 <= 0.0 {
-        // every arm on one value (a deterministic clock): the ratio is exact
+        // every arm on one value (a deterministic clock): the ratio is exact,
+        // but its p is what boots this few can give: the exact Mann-Whitney
+        // p of the two runs' variant boots, each over its run's base (all
+        // tied within a run), never 0
         let r = d.exp();
+        let p = if d == 0.0 {
+            1.0
+        } else {
+            super::mwu::smallest_p(a.variant.len(), b.variant.len())
+        };
         return Some(RatioOfRatios {
             ratio: RatioCi { ratio: r, lo: r, hi: r },
-            p: if d == 0.0 { 1.0 } else { 0.0 },
+            p,
         });
     }
     let df = se2 * se2 / arms.iter().map(|a| a.1 * a.1 / (a.2 as f64 - 1.0)).sum::<f64>();
@@ -125,6 +133,29 @@ mod tests {
             (r.ratio.ratio - 1.0).abs() < 1e-12 && r.p == 1.0,
             "the night offset cancels: {r:?}"
         );
+        // no spread anywhere and a 1% change: the exact test's p for 2 and 2
+        // boots (2 / C(4, 2)), and for 5 and 5 (2 / C(10, 5)), never 0
+        let moved = Arms {
+            base: &[101.0, 101.0],
+            variant: &[98.99, 98.99],
+        };
+        let r = ratio_of_ratios(a, moved).unwrap();
+        assert!((r.p - 1.0 / 3.0).abs() < 1e-12, "{r:?}");
+        assert!((r.ratio.ratio - 0.99).abs() < 1e-4 && r.ratio.lo == r.ratio.hi, "{r:?}");
+        let five = |x: f64| [x; 5];
+        let (a5, a5v, b5, b5v) = (five(100.0), five(99.0), five(101.0), five(98.99));
+        let r5 = ratio_of_ratios(
+            Arms {
+                base: &a5,
+                variant: &a5v,
+            },
+            Arms {
+                base: &b5,
+                variant: &b5v,
+            },
+        )
+        .unwrap();
+        assert!((r5.p - 2.0 / 252.0).abs() < 1e-12, "{r5:?}");
         assert!(
             ratio_of_ratios(Arms { base: &[1.0], ..a }, b).is_none(),
             "one boot has no spread"
@@ -177,7 +208,7 @@ mod tests {
     #[test]
     fn a_three_percent_change_of_the_ratio_is_seen() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let (mut seen, n) = (0, 1000);
+        let (mut seen, mut at_floor, n) = (0, 0, 1000);
         for _ in 0..n {
             let (ba, va) = night(&mut rng, 7, 0.01, 0.01, 0.0);
             let (bb, vb) = night(&mut rng, 7, 0.01, 0.01, -0.03);
@@ -193,10 +224,13 @@ mod tests {
             )
             .unwrap();
             seen += usize::from(r.p <= 0.05 && r.ratio.hi < 1.0);
+            at_floor += usize::from(r.p <= 0.05 && r.ratio.hi < 0.98);
         }
         eprintln!(
-            "a 3% drop across nights (1% offset, 7 boots per arm, 1% spread): p ≤ 0.05 and below 1 in {seen}/{n}"
+            "a 3% drop across nights (1% offset, 7 boots per arm, 1% spread): p ≤ 0.05 and below 1 in {seen}/{n}; beyond the 2% floor (the interval below 0.98, called regressed) in {at_floor}/{n}"
         );
+        // the floor's real power for a 3% drop is low: the interval must clear 2%
+        assert!(at_floor * 2 < n, "{at_floor}/{n}");
         assert!(seen * 10 >= n * 9, "{seen}/{n}");
     }
 }

@@ -64,6 +64,15 @@ fn aa_profiles_rarely_call_a_function() {
                 a.trials
             );
             if per_side == 3 && rel_floor == Options::default().rel_floor {
+                eprintln!(
+                    "  counts rule: {}/{} A/A comparisons move a count {:?}",
+                    a.counts_calling, a.trials, a.counts_by_function
+                );
+                assert!(
+                    a.counts_calling <= 20,
+                    "the counts rule moved a count in {}/2000 A/A comparisons",
+                    a.counts_calling
+                );
                 at_default = Some(a.calling);
             }
         }

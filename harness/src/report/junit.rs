@@ -4,7 +4,10 @@
 //! cell the gate fails (its message the gate's text: the change, its interval
 //! and verdict), `<skipped>` for a cell without a verdict (insufficient), and
 //! a gate warning as the testcase's `<system-out>` (a failure with
-//! `--strict`). Pure: built from the report and the gate's calls.
+//! `--strict`). The suite's `time` is the run's host seconds from its start
+//! to its last sample (absent when unknown); a testcase has none, as a
+//! cell's boots are spread over the whole run. Pure: built from the report
+//! and the gate's calls.
 //!
 //! Text is escaped by a small escaper of our own rather than an XML crate:
 //! the document is flat, written once and never read back, and five entities
@@ -52,8 +55,10 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
     let id = escape(&r.run_id);
     let _ = writeln!(
         x,
-        "  <testsuite name=\"harness {id}\" id=\"{id}\" timestamp=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
+        "  <testsuite name=\"harness {id}\" id=\"{id}\" timestamp=\"{}\"{} tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
         escape(&r.started),
+        // host seconds from the run's start to its last sample
+        r.wall_s.map(|s| format!(" time=\"{s:.3}\"")).unwrap_or_default(),
         cases.len()
     );
     let _ = writeln!(

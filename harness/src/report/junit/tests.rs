@@ -15,10 +15,16 @@ fn three_cells() -> Report {
 
 #[test]
 fn one_regressed_one_unchanged_one_insufficient_cell() {
-    let r = three_cells();
+    let mut r = three_cells();
+    r.wall_s = Some(1234.5);
     let x = junit(&r, &[], false);
     let head = format!("<testsuite name=\"harness {0}\" id=\"{0}\"", r.run_id);
     assert!(x.contains(&head), "{x}");
+    let want = format!(" time=\"{:.3}\" tests=", 1234.5);
+    assert!(x.contains(&want), "the suite's time is the run's wall time: {x}");
+    let mut untimed = r.clone();
+    untimed.wall_s = None;
+    assert!(!junit(&untimed, &[], false).contains(" time="), "no time when unknown");
     assert!(
         x.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
         "{x}"

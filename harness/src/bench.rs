@@ -259,9 +259,20 @@ fn sample_line(r: &str) -> Result<(String, String, bool, Point)> {
     Ok((metric.to_string(), unit.to_string(), hib, (t, value, warm)))
 }
 
+/// The most per-interval values one metric of one repetition may print (a
+/// day of seconds): more is a guest printing in a loop, refused before it
+/// fills `samples.jsonl`.
+pub const MAX_SERIES: usize = 86_400;
+
 /// A metric's repetition value from its lines: the mean of the measured
 /// per-second values, or the last one-shot value.
 fn measured(metric: String, (unit, hib, vals): MetricLines) -> Result<Measured> {
+    if vals.len() > MAX_SERIES {
+        bail!(
+            "metric {metric}: {} values in one repetition, over the cap of {MAX_SERIES} (a day of per-second values): the benchmark prints in a loop",
+            vals.len()
+        );
+    }
     let series: Vec<f64> = vals.iter().filter(|v| v.0.is_some() && !v.2).map(|v| v.1).collect();
     let warmup_series: Vec<f64> = vals.iter().filter(|v| v.2).map(|v| v.1).collect();
     let value = if vals.iter().any(|v| v.0.is_some()) {
@@ -543,6 +554,20 @@ mod tests {
         assert!(
             open.is_some() && close.is_some() && open < insmod && insmod < close,
             "{c}"
+        );
+    }
+
+    /// Issue 30: the per-second series has a cap of its own.
+    #[test]
+    fn a_series_past_the_cap_is_refused() {
+        let line = |t: usize| format!("sample metric=m value=1 unit=x/s better=higher t={t}\n");
+        let at_cap: String = (0..MAX_SERIES).map(line).collect();
+        assert_eq!(parse_samples(&at_cap).unwrap().metrics[0].series.len(), MAX_SERIES);
+        let over: String = (0..=MAX_SERIES).map(line).collect();
+        let e = format!("{:#}", parse_samples(&over).unwrap_err());
+        assert!(
+            e.contains("86401 values in one repetition, over the cap of 86400"),
+            "{e}"
         );
     }
 

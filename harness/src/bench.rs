@@ -131,7 +131,7 @@ pub fn short_of_memory(m: &Matrix, vcpus: u32) -> Vec<(&Benchmark, u64)> {
 }
 
 /// One repetition's value of one metric.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Measured {
     /// Metric name.
     pub metric: String,
@@ -149,7 +149,7 @@ pub struct Measured {
 }
 
 /// CPU time split over a sample window, from two `/proc/stat` cpu lines.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct CpuWindow {
     /// Fraction of CPU time idle (idle + iowait).
     pub idle: f64,

@@ -143,7 +143,7 @@ pub fn harness_revision() -> Option<String> {
 }
 
 /// Facts about the host, as `run.json` records them.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct Host {
     /// hostname.
     pub hostname: String,
@@ -183,7 +183,7 @@ pub const PROBE_MEMORY: std::time::Duration = std::time::Duration::from_secs(24 
 /// A KVM probe boot that failed on a host, remembered in the work
 /// directory until the host kernel or QEMU changes, or [`PROBE_MEMORY`]
 /// passes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailedProbe {
     /// The host, its kernel and QEMU version it failed with ([`probe_key`]).
     pub key: String,

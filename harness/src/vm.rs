@@ -22,7 +22,7 @@ pub use console::{read_console, scan_console, Finding, Trouble, MAX_CONSOLE};
 pub use plugin::{find_profiler, Plugin, PROFILER_ENV, PROFILER_SO};
 
 /// The accelerator a guest runs under.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Accel {
     /// Hardware virtualisation.
@@ -33,7 +33,7 @@ pub enum Accel {
 
 /// The clock a number was measured in: the accelerator and the guest clock
 /// together. Numbers of different clocks are never compared.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MeasureClock {
     /// Host time under KVM: the reference on real cores.
@@ -111,7 +111,7 @@ impl std::fmt::Display for MeasureClock {
 }
 
 /// Everything a guest boot depends on.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct VmSpec {
     /// QEMU binary.
     pub qemu: PathBuf,
@@ -255,7 +255,7 @@ fn memory_args(s: &VmSpec) -> Vec<String> {
 }
 
 /// Inputs of the kernel command line.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct CmdlineSpec {
     /// Address-space randomisation on.
     pub aslr: bool,

@@ -36,7 +36,7 @@ pub use rule::Rule;
 pub use search::{Arms, Culprit, Found};
 
 /// What is bisected.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub enum History {
     /// A git tree's commits; a point is a commit id.
     Git {
@@ -57,7 +57,7 @@ pub enum History {
 }
 
 /// One measurement: a pipeline run of a segment's ends and a candidate, `m<i>/`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Measurement {
     /// What it boots.
     pub arms: Arms,
@@ -66,7 +66,7 @@ pub struct Measurement {
 }
 
 /// A bisection's `state.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct State {
     /// What is bisected.
     pub history: History,

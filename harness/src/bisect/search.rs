@@ -14,7 +14,7 @@ use super::rule::{judge, Block, Call, Rule, Share};
 
 /// What one measurement boots: a segment's two ends and the candidate (none
 /// when only the ends are measured).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema)]
 pub struct Arms {
     /// The good end.
     pub good: String,

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::program::{args, build, list, metrics, ops, user, Build, MetricSpec, Pattern, RawBuild, RawMetric};
 
 /// A count that may be the literal `nproc` (the guest's CPU count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Count {
     /// A fixed number.
@@ -29,7 +29,7 @@ pub enum Count {
 }
 
 /// The only word a [`Count`] accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NprocWord {
     /// The guest's online CPU count.
@@ -56,7 +56,7 @@ impl fmt::Display for Count {
 }
 
 /// Link mode of doexec.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Link {
     /// `-static`.
@@ -85,7 +85,7 @@ macro_rules! bench_kinds {
             }
         )*
     ) => {
-        #[derive(Debug, Clone, Default, Deserialize)]
+        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub(super) struct RawBenchmark {
             pub(super) name: String,
@@ -96,7 +96,7 @@ macro_rules! bench_kinds {
 
         /// A profile's new values for some parameters of one benchmark (for
         /// example shorter durations under the instruction-counting clock).
-        #[derive(Debug, Clone, Default, Deserialize)]
+        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub(super) struct RawOverride {
             $( $key: Option<$kty>, )*
@@ -125,7 +125,7 @@ macro_rules! bench_kinds {
         /// The benchmark programs and their parameters (a `program`'s are
         /// larger than the rest; benchmarks are few, so the size is kept).
         #[allow(clippy::large_enum_variant)]
-        #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+        #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
         #[serde(tag = "kind")]
         pub enum BenchKind {
             $(

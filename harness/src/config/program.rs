@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// `build:` as written: a directory built on the host with a command.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBuild {
     dir: String,
@@ -19,7 +19,7 @@ pub struct RawBuild {
 }
 
 /// A source directory built on the host before the image is made.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Build {
     /// The directory, absolute.
     pub dir: PathBuf,
@@ -30,7 +30,7 @@ pub struct Build {
 }
 
 /// One item of `metrics:` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetric {
     name: String,
@@ -40,7 +40,7 @@ pub struct RawMetric {
 }
 
 /// A regular expression with a `value` group, checked at validation.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct Pattern(pub String);
 
@@ -52,7 +52,7 @@ impl Pattern {
 }
 
 /// One metric a program's output is parsed for.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MetricSpec {
     /// Metric name.
     pub name: String,

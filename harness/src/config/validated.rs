@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::params::BenchKind;
 
 /// A validated matrix: every name resolved, every number in range.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Matrix {
     /// Where the matrix file was (paths in it are relative to its directory).
     pub path: PathBuf,
@@ -46,7 +46,7 @@ pub struct Matrix {
 }
 
 /// A profile run in place of the one asked for ([`Matrix::instead_of`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct InsteadOf {
     /// The profile asked for.
     pub profile: String,
@@ -55,7 +55,7 @@ pub struct InsteadOf {
 }
 
 /// Kernel source and configuration.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Kernel {
     /// A tarball, a git tree or a plain directory.
     pub source: PathBuf,
@@ -68,7 +68,7 @@ pub struct Kernel {
 }
 
 /// Where the base `.config` comes from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub enum BaseConfig {
     /// `make <target>` (tinyconfig, defconfig, …).
     Target(String),
@@ -77,7 +77,7 @@ pub enum BaseConfig {
 }
 
 /// One kernel variant.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Variant {
     /// Name, unique, `[a-z0-9._-]`.
     pub name: String,
@@ -103,7 +103,7 @@ impl Variant {
 }
 
 /// Accelerator choice.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AccelChoice {
     /// KVM when a probe boot proves it works, otherwise TCG.
@@ -116,7 +116,7 @@ pub enum AccelChoice {
 
 /// The clock the guest's time (and so every rate and duration it reports)
 /// runs on.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Clock {
     /// Host time: KVM, or multi-threaded TCG.
@@ -129,7 +129,7 @@ pub enum Clock {
 }
 
 /// Guest machine settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Guest {
     /// Memory in MiB.
     pub memory_mib: u64,
@@ -178,7 +178,7 @@ pub struct Guest {
 
 /// `guest.pin`: where the vCPU threads run under a wall clock (never under
 /// icount, whose one TCG thread runs every vCPU).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Pin {
     /// One vCPU per physical core while they last, then their SMT siblings.
@@ -220,7 +220,7 @@ impl Pin {
 }
 
 /// A benchmark with its parameters.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Benchmark {
     /// Unique name used in variants, reports and key metrics.
     pub name: String,
@@ -231,7 +231,7 @@ pub struct Benchmark {
 }
 
 /// Sampling plan.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sampling {
     /// Boots per (variant, vCPUs).
     pub boots: u32,
@@ -244,7 +244,7 @@ pub struct Sampling {
 }
 
 /// Decision-rule parameters.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Statistics {
     /// Significance level after Benjamini-Hochberg.
     pub alpha: f64,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::proc::Cmd;
 
 /// A series: ordered patch files.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Series {
     /// Directory name.
     pub name: String,
@@ -108,7 +108,7 @@ pub fn touched_files(diff: &str) -> Result<Vec<String>> {
 }
 
 /// Where a patch did not apply.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Failure {
     /// The patch file.
     pub patch: PathBuf,
@@ -228,7 +228,7 @@ pub fn run_patch(
 }
 
 /// A series' state against a tree.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum State {
     /// Applies forward: the tree does not contain it.

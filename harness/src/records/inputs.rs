@@ -17,7 +17,7 @@ use crate::config::{BaseConfig, Matrix};
 use crate::kernel::{patch, tree};
 
 /// Hashes of a run's inputs.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Inputs {
     /// Identity of the kernel source ([`tree::source_key`]).
     pub source: String,

@@ -5,6 +5,7 @@
 
 pub mod inputs;
 pub mod outcome;
+pub mod schema;
 
 pub use outcome::{Cause, Failed, Stage};
 
@@ -21,7 +22,7 @@ use crate::vm::{Accel, Finding, MeasureClock};
 pub const FORMAT_VERSION: u32 = 1;
 
 /// `run.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunMeta {
     /// Format version.
     pub format_version: u32,
@@ -51,7 +52,7 @@ pub struct RunMeta {
 pub use crate::host::Host;
 
 /// One measured value.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sample {
     /// Variant.
     pub variant: String,
@@ -108,7 +109,7 @@ impl Sample {
 }
 
 /// Environment of one boot, read in the guest.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct BootEnv {
     /// `uname -r`.
     pub kernel_release: String,
@@ -124,7 +125,7 @@ pub struct BootEnv {
 }
 
 /// A step's outcome.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// A series' state against the base tree.

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The step of a variant or a boot job a failure happened in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Applying or reverting the variant's series.
@@ -31,7 +31,7 @@ impl Stage {
 }
 
 /// Why a step failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// A series does not apply (or, reverted, is not in the base; applied,
@@ -93,7 +93,7 @@ impl Cause {
 }
 
 /// Where and why a step failed: the `failed` field of its event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failed {
     /// The step.
     pub stage: Stage,

@@ -9,13 +9,13 @@ const MWU_JSON: &str = include_str!("../../tests/fixtures/stats/mannwhitneyu.jso
 const SUMMARY_JSON: &str = include_str!("../../tests/fixtures/stats/summary.json");
 const BH_JSON: &str = include_str!("../../tests/fixtures/stats/bh.json");
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct Fixture<T> {
     generator: serde_json::Value,
     cases: Vec<T>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct MwuCase {
     name: String,
     a: Vec<f64>,
@@ -25,7 +25,7 @@ struct MwuCase {
     method: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct SummaryCase {
     name: String,
     x: Vec<f64>,
@@ -40,7 +40,7 @@ struct SummaryCase {
     ci_level: f64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct BhCase {
     name: String,
     p: Vec<f64>,

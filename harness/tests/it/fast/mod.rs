@@ -6,3 +6,4 @@ mod history;
 mod html;
 mod layers;
 mod report_files;
+mod schema;

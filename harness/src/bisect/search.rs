@@ -49,6 +49,9 @@ pub struct Culprit {
     pub share: f64,
     /// Skipped commits just before it that could carry the share instead.
     pub maybe: Vec<String>,
+    /// The merges whose branches were opened to reach it, outermost first
+    /// (empty: on the first-parent line of `good..bad`).
+    pub via: Vec<String>,
 }
 
 /// How a bisection ended.
@@ -85,6 +88,8 @@ struct Segment {
     skip: Vec<String>,
     /// The ends are known to differ.
     confirmed: bool,
+    /// The merges whose branches were opened to reach this segment, outermost first.
+    via: Vec<String>,
 }
 
 impl Segment {
@@ -99,6 +104,15 @@ impl Segment {
             last_bad: (1.0, false),
             skip: vec![],
             confirmed,
+            via: vec![],
+        }
+    }
+
+    /// A half of this segment (on its line, so reached the same way).
+    fn half(&self, good: &str, bad: &str, at: (f64, f64)) -> Segment {
+        Segment {
+            via: self.via.clone(),
+            ..Segment::new(good, bad, at, true)
         }
     }
 
@@ -133,14 +147,12 @@ pub fn next(
             Walk::Measure(a) => return Ok(Next::Measure(a)),
             Walk::Found(c) => found.culprits.push(c),
             Walk::Open(why) => found.open.push(why),
+            Walk::Branch(b) => todo.push(b),
             Walk::Split(c, f) => {
                 // the later half first on the stack, so the earlier one is bisected first;
                 // a half that carries less than min_share of the whole change is told, not bisected
                 let fc = s.scale(f);
-                for half in [
-                    Segment::new(&c, &s.bad, (fc, s.at.1), true),
-                    Segment::new(&s.good, &c, (s.at.0, fc), true),
-                ] {
+                for half in [s.half(&c, &s.bad, (fc, s.at.1)), s.half(&s.good, &c, (s.at.0, fc))] {
                     if half.at.1 - half.at.0 >= rule.min_share {
                         todo.push(half);
                     } else {
@@ -166,6 +178,8 @@ enum Walk {
     Found(Culprit),
     Open(String),
     Split(String, f64),
+    /// A merge carries the share: its branch, to bisect next.
+    Branch(Segment),
 }
 
 /// Narrows one segment as far as the evidence goes.
@@ -180,7 +194,12 @@ fn walk(
     let rule = &rule.for_share(s.at.1 - s.at.0);
     loop {
         let c = match g.midpoint(&s.bad_now, &s.goods, &s.skip)? {
-            Mid::Found { first_bad, maybe } if s.confirmed => return Ok(found(s, &seg, first_bad, maybe, lines)),
+            Mid::Found { first_bad, maybe } if s.confirmed => {
+                return Ok(match g.branch(&first_bad)? {
+                    Some((base, tip)) if maybe.is_empty() => open_branch(s, &seg, &first_bad, &base, &tip, lines),
+                    _ => found(s, &seg, first_bad, maybe, lines),
+                })
+            }
             // nothing in between, and the ends not yet compared: compare them
             Mid::Found { .. } => None,
             Mid::Test(c) => Some(c),
@@ -256,6 +275,23 @@ fn step(
     }
 }
 
+/// A merge on the line carries the segment's share: its branch (the
+/// commits its second parent brings), bisected against its merge base with
+/// the line, carrying the merge's share of the whole change.
+fn open_branch(s: &Segment, seg: &str, merge: &str, base: &str, tip: &str, lines: &mut Vec<String>) -> Walk {
+    let at = (s.scale(s.last_good.0), s.scale(s.last_bad.0));
+    lines.push(format!(
+        "{seg}: merge {} carries {:.0}% of the change: its branch {}..{} (merge base..second parent) is bisected",
+        short(merge),
+        (at.1 - at.0) * 100.0,
+        short(base),
+        short(tip)
+    ));
+    let mut b = Segment::new(base, tip, at, false);
+    b.via = s.via.iter().cloned().chain([merge.to_string()]).collect();
+    Walk::Branch(b)
+}
+
 /// The end of a segment: its first bad commit, with the share of the whole
 /// change between the latest like-good and like-bad estimates; a share
 /// left on either side (an estimate clear of its end, yet under
@@ -281,6 +317,7 @@ fn found(s: &Segment, seg: &str, first_bad: String, maybe: Vec<String>, lines: &
         commit: first_bad,
         share,
         maybe,
+        via: s.via.clone(),
     })
 }
 
@@ -495,5 +532,113 @@ mod tests {
         let value = |c: &str, r: u32| (c != "c4").then(|| if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
         let (found, _, _) = drive(&h, "c0", "c6", &value);
         assert_eq!(one(&found), ("c5", vec!["c4".to_string()]));
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::super::graph::Dag;
+    use super::*;
+
+    /// Main line c0 m1..m6 M m8 (bad); a topic branch t1..t6 forked at
+    /// `fork` (c0, or f0 before it) merged by M; f0 → c0 is main too.
+    fn history(fork: &str) -> Dag {
+        let mut d = Dag::default();
+        d.add("f0", &[]);
+        d.add("c0", &["f0"]);
+        let mut prev = "c0".to_string();
+        for i in 1..=6 {
+            let m = format!("m{i}");
+            d.add(&m, &[&prev]);
+            prev = m;
+        }
+        let mut t = fork.to_string();
+        for i in 1..=6 {
+            let n = format!("t{i}");
+            d.add(&n, &[&t]);
+            t = n;
+        }
+        d.add("M", &[&prev, &t]);
+        d.add("m8", &["M"]);
+        d
+    }
+
+    fn noise(p: &str, r: u32) -> f64 {
+        let h = p
+            .bytes()
+            .fold(r * 7919 + 13, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        f64::from(h % 97) / 97.0 * 0.004 - 0.002
+    }
+
+    /// Bisects c0..m8 with `shares` (commit, fraction of a 3% slowdown) and an
+    /// extra `before` slowdown carried by c0 (not by f0); returns what it found.
+    fn run(d: &Dag, shares: &[(&str, f64)], before: f64) -> (Found, Vec<String>) {
+        let rule = Rule::default();
+        let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
+        let value = |c: &str, r: u32| {
+            let a = d.ancestors(c);
+            let s: f64 = shares.iter().filter(|(x, _)| a.contains(*x)).map(|x| x.1).sum();
+            let b = if a.contains("c0") { before } else { 0.0 };
+            100.0 * (1.0 - 0.03 * s - b) * (1.0 + noise(c, r))
+        };
+        for _ in 0..100 {
+            let mut lines = vec![];
+            match next(d, "c0", "m8", &ev, &rule, &mut lines).unwrap() {
+                Next::Done(f) => return (f, lines),
+                Next::Measure(a) => {
+                    let seen = ev.entry(a.clone()).or_default();
+                    let k = seen.rounds;
+                    for r in k..k + rule.batch {
+                        let c = a.cand.as_deref().unwrap_or(&a.bad);
+                        seen.blocks.push(Block {
+                            good: value(&a.good, r),
+                            bad: value(&a.bad, r),
+                            cand: value(c, r),
+                        });
+                    }
+                    seen.rounds += rule.batch;
+                }
+            }
+        }
+        panic!("no end after 100 measurements");
+    }
+
+    fn named(f: &Found) -> Vec<(&str, f64, Vec<String>)> {
+        let mut v: Vec<_> = f
+            .culprits
+            .iter()
+            .map(|c| (c.commit.as_str(), (c.share * 10.0).round() / 10.0, c.via.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
+    #[test]
+    fn two_culprits_on_two_branches_are_both_named_and_the_merge_is_not() {
+        let d = history("c0");
+        for (t, m) in [(0.5, 0.5), (0.3, 0.7)] {
+            let (f, lines) = run(&d, &[("t4", t), ("m3", m)], 0.0);
+            assert_eq!(
+                named(&f),
+                [("m3", m, vec![]), ("t4", t, vec!["M".to_string()])],
+                "{t}/{m}: {lines:#?}"
+            );
+            assert!(f.open.is_empty(), "{:?}", f.open);
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("merge M carries") && l.contains("its branch c0..t6")),
+                "{lines:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_branch_forked_before_good_is_bisected_against_its_own_merge_base() {
+        // c0 (good) is itself 2% slower than the fork point f0: the branch lacks that
+        let d = history("f0");
+        let (f, lines) = run(&d, &[("t4", 1.0)], 0.02);
+        assert_eq!(named(&f), [("t4", 1.0, vec!["M".to_string()])], "{lines:#?}");
+        assert!(lines.iter().any(|l| l.contains("its branch f0..t6")), "{lines:#?}");
     }
 }

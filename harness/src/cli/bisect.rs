@@ -3,7 +3,7 @@
 //! with its share (exit 0), or why none could be placed (exit 3). With
 //! `--json` the rule and the steps go to stderr and stdout gets one object:
 //! `{"bisect_dir": DIR, "culprits": [{"commit": ID, "subject": "<id>
-//! <subject>", "share": 0.98, "maybe": [ID...]}], "open": [WHY...]}`, with
+//! <subject>", "share": 0.98, "maybe": [ID...], "via": [MERGE...]}], "open": [WHY...]}`, with
 //! `first_bad` and `subject` besides when one commit carries it and
 //! nothing is left open.
 
@@ -109,6 +109,9 @@ struct Named {
     share: f64,
     /// Skipped commits that could carry the share instead.
     maybe: Vec<String>,
+    /// The path through the graph: the merges whose branches were opened
+    /// to reach it, outermost first (empty: on the first-parent line).
+    via: Vec<String>,
     /// Its differential kernel profile against the good end (the top
     /// functions, as text), or why there is none.
     profile: String,
@@ -156,6 +159,7 @@ fn lines(e: &Ended) -> Vec<String> {
         );
     }
     for c in &e.culprits {
+        out.extend(c.via.iter().map(|m| format!("  (inside the branch merged by {m})")));
         out.extend(
             c.maybe
                 .iter()
@@ -219,6 +223,7 @@ fn named(dir: &Path, c: &bisect::search::Culprit) -> Named {
         subject: bisect::describe(dir, &c.commit),
         share: c.share,
         maybe: c.maybe.clone(),
+        via: c.via.clone(),
         profile,
     }
 }
@@ -245,6 +250,7 @@ mod tests {
             commit: "c4".into(),
             share: 1.0,
             maybe: vec![],
+            via: vec![],
         };
         assert_eq!(
             exit(&bisect::Found {
@@ -271,6 +277,7 @@ mod tests {
             subject: format!("{c} exec: slower"),
             share,
             maybe: vec![],
+            via: vec![],
             profile: format!("{c} against the good end:\n* pcpu_alloc_noprof 377 1473"),
         };
         let found = Ended {
@@ -282,7 +289,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&found).unwrap(),
-            r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[],"profile":"abc against the good end:\n* pcpu_alloc_noprof 377 1473"}],"open":[]}"#
+            r#"{"bisect_dir":"/runs/bisect-1","first_bad":"abc","subject":"abc exec: slower","culprits":[{"commit":"abc","subject":"abc exec: slower","share":1.0,"maybe":[],"via":[],"profile":"abc against the good end:\n* pcpu_alloc_noprof 377 1473"}],"open":[]}"#
         );
         assert_eq!(
             lines(&found),

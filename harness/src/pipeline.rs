@@ -84,6 +84,7 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
         clock: None,
         inputs: Some(inputs),
         jobs: None,
+        uid: Some(crate::records::new_uid()),
     };
     run.write_meta(&meta)?;
     Ok((run, meta))
@@ -569,6 +570,7 @@ mod tests {
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let writer = Run::create(&root.join("runs"), "t").unwrap();
         let meta = RunMeta {
+            uid: None,
             format_version: crate::records::FORMAT_VERSION,
             id: writer.id.clone(),
             started: crate::util::now_rfc3339(),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use sha2::{Digest, Sha256};
 
@@ -151,24 +151,89 @@ pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Source
     let meta = run.meta()?;
     let hash = content_hash(&run)?;
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let had: Option<String> = tx
-        .query_row("SELECT content_hash FROM runs WHERE run_id = ?1", [&meta.id], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    if had.as_deref() == Some(hash.as_str()) {
+    let had = stored(&tx, &meta.id)?;
+    if had.as_ref().is_some_and(|s| s.hash == hash) {
         return Ok(Added::Unchanged);
     }
     let events = run.events()?;
     let r = report::build(&run, &Floors::none("none (history)"))?;
+    let this = Stored {
+        hash: hash.clone(),
+        dir: dir.display().to_string(),
+        uid: meta.uid.clone(),
+        boots: Some(r.boots.len() as i64),
+        complete: r.complete,
+    };
+    if let Some(why) = had.as_ref().and_then(|old| refuse_replacing(old, &this)) {
+        let old = had.as_ref().map(|o| o.dir.as_str()).unwrap_or_default();
+        bail!(
+            "import {}: the history holds run {} from {old}, and {why}: kept as it is; import the complete copy, or remove the stored one with the database's own tools",
+            this.dir,
+            meta.id
+        );
+    }
     for t in ["runs", "cells", "boots", "variants"] {
         tx.execute(&format!("DELETE FROM {t} WHERE run_id = ?1"), [&meta.id])?;
     }
     insert_run(&tx, &meta, &events, &r, &dir, &hash, sources)?;
+    tx.execute(
+        "UPDATE runs SET uid = ?2, boots = ?3 WHERE run_id = ?1",
+        params![meta.id, this.uid, this.boots],
+    )?;
     insert_variants(&tx, &meta, &events, work_dir, sources)?;
     insert_cells(&tx, &r)?;
     tx.commit()?;
     Ok(if had.is_some() { Added::Replaced } else { Added::New })
+}
+
+/// What the history holds of one run: enough to tell whether new records
+/// extend it.
+#[derive(Debug, Clone, PartialEq)]
+struct Stored {
+    hash: String,
+    dir: String,
+    uid: Option<String>,
+    /// Boots in its report (None: stored by a harness before this was).
+    boots: Option<i64>,
+    complete: bool,
+}
+
+fn stored(tx: &Transaction, id: &str) -> Result<Option<Stored>> {
+    Ok(tx
+        .query_row(
+            "SELECT content_hash, run_dir, uid, boots, complete FROM runs WHERE run_id = ?1",
+            [id],
+            |r| {
+                Ok(Stored {
+                    hash: r.get(0)?,
+                    dir: r.get(1)?,
+                    uid: r.get(2)?,
+                    boots: r.get(3)?,
+                    complete: r.get(4)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// Why the records `new` may not replace the stored `old` of the same run
+/// id, if they may not: another run (its uid differs), or a copy with less
+/// in it (the stored run is complete and this is not, or it has fewer boots).
+fn refuse_replacing(old: &Stored, new: &Stored) -> Option<String> {
+    if let (Some(a), Some(b)) = (&old.uid, &new.uid) {
+        if a != b {
+            return Some(format!(
+                "this is another run with the same id (uid {b}, the stored one's {a})"
+            ));
+        }
+    }
+    if old.complete && !new.complete {
+        return Some("the stored run is complete and this copy is not".into());
+    }
+    match (old.boots, new.boots) {
+        (Some(o), Some(n)) if n < o => Some(format!("this copy has {n} boots, the stored run {o}")),
+        _ => None,
+    }
 }
 
 /// Tree identity read from the kernel source: (tree id, git commit, git describe).

@@ -102,6 +102,10 @@ pub const MIGRATIONS: &[&str] = &[
         created TEXT NOT NULL,
         finished TEXT
     );",
+    // a run's identity beyond its id, and how much of it was stored: a
+    // re-import replaces it only with records that extend it
+    "ALTER TABLE runs ADD COLUMN uid TEXT;
+    ALTER TABLE runs ADD COLUMN boots INTEGER;",
 ];
 
 /// The schema version this harness writes.

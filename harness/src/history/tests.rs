@@ -106,6 +106,57 @@ fn adding_a_run_again_changes_nothing() {
     assert_eq!(dump(&db).len(), before.len());
 }
 
+/// Issue 30: a half copy of a stored run (a copy taken while it ran), or
+/// another run that happens to share its id, never replaces it; the
+/// refusal names both directories and the stored rows stay.
+#[test]
+fn a_reimport_that_does_not_extend_the_stored_run_is_refused() {
+    let root_dir = scratch("reimport-refused");
+    let root = root_dir.path().to_path_buf();
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let full = write_run(
+        &root.join("a"),
+        &records("n1", 0, 100.0, |m| m.uid = Some("u-1".into())),
+    );
+    assert_eq!(add(&mut db, &full, &root, Sources::Records).unwrap(), Added::New);
+    let before = dump(&db);
+    let copy = |name: &str, keep: f64, uid: &str| {
+        let dir = root.join(name).join("n1");
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["samples.jsonl", "events.jsonl"] {
+            let text = std::fs::read_to_string(full.join(f)).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let n = (lines.len() as f64 * keep) as usize;
+            std::fs::write(
+                dir.join(f),
+                lines[..n].iter().map(|l| format!("{l}\n")).collect::<String>(),
+            )
+            .unwrap();
+        }
+        let meta = std::fs::read_to_string(full.join("run.json")).unwrap();
+        std::fs::write(dir.join("run.json"), meta.replace("\"u-1\"", &format!("\"{uid}\""))).unwrap();
+        dir
+    };
+    let half = copy("b", 0.5, "u-1");
+    let e = format!("{:#}", add(&mut db, &half, &root, Sources::Records).unwrap_err());
+    assert!(
+        e.contains(&half.canonicalize().unwrap().display().to_string())
+            && e.contains(&full.canonicalize().unwrap().display().to_string())
+            && e.contains("the stored run is complete and this copy is not"),
+        "{e}"
+    );
+    let other = copy("c", 1.0, "u-2");
+    let e = format!("{:#}", add(&mut db, &other, &root, Sources::Records).unwrap_err());
+    assert!(
+        e.contains("another run with the same id (uid u-2, the stored one's u-1)"),
+        "{e}"
+    );
+    assert_eq!(dump(&db), before, "the stored run is kept as it was");
+    // the complete copy elsewhere is the same run: nothing to refuse, nothing to write
+    let moved = copy("d", 1.0, "u-1");
+    assert_eq!(add(&mut db, &moved, &root, Sources::Records).unwrap(), Added::Unchanged);
+}
+
 /// The schema of version 1, written by hand as that harness wrote it.
 const V1: &str = "CREATE TABLE runs (run_id TEXT PRIMARY KEY, content_hash TEXT NOT NULL, started TEXT NOT NULL, run_dir TEXT NOT NULL,
         matrix_id TEXT NOT NULL, matrix_name TEXT NOT NULL, profile TEXT NOT NULL, host TEXT NOT NULL, accel TEXT NOT NULL,

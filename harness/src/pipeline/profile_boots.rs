@@ -85,6 +85,7 @@ pub(super) fn boot(run: &Run, meta: &RunMeta, opts: &Options) -> Result<()> {
             matrix: pm.clone(),
             clock: None,
             jobs: None,
+            uid: Some(crate::records::new_uid()),
             ..meta.clone()
         })?;
     }

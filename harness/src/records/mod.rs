@@ -47,6 +47,20 @@ pub struct RunMeta {
     /// (absent in older runs: one at a time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u32>,
+    /// A random identity (UUID v4) made when the run was created: two runs
+    /// with the same id (the same minute, the same matrix, another host)
+    /// are told apart by it (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// A random UUID v4, in its usual text form.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = crate::util::hex(&b);
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
 
 pub use crate::host::Host;

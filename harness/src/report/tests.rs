@@ -7,6 +7,7 @@ pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
     let vs: String = variants.iter().map(|v| format!("  - name: {v}\n")).collect();
     let y = format!("variants:\n{vs}vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\nsampling: {sampling}\nkey_metrics: [d]\n");
     RunMeta {
+        uid: None,
         format_version: crate::records::FORMAT_VERSION,
         id: "r".into(),
         started: "t".into(),

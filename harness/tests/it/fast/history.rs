@@ -97,6 +97,7 @@ pub(super) fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
     let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2]\nbenchmarks:\n  - {name: d, kind: doexec}\nsampling: {boots: 5, repetitions: 2}\nkey_metrics: [d]\n";
     let id = format!("night{i:02}");
     let meta = RunMeta {
+        uid: None,
         format_version: harness::records::FORMAT_VERSION,
         id: id.clone(),
         started: harness::util::rfc3339(1_767_225_600 + i * 86_400),

@@ -42,6 +42,7 @@ fn html_report_renders_its_plots_in_a_browser() {
     let yaml = "variants:\n  - name: base\n  - name: v\nvcpus: [2, 4]\nbenchmarks:\n  - {name: static-doexec, kind: doexec}\nsampling: {boots: 5, repetitions: 4}\n";
     let matrix = harness::config::parse(yaml, Path::new("/nonexistent/m.yaml"), None).unwrap();
     let meta = RunMeta {
+        uid: None,
         format_version: harness::records::FORMAT_VERSION,
         id: "test-run".into(),
         started: "2026-11-30T00:00:00Z".into(),

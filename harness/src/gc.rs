@@ -235,10 +235,10 @@ fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
 
 /// The companions `tree/<key>.*` of a tree copy no longer there.
 fn orphans(work: &Path, out: &mut Vec<Victim>) {
-    let all = entries(&WorkDir::at(work).trees());
-    for (name, p) in &all {
+    let wd = WorkDir::at(work);
+    for (name, p) in &entries(&wd.trees()) {
         let Some((key, _)) = name.split_once('.') else { continue };
-        if !name.ends_with(".partial") && !WorkDir::at(work).tree(key).is_dir() {
+        if !name.ends_with(".partial") && !wd.tree(key).is_dir() {
             out.push(Victim {
                 bytes: disk_usage(p),
                 path: p.clone(),

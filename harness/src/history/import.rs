@@ -164,22 +164,20 @@ pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Source
         boots: Some(r.boots.len() as i64),
         complete: r.complete,
     };
-    if let Some(why) = had.as_ref().and_then(|old| refuse_replacing(old, &this)) {
-        let old = had.as_ref().map(|o| o.dir.as_str()).unwrap_or_default();
-        bail!(
-            "import {}: the history holds run {} from {old}, and {why}: kept as it is; import the complete copy, or remove the stored one with the database's own tools",
-            this.dir,
-            meta.id
-        );
+    if let Some(old) = &had {
+        if let Some(why) = refuse_replacing(old, &this) {
+            bail!(
+                "import {}: the history holds run {} from {}, and {why}: kept as it is; import the complete copy, or remove the stored one with the database's own tools",
+                this.dir,
+                meta.id,
+                old.dir
+            );
+        }
     }
     for t in ["runs", "cells", "boots", "variants"] {
         tx.execute(&format!("DELETE FROM {t} WHERE run_id = ?1"), [&meta.id])?;
     }
     insert_run(&tx, &meta, &events, &r, &dir, &hash, sources)?;
-    tx.execute(
-        "UPDATE runs SET uid = ?2, boots = ?3 WHERE run_id = ?1",
-        params![meta.id, this.uid, this.boots],
-    )?;
     insert_variants(&tx, &meta, &events, work_dir, sources)?;
     insert_cells(&tx, &r)?;
     tx.commit()?;
@@ -277,8 +275,8 @@ fn insert_run(
     };
     tx.execute(
         "INSERT INTO runs (run_id, content_hash, started, run_dir, matrix_id, matrix_name, profile, host, accel, clock, qemu,
-            harness_version, harness_revision, kernel_source, complete, tree_id, git_commit, git_describe)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            harness_version, harness_revision, kernel_source, complete, tree_id, git_commit, git_describe, uid, boots)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
         params![
             meta.id,
             hash,
@@ -297,7 +295,9 @@ fn insert_run(
             r.complete,
             tree_id,
             commit,
-            describe
+            describe,
+            meta.uid,
+            r.boots.len() as i64
         ],
     )?;
     Ok(())

@@ -223,9 +223,9 @@ pub fn tonight(before: &[f64], value: f64, p: &changepoint::Params, higher_is_be
     if seg.len() < TONIGHT_MIN_NIGHTS {
         return Standing::NotYetTestable { nights: seg.len() };
     }
-    let (med, half) = prediction_interval(seg, 0.95);
-    let outside = (value - med).abs() > half;
-    let change = value / med - 1.0;
+    let (mean, half) = prediction_interval(seg, 0.95);
+    let outside = (value - mean).abs() > half;
+    let change = value / mean - 1.0;
     if outside && change.abs() >= p.min_magnitude {
         Standing::Tonight {
             change,

@@ -93,14 +93,14 @@ const fn entry(name: &'static str, holds: &'static str, keep: Keep) -> Entry {
 
 /// The entry a file name under the work directory belongs to, if any.
 pub fn entry_of(name: &str) -> Option<&'static Entry> {
-    ENTRIES.iter().find(|e| match e.name.strip_suffix('-') {
-        Some(prefix) => name.starts_with(e.name) && name.len() > prefix.len() + 1,
-        None => {
-            name == e.name
-                || name
-                    .strip_prefix(e.name)
-                    .is_some_and(|r| r.starts_with("-wal") || r.starts_with("-shm"))
+    ENTRIES.iter().find(|e| {
+        if e.name.ends_with('-') {
+            return name.starts_with(e.name) && name.len() > e.name.len();
         }
+        // a SQLite database's companions are its own
+        let companion =
+            e.name.ends_with(".sqlite") && name.strip_prefix(e.name).is_some_and(|r| r == "-wal" || r == "-shm");
+        name == e.name || companion
     })
 }
 

@@ -131,7 +131,7 @@ pub fn short_of_memory(m: &Matrix, vcpus: u32) -> Vec<(&Benchmark, u64)> {
 }
 
 /// One repetition's value of one metric.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Measured {
     /// Metric name.
     pub metric: String,

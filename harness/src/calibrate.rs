@@ -25,7 +25,7 @@ pub const ARM_B: &str = "base-again";
 const FILE_VERSION: u32 = 2;
 
 /// What a calibration was measured under; it applies only to runs with the same.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Fingerprint {
     /// Hostname and CPU count.
     pub host: String,
@@ -48,7 +48,7 @@ pub struct Fingerprint {
 }
 
 /// The floor of one (benchmark, metric, vCPUs, clock).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Floor {
     /// Benchmark.
     pub benchmark: String,
@@ -69,7 +69,7 @@ pub struct Floor {
 }
 
 /// A stored calibration.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Calibration {
     /// What it was measured under.
     pub fingerprint: Fingerprint,
@@ -85,7 +85,7 @@ pub struct Calibration {
     pub cells: usize,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
     version: u32,
     calibrations: Vec<Calibration>,

@@ -183,7 +183,7 @@ pub const PROBE_MEMORY: std::time::Duration = std::time::Duration::from_secs(24 
 /// A KVM probe boot that failed on a host, remembered in the work
 /// directory until the host kernel or QEMU changes, or [`PROBE_MEMORY`]
 /// passes.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailedProbe {
     /// The host, its kernel and QEMU version it failed with ([`probe_key`]).
     pub key: String,

@@ -12,7 +12,7 @@ use crate::config::Matrix;
 
 /// One boot of one variant at one vCPU count, running that variant's
 /// benchmarks.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BootJob {
     /// Variant.
     pub variant: String,
@@ -43,7 +43,7 @@ impl BootJob {
 /// A boot job's identity: one boot of a variant at a vCPU count. It
 /// serialises as its three fields, flat where a record embeds it
 /// (`#[serde(flatten)]`), as the run files spell them.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct JobId {
     /// Variant.
     pub variant: String,
@@ -65,7 +65,7 @@ impl JobId {
 
 /// A cell's identity across benchmarks: a variant at a vCPU count. It
 /// serialises as its two fields, flat where a record embeds it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct CellKey {
     /// Variant.
     pub variant: String,
@@ -161,7 +161,7 @@ pub fn boot_index(boot_id: &str) -> Option<u32> {
 
 /// One share of a run's boot jobs: shard `k` of `n` (`k` counts from 0, as
 /// Slurm's `SLURM_ARRAY_TASK_ID` and CI matrix indices do).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     /// This shard, `0..n`.
     pub k: u32,
@@ -317,7 +317,7 @@ mod tests {
     /// flat fields where a record embeds them, and a job knows its cell.
     #[test]
     fn job_and_cell_identities_serialise_flat() {
-        #[derive(Serialize, Deserialize, PartialEq, Debug, schemars::JsonSchema)]
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
         struct Rec {
             #[serde(flatten)]
             job: JobId,

@@ -111,7 +111,7 @@ impl std::fmt::Display for MeasureClock {
 }
 
 /// Everything a guest boot depends on.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct VmSpec {
     /// QEMU binary.
     pub qemu: PathBuf,
@@ -255,7 +255,7 @@ fn memory_args(s: &VmSpec) -> Vec<String> {
 }
 
 /// Inputs of the kernel command line.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CmdlineSpec {
     /// Address-space randomisation on.
     pub aslr: bool,

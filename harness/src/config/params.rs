@@ -85,7 +85,7 @@ macro_rules! bench_kinds {
             }
         )*
     ) => {
-        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+        #[derive(Debug, Clone, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct RawBenchmark {
             pub(super) name: String,
@@ -96,7 +96,7 @@ macro_rules! bench_kinds {
 
         /// A profile's new values for some parameters of one benchmark (for
         /// example shorter durations under the instruction-counting clock).
-        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+        #[derive(Debug, Clone, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct RawOverride {
             $( $key: Option<$kty>, )*

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 pub(super) use super::params::{RawBenchmark, RawOverride};
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMatrix {
     #[serde(default)]
@@ -34,7 +34,7 @@ fn default_series_dir() -> String {
     "patches".into()
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawKernel {
     pub(super) source: Option<String>,
@@ -44,7 +44,7 @@ pub(super) struct RawKernel {
     pub(super) build_timeout_min: Option<u64>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawVariant {
     pub(super) name: String,
@@ -59,7 +59,7 @@ pub(super) struct RawVariant {
     pub(super) git_ref: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGuest {
     pub(super) memory_mib: Option<u64>,
@@ -78,7 +78,7 @@ pub(super) struct RawGuest {
     pub(super) hugepages: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSampling {
     pub(super) boots: Option<u32>,
@@ -87,7 +87,7 @@ pub(super) struct RawSampling {
     pub(super) seed: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStatistics {
     pub(super) alpha: Option<f64>,
@@ -100,20 +100,20 @@ pub(super) struct RawStatistics {
 }
 
 /// A fraction as written: `0.03` or `3%`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawFraction {
     Number(f64),
     Text(String),
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSecondStage {
     pub(super) boots: Option<u32>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
     pub(super) variants: Option<Vec<String>>,

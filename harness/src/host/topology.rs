@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Pin;
 
 /// One online host CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostCpu {
     /// Its number (`cpuN`).
     pub id: u32,
@@ -39,7 +39,7 @@ pub struct HostCpu {
 }
 
 /// The online CPUs of a host, in CPU number order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     /// Online CPUs (those this process may use, for [`Topology::here`]).
     pub cpus: Vec<HostCpu>,
@@ -195,7 +195,7 @@ pub struct GuestShape {
 }
 
 /// Where a guest runs on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     /// The mode asked for.
     pub pin: Pin,

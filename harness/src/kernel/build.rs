@@ -19,7 +19,7 @@ use crate::util::hex;
 use crate::workdir::WorkDir;
 
 /// A built kernel.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Artifact {
     /// Cache key.
     pub key: String,
@@ -202,7 +202,7 @@ pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
 }
 
 /// Why a build failed, with the compiler's error lines.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BuildFailure {
     /// `make` timed out.
     pub timed_out: bool,

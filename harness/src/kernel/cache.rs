@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// One stored file: its path in the entry, size and SHA-256 (hex).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stored {
     /// Path relative to the entry's directory.
     pub path: String,
@@ -22,7 +22,7 @@ pub struct Stored {
 
 /// `artifact.json`: the artifact and its files (none in an entry written
 /// before they were recorded).
-#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Entry<A> {
     /// The kernel.
     #[serde(flatten)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::proc::Cmd;
 
 /// A series: ordered patch files.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Series {
     /// Directory name.
     pub name: String,

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::patch;
 
 /// One patch as it was applied.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Landed {
     /// The patch file as the series names it.
     pub patch: PathBuf,

@@ -16,7 +16,7 @@ use crate::proc::Cmd;
 use crate::workdir::WorkDir;
 
 /// One patch applied to the work tree.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Applied {
     /// The patch file.
     pub patch: PathBuf,

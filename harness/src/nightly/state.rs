@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 /// A bisection's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Claimed for a change; its directory is not made yet.
@@ -64,7 +64,7 @@ pub struct Night {
 }
 
 /// A change of a key cell of base, between two nights.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyChange {
     /// Benchmark.
     pub bench: String,
@@ -91,7 +91,7 @@ pub struct KeyChange {
 }
 
 /// One commit a bisection names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Named {
     /// Its id.
     pub commit: String,
@@ -104,7 +104,7 @@ pub struct Named {
 }
 
 /// How a bisection ended.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bisected {
     /// Every commit that carries a share.
     pub culprits: Vec<Named>,

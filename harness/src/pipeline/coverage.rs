@@ -267,7 +267,7 @@ fn remember(
 }
 
 /// One benchmark's calls per op as a run of the base kernel kept them.
-#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Kept {
     /// The vCPU count of the boots they come from.
     vcpus: u32,

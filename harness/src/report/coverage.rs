@@ -21,7 +21,7 @@ pub const FILE: &str = "coverage.json";
 pub type CallsPerOp = BTreeMap<String, f64>;
 
 /// How one changed function is measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// The function and its file, as the hunks give them.
     pub changed: Changed,
@@ -33,7 +33,7 @@ pub struct Row {
 }
 
 /// A series' coverage by a matrix's benchmarks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Coverage {
     /// The series' name.
     pub series: String,

@@ -21,7 +21,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 use super::RatioCi;
 
 /// A run's two arms of one cell, one value per boot.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, schemars::JsonSchema)]
 pub struct Arms<'a> {
     /// Base boots.
     pub base: &'a [f64],

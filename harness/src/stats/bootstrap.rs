@@ -13,7 +13,7 @@ const RATIO_CI_LEVEL: f64 = 0.95;
 ///
 /// `ratio > 1` means the new variant's median is larger (faster for a throughput metric,
 /// slower for a latency metric).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RatioCi {
     /// Point estimate `median(new) / median(base)`.
     pub ratio: f64,

@@ -17,7 +17,7 @@ const MAD_TO_SIGMA: f64 = 1.4826;
 const MDE_POWER: f64 = 0.8;
 
 /// Outcome of comparing one cell (`new` against `base`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Significant (q <= alpha) and the whole ratio CI lies beyond the floor in the bad
@@ -73,7 +73,7 @@ impl std::fmt::Display for Verdict {
 }
 
 /// Boots of one cell that failed for its benchmark, against base's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failures {
     /// New variant: boots that failed the benchmark.
     pub failed: usize,
@@ -86,7 +86,7 @@ pub struct Failures {
 }
 
 /// The failure-rate comparison of a cell whose new variant fails more often.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FailureRate {
     /// The counts.
     pub counts: Failures,
@@ -130,7 +130,7 @@ impl Comparison {
 
 /// A benchmark's unit-of-work calls per op in base's and the new variant's
 /// kernel profiles (medians over boots).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WorkCalls {
     /// Base.
     pub base: f64,
@@ -139,7 +139,7 @@ pub struct WorkCalls {
 }
 
 /// The verdict for one cell and the numbers behind it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// The verdict.
     pub verdict: Verdict,

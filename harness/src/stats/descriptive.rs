@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 const MEDIAN_CI_LEVEL: f64 = 0.95;
 
 /// Summary of the samples of one cell (one benchmark metric on one kernel variant).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Number of samples.
     pub n: usize,

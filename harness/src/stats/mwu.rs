@@ -7,7 +7,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 const EXACT_MAX_MIN_N: usize = 8;
 
 /// Result of a two-sided Mann-Whitney U test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MannWhitney {
     /// U statistic of the first sample `a`: the number of pairs `(x in a, y in b)` with
     /// `x > y`, ties counting 1/2 (scipy's `statistic`). `u` of `b` is `n_a * n_b - u`.

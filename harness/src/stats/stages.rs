@@ -16,7 +16,7 @@ use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 use super::decide::{decide_all, Comparison, Decision, Rule, Verdict};
 
 /// The two stages' levels, printed with the report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spending {
     /// The overall alpha across both stages.
     pub alpha: f64,

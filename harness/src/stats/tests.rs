@@ -9,13 +9,13 @@ const MWU_JSON: &str = include_str!("../../tests/fixtures/stats/mannwhitneyu.jso
 const SUMMARY_JSON: &str = include_str!("../../tests/fixtures/stats/summary.json");
 const BH_JSON: &str = include_str!("../../tests/fixtures/stats/bh.json");
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
 struct Fixture<T> {
     generator: serde_json::Value,
     cases: Vec<T>,
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
 struct MwuCase {
     name: String,
     a: Vec<f64>,
@@ -25,7 +25,7 @@ struct MwuCase {
     method: String,
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
 struct SummaryCase {
     name: String,
     x: Vec<f64>,
@@ -40,7 +40,7 @@ struct SummaryCase {
     ci_level: f64,
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
 struct BhCase {
     name: String,
     p: Vec<f64>,

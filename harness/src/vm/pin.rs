@@ -42,7 +42,7 @@ pub fn measured_cpus(accel: Accel, clock: Clock, g: &Guest, vcpus: &[u32]) -> Ve
 }
 
 /// What pinning did to one guest, as `<boot>/pin.json` records it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Pinned {
     /// The plan.
     pub placement: Placement,

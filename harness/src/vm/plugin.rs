@@ -19,7 +19,7 @@ pub const PROFILER_ENV: &str = "HARNESS_PROFILER";
 
 /// One boot's profiler: the plugin, the kernel's symbols, the profile file
 /// (every closed window also alone in `<out>.N`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Plugin {
     /// The plugin's shared object.
     pub so: PathBuf,

@@ -159,6 +159,8 @@ struct Global {
     rax: AtomicUsize,
     rcx: AtomicUsize,
     rsp: AtomicUsize,
+    gs: AtomicUsize,
+    kgs: AtomicUsize,
     dynamic: Vec<Mutex<HashMap<(u32, u32), u64>>>,
     sys: Option<Sys>,
 }
@@ -266,6 +268,8 @@ impl Register for Profiler {
             rax: AtomicUsize::new(0),
             rcx: AtomicUsize::new(0),
             rsp: AtomicUsize::new(0),
+            gs: AtomicUsize::new(0),
+            kgs: AtomicUsize::new(0),
             dynamic: (0..vcpus).map(|_| Mutex::new(HashMap::new())).collect(),
             sys,
         };
@@ -374,6 +378,7 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                     kind,
                 }));
                 let flags = match kind {
+                    _ if sys.whoami => qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
                     Kind::Entry => qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
                     _ => qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
                 };

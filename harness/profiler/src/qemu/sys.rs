@@ -6,7 +6,7 @@ use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use super::{g, on_block, read_reg};
+use super::{g, on_block, read_reg, Global};
 use crate::symbols::{Symbols, KERNEL_HALF};
 use crate::syscalls::{self, Kind};
 
@@ -14,7 +14,12 @@ use crate::syscalls::{self, Kind};
 pub(super) struct Sys {
     entry: u64,
     switch: u64,
-    vcpus: Vec<syscalls::Vcpu>,
+    /// Each vCPU's call in flight, keyed by its per-CPU base (see
+    /// `syscalls::Seats`); with one vCPU, by the constant 1.
+    seats: syscalls::Seats,
+    /// Whether the executing vCPU must be found from its registers (more
+    /// than one vCPU): every block's callback then reads registers.
+    pub(super) whoami: bool,
     windows: Mutex<syscalls::Windows>,
 }
 
@@ -29,7 +34,8 @@ impl Sys {
         Ok(Sys {
             entry: at("entry_SYSCALL_64")?,
             switch: at("__switch_to")?,
-            vcpus: (0..vcpus).map(|_| syscalls::Vcpu::default()).collect(),
+            seats: syscalls::Seats::new(vcpus as usize),
+            whoami: vcpus > 1,
             windows: Mutex::new(syscalls::Windows::default()),
         })
     }
@@ -57,10 +63,25 @@ pub(super) unsafe extern "C" fn on_block_sys(vcpu: c_uint, udata: *mut c_void) {
     unsafe { on_block(vcpu, b.counter as *mut c_void) };
     let g = g();
     let Some(sys) = &g.sys else { return };
-    let Some(v) = sys.vcpus.get(vcpu as usize) else { return };
+    let key = if sys.whoami { percpu_base(g) } else { Some(1) };
+    let Some(v) = key.and_then(|k| sys.seats.get(k)) else {
+        return;
+    };
     if let Some(done) = v.step(b.kind, b.insns, || read_reg(&g.rax)) {
         if g.open.load(Ordering::Relaxed) {
             sys.windows().open.add(done);
         }
     }
+}
+
+/// The executing vCPU's per-CPU base: GS's base in the kernel, the
+/// swapped-out kernel GS base in user space and at kernel entry before
+/// `swapgs` (whichever is a kernel address). `None` before the kernel has
+/// set up its per-CPU areas.
+fn percpu_base(g: &Global) -> Option<u64> {
+    let gs = read_reg(&g.gs)?;
+    if gs >= KERNEL_HALF {
+        return Some(gs);
+    }
+    read_reg(&g.kgs).filter(|&k| k >= KERNEL_HALF)
 }

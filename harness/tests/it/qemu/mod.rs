@@ -10,3 +10,4 @@ mod reproduce;
 mod slurm;
 mod soak;
 mod stages;
+mod syscalls;

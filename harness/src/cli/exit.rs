@@ -11,6 +11,7 @@ use std::process::ExitCode;
 /// | 1 | `--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning) |
 /// | 2 | bad input or a failure that stopped the harness (the message names the file, line or item); `check` found an error; `try`: the series does not apply, or a variant could not be patched, configured or built |
 /// | 3 | `bisect`: undecided, no commit could be named (the ends do not differ, or every segment stayed open) |
+/// | 4 | `bisect`: the first bad commit is one of several: a skipped commit next to it (not built, booted or measured) could be it instead |
 /// | 130 | interrupted by SIGINT, SIGTERM or SIGHUP (results so far are saved; resume with `--resume`) |
 ///
 /// `try`'s refusals and failed variants share code 2 with bad input, as
@@ -31,19 +32,23 @@ pub enum Exit {
     VariantFailed,
     /// `bisect`: no commit could be named.
     Undecided,
+    /// `bisect`: a culprit is one of several commits: skipped commits next
+    /// to it could carry its share instead.
+    OneOf,
     /// Interrupted by a signal; the results so far are saved.
     Interrupted,
 }
 
 impl Exit {
     /// Every outcome, in the order of the table of codes.
-    pub const ALL: [Exit; 7] = [
+    pub const ALL: [Exit; 8] = [
         Exit::Done,
         Exit::Regressed,
         Exit::Error,
         Exit::DoesNotApply,
         Exit::VariantFailed,
         Exit::Undecided,
+        Exit::OneOf,
         Exit::Interrupted,
     ];
 
@@ -54,6 +59,7 @@ impl Exit {
             Exit::Regressed => 1,
             Exit::Error | Exit::DoesNotApply | Exit::VariantFailed => 2,
             Exit::Undecided => 3,
+            Exit::OneOf => 4,
             Exit::Interrupted => 130,
         }
     }
@@ -67,6 +73,7 @@ impl Exit {
             Exit::DoesNotApply => "`try`: the series does not apply (nothing was built)",
             Exit::VariantFailed => "`try`: a variant could not be patched, configured or built",
             Exit::Undecided => "`bisect`: undecided, no commit could be named",
+            Exit::OneOf => "`bisect`: the first bad commit is one of several (a skipped commit next to it could be it)",
             Exit::Interrupted => "interrupted (results so far are saved; resume with `--resume`)",
         }
     }
@@ -103,6 +110,7 @@ mod tests {
                 (Exit::DoesNotApply, 2),
                 (Exit::VariantFailed, 2),
                 (Exit::Undecided, 3),
+                (Exit::OneOf, 4),
                 (Exit::Interrupted, 130)
             ]
         );

@@ -19,6 +19,8 @@ struct Fake {
     script: Vec<Option<bool>>,
     measure_fails: bool,
     root: PathBuf,
+    /// Skipped commits next to the culprit the bisections name.
+    maybe: Vec<String>,
 }
 
 impl Robot for Fake {
@@ -46,7 +48,7 @@ impl Robot for Fake {
                     commit: "c2".into(),
                     subject: "c2 exec: one more check".into(),
                     share: 0.97,
-                    maybe: vec![],
+                    maybe: self.maybe.clone(),
                 }],
                 steps: vec!["step 1: c2 like bad".into()],
                 profile: Some("* bprm_execve +2003".into()),
@@ -244,6 +246,21 @@ fn a_finished_bisection_is_reported_once() {
     assert!(mail::text(&second, &[]).contains("No bisection ended since the last report."));
     let third = w.night("c2").unwrap();
     assert!(third.bisections.is_empty());
+}
+
+#[test]
+fn a_culprit_next_to_a_skipped_commit_is_reported_as_one_of_them() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.robot.maybe = vec!["0123456789abcdef".into()];
+    let o = w.night("c1").unwrap();
+    assert_eq!(
+        mail::ended_lines(&o.bisections[0]),
+        ["the first bad commit is one of: 0123456789ab (skipped: could not be measured), c2 exec: one more check (together they carry 97% of the change)"]
+    );
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! resumed), and the mail report written to `<dir>/reports/<time>-<commit>.md`
 //! ([`nightly::mail::write`]) and printed. With `--json` the progress goes to stderr and stdout gets one
 //! object: `{"report": FILE, "run_dir": DIR, "outcome": {"tonight", "night",
-//! "already", "changes", "bisections"}}`.
+//! "already", "changes", "bisections"}}`. Exit 1 when tonight found a
+//! regression ([`nightly::Outcome::regressed`]), 2 when a bisection failed
+//! ([`nightly::Outcome::failed`], which outranks it), else 0.
 
 use std::path::{Path, PathBuf};
 
@@ -109,5 +111,82 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     if let Some(p) = &a.junit {
         write_junit(&r, &meta.matrix.key_metrics, Gating::default(), p)?;
     }
-    Ok(Exit::Done)
+    Ok(exit(&o))
+}
+
+/// The night's exit code: a failed stage outranks a regression, as a
+/// variant that could not be made outranks `try`'s gate.
+fn exit(o: &nightly::Outcome) -> Exit {
+    if o.failed() {
+        Exit::NightFailed
+    } else if o.regressed() {
+        Exit::NightRegressed
+    } else {
+        Exit::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nightly::{Bisected, Bisection, KeyChange, Night, Outcome, Seen, Status, Tonight};
+
+    fn change() -> KeyChange {
+        KeyChange {
+            bench: "static-doexec".into(),
+            metric: "execs_per_s".into(),
+            vcpus: 2,
+            good_run: "r1".into(),
+            bad_run: "r2".into(),
+            date: "2026-12-03".into(),
+            change: -0.011,
+            interval: None,
+            p: 0.001,
+            worse: true,
+            unit: "execs/s".into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_stage_outranks_a_regression_and_a_quiet_night_is_done() {
+        let mut o = Outcome {
+            tonight: Tonight {
+                commit: "c2".into(),
+                subject: "s".into(),
+            },
+            night: Night {
+                id: 3,
+                commit: "c2".into(),
+                subject: "s".into(),
+                runs_dir: "nights/c2".into(),
+                run_id: Some("r2".into()),
+                finished: true,
+            },
+            already: false,
+            changes: vec![],
+            bisections: vec![],
+        };
+        assert_eq!(exit(&o), Exit::Done);
+        o.changes.push(Seen {
+            change: change(),
+            action: "bisection #1 started".into(),
+            started: Some(1),
+        });
+        assert_eq!((exit(&o), exit(&o).code()), (Exit::NightRegressed, 1));
+        o.bisections.push(Bisection {
+            id: 1,
+            change: change(),
+            good_commit: "c1".into(),
+            bad_commit: "c2".into(),
+            dir: None,
+            status: Status::Pending,
+            attempts: 1,
+            result: Some(Bisected {
+                error: Some("check out c1: no space left on device".into()),
+                ..Default::default()
+            }),
+            reported_night: None,
+        });
+        assert_eq!((exit(&o), exit(&o).code()), (Exit::NightFailed, 2));
+    }
 }

@@ -16,6 +16,7 @@
 //! one, [`real::Real`], builds, boots and bisects), so its rules are
 //! tested on a fake in milliseconds.
 
+pub mod cover;
 pub mod mail;
 pub mod real;
 pub mod state;
@@ -64,6 +65,9 @@ pub struct Seen {
     pub change: KeyChange,
     /// `bisection #N`, `covered by bisection #N`, or why it is not bisected.
     pub action: String,
+    /// The bisection this nightly started for it (a change for the worse
+    /// that no earlier bisection answers: a regression found tonight).
+    pub started: Option<i64>,
 }
 
 /// What one nightly invocation did.
@@ -79,6 +83,27 @@ pub struct Outcome {
     pub changes: Vec<Seen>,
     /// Bisections whose end this report tells (told once), and those still open.
     pub bisections: Vec<Bisection>,
+}
+
+impl Outcome {
+    /// Tonight found a regression: a change for the worse that no earlier
+    /// bisection answers (one was started for it), or a bisection whose
+    /// end this report tells named a culprit.
+    pub fn regressed(&self) -> bool {
+        self.changes.iter().any(|s| s.started.is_some())
+            || self
+                .bisections
+                .iter()
+                .any(|b| b.status == Status::Done && b.result.as_ref().is_some_and(|r| !r.culprits.is_empty()))
+    }
+
+    /// A stage failed: a bisection failed tonight (tried again by the next
+    /// nightly, or given up after [`MAX_ATTEMPTS`]).
+    pub fn failed(&self) -> bool {
+        self.bisections
+            .iter()
+            .any(|b| b.status != Status::Done && b.result.as_ref().is_some_and(|r| r.error.is_some()))
+    }
 }
 
 /// The nightly's identity in the database: its matrix's id and profile.
@@ -157,6 +182,7 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
     order.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
     let mut out = vec![];
     for c in order {
+        let mut started = None;
         let action = if !c.worse {
             "not bisected: for the better".to_string()
         } else {
@@ -166,8 +192,15 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
                 (Some(g), Some(b)) if g.commit != b.commit => {
                     let ids: std::collections::BTreeMap<String, i64> = nights_order(db, nightly)?;
                     match state::claim(db, nightly, c, (&g.commit, &b.commit), &|r| ids.get(r).copied())? {
-                        Ok(id) => format!("bisection #{id} started"),
-                        Err(id) => format!("covered by bisection #{id}"),
+                        Ok(id) => {
+                            started = Some(id);
+                            format!("bisection #{id} started")
+                        }
+                        Err(cover::Claim::Covered(id)) => format!("covered by bisection #{id}"),
+                        Err(cover::Claim::Repeat(id, failed)) => format!(
+                            "not bisected again: bisection #{id} of the same commits {}",
+                            if failed { "failed" } else { "ended undecided" }
+                        ),
                     }
                 }
                 (Some(_), Some(_)) => "not bisected: both nights measured the same commit".into(),
@@ -180,6 +213,7 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
         out.push(Seen {
             change: c.clone(),
             action,
+            started,
         });
     }
     Ok(out)

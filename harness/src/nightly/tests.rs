@@ -21,6 +21,8 @@ struct Fake {
     root: PathBuf,
     /// Skipped commits next to the culprit the bisections name.
     maybe: Vec<String>,
+    /// The bisections end undecided (no culprit).
+    undecided: bool,
 }
 
 impl Robot for Fake {
@@ -43,6 +45,10 @@ impl Robot for Fake {
         match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
             Some(true) => Err(crate::proc::Interrupted.into()),
             Some(false) => bail!("build the kernel of c2: no space left on device"),
+            None if self.undecided => Ok(Bisected {
+                open: vec!["c0..c1: the ends do not differ".into()],
+                ..Default::default()
+            }),
             None => Ok(Bisected {
                 culprits: vec![Named {
                     commit: "c2".into(),
@@ -246,6 +252,76 @@ fn a_finished_bisection_is_reported_once() {
     assert!(mail::text(&second, &[]).contains("No bisection ended since the last report."));
     let third = w.night("c2").unwrap();
     assert!(third.bisections.is_empty());
+}
+
+#[test]
+fn a_night_says_whether_it_found_a_regression_or_a_stage_failed() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        let o = w.night(c).unwrap();
+        assert!(!o.regressed() && !o.failed());
+    }
+    // for the better: reported, not a regression
+    w.robot.changes = vec![change("c0", "c1", 2.0, false)];
+    assert!(!w.night("c1").unwrap().regressed());
+    // a new change for the worse, bisected to a culprit tonight
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    let o = w.night("c1").unwrap();
+    assert_eq!(o.changes[0].started, Some(1));
+    assert!(o.regressed() && !o.failed());
+    // the next night: the change is covered and its end was told already
+    let o = w.night("c2").unwrap();
+    assert_eq!(o.changes[0].action, "covered by bisection #1");
+    assert!(!o.regressed() && !o.failed(), "{:?}", o.changes);
+    // a bisection that fails tonight is a failed stage, whatever else was found
+    w.robot.changes = vec![change("c1", "c2", -3.0, true)];
+    w.robot.script = vec![Some(false)];
+    let o = w.night("c2").unwrap();
+    assert!(o.failed() && o.regressed());
+}
+
+#[test]
+fn only_a_bisection_that_answered_covers_a_change() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    w.robot.undecided = true;
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "bisection #1 started");
+    // the same two commits again: bisecting them again would end the same way
+    let o = w.night("c3").unwrap();
+    assert_eq!(
+        o.changes[0].action,
+        "not bisected again: bisection #1 of the same commits ended undecided"
+    );
+    assert!(!o.regressed());
+    // the change seen over other nights: the undecided #1 does not cover it
+    w.robot.undecided = false;
+    w.robot.changes = vec![change("c0", "c2", -1.2, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "bisection #2 started");
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "covered by bisection #2");
+    // a bisection given up after its attempts covers nothing either
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    w.robot.script = vec![Some(false); 3];
+    for _ in 0..3 {
+        w.night("c2").unwrap();
+    }
+    assert_eq!(
+        state::bisections(&w.db, "m1:nightly").unwrap()[0].status,
+        Status::Failed
+    );
+    assert_eq!(
+        w.night("c2").unwrap().changes[0].action,
+        "not bisected again: bisection #1 of the same commits failed"
+    );
+    w.robot.changes = vec![change("c0", "c2", -1.2, true)];
+    assert_eq!(w.night("c2").unwrap().changes[0].action, "bisection #2 started");
 }
 
 #[test]

@@ -1,8 +1,12 @@
-//! Whether an earlier bisection answers a change already (pure): one that
-//! is still running or named a culprit covers the change when its nights
-//! overlap the change's; one that ended undecided or failed covers
-//! nothing, so the change is bisected again, unless the new bisection
-//! would bisect the very same two commits (it would end the same way).
+//! Whether an earlier bisection answers a change already (pure). An
+//! earlier bisection is of the same change when its nights overlap the
+//! change's, or when the change point moved by a night (the change's
+//! nights are next to the earlier one's) and the change's cell shows no
+//! change point at the earlier place any more (if it still does, this is a
+//! second change). Of those, one still running or that named a culprit
+//! covers the change; one that ended undecided or failed covers nothing,
+//! so the change is bisected again, unless the new bisection would bisect
+//! the very same two commits (it would end the same way).
 
 use super::{Bisection, KeyChange, Status};
 
@@ -26,20 +30,32 @@ fn answered(b: &Bisection) -> bool {
 }
 
 /// Decides change `c` (between `commits`, good then bad) against the
-/// nightly's `earlier` bisections (`order` gives a run's night number):
-/// None when none answers it, so it is bisected.
+/// nightly's `earlier` bisections (`order` gives a run's night number;
+/// `tonight`: every change point tonight's series show): None when none
+/// answers it, so it is bisected.
 pub fn decide(
     c: &KeyChange,
     commits: (&str, &str),
     earlier: &[Bisection],
     order: &dyn Fn(&str) -> Option<i64>,
+    tonight: &[KeyChange],
 ) -> Option<Claim> {
     let (g, b) = (order(&c.good_run), order(&c.bad_run));
     let overlaps = |e: &KeyChange| {
         (e.good_run == c.good_run && e.bad_run == c.bad_run)
             || matches!((g, b, order(&e.good_run), order(&e.bad_run)), (Some(g), Some(b), Some(og), Some(ob)) if g < ob && og < b)
     };
-    let related: Vec<&Bisection> = earlier.iter().filter(|e| overlaps(&e.change)).collect();
+    let still_there = |e: &KeyChange| {
+        tonight.iter().any(|k| {
+            (&k.bench, &k.metric, k.vcpus) == (&c.bench, &c.metric, c.vcpus)
+                && (&k.good_run, &k.bad_run) == (&e.good_run, &e.bad_run)
+        })
+    };
+    let moved = |e: &KeyChange| (c.good_run == e.bad_run || c.bad_run == e.good_run) && !still_there(e);
+    let related: Vec<&Bisection> = earlier
+        .iter()
+        .filter(|e| overlaps(&e.change) || moved(&e.change))
+        .collect();
     if let Some(e) = related.iter().find(|e| answered(e)) {
         return Some(Claim::Covered(e.id));
     }

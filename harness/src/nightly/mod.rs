@@ -174,8 +174,9 @@ pub fn short(c: &str) -> &str {
 }
 
 /// Each change with what is done about it: a change for the worse between
-/// two nights of this nightly is claimed for a bisection, unless one covers
-/// its nights already; the largest change first, so of the cells that moved
+/// two nights of this nightly is claimed for a bisection, unless an earlier
+/// one answers it ([`cover`]: overlapping nights, or the change point moved
+/// by a night); the largest change first, so of the cells that moved
 /// together the one that moved most is bisected.
 fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> Result<Vec<Seen>> {
     let mut order: Vec<&KeyChange> = changes.iter().collect();
@@ -191,7 +192,14 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
             match (good, bad) {
                 (Some(g), Some(b)) if g.commit != b.commit => {
                     let ids: std::collections::BTreeMap<String, i64> = nights_order(db, nightly)?;
-                    match state::claim(db, nightly, c, (&g.commit, &b.commit), &|r| ids.get(r).copied())? {
+                    match state::claim(
+                        db,
+                        nightly,
+                        c,
+                        (&g.commit, &b.commit),
+                        &|r| ids.get(r).copied(),
+                        changes,
+                    )? {
                         Ok(id) => {
                             started = Some(id);
                             format!("bisection #{id} started")

@@ -248,19 +248,21 @@ pub fn bisections(db: &Connection, nightly: &str) -> Result<Vec<Bisection>> {
 
 /// Claims a bisection of `c` between the two commits (its id), unless an
 /// earlier bisection of this nightly answers it already
-/// ([`super::cover::decide`]; `order` gives a run's night number): then
-/// why not. Checked and written in one transaction, so a change is never
-/// claimed twice.
+/// ([`super::cover::decide`]; `order` gives a run's night number,
+/// `tonight` every change point tonight's series show): then why not.
+/// Checked and written in one transaction, so a change is never claimed
+/// twice.
 pub fn claim(
     db: &mut Connection,
     nightly: &str,
     c: &KeyChange,
     commits: (&str, &str),
     order: &dyn Fn(&str) -> Option<i64>,
+    tonight: &[KeyChange],
 ) -> Result<Result<i64, super::cover::Claim>> {
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let earlier = bisections(&tx, nightly)?;
-    if let Some(not) = super::cover::decide(c, commits, &earlier, order) {
+    if let Some(not) = super::cover::decide(c, commits, &earlier, order, tonight) {
         return Ok(Err(not));
     }
     tx.execute(

@@ -162,34 +162,56 @@ fn a_second_nightly_measures_nothing_and_starts_no_second_bisection() {
         "tonight's commit was measured already"
     );
     assert_eq!(w.robot.started.len(), 1);
-    // run twice, and the change point moved by a night once a later night came: one change, one bisection
     let again = w.night("c2").unwrap();
     assert!(again.already);
-    w.night("c3").unwrap();
-    w.robot.changes = vec![
-        change("c1", "c2", -1.1, true),
-        change("c2", "c3", -1.0, true),
-        change("c0", "c2", -1.2, true),
-    ];
-    let o = w.night("c3").unwrap();
-    let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(w.robot.started.len(), 1);
+}
+
+/// docs/nightly.md: a change point that moves by a night as later nights
+/// arrive is not bisected twice; one that still stands beside a new one
+/// is a second change; a move after an undecided bisection is bisected again.
+#[test]
+fn a_change_point_that_moves_by_a_night_is_not_bisected_twice() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    let actions = |o: &Outcome| o.changes.iter().map(|s| s.action.clone()).collect::<Vec<_>>();
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(actions(&w.night("c3").unwrap()), ["bisection #1 started"]);
+    // moved a night later, a night earlier, or widened: the same change
+    for (g, b) in [("c2", "c3"), ("c0", "c1"), ("c0", "c2")] {
+        w.robot.changes = vec![change(g, b, -1.1, true)];
+        assert_eq!(
+            actions(&w.night("c3").unwrap()),
+            ["covered by bisection #1"],
+            "{g}..{b}"
+        );
+    }
+    // the first change point still there beside the next one: a second change
+    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c2", "c3", -1.0, true)];
     assert_eq!(
-        actions,
-        [
-            "covered by bisection #1",
-            "covered by bisection #1",
-            "bisection #2 started"
-        ]
+        actions(&w.night("c3").unwrap()),
+        ["covered by bisection #1", "bisection #2 started"]
     );
     assert_eq!(
         w.robot.started,
         [
             ("c1".to_string(), "c2".to_string()),
             ("c2".to_string(), "c3".to_string())
-        ],
-        "only the next change is a new one"
+        ]
     );
     assert_eq!(w.robot.runs.len(), 2, "a finished bisection is not run again");
+    // after an undecided bisection, the moved change is bisected again
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    w.robot.undecided = true;
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    w.night("c3").unwrap();
+    w.robot.changes = vec![change("c2", "c3", -1.1, true)];
+    assert_eq!(actions(&w.night("c3").unwrap()), ["bisection #2 started"]);
 }
 
 #[test]
@@ -274,9 +296,10 @@ fn a_night_says_whether_it_found_a_regression_or_a_stage_failed() {
     assert_eq!(o.changes[0].action, "covered by bisection #1");
     assert!(!o.regressed() && !o.failed(), "{:?}", o.changes);
     // a bisection that fails tonight is a failed stage, whatever else was found
-    w.robot.changes = vec![change("c1", "c2", -3.0, true)];
+    w.night("c3").unwrap();
+    w.robot.changes = vec![change("c2", "c3", -3.0, true)];
     w.robot.script = vec![Some(false)];
-    let o = w.night("c2").unwrap();
+    let o = w.night("c3").unwrap();
     assert!(o.failed() && o.regressed());
 }
 

@@ -72,7 +72,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let tree = std::path::absolute(&a.git).context("resolve --git")?;
     let dir = std::path::absolute(a.dir.unwrap_or_else(|| g.runs_dir.join("nightly"))).context("resolve --dir")?;
     let hist = g.history_path();
-    let _lock = nightly::lock(&hist)?;
+    let measuring = nightly::lock(&hist)?;
     let tonight = nightly::real::tonight(&tree, &a.branch)?;
     let mut opts = run_options(g, &matrix, a.quiet)?;
     (opts.jobs, opts.allow_concurrent_wall) = (a.jobs, a.allow_concurrent_wall);
@@ -92,12 +92,16 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     };
     let key = nightly::key(&history::matrix_id(&robot.load()?), profile.as_deref());
     let mut db = history::open(&hist)?;
-    let o = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, &|s| eprintln!("{s}"))?;
+    let locks = nightly::Locks {
+        measuring,
+        history: hist.clone(),
+    };
+    let (o, telling) = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, locks, &|s| eprintln!("{s}"))?;
     let run_dir = nightly::state::run_dir(&db, o.night.run_id.as_deref().unwrap_or_default())?;
     let (_, meta, r) = write_report_files(&run_dir, g)?;
     let cells = nightly::mail::key_cells(&r, &meta.matrix.key_metrics);
     let (text, file) = nightly::mail::write(&dir, &o, &cells)?;
-    nightly::told(&db, &o)?;
+    nightly::told(&db, &o, telling)?;
     if g.json {
         print_json(&Printed {
             report: &file,
@@ -165,6 +169,7 @@ mod tests {
             already: false,
             changes: vec![],
             bisections: vec![],
+            elsewhere: None,
         };
         assert_eq!(exit(&o), Exit::Done);
         o.changes.push(Seen {

@@ -111,6 +111,9 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
     if !o.changes.is_empty() {
         s += "\n";
     }
+    if let Some(holder) = &o.elsewhere {
+        s += &format!("The bisections are run by another nightly ({holder}); their ends are told in its report.\n\n");
+    }
     for b in &o.bisections {
         s += &bisection(b);
     }

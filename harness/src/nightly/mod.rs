@@ -10,7 +10,9 @@
 //! bisection only (changes whose nights overlap are one change); a
 //! bisection interrupted is resumed from its directory (its finished
 //! measurements kept); a bisection's end is told in one report only. A
-//! second nightly on the same database is refused while one runs.
+//! second nightly on the same database is refused while one measures; the
+//! bisections run after the measuring lock is let go, under a lock of
+//! their own ([`Locks`]), so a long bisection never costs the next night.
 //!
 //! [`night`] is the state machine; it works through a [`Robot`] (the real
 //! one, [`real::Real`], builds, boots and bisects), so its rules are
@@ -83,6 +85,8 @@ pub struct Outcome {
     pub changes: Vec<Seen>,
     /// Bisections whose end this report tells (told once), and those still open.
     pub bisections: Vec<Bisection>,
+    /// When another nightly runs the bisections (it holds their lock): who.
+    pub elsewhere: Option<String>,
 }
 
 impl Outcome {
@@ -121,8 +125,9 @@ pub fn night(
     dir: &Path,
     tonight: &Tonight,
     robot: &mut dyn Robot,
+    locks: Locks,
     say: &dyn Fn(&str),
-) -> Result<Outcome> {
+) -> Result<(Outcome, Telling)> {
     let runs_dir = dir.join("nights").join(&tonight.commit[..tonight.commit.len().min(12)]);
     let mut n = state::night(db, nightly, &tonight.commit, &tonight.subject, &runs_dir)?;
     let already = n.finished;
@@ -139,26 +144,73 @@ pub fn night(
     }
     let run_id = n.run_id.clone().unwrap_or_default();
     let changes = claim_changes(db, nightly, &robot.changes(db, &run_id)?)?;
-    for b in state::bisections(db, nightly)? {
-        if matches!(b.status, Status::Pending | Status::Running) {
-            bisect_one(db, b, robot, say)?;
-        }
+    // tonight is measured and its changes claimed: the next nightly may measure its night
+    drop(locks.measuring);
+    let bisecting = bisect_lock(&locks.history)?;
+    let elsewhere = bisecting.as_ref().err().cloned();
+    match &elsewhere {
+        None => bisect_open(db, nightly, robot, say)?,
+        Some(holder) => say(&format!(
+            "nightly: the bisections are run by another nightly ({holder}): their ends are told in its report"
+        )),
     }
+    // only the nightly that runs the bisections tells their ends, so each is told once
     let bisections = state::bisections(db, nightly)?
         .into_iter()
         .filter(|b| b.reported_night.is_none())
+        .filter(|b| elsewhere.is_none() || !matches!(b.status, Status::Done | Status::Failed))
         .collect();
-    Ok(Outcome {
+    let o = Outcome {
         tonight: tonight.clone(),
         night: n,
         already,
         changes,
         bisections,
-    })
+        elsewhere,
+    };
+    Ok((o, Telling { _held: bisecting.ok() }))
 }
 
-/// Marks the bisections that ended in `o` as told (after its report is written).
-pub fn told(db: &Connection, o: &Outcome) -> Result<()> {
+/// The nightly's locks: `measuring` ([`lock`]) is held from before
+/// tonight is measured until its changes are claimed; the bisections take
+/// their own lock beside the history database (`history.bisect.lock`), so a
+/// long bisection never keeps the next night from being measured.
+pub struct Locks {
+    /// The measuring lock, taken by [`lock`].
+    pub measuring: crate::util::Flock,
+    /// The history database the locks are beside.
+    pub history: PathBuf,
+}
+
+/// The bisecting lock of a night that runs the bisections, held until
+/// [`told`] marks their ends told (none when another nightly runs them).
+pub struct Telling {
+    _held: Option<crate::util::Flock>,
+}
+
+/// Runs every bisection not ended to its end (or its failed attempt), one
+/// at a time, including those another nightly claims meanwhile.
+fn bisect_open(db: &Connection, nightly: &str, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<()> {
+    let mut tried: Vec<i64> = vec![];
+    loop {
+        let open = state::bisections(db, nightly)?
+            .into_iter()
+            .find(|b| matches!(b.status, Status::Pending | Status::Running) && !tried.contains(&b.id));
+        let Some(b) = open else { return Ok(()) };
+        tried.push(b.id);
+        bisect_one(db, b, robot, say)?;
+    }
+}
+
+/// Takes the bisecting lock beside the history database, or gives its holder.
+fn bisect_lock(history_db: &Path) -> Result<Result<crate::util::Flock, String>> {
+    crate::util::Flock::try_take(&history_db.with_extension("bisect.lock"), "nightly (bisecting)")
+}
+
+/// Marks the bisections that ended in `o` as told (after its report is
+/// written), then lets the bisecting lock go.
+pub fn told(db: &Connection, o: &Outcome, telling: Telling) -> Result<()> {
+    let _held = telling;
     let ids: Vec<i64> = o
         .bisections
         .iter()

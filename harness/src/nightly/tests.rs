@@ -23,6 +23,10 @@ struct Fake {
     maybe: Vec<String>,
     /// The bisections end undecided (no culprit).
     undecided: bool,
+    /// The history database, whose nightly lock `run_bisect` tries.
+    history: PathBuf,
+    /// Whether the nightly lock was free during each `run_bisect`.
+    lock_free: Vec<bool>,
 }
 
 impl Robot for Fake {
@@ -42,6 +46,8 @@ impl Robot for Fake {
     }
     fn run_bisect(&mut self, dir: &Path, _b: &Bisection) -> Result<Bisected> {
         self.runs.push(dir.to_path_buf());
+        // what the next cron nightly would find: the measuring lock free
+        self.lock_free.push(lock(&self.history).is_ok());
         match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
             Some(true) => Err(crate::proc::Interrupted.into()),
             Some(false) => bail!("build the kernel of c2: no space left on device"),
@@ -82,6 +88,7 @@ fn change(good: &str, bad: &str, pct: f64, worse: bool) -> KeyChange {
 
 struct World {
     _tmp: tempfile::TempDir,
+    history: PathBuf,
     db: Connection,
     dir: PathBuf,
     robot: Fake,
@@ -91,14 +98,17 @@ struct World {
 impl World {
     fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
-        let db = crate::history::open(&tmp.path().join("history.sqlite")).unwrap();
+        let history = tmp.path().join("history.sqlite");
+        let db = crate::history::open(&history).unwrap();
         let dir = tmp.path().join("nightly");
         let robot = Fake {
             root: dir.clone(),
+            history: history.clone(),
             ..Default::default()
         };
         World {
             _tmp: tmp,
+            history,
             db,
             dir,
             robot,
@@ -111,10 +121,20 @@ impl World {
             subject: format!("{commit} subject"),
         };
         let said = &self.said;
-        let o = night(&mut self.db, "m1:nightly", &self.dir, &t, &mut self.robot, &|s| {
-            said.borrow_mut().push(s.to_string())
-        })?;
-        told(&self.db, &o)?;
+        let locks = Locks {
+            measuring: lock(&self.history)?,
+            history: self.history.clone(),
+        };
+        let (o, telling) = night(
+            &mut self.db,
+            "m1:nightly",
+            &self.dir,
+            &t,
+            &mut self.robot,
+            locks,
+            &|s| said.borrow_mut().push(s.to_string()),
+        )?;
+        told(&self.db, &o, telling)?;
         Ok(o)
     }
 }
@@ -345,6 +365,44 @@ fn only_a_bisection_that_answered_covers_a_change() {
     );
     w.robot.changes = vec![change("c0", "c2", -1.2, true)];
     assert_eq!(w.night("c2").unwrap().changes[0].action, "bisection #2 started");
+}
+
+/// The bisection runs outside the measuring lock: a cron nightly started
+/// while it runs measures its night; the bisections, under their own lock,
+/// are left to the nightly that runs them, which alone tells their ends.
+#[test]
+fn a_bisection_leaves_the_next_night_free_to_be_measured() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.night("c2").unwrap();
+    assert_eq!(w.robot.lock_free, [true], "the measuring lock is free while bisecting");
+    // another nightly is bisecting (it holds the bisecting lock)
+    let other = crate::util::Flock::try_take(&w.history.with_extension("bisect.lock"), "nightly (bisecting)")
+        .unwrap()
+        .unwrap();
+    w.robot.changes = vec![change("c2", "c3", -3.0, true)];
+    w.night("c3").unwrap_or_else(|e| panic!("{e:#}"));
+    let b2 = state::bisections(&w.db, "m1:nightly").unwrap()[1].clone();
+    assert_eq!((b2.id, b2.status), (2, Status::Pending));
+    // it ends #2 while this nightly measures c4: this one does not tell that end
+    state::ended(&w.db, 2, Status::Done, 0, &Bisected::default()).unwrap();
+    let o = w.night("c4").unwrap();
+    assert_eq!(w.robot.measured, ["c0", "c1", "c2", "c3", "c4"], "every night measured");
+    assert_eq!(w.robot.runs.len(), 1, "no bisection run beside the other nightly's");
+    assert!(o.elsewhere.as_deref().unwrap().starts_with("pid "), "{:?}", o.elsewhere);
+    assert!(o.bisections.is_empty(), "{:?}", o.bisections);
+    assert!(mail::text(&o, &[]).contains("The bisections are run by another nightly (pid "));
+    drop(other);
+    let o = w.night("c4").unwrap();
+    assert_eq!(
+        o.bisections.iter().map(|b| b.id).collect::<Vec<_>>(),
+        [2],
+        "told by the next"
+    );
+    assert!(o.elsewhere.is_none());
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub enum Mid {
     /// Test this commit.
     Test(String),
     /// Nothing left to test: `first_bad` is the first bad commit, unless
-    /// one of `maybe` (skipped, untestable) is.
+    /// one of `maybe` (skipped, untestable; oldest first) is.
     Found {
         /// The first bad commit.
         first_bad: String,
@@ -47,7 +47,11 @@ pub trait Graph {
         let mid = (n / 2) as isize - 1;
         let mut ranked: Vec<usize> = (0..n.saturating_sub(1)).collect();
         ranked.sort_by_key(|&j| ((j as isize - mid).unsigned_abs(), j));
-        Ok(pick(bad, ranked.into_iter().map(|j| line[j].clone()).collect(), skip))
+        let mut m = pick(bad, ranked.into_iter().map(|j| line[j].clone()).collect(), skip);
+        if let Mid::Found { maybe, .. } = &mut m {
+            maybe.sort_by_key(|c| line.iter().position(|x| x == c));
+        }
+        Ok(m)
     }
 }
 
@@ -215,6 +219,14 @@ mod tests {
             Mid::Found {
                 first_bad: "c6".into(),
                 maybe: s(&["c5"])
+            }
+        );
+        // the skipped commits that could be it instead, oldest first
+        assert_eq!(
+            h.midpoint("c8", &s(&["c3"]), &s(&["c6", "c5", "c7", "c4"])).unwrap(),
+            Mid::Found {
+                first_bad: "c8".into(),
+                maybe: s(&["c4", "c5", "c6", "c7"])
             }
         );
     }

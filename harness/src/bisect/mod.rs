@@ -261,6 +261,30 @@ pub fn run(dir: &Path, opts: &Options, say: &dyn Fn(&str)) -> Result<Found> {
     }
 }
 
+/// How the end names one culprit (`subject`: its `<id> <subject>`;
+/// `skipped`: the skipped commits next to it, as printed; `sole`: it alone
+/// carries the change and nothing is left open). A first bad commit is
+/// named only when no skipped commit could be it instead; otherwise, as
+/// `git bisect` says with skips, the first bad commit is one of them.
+pub fn culprit_line(subject: &str, share: f64, skipped: &[String], sole: bool) -> String {
+    let pct = share * 100.0;
+    if !skipped.is_empty() {
+        let one_of: Vec<String> = skipped
+            .iter()
+            .map(|m| format!("{m} (skipped: could not be measured)"))
+            .chain([subject.to_string()])
+            .collect();
+        format!(
+            "the first bad commit is one of: {} (together they carry {pct:.0}% of the change)",
+            one_of.join(", ")
+        )
+    } else if sole {
+        format!("first bad commit: {subject} (carries {pct:.0}% of the change)")
+    } else {
+        format!("carries {pct:.0}% of the change: {subject}")
+    }
+}
+
 /// `<id> <subject>` of a point: a commit's, or a series prefix's last patch.
 pub fn describe(dir: &Path, point: &str) -> String {
     match io::load(dir).map(|s| s.history) {
@@ -379,5 +403,30 @@ mod tests {
             start_series(one, None, Rule::default(), tmp.path()).unwrap_err()
         );
         assert_eq!(e, "--per-patch needs one --bench and one --vcpus count");
+    }
+
+    #[test]
+    fn a_culprit_next_to_a_skipped_commit_is_one_of_them() {
+        let skipped = ["c4 exec: does not build".to_string()];
+        for (subject, share, skipped, sole, want) in [
+            ("c5 x", 1.0, &[][..], true, "first bad commit: c5 x (carries 100% of the change)"),
+            ("c5 x", 0.52, &[][..], false, "carries 52% of the change: c5 x"),
+            (
+                "c5 x",
+                1.0,
+                &skipped[..],
+                true,
+                "the first bad commit is one of: c4 exec: does not build (skipped: could not be measured), c5 x (together they carry 100% of the change)",
+            ),
+            (
+                "c5 x",
+                0.5,
+                &skipped[..],
+                false,
+                "the first bad commit is one of: c4 exec: does not build (skipped: could not be measured), c5 x (together they carry 50% of the change)",
+            ),
+        ] {
+            assert_eq!(culprit_line(subject, share, skipped, sole), want);
+        }
     }
 }

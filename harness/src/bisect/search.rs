@@ -54,6 +54,14 @@ pub struct Culprit {
     pub via: Vec<String>,
 }
 
+impl Culprit {
+    /// Every commit that could be the first bad one, oldest first: the
+    /// skipped ones next to it, then the one named.
+    pub fn candidates(&self) -> Vec<String> {
+        self.maybe.iter().chain([&self.commit]).cloned().collect()
+    }
+}
+
 /// How a bisection ended.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Found {
@@ -298,11 +306,25 @@ fn open_branch(s: &Segment, seg: &str, merge: &str, base: &str, tip: &str, lines
 /// `min_share`) is told, not placed.
 fn found(s: &Segment, seg: &str, first_bad: String, maybe: Vec<String>, lines: &mut Vec<String>) -> Walk {
     let share = s.scale(s.last_bad.0) - s.scale(s.last_good.0);
-    lines.push(format!(
-        "{seg}: first bad commit {} carries {:.0}% of the change",
-        short(&first_bad),
-        share * 100.0
-    ));
+    if maybe.is_empty() {
+        lines.push(format!(
+            "{seg}: first bad commit {} carries {:.0}% of the change",
+            short(&first_bad),
+            share * 100.0
+        ));
+    } else {
+        // as `git bisect` with skips: a skipped commit next to it could be it instead
+        lines.push(format!(
+            "{seg}: the first bad commit is one of: {}, {}; together they carry {:.0}% of the change",
+            maybe
+                .iter()
+                .map(|m| format!("{} (skipped: could not be measured)", short(m)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            short(&first_bad),
+            share * 100.0
+        ));
+    }
     if s.last_good.1 {
         lines.push(format!("{seg}: the last like-good commit already carries {:.0}% of the change: a smaller share before it is not placed", (s.scale(s.last_good.0) - s.at.0) * 100.0));
     }
@@ -528,10 +550,18 @@ mod tests {
         );
         // c4 is the first bad commit, unless the untested c3 is (as `git bisect skip` says)
         assert_eq!(one(&found), ("c4", vec!["c3".to_string()]));
-        // c4 itself untestable: c5 is named, c4 given as the other candidate
+        // c4 itself untestable: not named the first bad commit; the end is c4 or c5
         let value = |c: &str, r: u32| (c != "c4").then(|| if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
-        let (found, _, _) = drive(&h, "c0", "c6", &value);
+        let (found, lines, _) = drive(&h, "c0", "c6", &value);
         assert_eq!(one(&found), ("c5", vec!["c4".to_string()]));
+        assert_eq!(found.culprits[0].candidates(), ["c4", "c5"]);
+        assert!(
+            lines.iter().any(|l| l.starts_with(
+                "c0..c6: the first bad commit is one of: c4 (skipped: could not be measured), c5; together they carry "
+            )),
+            "{lines:#?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("first bad commit c5")), "{lines:#?}");
     }
 }
 

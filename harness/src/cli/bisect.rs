@@ -1,11 +1,16 @@
 //! `harness bisect`: runs or resumes a bisection; prints the rule, each
 //! step's evidence and every commit that carries a share of the change,
-//! with its share (exit 0), or why none could be placed (exit 3). With
-//! `--json` the rule and the steps go to stderr and stdout gets one object:
-//! `{"bisect_dir": DIR, "culprits": [{"commit": ID, "subject": "<id>
-//! <subject>", "share": 0.98, "maybe": [ID...], "via": [MERGE...]}], "open": [WHY...]}`, with
-//! `first_bad` and `subject` besides when one commit carries it and
-//! nothing is left open.
+//! with its share (exit 0), or why none could be placed (exit 3); a
+//! culprit next to a skipped commit is not named the first bad commit: the
+//! first bad commit is one of them (exit 4). With `--json` the rule and the
+//! steps go to stderr and stdout gets one object: `{"bisect_dir": DIR,
+//! "first_bad": ID, "subject": "<id> <subject>", "culprits": [{"commit":
+//! ID, "subject": "<id> <subject>", "share": 0.98, "maybe": [ID...], "via":
+//! [MERGE...]}], "open": [WHY...]}`; `first_bad` and `subject` are null
+//! unless one commit carries the change, no skipped commit could be it
+//! instead and nothing is left open; when a skipped commit could,
+//! `candidates` lists every commit that could be the first bad one, oldest
+//! first.
 
 use std::path::{Path, PathBuf};
 
@@ -115,6 +120,9 @@ struct Named {
     /// Its differential kernel profile against the good end (the top
     /// functions, as text), or why there is none.
     profile: String,
+    /// `maybe` as printed: each one's `<short id> <subject>`.
+    #[serde(skip)]
+    skipped: Vec<String>,
 }
 
 /// `harness bisect --json`: how the bisection ended.
@@ -122,12 +130,16 @@ struct Named {
 struct Ended<'a> {
     /// The bisection's directory.
     bisect_dir: &'a Path,
-    /// The one commit that carries the change, when one does and nothing is left open.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The one commit that carries the change, when one does, no skipped
+    /// commit could instead, and nothing is left open (else null).
     first_bad: Option<String>,
     /// Its `<short id> <subject>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     subject: Option<String>,
+    /// When one segment carries the change and skipped commits next to its
+    /// first bad commit could be it instead: every commit that could be the
+    /// first bad one, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    candidates: Vec<String>,
     /// Every commit that carries a share.
     culprits: Vec<Named>,
     /// Segments that could not be placed, and why.
@@ -145,26 +157,12 @@ fn sole<'a>(c: &'a [Named], open: &[String]) -> Option<&'a Named> {
 /// What the end prints, one line each.
 fn lines(e: &Ended) -> Vec<String> {
     let mut out = vec![];
-    if let Some(one) = sole(&e.culprits, &e.open) {
-        out.push(format!(
-            "first bad commit: {} (carries {:.0}% of the change)",
-            one.subject,
-            one.share * 100.0
-        ));
-    } else {
-        out.extend(
-            e.culprits
-                .iter()
-                .map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)),
-        );
+    let one = sole(&e.culprits, &e.open).is_some();
+    for c in &e.culprits {
+        out.push(bisect::culprit_line(&c.subject, c.share, &c.skipped, one));
     }
     for c in &e.culprits {
         out.extend(c.via.iter().map(|m| format!("  (inside the branch merged by {m})")));
-        out.extend(
-            c.maybe
-                .iter()
-                .map(|m| format!("  (or the skipped {m}, which could not be measured)")),
-        );
     }
     out.extend(e.open.iter().map(|o| format!("not placed: {o}")));
     if e.culprits.is_empty() && e.open.is_empty() {
@@ -199,20 +197,34 @@ pub(super) fn finish(dir: &Path, g: &Global, quiet: bool) -> Result<Exit> {
     let say = move |s: &str| if json { eprintln!("{s}") } else { println!("{s}") };
     let found = bisect::run(dir, &opts, &say)?;
     let culprits: Vec<Named> = found.culprits.iter().map(|c| named(dir, c)).collect();
-    let one = sole(&culprits, &found.open).map(|c| (c.commit.clone(), c.subject.clone()));
-    let ended = Ended {
-        bisect_dir: dir,
-        first_bad: one.as_ref().map(|o| o.0.clone()),
-        subject: one.map(|o| o.1),
-        culprits,
-        open: found.open.clone(),
-    };
+    let ended = ended(dir, &found, culprits);
     if json {
         print_json(&ended)?;
     } else {
         lines(&ended).iter().for_each(|l| println!("{l}"));
     }
     Ok(exit(&found))
+}
+
+/// The end as printed: `first_bad` only when one commit carries the change
+/// exactly (no skipped commit could instead) and nothing is left open.
+fn ended<'a>(dir: &'a Path, found: &bisect::Found, culprits: Vec<Named>) -> Ended<'a> {
+    let one = sole(&culprits, &found.open);
+    let candidates = match one {
+        Some(_) => found.culprits[0].candidates(),
+        None => vec![],
+    };
+    let one = one
+        .filter(|c| c.maybe.is_empty())
+        .map(|c| (c.commit.clone(), c.subject.clone()));
+    Ended {
+        bisect_dir: dir,
+        first_bad: one.as_ref().map(|o| o.0.clone()),
+        subject: one.map(|o| o.1),
+        candidates: if candidates.len() > 1 { candidates } else { vec![] },
+        culprits,
+        open: found.open.clone(),
+    }
 }
 
 /// A culprit as printed, with its evidence.
@@ -225,16 +237,21 @@ fn named(dir: &Path, c: &bisect::search::Culprit) -> Named {
         maybe: c.maybe.clone(),
         via: c.via.clone(),
         profile,
+        skipped: c.maybe.iter().map(|m| bisect::describe(dir, m)).collect(),
     }
 }
 
 /// The functions of a culprit's profile printed.
 const TOP: usize = 8;
 
-/// The exit code of a bisection's end: done when a commit carries a share.
+/// The exit code of a bisection's end: done when a commit carries a share
+/// and each such commit is named exactly; one of several when a skipped
+/// commit next to one could carry it instead.
 fn exit(f: &bisect::Found) -> Exit {
     if f.culprits.is_empty() {
         Exit::Undecided
+    } else if f.culprits.iter().any(|c| !c.maybe.is_empty()) {
+        Exit::OneOf
     } else {
         Exit::Done
     }
@@ -269,6 +286,61 @@ mod tests {
         );
     }
 
+    /// The commit that carries the change could not be built: the end is
+    /// "one of" it and the next, with no `first_bad` and its own code.
+    #[test]
+    fn a_culprit_next_to_a_skipped_commit_is_not_named_first_bad() {
+        let dir = Path::new("/runs/bisect-1");
+        let c = bisect::Culprit {
+            commit: "c5".into(),
+            share: 1.0,
+            maybe: vec!["c4".into()],
+            via: vec![],
+        };
+        let found = bisect::Found {
+            culprits: vec![c.clone()],
+            open: vec![],
+        };
+        let n = Named {
+            commit: "c5".into(),
+            subject: "c5 exec: slower".into(),
+            share: 1.0,
+            maybe: vec!["c4".into()],
+            via: vec![],
+            profile: "none".into(),
+            skipped: vec!["c4 exec: does not build".into()],
+        };
+        let e = ended(dir, &found, vec![n]);
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["first_bad"], serde_json::Value::Null, "{json}");
+        assert_eq!(json["subject"], serde_json::Value::Null, "{json}");
+        assert_eq!(json["candidates"], serde_json::json!(["c4", "c5"]), "{json}");
+        assert_eq!(
+            lines(&e)[0],
+            "the first bad commit is one of: c4 exec: does not build (skipped: could not be measured), c5 exec: slower (together they carry 100% of the change)"
+        );
+        assert!(!lines(&e).iter().any(|l| l.starts_with("first bad commit")));
+        assert_eq!(exit(&found), Exit::OneOf);
+        assert_eq!(Exit::OneOf.code(), 4);
+        // a second culprit does not make the skipped one's answer exact
+        let exact = bisect::Culprit {
+            commit: "c9".into(),
+            maybe: vec![],
+            share: 0.5,
+            ..c
+        };
+        let two = bisect::Found {
+            culprits: vec![exact.clone(), found.culprits[0].clone()],
+            open: vec![],
+        };
+        assert_eq!(exit(&two), Exit::OneOf);
+        let clean = bisect::Found {
+            culprits: vec![exact],
+            open: vec![],
+        };
+        assert_eq!(exit(&clean), Exit::Done);
+    }
+
     #[test]
     fn the_json_record_and_the_lines_are_as_documented() {
         let dir = Path::new("/runs/bisect-1");
@@ -279,11 +351,13 @@ mod tests {
             maybe: vec![],
             via: vec![],
             profile: format!("{c} against the good end:\n* pcpu_alloc_noprof 377 1473"),
+            skipped: vec![],
         };
         let found = Ended {
             bisect_dir: dir,
             first_bad: Some("abc".into()),
             subject: Some("abc exec: slower".into()),
+            candidates: vec![],
             culprits: vec![n("abc", 1.0)],
             open: vec![],
         };
@@ -302,6 +376,7 @@ mod tests {
             bisect_dir: dir,
             first_bad: None,
             subject: None,
+            candidates: vec![],
             culprits: vec![n("a", 0.52), n("b", 0.48)],
             open: vec!["a..b: why".into()],
         };

@@ -11,6 +11,9 @@ use std::process::ExitCode;
 /// | 1 | `--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning) |
 /// | 2 | bad input or a failure that stopped the harness (the message names the file, line or item); `check` found an error; `try`: the series does not apply, or a variant could not be patched, configured or built |
 /// | 3 | `bisect`: undecided, no commit could be named (the ends do not differ, or every segment stayed open) |
+/// | 1 | `nightly`: tonight found a change for the worse no earlier bisection answers, or a bisection it tells named a culprit |
+/// | 2 | `nightly`: a bisection failed tonight (tried again by the next nightly; given up after 3 attempts) |
+/// | 4 | `bisect`: the first bad commit is one of several: a skipped commit next to it (not built, booted or measured) could be it instead |
 /// | 130 | interrupted by SIGINT, SIGTERM or SIGHUP (results so far are saved; resume with `--resume`) |
 ///
 /// `try`'s refusals and failed variants share code 2 with bad input, as
@@ -29,21 +32,32 @@ pub enum Exit {
     DoesNotApply,
     /// `try`: a variant could not be patched, configured or built.
     VariantFailed,
+    /// `nightly`: tonight found a change for the worse, or a bisection it
+    /// tells named a culprit.
+    NightRegressed,
+    /// `nightly`: a bisection failed tonight.
+    NightFailed,
     /// `bisect`: no commit could be named.
     Undecided,
+    /// `bisect`: a culprit is one of several commits: skipped commits next
+    /// to it could carry its share instead.
+    OneOf,
     /// Interrupted by a signal; the results so far are saved.
     Interrupted,
 }
 
 impl Exit {
     /// Every outcome, in the order of the table of codes.
-    pub const ALL: [Exit; 7] = [
+    pub const ALL: [Exit; 10] = [
         Exit::Done,
         Exit::Regressed,
+        Exit::NightRegressed,
         Exit::Error,
         Exit::DoesNotApply,
         Exit::VariantFailed,
+        Exit::NightFailed,
         Exit::Undecided,
+        Exit::OneOf,
         Exit::Interrupted,
     ];
 
@@ -51,9 +65,10 @@ impl Exit {
     pub const fn code(self) -> u8 {
         match self {
             Exit::Done => 0,
-            Exit::Regressed => 1,
-            Exit::Error | Exit::DoesNotApply | Exit::VariantFailed => 2,
+            Exit::Regressed | Exit::NightRegressed => 1,
+            Exit::Error | Exit::DoesNotApply | Exit::VariantFailed | Exit::NightFailed => 2,
             Exit::Undecided => 3,
+            Exit::OneOf => 4,
             Exit::Interrupted => 130,
         }
     }
@@ -63,10 +78,13 @@ impl Exit {
         match self {
             Exit::Done => "done: the command finished (no gate failed; `bisect` found the first bad commit)",
             Exit::Regressed => "`--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning)",
+            Exit::NightRegressed => "`nightly`: tonight found a change for the worse, or a bisection it tells named a culprit",
+            Exit::NightFailed => "`nightly`: a bisection failed tonight (tried again by the next nightly)",
             Exit::Error => "bad input or a failure that stopped the harness; `check` found an error",
             Exit::DoesNotApply => "`try`: the series does not apply (nothing was built)",
             Exit::VariantFailed => "`try`: a variant could not be patched, configured or built",
             Exit::Undecided => "`bisect`: undecided, no commit could be named",
+            Exit::OneOf => "`bisect`: the first bad commit is one of several (a skipped commit next to it could be it)",
             Exit::Interrupted => "interrupted (results so far are saved; resume with `--resume`)",
         }
     }
@@ -99,10 +117,13 @@ mod tests {
             [
                 (Exit::Done, 0),
                 (Exit::Regressed, 1),
+                (Exit::NightRegressed, 1),
                 (Exit::Error, 2),
                 (Exit::DoesNotApply, 2),
                 (Exit::VariantFailed, 2),
+                (Exit::NightFailed, 2),
                 (Exit::Undecided, 3),
+                (Exit::OneOf, 4),
                 (Exit::Interrupted, 130)
             ]
         );

@@ -4,7 +4,9 @@
 //! resumed), and the mail report written to `<dir>/reports/<time>-<commit>.md`
 //! ([`nightly::mail::write`]) and printed. With `--json` the progress goes to stderr and stdout gets one
 //! object: `{"report": FILE, "run_dir": DIR, "outcome": {"tonight", "night",
-//! "already", "changes", "bisections"}}`.
+//! "already", "changes", "bisections"}}`. Exit 1 when tonight found a
+//! regression ([`nightly::Outcome::regressed`]), 2 when a bisection failed
+//! ([`nightly::Outcome::failed`], which outranks it), else 0.
 
 use std::path::{Path, PathBuf};
 
@@ -70,7 +72,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let tree = std::path::absolute(&a.git).context("resolve --git")?;
     let dir = std::path::absolute(a.dir.unwrap_or_else(|| g.runs_dir.join("nightly"))).context("resolve --dir")?;
     let hist = g.history_path();
-    let _lock = nightly::lock(&hist)?;
+    let measuring = nightly::lock(&hist)?;
     let tonight = nightly::real::tonight(&tree, &a.branch)?;
     let mut opts = run_options(g, &matrix, a.quiet)?;
     (opts.jobs, opts.allow_concurrent_wall) = (a.jobs, a.allow_concurrent_wall);
@@ -90,12 +92,16 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     };
     let key = nightly::key(&history::matrix_id(&robot.load()?), profile.as_deref());
     let mut db = history::open(&hist)?;
-    let o = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, &|s| eprintln!("{s}"))?;
+    let locks = nightly::Locks {
+        measuring,
+        history: hist.clone(),
+    };
+    let (o, telling) = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, locks, &|s| eprintln!("{s}"))?;
     let run_dir = nightly::state::run_dir(&db, o.night.run_id.as_deref().unwrap_or_default())?;
     let (_, meta, r) = write_report_files(&run_dir, g)?;
     let cells = nightly::mail::key_cells(&r, &meta.matrix.key_metrics);
     let (text, file) = nightly::mail::write(&dir, &o, &cells)?;
-    nightly::told(&db, &o)?;
+    nightly::told(&db, &o, telling)?;
     if g.json {
         print_json(&Printed {
             report: &file,
@@ -109,5 +115,83 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     if let Some(p) = &a.junit {
         write_junit(&r, &meta.matrix.key_metrics, Gating::default(), p)?;
     }
-    Ok(Exit::Done)
+    Ok(exit(&o))
+}
+
+/// The night's exit code: a failed stage outranks a regression, as a
+/// variant that could not be made outranks `try`'s gate.
+fn exit(o: &nightly::Outcome) -> Exit {
+    if o.failed() {
+        Exit::NightFailed
+    } else if o.regressed() {
+        Exit::NightRegressed
+    } else {
+        Exit::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nightly::{Bisected, Bisection, KeyChange, Night, Outcome, Seen, Status, Tonight};
+
+    fn change() -> KeyChange {
+        KeyChange {
+            bench: "static-doexec".into(),
+            metric: "execs_per_s".into(),
+            vcpus: 2,
+            good_run: "r1".into(),
+            bad_run: "r2".into(),
+            date: "2026-12-03".into(),
+            change: -0.011,
+            interval: None,
+            p: 0.001,
+            worse: true,
+            unit: "execs/s".into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_stage_outranks_a_regression_and_a_quiet_night_is_done() {
+        let mut o = Outcome {
+            tonight: Tonight {
+                commit: "c2".into(),
+                subject: "s".into(),
+            },
+            night: Night {
+                id: 3,
+                commit: "c2".into(),
+                subject: "s".into(),
+                runs_dir: "nights/c2".into(),
+                run_id: Some("r2".into()),
+                finished: true,
+            },
+            already: false,
+            changes: vec![],
+            bisections: vec![],
+            elsewhere: None,
+        };
+        assert_eq!(exit(&o), Exit::Done);
+        o.changes.push(Seen {
+            change: change(),
+            action: "bisection #1 started".into(),
+            started: Some(1),
+        });
+        assert_eq!((exit(&o), exit(&o).code()), (Exit::NightRegressed, 1));
+        o.bisections.push(Bisection {
+            id: 1,
+            change: change(),
+            good_commit: "c1".into(),
+            bad_commit: "c2".into(),
+            dir: None,
+            status: Status::Pending,
+            attempts: 1,
+            result: Some(Bisected {
+                error: Some("check out c1: no space left on device".into()),
+                ..Default::default()
+            }),
+            reported_night: None,
+        });
+        assert_eq!((exit(&o), exit(&o).code()), (Exit::NightFailed, 2));
+    }
 }

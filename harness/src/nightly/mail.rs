@@ -50,24 +50,10 @@ pub fn ended_lines(b: &Bisection) -> Vec<String> {
         )];
     }
     let mut out = vec![];
-    match (&r.culprits[..], r.open.is_empty()) {
-        ([one], true) => out.push(format!(
-            "first bad commit: {} (carries {:.0}% of the change)",
-            one.subject,
-            one.share * 100.0
-        )),
-        _ => out.extend(
-            r.culprits
-                .iter()
-                .map(|c| format!("carries {:.0}% of the change: {}", c.share * 100.0, c.subject)),
-        ),
-    }
+    let sole = r.culprits.len() == 1 && r.open.is_empty();
     for c in &r.culprits {
-        out.extend(
-            c.maybe
-                .iter()
-                .map(|m| format!("  (or the skipped {m}, which could not be measured)")),
-        );
+        let skipped: Vec<String> = c.maybe.iter().map(|m| short(m).to_string()).collect();
+        out.push(crate::bisect::culprit_line(&c.subject, c.share, &skipped, sole));
     }
     out.extend(r.open.iter().map(|o| format!("not placed: {o}")));
     if r.culprits.is_empty() && r.open.is_empty() {
@@ -124,6 +110,9 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
     }
     if !o.changes.is_empty() {
         s += "\n";
+    }
+    if let Some(holder) = &o.elsewhere {
+        s += &format!("The bisections are run by another nightly ({holder}); their ends are told in its report.\n\n");
     }
     for b in &o.bisections {
         s += &bisection(b);

@@ -10,12 +10,15 @@
 //! bisection only (changes whose nights overlap are one change); a
 //! bisection interrupted is resumed from its directory (its finished
 //! measurements kept); a bisection's end is told in one report only. A
-//! second nightly on the same database is refused while one runs.
+//! second nightly on the same database is refused while one measures; the
+//! bisections run after the measuring lock is let go, under a lock of
+//! their own ([`Locks`]), so a long bisection never costs the next night.
 //!
 //! [`night`] is the state machine; it works through a [`Robot`] (the real
 //! one, [`real::Real`], builds, boots and bisects), so its rules are
 //! tested on a fake in milliseconds.
 
+pub mod cover;
 pub mod mail;
 pub mod real;
 pub mod state;
@@ -64,6 +67,9 @@ pub struct Seen {
     pub change: KeyChange,
     /// `bisection #N`, `covered by bisection #N`, or why it is not bisected.
     pub action: String,
+    /// The bisection this nightly started for it (a change for the worse
+    /// that no earlier bisection answers: a regression found tonight).
+    pub started: Option<i64>,
 }
 
 /// What one nightly invocation did.
@@ -79,6 +85,29 @@ pub struct Outcome {
     pub changes: Vec<Seen>,
     /// Bisections whose end this report tells (told once), and those still open.
     pub bisections: Vec<Bisection>,
+    /// When another nightly runs the bisections (it holds their lock): who.
+    pub elsewhere: Option<String>,
+}
+
+impl Outcome {
+    /// Tonight found a regression: a change for the worse that no earlier
+    /// bisection answers (one was started for it), or a bisection whose
+    /// end this report tells named a culprit.
+    pub fn regressed(&self) -> bool {
+        self.changes.iter().any(|s| s.started.is_some())
+            || self
+                .bisections
+                .iter()
+                .any(|b| b.status == Status::Done && b.result.as_ref().is_some_and(|r| !r.culprits.is_empty()))
+    }
+
+    /// A stage failed: a bisection failed tonight (tried again by the next
+    /// nightly, or given up after [`MAX_ATTEMPTS`]).
+    pub fn failed(&self) -> bool {
+        self.bisections
+            .iter()
+            .any(|b| b.status != Status::Done && b.result.as_ref().is_some_and(|r| r.error.is_some()))
+    }
 }
 
 /// The nightly's identity in the database: its matrix's id and profile.
@@ -96,8 +125,9 @@ pub fn night(
     dir: &Path,
     tonight: &Tonight,
     robot: &mut dyn Robot,
+    locks: Locks,
     say: &dyn Fn(&str),
-) -> Result<Outcome> {
+) -> Result<(Outcome, Telling)> {
     let runs_dir = dir.join("nights").join(&tonight.commit[..tonight.commit.len().min(12)]);
     let mut n = state::night(db, nightly, &tonight.commit, &tonight.subject, &runs_dir)?;
     let already = n.finished;
@@ -114,26 +144,73 @@ pub fn night(
     }
     let run_id = n.run_id.clone().unwrap_or_default();
     let changes = claim_changes(db, nightly, &robot.changes(db, &run_id)?)?;
-    for b in state::bisections(db, nightly)? {
-        if matches!(b.status, Status::Pending | Status::Running) {
-            bisect_one(db, b, robot, say)?;
-        }
+    // tonight is measured and its changes claimed: the next nightly may measure its night
+    drop(locks.measuring);
+    let bisecting = bisect_lock(&locks.history)?;
+    let elsewhere = bisecting.as_ref().err().cloned();
+    match &elsewhere {
+        None => bisect_open(db, nightly, robot, say)?,
+        Some(holder) => say(&format!(
+            "nightly: the bisections are run by another nightly ({holder}): their ends are told in its report"
+        )),
     }
+    // only the nightly that runs the bisections tells their ends, so each is told once
     let bisections = state::bisections(db, nightly)?
         .into_iter()
         .filter(|b| b.reported_night.is_none())
+        .filter(|b| elsewhere.is_none() || !matches!(b.status, Status::Done | Status::Failed))
         .collect();
-    Ok(Outcome {
+    let o = Outcome {
         tonight: tonight.clone(),
         night: n,
         already,
         changes,
         bisections,
-    })
+        elsewhere,
+    };
+    Ok((o, Telling { _held: bisecting.ok() }))
 }
 
-/// Marks the bisections that ended in `o` as told (after its report is written).
-pub fn told(db: &Connection, o: &Outcome) -> Result<()> {
+/// The nightly's locks: `measuring` ([`lock`]) is held from before
+/// tonight is measured until its changes are claimed; the bisections take
+/// their own lock beside the history database (`history.bisect.lock`), so a
+/// long bisection never keeps the next night from being measured.
+pub struct Locks {
+    /// The measuring lock, taken by [`lock`].
+    pub measuring: crate::util::Flock,
+    /// The history database the locks are beside.
+    pub history: PathBuf,
+}
+
+/// The bisecting lock of a night that runs the bisections, held until
+/// [`told`] marks their ends told (none when another nightly runs them).
+pub struct Telling {
+    _held: Option<crate::util::Flock>,
+}
+
+/// Runs every bisection not ended to its end (or its failed attempt), one
+/// at a time, including those another nightly claims meanwhile.
+fn bisect_open(db: &Connection, nightly: &str, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<()> {
+    let mut tried: Vec<i64> = vec![];
+    loop {
+        let open = state::bisections(db, nightly)?
+            .into_iter()
+            .find(|b| matches!(b.status, Status::Pending | Status::Running) && !tried.contains(&b.id));
+        let Some(b) = open else { return Ok(()) };
+        tried.push(b.id);
+        bisect_one(db, b, robot, say)?;
+    }
+}
+
+/// Takes the bisecting lock beside the history database, or gives its holder.
+fn bisect_lock(history_db: &Path) -> Result<Result<crate::util::Flock, String>> {
+    crate::util::Flock::try_take(&history_db.with_extension("bisect.lock"), "nightly (bisecting)")
+}
+
+/// Marks the bisections that ended in `o` as told (after its report is
+/// written), then lets the bisecting lock go.
+pub fn told(db: &Connection, o: &Outcome, telling: Telling) -> Result<()> {
+    let _held = telling;
     let ids: Vec<i64> = o
         .bisections
         .iter()
@@ -149,14 +226,16 @@ pub fn short(c: &str) -> &str {
 }
 
 /// Each change with what is done about it: a change for the worse between
-/// two nights of this nightly is claimed for a bisection, unless one covers
-/// its nights already; the largest change first, so of the cells that moved
+/// two nights of this nightly is claimed for a bisection, unless an earlier
+/// one answers it ([`cover`]: overlapping nights, or the change point moved
+/// by a night); the largest change first, so of the cells that moved
 /// together the one that moved most is bisected.
 fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> Result<Vec<Seen>> {
     let mut order: Vec<&KeyChange> = changes.iter().collect();
     order.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
     let mut out = vec![];
     for c in order {
+        let mut started = None;
         let action = if !c.worse {
             "not bisected: for the better".to_string()
         } else {
@@ -165,9 +244,23 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
             match (good, bad) {
                 (Some(g), Some(b)) if g.commit != b.commit => {
                     let ids: std::collections::BTreeMap<String, i64> = nights_order(db, nightly)?;
-                    match state::claim(db, nightly, c, (&g.commit, &b.commit), &|r| ids.get(r).copied())? {
-                        Ok(id) => format!("bisection #{id} started"),
-                        Err(id) => format!("covered by bisection #{id}"),
+                    match state::claim(
+                        db,
+                        nightly,
+                        c,
+                        (&g.commit, &b.commit),
+                        &|r| ids.get(r).copied(),
+                        changes,
+                    )? {
+                        Ok(id) => {
+                            started = Some(id);
+                            format!("bisection #{id} started")
+                        }
+                        Err(cover::Claim::Covered(id)) => format!("covered by bisection #{id}"),
+                        Err(cover::Claim::Repeat(id, failed)) => format!(
+                            "not bisected again: bisection #{id} of the same commits {}",
+                            if failed { "failed" } else { "ended undecided" }
+                        ),
                     }
                 }
                 (Some(_), Some(_)) => "not bisected: both nights measured the same commit".into(),
@@ -180,6 +273,7 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
         out.push(Seen {
             change: c.clone(),
             action,
+            started,
         });
     }
     Ok(out)

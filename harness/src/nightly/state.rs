@@ -246,32 +246,24 @@ pub fn bisections(db: &Connection, nightly: &str) -> Result<Vec<Bisection>> {
         .collect()
 }
 
-/// Claims a bisection of `c` between the two commits, unless one of this
-/// nightly already covers nights overlapping the change's (`order` gives a
-/// run's night number): then that one's id. Checked and written in one
-/// transaction, so a change is never claimed twice.
+/// Claims a bisection of `c` between the two commits (its id), unless an
+/// earlier bisection of this nightly answers it already
+/// ([`super::cover::decide`]; `order` gives a run's night number,
+/// `tonight` every change point tonight's series show): then why not.
+/// Checked and written in one transaction, so a change is never claimed
+/// twice.
 pub fn claim(
     db: &mut Connection,
     nightly: &str,
     c: &KeyChange,
     commits: (&str, &str),
     order: &dyn Fn(&str) -> Option<i64>,
-) -> Result<Result<i64, i64>> {
+    tonight: &[KeyChange],
+) -> Result<Result<i64, super::cover::Claim>> {
     let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let mut have: Vec<(i64, String, String)> = vec![];
-    {
-        let mut stmt = tx.prepare("SELECT id, good_run, bad_run FROM nightly_bisections WHERE nightly = ?1")?;
-        for r in stmt.query_map([nightly], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))? {
-            have.push(r?);
-        }
-    }
-    let (g, b) = (order(&c.good_run), order(&c.bad_run));
-    let overlaps = |og: &str, ob: &str| {
-        (og == c.good_run && ob == c.bad_run)
-            || matches!((g, b, order(og), order(ob)), (Some(g), Some(b), Some(og), Some(ob)) if g < ob && og < b)
-    };
-    if let Some((id, _, _)) = have.iter().find(|(_, og, ob)| overlaps(og, ob)) {
-        return Ok(Err(*id));
+    let earlier = bisections(&tx, nightly)?;
+    if let Some(not) = super::cover::decide(c, commits, &earlier, order, tonight) {
+        return Ok(Err(not));
     }
     tx.execute(
         "INSERT INTO nightly_bisections (nightly, benchmark, metric, vcpus, good_run, bad_run, good_commit, bad_commit, change, status, created)

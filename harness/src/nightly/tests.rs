@@ -19,6 +19,14 @@ struct Fake {
     script: Vec<Option<bool>>,
     measure_fails: bool,
     root: PathBuf,
+    /// Skipped commits next to the culprit the bisections name.
+    maybe: Vec<String>,
+    /// The bisections end undecided (no culprit).
+    undecided: bool,
+    /// The history database, whose nightly lock `run_bisect` tries.
+    history: PathBuf,
+    /// Whether the nightly lock was free during each `run_bisect`.
+    lock_free: Vec<bool>,
 }
 
 impl Robot for Fake {
@@ -38,15 +46,21 @@ impl Robot for Fake {
     }
     fn run_bisect(&mut self, dir: &Path, _b: &Bisection) -> Result<Bisected> {
         self.runs.push(dir.to_path_buf());
+        // what the next cron nightly would find: the measuring lock free
+        self.lock_free.push(lock(&self.history).is_ok());
         match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
             Some(true) => Err(crate::proc::Interrupted.into()),
             Some(false) => bail!("build the kernel of c2: no space left on device"),
+            None if self.undecided => Ok(Bisected {
+                open: vec!["c0..c1: the ends do not differ".into()],
+                ..Default::default()
+            }),
             None => Ok(Bisected {
                 culprits: vec![Named {
                     commit: "c2".into(),
                     subject: "c2 exec: one more check".into(),
                     share: 0.97,
-                    maybe: vec![],
+                    maybe: self.maybe.clone(),
                 }],
                 steps: vec!["step 1: c2 like bad".into()],
                 profile: Some("* bprm_execve +2003".into()),
@@ -74,6 +88,7 @@ fn change(good: &str, bad: &str, pct: f64, worse: bool) -> KeyChange {
 
 struct World {
     _tmp: tempfile::TempDir,
+    history: PathBuf,
     db: Connection,
     dir: PathBuf,
     robot: Fake,
@@ -83,14 +98,17 @@ struct World {
 impl World {
     fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
-        let db = crate::history::open(&tmp.path().join("history.sqlite")).unwrap();
+        let history = tmp.path().join("history.sqlite");
+        let db = crate::history::open(&history).unwrap();
         let dir = tmp.path().join("nightly");
         let robot = Fake {
             root: dir.clone(),
+            history: history.clone(),
             ..Default::default()
         };
         World {
             _tmp: tmp,
+            history,
             db,
             dir,
             robot,
@@ -103,10 +121,20 @@ impl World {
             subject: format!("{commit} subject"),
         };
         let said = &self.said;
-        let o = night(&mut self.db, "m1:nightly", &self.dir, &t, &mut self.robot, &|s| {
-            said.borrow_mut().push(s.to_string())
-        })?;
-        told(&self.db, &o)?;
+        let locks = Locks {
+            measuring: lock(&self.history)?,
+            history: self.history.clone(),
+        };
+        let (o, telling) = night(
+            &mut self.db,
+            "m1:nightly",
+            &self.dir,
+            &t,
+            &mut self.robot,
+            locks,
+            &|s| said.borrow_mut().push(s.to_string()),
+        )?;
+        told(&self.db, &o, telling)?;
         Ok(o)
     }
 }
@@ -154,34 +182,56 @@ fn a_second_nightly_measures_nothing_and_starts_no_second_bisection() {
         "tonight's commit was measured already"
     );
     assert_eq!(w.robot.started.len(), 1);
-    // run twice, and the change point moved by a night once a later night came: one change, one bisection
     let again = w.night("c2").unwrap();
     assert!(again.already);
-    w.night("c3").unwrap();
-    w.robot.changes = vec![
-        change("c1", "c2", -1.1, true),
-        change("c2", "c3", -1.0, true),
-        change("c0", "c2", -1.2, true),
-    ];
-    let o = w.night("c3").unwrap();
-    let actions: Vec<&str> = o.changes.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(w.robot.started.len(), 1);
+}
+
+/// docs/nightly.md: a change point that moves by a night as later nights
+/// arrive is not bisected twice; one that still stands beside a new one
+/// is a second change; a move after an undecided bisection is bisected again.
+#[test]
+fn a_change_point_that_moves_by_a_night_is_not_bisected_twice() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    let actions = |o: &Outcome| o.changes.iter().map(|s| s.action.clone()).collect::<Vec<_>>();
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(actions(&w.night("c3").unwrap()), ["bisection #1 started"]);
+    // moved a night later, a night earlier, or widened: the same change
+    for (g, b) in [("c2", "c3"), ("c0", "c1"), ("c0", "c2")] {
+        w.robot.changes = vec![change(g, b, -1.1, true)];
+        assert_eq!(
+            actions(&w.night("c3").unwrap()),
+            ["covered by bisection #1"],
+            "{g}..{b}"
+        );
+    }
+    // the first change point still there beside the next one: a second change
+    w.robot.changes = vec![change("c1", "c2", -1.1, true), change("c2", "c3", -1.0, true)];
     assert_eq!(
-        actions,
-        [
-            "covered by bisection #1",
-            "covered by bisection #1",
-            "bisection #2 started"
-        ]
+        actions(&w.night("c3").unwrap()),
+        ["covered by bisection #1", "bisection #2 started"]
     );
     assert_eq!(
         w.robot.started,
         [
             ("c1".to_string(), "c2".to_string()),
             ("c2".to_string(), "c3".to_string())
-        ],
-        "only the next change is a new one"
+        ]
     );
     assert_eq!(w.robot.runs.len(), 2, "a finished bisection is not run again");
+    // after an undecided bisection, the moved change is bisected again
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    w.robot.undecided = true;
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    w.night("c3").unwrap();
+    w.robot.changes = vec![change("c2", "c3", -1.1, true)];
+    assert_eq!(actions(&w.night("c3").unwrap()), ["bisection #2 started"]);
 }
 
 #[test]
@@ -244,6 +294,130 @@ fn a_finished_bisection_is_reported_once() {
     assert!(mail::text(&second, &[]).contains("No bisection ended since the last report."));
     let third = w.night("c2").unwrap();
     assert!(third.bisections.is_empty());
+}
+
+#[test]
+fn a_night_says_whether_it_found_a_regression_or_a_stage_failed() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        let o = w.night(c).unwrap();
+        assert!(!o.regressed() && !o.failed());
+    }
+    // for the better: reported, not a regression
+    w.robot.changes = vec![change("c0", "c1", 2.0, false)];
+    assert!(!w.night("c1").unwrap().regressed());
+    // a new change for the worse, bisected to a culprit tonight
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    let o = w.night("c1").unwrap();
+    assert_eq!(o.changes[0].started, Some(1));
+    assert!(o.regressed() && !o.failed());
+    // the next night: the change is covered and its end was told already
+    let o = w.night("c2").unwrap();
+    assert_eq!(o.changes[0].action, "covered by bisection #1");
+    assert!(!o.regressed() && !o.failed(), "{:?}", o.changes);
+    // a bisection that fails tonight is a failed stage, whatever else was found
+    w.night("c3").unwrap();
+    w.robot.changes = vec![change("c2", "c3", -3.0, true)];
+    w.robot.script = vec![Some(false)];
+    let o = w.night("c3").unwrap();
+    assert!(o.failed() && o.regressed());
+}
+
+#[test]
+fn only_a_bisection_that_answered_covers_a_change() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3"] {
+        w.night(c).unwrap();
+    }
+    w.robot.undecided = true;
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "bisection #1 started");
+    // the same two commits again: bisecting them again would end the same way
+    let o = w.night("c3").unwrap();
+    assert_eq!(
+        o.changes[0].action,
+        "not bisected again: bisection #1 of the same commits ended undecided"
+    );
+    assert!(!o.regressed());
+    // the change seen over other nights: the undecided #1 does not cover it
+    w.robot.undecided = false;
+    w.robot.changes = vec![change("c0", "c2", -1.2, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "bisection #2 started");
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "covered by bisection #2");
+    // a bisection given up after its attempts covers nothing either
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    w.robot.script = vec![Some(false); 3];
+    for _ in 0..3 {
+        w.night("c2").unwrap();
+    }
+    assert_eq!(
+        state::bisections(&w.db, "m1:nightly").unwrap()[0].status,
+        Status::Failed
+    );
+    assert_eq!(
+        w.night("c2").unwrap().changes[0].action,
+        "not bisected again: bisection #1 of the same commits failed"
+    );
+    w.robot.changes = vec![change("c0", "c2", -1.2, true)];
+    assert_eq!(w.night("c2").unwrap().changes[0].action, "bisection #2 started");
+}
+
+/// The bisection runs outside the measuring lock: a cron nightly started
+/// while it runs measures its night; the bisections, under their own lock,
+/// are left to the nightly that runs them, which alone tells their ends.
+#[test]
+fn a_bisection_leaves_the_next_night_free_to_be_measured() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.night("c2").unwrap();
+    assert_eq!(w.robot.lock_free, [true], "the measuring lock is free while bisecting");
+    // another nightly is bisecting (it holds the bisecting lock)
+    let other = crate::util::Flock::try_take(&w.history.with_extension("bisect.lock"), "nightly (bisecting)")
+        .unwrap()
+        .unwrap();
+    w.robot.changes = vec![change("c2", "c3", -3.0, true)];
+    w.night("c3").unwrap_or_else(|e| panic!("{e:#}"));
+    let b2 = state::bisections(&w.db, "m1:nightly").unwrap()[1].clone();
+    assert_eq!((b2.id, b2.status), (2, Status::Pending));
+    // it ends #2 while this nightly measures c4: this one does not tell that end
+    state::ended(&w.db, 2, Status::Done, 0, &Bisected::default()).unwrap();
+    let o = w.night("c4").unwrap();
+    assert_eq!(w.robot.measured, ["c0", "c1", "c2", "c3", "c4"], "every night measured");
+    assert_eq!(w.robot.runs.len(), 1, "no bisection run beside the other nightly's");
+    assert!(o.elsewhere.as_deref().unwrap().starts_with("pid "), "{:?}", o.elsewhere);
+    assert!(o.bisections.is_empty(), "{:?}", o.bisections);
+    assert!(mail::text(&o, &[]).contains("The bisections are run by another nightly (pid "));
+    drop(other);
+    let o = w.night("c4").unwrap();
+    assert_eq!(
+        o.bisections.iter().map(|b| b.id).collect::<Vec<_>>(),
+        [2],
+        "told by the next"
+    );
+    assert!(o.elsewhere.is_none());
+}
+
+#[test]
+fn a_culprit_next_to_a_skipped_commit_is_reported_as_one_of_them() {
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    w.robot.maybe = vec!["0123456789abcdef".into()];
+    let o = w.night("c1").unwrap();
+    assert_eq!(
+        mail::ended_lines(&o.bisections[0]),
+        ["the first bad commit is one of: 0123456789ab (skipped: could not be measured), c2 exec: one more check (together they carry 97% of the change)"]
+    );
 }
 
 #[test]

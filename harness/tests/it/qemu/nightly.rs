@@ -110,7 +110,12 @@ fn nightly(dir: &Path, tree: &Path, m: &Path) -> Output {
         .output()
         .unwrap();
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "nightly failed: {:?}", out.status);
+    // 0: nothing new for the worse; 1: a regression found or a culprit told
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "nightly failed: {:?}",
+        out.status
+    );
     out
 }
 
@@ -136,7 +141,14 @@ fn nightly_finds_and_bisects_the_slow_exec_commit() {
     for night in ["good", "n1", "n2", "n3", "x2", "n5", "n6", "n7"] {
         git(&tree, &["branch", "-f", "nightly", night]);
         let n = std::time::Instant::now();
-        let out: serde_json::Value = serde_json::from_slice(&nightly(&dir, &tree, &m).stdout).unwrap();
+        let run = nightly(&dir, &tree, &m);
+        let out: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let news = out["outcome"]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| !c["started"].is_null());
+        assert_eq!(run.status.code(), Some(i32::from(news)), "exit 1 only with news: {out}");
         eprintln!(
             "night {night}: {:.0} s (total {:.0} s)",
             n.elapsed().as_secs_f64(),
@@ -180,7 +192,9 @@ fn nightly_finds_and_bisects_the_slow_exec_commit() {
     );
     // a ninth nightly on the same tip: measured already, no second bisection, nothing told again
     let n = std::time::Instant::now();
-    let again: serde_json::Value = serde_json::from_slice(&nightly(&dir, &tree, &m).stdout).unwrap();
+    let run = nightly(&dir, &tree, &m);
+    assert_eq!(run.status.code(), Some(0), "nothing new on the ninth night");
+    let again: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(again["outcome"]["already"], true, "{again}");
     assert!(again["outcome"]["bisections"].as_array().unwrap().is_empty(), "{again}");
     let actions: Vec<&str> = again["outcome"]["changes"]

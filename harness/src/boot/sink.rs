@@ -53,7 +53,7 @@ impl<'a> RunSink<'a> {
             vcpus: j.vcpus,
             boot: j.boot,
             boot_id: s.boot_id.clone(),
-            accel: s.accel,
+            accel: s.accel.into(),
             clock: Some(s.clock),
             wall_per_guest_s,
             // a boot that never reached SSH records no command line

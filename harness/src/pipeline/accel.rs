@@ -13,9 +13,10 @@ use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
 use crate::kernel::build::Artifact;
 use crate::records::Cause;
+use crate::records::MeasureClock;
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{self, Accel, MeasureClock};
+use crate::vm::{self, Accel};
 use crate::workdir::WorkDir;
 
 /// Why KVM is not usable on this host, or None when it runs guest code:

@@ -3,10 +3,12 @@
 //! ([`Sample`]) and of `events.jsonl` ([`Event`], a boot's [`BootEnv`]).
 //! Pure types and checks; reading and writing them is `store`'s.
 
+pub mod clock;
 pub mod inputs;
 pub mod outcome;
 pub mod schema;
 
+pub use clock::{Accel, MeasureClock};
 pub use outcome::{Cause, Failed, Stage};
 
 use anyhow::{bail, Result};
@@ -16,7 +18,7 @@ use crate::bench::CpuWindow;
 use crate::config::Matrix;
 use crate::kernel::kconfig::Lost;
 use crate::kernel::patch::{Failure, State};
-use crate::vm::{Accel, Finding, MeasureClock};
+use crate::vm::Finding;
 
 /// Version of the files' format.
 pub const FORMAT_VERSION: u32 = 1;

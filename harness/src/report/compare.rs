@@ -234,9 +234,9 @@ pub fn host_differs(a: &crate::records::RunMeta, b: &crate::records::RunMeta) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::MeasureClock;
     use crate::report::tests::{boot, boot_end, boots, meta_with, sample};
     use crate::report::{build_from, Floors};
-    use crate::vm::MeasureClock;
 
     fn report(id: &str, clock: Option<MeasureClock>) -> Report {
         let mut meta = meta_with(&["base"], "{boots: 1, repetitions: 1}");

@@ -7,18 +7,18 @@ pub mod clock;
 pub mod inputs;
 pub mod outcome;
 pub mod schema;
+pub mod seen;
 
 pub use clock::{Accel, MeasureClock};
 pub use outcome::{Cause, Failed, Stage};
+pub use seen::{CpuWindow, Finding, Trouble};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::bench::CpuWindow;
 use crate::config::Matrix;
 use crate::kernel::kconfig::Lost;
 use crate::kernel::patch::{Failure, State};
-use crate::vm::Finding;
 
 /// Version of the files' format.
 pub const FORMAT_VERSION: u32 = 1;

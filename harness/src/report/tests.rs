@@ -588,7 +588,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 }
 
 /// `boots("v", …)` with one boot's end carrying a console finding of `kind`.
-fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, kind: crate::vm::Trouble) {
+fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, kind: crate::records::Trouble) {
     let id = format!("{variant}-2cpu-b{boot}");
     for e in rec.1.iter_mut() {
         if let Event::BootEnd {
@@ -598,7 +598,7 @@ fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, k
         } = e
         {
             if *b == id {
-                findings.push(crate::vm::Finding {
+                findings.push(crate::records::Finding {
                     kind,
                     line: "Oops: 0000 [#1] SMP".into(),
                     signature: format!("{kind:?}: do_exit"),
@@ -613,7 +613,7 @@ fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, k
 /// fault in base too, or a soft lockup (overcommit), does not.
 #[test]
 fn a_kernel_fault_in_the_variant_only_fails_the_gate() {
-    use crate::vm::Trouble;
+    use crate::records::Trouble;
     let meta = meta_with(&["base", "oops", "both", "lockup"], "{boots: 7, repetitions: 2}");
     let mut rec = (Vec::new(), Vec::new());
     for v in ["base", "oops", "both", "lockup"] {

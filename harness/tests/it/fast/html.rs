@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use harness::bench::CpuWindow;
+use harness::records::CpuWindow;
 use harness::records::{BootEnv, Event, Host, RunMeta, Sample};
 use harness::report;
 

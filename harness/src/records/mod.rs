@@ -8,17 +8,17 @@ pub mod inputs;
 pub mod outcome;
 pub mod schema;
 pub mod seen;
+pub mod variant;
 
 pub use clock::{Accel, MeasureClock};
 pub use outcome::{Cause, Failed, Stage};
 pub use seen::{CpuWindow, Finding, Trouble};
+pub use variant::{Failure, Lost, State};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Matrix;
-use crate::kernel::kconfig::Lost;
-use crate::kernel::patch::{Failure, State};
 
 /// Version of the files' format.
 pub const FORMAT_VERSION: u32 = 1;

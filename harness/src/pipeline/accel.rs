@@ -348,7 +348,7 @@ pub(super) fn record_host_state(ctx: &BootRun) -> Result<()> {
     }
     if ctx.run.shard.is_none() {
         let mut meta = ctx.run.meta()?;
-        meta.host.state = Some(state);
+        meta.host.state = Some(state.into());
         ctx.run.write_meta(&meta)?;
     }
     Ok(())

@@ -4,6 +4,7 @@
 //! Pure types and checks; reading and writing them is `store`'s.
 
 pub mod clock;
+pub mod facts;
 pub mod inputs;
 pub mod outcome;
 pub mod schema;
@@ -11,6 +12,7 @@ pub mod seen;
 pub mod variant;
 
 pub use clock::{Accel, MeasureClock};
+pub use facts::{Host, HostState};
 pub use outcome::{Cause, Failed, Stage};
 pub use seen::{CpuWindow, Finding, Trouble};
 pub use variant::{Failure, Lost, State};
@@ -64,8 +66,6 @@ pub fn new_uid() -> String {
     let h = crate::util::hex(&b);
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
-
-pub use crate::host::Host;
 
 /// One measured value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]

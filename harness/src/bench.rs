@@ -149,7 +149,7 @@ pub struct Measured {
 }
 
 /// CPU time split over a sample window, from two `/proc/stat` cpu lines.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 pub struct CpuWindow {
     /// Fraction of CPU time idle (idle + iowait).
     pub idle: f64,

@@ -143,7 +143,7 @@ pub fn harness_revision() -> Option<String> {
 }
 
 /// Facts about the host, as `run.json` records them.
-#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Host {
     /// hostname.
     pub hostname: String,

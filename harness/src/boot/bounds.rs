@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::plan::CellKey;
+use crate::records::MeasureClock;
 use crate::records::{Cause, Event};
-use crate::vm::MeasureClock;
 
 /// The longest one host wait may be under icount, whatever guest time it
 /// stands for: before the run measured anything, a guest-time deadline

@@ -9,8 +9,9 @@ use anyhow::Result;
 
 use crate::bench::{CpuWindow, Measured};
 use crate::plan::BootJob;
+use crate::records::MeasureClock;
 use crate::records::{BootEnv, Cause, Failed};
-use crate::vm::{Accel, Finding, MeasureClock};
+use crate::vm::{Accel, Finding};
 
 /// The stages of a boot job, in order. A cut names the stage it happened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

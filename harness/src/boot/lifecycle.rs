@@ -23,9 +23,10 @@ use crate::config::Clock;
 use crate::guest::Deadline;
 use crate::plan::BootJob;
 use crate::proc;
+use crate::records::MeasureClock;
 use crate::records::{BootEnv, Cause, Failed};
 use crate::store::Run;
-use crate::vm::{self, CmdlineSpec, Exit, Finding, MeasureClock, VmSpec};
+use crate::vm::{self, CmdlineSpec, Exit, Finding, VmSpec};
 
 mod measure;
 

@@ -31,9 +31,10 @@ pub use sink::RunSink;
 use crate::config::Matrix;
 use crate::kernel::build::Artifact;
 use crate::plan::BootJob;
+use crate::records::MeasureClock;
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{Accel, MeasureClock};
+use crate::vm::Accel;
 
 /// Wall seconds per guest second, measured from the guest's own uptime. A
 /// deadline stated in guest seconds becomes a host wait through it: under

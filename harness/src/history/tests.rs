@@ -3,11 +3,11 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 use super::*;
+use crate::records::MeasureClock;
 use crate::records::{Event, RunMeta, Sample};
 use crate::report::tests::{boots, meta_with};
 use crate::report::{build_from, Floors};
 use crate::stats::changepoint::Params;
-use crate::vm::MeasureClock;
 
 /// A directory of its own for a test, removed when dropped.
 fn scratch(name: &str) -> tempfile::TempDir {
@@ -254,7 +254,7 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
     let mut kvm = records("kvm-0", 20, 100.0, |_| {});
     for e in &mut kvm.2 {
         if let Event::Boot { accel, .. } = e {
-            *accel = crate::vm::Accel::Kvm;
+            *accel = crate::records::Accel::Kvm;
         }
     }
     add(&mut db, &write_run(&root, &kvm), &root, Sources::Records).unwrap();

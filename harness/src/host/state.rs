@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::topology::{format_list, parse_list, Topology};
 
 /// What `run.json` records of the host's state (`host.state`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HostState {
     /// Packages, cores, CPUs and nodes ([`Topology::describe`]).
     pub topology: String,

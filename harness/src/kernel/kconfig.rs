@@ -106,7 +106,7 @@ pub fn render(c: &Config) -> String {
 
 /// A requested symbol that `olddefconfig` changed (a missing dependency, a
 /// typo, a symbol that does not exist in this tree).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Lost {
     /// The symbol.
     pub symbol: String,

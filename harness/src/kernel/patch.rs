@@ -108,7 +108,7 @@ pub fn touched_files(diff: &str) -> Result<Vec<String>> {
 }
 
 /// Where a patch did not apply.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Failure {
     /// The patch file.
     pub patch: PathBuf,
@@ -228,7 +228,7 @@ pub fn run_patch(
 }
 
 /// A series' state against a tree.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum State {
     /// Applies forward: the tree does not contain it.

@@ -13,9 +13,10 @@ use crate::config::{self, AccelChoice, Clock, InsteadOf, Matrix};
 use crate::host;
 use crate::kernel::build::Artifact;
 use crate::records::Cause;
+use crate::records::MeasureClock;
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{self, Accel, MeasureClock};
+use crate::vm::{self, Accel};
 use crate::workdir::WorkDir;
 
 /// Why KVM is not usable on this host, or None when it runs guest code:
@@ -347,7 +348,7 @@ pub(super) fn record_host_state(ctx: &BootRun) -> Result<()> {
     }
     if ctx.run.shard.is_none() {
         let mut meta = ctx.run.meta()?;
-        meta.host.state = Some(state);
+        meta.host.state = Some(state.into());
         ctx.run.write_meta(&meta)?;
     }
     Ok(())

@@ -24,7 +24,8 @@ use super::{boot_one, is_done, Ended, Kernels};
 use crate::boot::{BootRun, Learned, Spawner};
 use crate::plan::BootJob;
 use crate::proc;
-use crate::vm::{MeasureClock, Vm, VmSpec};
+use crate::records::MeasureClock;
+use crate::vm::{Vm, VmSpec};
 
 /// Host memory (MiB) a guest costs beyond its own: QEMU, its TCG
 /// translation cache.

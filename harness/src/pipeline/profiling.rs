@@ -10,9 +10,10 @@ use anyhow::Result;
 use super::Kernels;
 use crate::config::Matrix;
 use crate::profile::symbols;
+use crate::records::MeasureClock;
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::vm::{self, MeasureClock};
+use crate::vm;
 
 /// The plugin the run's boots load, or `None` (said once, with how to
 /// build it, when only the build is missing). Writes every built kernel's

@@ -49,7 +49,7 @@ pub(super) fn build_variants(
     for (s, st) in &states {
         run.event(&Event::Series {
             series: s.clone(),
-            state: st.clone(),
+            state: st.clone().into(),
         })?;
     }
     let mut out = BTreeMap::new();
@@ -261,7 +261,7 @@ impl Step<'_> {
     fn patch_failed(&self, failure: Option<patch::Failure>, error: String) -> Event {
         Event::Patch {
             variant: self.v.name.clone(),
-            failure,
+            failure: failure.map(Into::into),
             error: Some(error),
             failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
         }
@@ -316,7 +316,7 @@ impl Step<'_> {
         }
         self.run.event(&Event::Config {
             variant: self.v.name.clone(),
-            lost: cfg.lost.clone(),
+            lost: cfg.lost.iter().cloned().map(Into::into).collect(),
             error: None,
             failed: None,
         })?;

@@ -3,20 +3,24 @@
 //! ([`Sample`]) and of `events.jsonl` ([`Event`], a boot's [`BootEnv`]).
 //! Pure types and checks; reading and writing them is `store`'s.
 
+pub mod clock;
+pub mod facts;
 pub mod inputs;
 pub mod outcome;
 pub mod schema;
+pub mod seen;
+pub mod variant;
 
+pub use clock::{Accel, MeasureClock};
+pub use facts::{Host, HostState};
 pub use outcome::{Cause, Failed, Stage};
+pub use seen::{CpuWindow, Finding, Trouble};
+pub use variant::{Failure, Lost, State};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::bench::CpuWindow;
 use crate::config::Matrix;
-use crate::kernel::kconfig::Lost;
-use crate::kernel::patch::{Failure, State};
-use crate::vm::{Accel, Finding, MeasureClock};
 
 /// Version of the files' format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -62,8 +66,6 @@ pub fn new_uid() -> String {
     let h = crate::util::hex(&b);
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
-
-pub use crate::host::Host;
 
 /// One measured value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]

@@ -10,9 +10,9 @@ use super::scan::{scan, Scan};
 use super::{BootRow, Cell, Floors, Report, Row};
 use crate::config::Matrix;
 use crate::plan::CellKey;
+use crate::records::MeasureClock;
 use crate::records::{Event, RunMeta, Sample};
 use crate::stats::{self, Comparison, Failures, Rule};
-use crate::vm::MeasureClock;
 
 /// Every (benchmark, metric, unit, direction) seen or expected, primary metric first.
 fn metrics_of(m: &Matrix, samples: &[&Sample]) -> Vec<(String, String, String, bool)> {
@@ -249,10 +249,10 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
 }
 
 /// What the clock line adds when boots ran at once (`run --jobs`).
-fn at_once(clock: crate::vm::MeasureClock, jobs: Option<u32>) -> String {
+fn at_once(clock: crate::records::MeasureClock, jobs: Option<u32>) -> String {
     match jobs.filter(|&n| n > 1) {
         None => String::new(),
-        Some(n) if clock == crate::vm::MeasureClock::TcgIcount => format!("; {n} boots at once"),
+        Some(n) if clock == crate::records::MeasureClock::TcgIcount => format!("; {n} boots at once"),
         Some(n) => format!(
             "; {n} boots at once under a wall clock (--allow-concurrent-wall): the guests shared the host's CPUs, so these numbers are not those of one boot at a time"
         ),

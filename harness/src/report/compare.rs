@@ -234,9 +234,9 @@ pub fn host_differs(a: &crate::records::RunMeta, b: &crate::records::RunMeta) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::MeasureClock;
     use crate::report::tests::{boot, boot_end, boots, meta_with, sample};
     use crate::report::{build_from, Floors};
-    use crate::vm::MeasureClock;
 
     fn report(id: &str, clock: Option<MeasureClock>) -> Report {
         let mut meta = meta_with(&["base"], "{boots: 1, repetitions: 1}");
@@ -327,7 +327,7 @@ mod tests {
         let mut a = meta_with(&["base"], "{boots: 3}");
         let mut b = a.clone();
         assert_eq!(host_differs(&a, &b), None, "neither recorded: nothing to say");
-        let state = crate::host::state::HostState {
+        let state = crate::records::HostState {
             governors: vec!["performance".into()],
             smt: Some("on".into()),
             load: Some(0.1),
@@ -338,12 +338,12 @@ mod tests {
             host_differs(&a, &b).unwrap(),
             "host state differs (A → B): not recorded in B (an older run)"
         );
-        b.host.state = Some(crate::host::state::HostState {
+        b.host.state = Some(crate::records::HostState {
             load: Some(7.0),
             ..state.clone()
         });
         assert_eq!(host_differs(&a, &b), None, "the load is no setting");
-        b.host.state = Some(crate::host::state::HostState {
+        b.host.state = Some(crate::records::HostState {
             governors: vec!["powersave".into()],
             smt: Some("off".into()),
             ..state

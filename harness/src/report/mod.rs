@@ -29,10 +29,10 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::records::{Accel, MeasureClock};
 use crate::records::{Event, Failed};
 use crate::stats::{Decision, Rule, Summary};
 use crate::store::Run;
-use crate::vm::{Accel, MeasureClock};
 
 pub use cells::{build_from, run_clock};
 pub use compact::{table, table_as};

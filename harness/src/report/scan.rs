@@ -36,8 +36,8 @@ pub(super) struct Scan {
 
 /// A console finding that is the kernel's fault whatever the host's load
 /// (soft lockups and RCU stalls are not: overcommitted vCPUs raise them).
-fn is_fault(f: &crate::vm::Finding) -> bool {
-    use crate::vm::Trouble;
+fn is_fault(f: &crate::records::Finding) -> bool {
+    use crate::records::Trouble;
     matches!(
         f.kind,
         Trouble::Panic | Trouble::Oops | Trouble::Bug | Trouble::HungTask

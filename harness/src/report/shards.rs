@@ -330,7 +330,7 @@ mod tests {
     /// named; the cells hold the run clock's boots alone.
     #[test]
     fn boots_of_another_clock_are_refused_not_merged() {
-        use crate::vm::MeasureClock;
+        use crate::records::MeasureClock;
         let meta = meta_with(&["base", "v"], "{boots: 4, repetitions: 2}");
         let mut rec = (Vec::new(), Vec::new());
         jobs(&meta, 0, 2).iter().for_each(|j| ran(j, &mut rec));

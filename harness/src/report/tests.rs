@@ -51,7 +51,7 @@ pub(crate) fn boot(variant: &str, boot_id: &str, error: Option<&str>) -> Event {
         vcpus: 2,
         boot: 0,
         boot_id: boot_id.into(),
-        accel: crate::vm::Accel::Tcg,
+        accel: crate::records::Accel::Tcg,
         clock: None,
         wall_per_guest_s: None,
         cmdline: String::new(),
@@ -588,7 +588,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 }
 
 /// `boots("v", …)` with one boot's end carrying a console finding of `kind`.
-fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, kind: crate::vm::Trouble) {
+fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, kind: crate::records::Trouble) {
     let id = format!("{variant}-2cpu-b{boot}");
     for e in rec.1.iter_mut() {
         if let Event::BootEnd {
@@ -598,7 +598,7 @@ fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, k
         } = e
         {
             if *b == id {
-                findings.push(crate::vm::Finding {
+                findings.push(crate::records::Finding {
                     kind,
                     line: "Oops: 0000 [#1] SMP".into(),
                     signature: format!("{kind:?}: do_exit"),
@@ -613,7 +613,7 @@ fn with_finding(rec: &mut (Vec<Sample>, Vec<Event>), variant: &str, boot: u32, k
 /// fault in base too, or a soft lockup (overcommit), does not.
 #[test]
 fn a_kernel_fault_in_the_variant_only_fails_the_gate() {
-    use crate::vm::Trouble;
+    use crate::records::Trouble;
     let meta = meta_with(&["base", "oops", "both", "lockup"], "{boots: 7, repetitions: 2}");
     let mut rec = (Vec::new(), Vec::new());
     for v in ["base", "oops", "both", "lockup"] {
@@ -752,7 +752,7 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
         busy_wall_per_guest_s: None,
         failed,
     });
-    meta.clock = Some(crate::vm::MeasureClock::TcgIcount);
+    meta.clock = Some(crate::records::MeasureClock::TcgIcount);
     meta.jobs = Some(2);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let hang = &r.rows[0].cells[1];
@@ -760,7 +760,7 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
     assert!(cell_text(hang).starts_with("FAILED: "), "{}", cell_text(hang));
     assert!(r.complete);
     assert!(r.clock_text.ends_with("; 2 boots at once"), "{}", r.clock_text);
-    meta.clock = Some(crate::vm::MeasureClock::TcgWall);
+    meta.clock = Some(crate::records::MeasureClock::TcgWall);
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     assert!(
         r.clock_text
@@ -936,10 +936,10 @@ fn cells_with_more_vcpus_than_host_cpus_are_marked_overcommitted_under_a_wall_cl
     boots("base", 3, 100.0, &mut rec);
     let mut meta = meta_with(&["base"], "{boots: 3, repetitions: 2}");
     for (cpus, clock, marked) in [
-        (1, crate::vm::MeasureClock::TcgWall, true),
-        (1, crate::vm::MeasureClock::KvmWall, true),
-        (2, crate::vm::MeasureClock::KvmWall, false),
-        (1, crate::vm::MeasureClock::TcgIcount, false),
+        (1, crate::records::MeasureClock::TcgWall, true),
+        (1, crate::records::MeasureClock::KvmWall, true),
+        (2, crate::records::MeasureClock::KvmWall, false),
+        (1, crate::records::MeasureClock::TcgIcount, false),
     ] {
         meta.host.cpus = cpus;
         meta.clock = Some(clock);

@@ -15,7 +15,8 @@ use crate::config::{BenchKind, Benchmark};
 use crate::guest::{Output, OverLimit, Timeout};
 use crate::proc;
 use crate::records::Cause;
-use crate::vm::{Exit, MeasureClock};
+use crate::records::MeasureClock;
+use crate::vm::Exit;
 
 impl Boot<'_, '_> {
     /// Stage [`Stage::Measure`]: every repetition of every benchmark of the

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use harness::records::{Accel, MeasureClock};
 use harness::records::{Event, Host, RunMeta, Sample};
-use harness::vm::{Accel, MeasureClock};
 
 fn chromium() -> &'static str {
     ["/usr/bin/chromium", "/usr/bin/chromium-browser"]

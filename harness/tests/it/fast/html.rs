@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use harness::bench::CpuWindow;
+use harness::records::CpuWindow;
 use harness::records::{BootEnv, Event, Host, RunMeta, Sample};
 use harness::report;
 
@@ -65,7 +65,7 @@ fn html_report_renders_its_plots_in_a_browser() {
                     vcpus,
                     boot,
                     boot_id: format!("{variant}-{vcpus}cpu-b{boot}"),
-                    accel: harness::vm::Accel::Tcg,
+                    accel: harness::records::Accel::Tcg,
                     cmdline: "console=ttyS0".into(),
                     image: "vmlinux".into(),
                     overcommit: vcpus as f64 / 2.0,

@@ -25,7 +25,7 @@ fn layers(architecture: &str) -> BTreeMap<String, u32> {
 }
 
 /// The code of a file that counts: everything before `#[cfg(test)] mod tests`.
-fn outside_tests(src: &str) -> &str {
+pub(super) fn outside_tests(src: &str) -> &str {
     let mut at = 0;
     while let Some(i) = src[at..].find("#[cfg(test)]\n") {
         let start = at + i;

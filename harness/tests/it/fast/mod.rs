@@ -5,5 +5,6 @@ mod docs;
 mod history;
 mod html;
 mod layers;
+mod record_types;
 mod report_files;
 mod schema;

@@ -18,7 +18,7 @@ fn syscall_line(profile: &str, nr: u32) -> (u64, u64, u64, u64) {
         .find(|l| l.starts_with(&format!("s {nr} ")))
         .unwrap_or_else(|| panic!("no syscall {nr} in the profile:\n{profile}"));
     let f: Vec<u64> = line.split(' ').skip(2).map(|x| x.parse().unwrap()).collect();
-    (f[0], f[1], f[2], f[3])
+    (f[0], f[1], f[2], *f.get(3).unwrap_or(&f[2]))
 }
 
 #[test]

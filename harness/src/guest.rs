@@ -134,7 +134,20 @@ impl Guest {
     /// Runs `cmd` (a guest shell command built only from harness-made words
     /// and numbers) and collects its output within `timeout`.
     pub fn run(&self, cmd: &str, timeout: Duration) -> Result<Output> {
+        self.run_watched(cmd, timeout, &mut || None)
+    }
+
+    /// [`Guest::run`], asking `watch` about four times a second whether to
+    /// stop waiting (the error it gives is returned; the command is left
+    /// to the guest's end).
+    pub fn run_watched(
+        &self,
+        cmd: &str,
+        timeout: Duration,
+        watch: &mut dyn FnMut() -> Option<anyhow::Error>,
+    ) -> Result<Output> {
         let start = Instant::now();
+        let mut watched = start;
         // libssh2 blocking calls give up after this; we loop to the deadline
         self.sess.set_timeout(1000);
         let mut ch = loop {
@@ -152,6 +165,12 @@ impl Guest {
             crate::proc::check_interrupted()?;
             if start.elapsed() > timeout {
                 return Err(Timeout(timeout).into());
+            }
+            if watched.elapsed() >= Duration::from_millis(250) {
+                watched = Instant::now();
+                if let Some(e) = watch() {
+                    return Err(e);
+                }
             }
             let mut progressed = false;
             match ch.read(&mut buf) {

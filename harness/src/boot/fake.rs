@@ -43,6 +43,8 @@ pub enum Answer {
     Interrupted,
     /// The command prints more than the harness takes.
     Floods,
+    /// The guest floods its console while the command runs.
+    FloodsConsole,
 }
 
 /// One scripted boot.
@@ -187,6 +189,7 @@ impl Machine for Fake {
             Answer::Dies(exit) => Err(self.gone(exit)),
             Answer::Interrupted => Err(crate::proc::Interrupted.into()),
             Answer::Floods => Err(crate::guest::OverLimit(crate::guest::MAX_OUTPUT).into()),
+            Answer::FloodsConsole => Err(super::machine::ConsoleFlood.into()),
         }
     }
 

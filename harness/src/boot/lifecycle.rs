@@ -188,12 +188,7 @@ fn give_up(ctx: &BootRun, m: &mut dyn Machine) -> Option<(Cause, String)> {
 /// Why to stop a boot whose console floods (more than
 /// [`vm::MAX_CONSOLE`] written), if it does.
 fn console_flood(m: &dyn Machine) -> Option<String> {
-    (m.console_bytes() > vm::MAX_CONSOLE).then(|| {
-        format!(
-            "console over limit: the guest wrote more than {} MiB to its console",
-            vm::MAX_CONSOLE >> 20
-        )
-    })
+    (m.console_bytes() > vm::MAX_CONSOLE).then(|| super::machine::ConsoleFlood.to_string())
 }
 
 /// How a host wait under icount is bounded, in words.

@@ -1105,6 +1105,39 @@ fn a_boot_whose_console_floods_is_stopped() {
     );
 }
 
+/// Issue 30: a guest that floods its console while a benchmark runs is
+/// stopped then (the real machine checks the console file four times a
+/// second during the command), as over the limit, and no later repetition
+/// runs.
+#[test]
+fn a_console_that_floods_during_a_repetition_stops_the_boot() {
+    let w = world("console-flood-rep", "{}");
+    let mut ctx = ctx(&w);
+    let mut fake = Fake::new(vec![Script::ssh(vec![
+        says(1.0, 1.0),
+        Answer::FloodsConsole,
+        says(1.0, 1.0),
+    ])]);
+    let (res, events) = boot(&mut ctx, &mut fake, &job(0));
+    res.unwrap();
+    let why = "measure during s: console over limit: the guest wrote more than 64 MiB to its console";
+    let Some(BootEvent::Ended { error, failed, .. }) = events.last() else {
+        panic!("{events:#?}")
+    };
+    assert_eq!(error.as_deref(), Some(why));
+    let stage = crate::records::Stage::Benchmark;
+    assert_eq!(
+        *failed,
+        Some(crate::records::Failed {
+            stage,
+            cause: Cause::OutputOverLimit
+        })
+    );
+    let bench = |c: &&Call| matches!(c, Call::Run(cmd, _) if !cmd.starts_with("uname") && cmd != "dmesg");
+    let runs = fake.calls.iter().filter(bench).count();
+    assert_eq!(runs, 2, "the repetition after the flood never runs: {:?}", fake.calls);
+}
+
 /// The run's sink files each event by its envelope: a job's end told with
 /// no `Job` event before it is that job's record (the sink once kept the
 /// job from its `Job` event and failed with "came before its job").

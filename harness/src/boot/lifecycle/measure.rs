@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use super::{console_flood, icount_bound, interruption, last_line, signal_name, Boot, MeasureCut, Try};
 use crate::bench;
 use crate::boot::events::{BootEvent, Stage};
+use crate::boot::machine::ConsoleFlood;
 use crate::boot::{answer_grace, bounded};
 use crate::config::{BenchKind, Benchmark};
 use crate::guest::{Output, OverLimit, Timeout};
@@ -77,6 +78,13 @@ impl Boot<'_, '_> {
                     cause: Cause::OutputOverLimit,
                 };
                 return self.tell(failed).map(Ok);
+            }
+            Err(e) if e.downcast_ref::<ConsoleFlood>().is_some() => {
+                let why = format!("{e:#}");
+                return Ok(Err(MeasureCut {
+                    why,
+                    cause: Cause::OutputOverLimit,
+                }));
             }
             Err(e) => return self.no_answer(b, rep, wait, e).map(Err),
         };

@@ -172,25 +172,7 @@ impl Guest {
                     return Err(e);
                 }
             }
-            let mut progressed = false;
-            match ch.read(&mut buf) {
-                Ok(0) => {}
-                Ok(n) => {
-                    take(&mut out, err.len(), &buf[..n], MAX_OUTPUT)?;
-                    progressed = true;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e).context("read the guest command's output"),
-            }
-            match ch.stderr().read(&mut buf) {
-                Ok(0) => {}
-                Ok(n) => {
-                    take(&mut err, out.len(), &buf[..n], MAX_OUTPUT)?;
-                    progressed = true;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e).context("read the guest command's errors"),
-            }
+            let progressed = drain(&mut ch, &mut buf, &mut out, &mut err)?;
             if !progressed && ch.eof() {
                 break;
             }
@@ -213,6 +195,32 @@ impl Guest {
             let _ = ch.wait_close();
         }
     }
+}
+
+/// Reads what the channel has of stdout and stderr into `out` and `err`
+/// (each within [`MAX_OUTPUT`]); whether anything came.
+fn drain(ch: &mut ssh2::Channel, buf: &mut [u8], out: &mut Vec<u8>, err: &mut Vec<u8>) -> Result<bool> {
+    let quiet = |e: &std::io::Error| matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
+    let mut progressed = false;
+    match ch.read(buf) {
+        Ok(0) => {}
+        Ok(n) => {
+            take(out, err.len(), &buf[..n], MAX_OUTPUT)?;
+            progressed = true;
+        }
+        Err(e) if quiet(&e) => {}
+        Err(e) => return Err(e).context("read the guest command's output"),
+    }
+    match ch.stderr().read(buf) {
+        Ok(0) => {}
+        Ok(n) => {
+            take(err, out.len(), &buf[..n], MAX_OUTPUT)?;
+            progressed = true;
+        }
+        Err(e) if quiet(&e) => {}
+        Err(e) => return Err(e).context("read the guest command's errors"),
+    }
+    Ok(progressed)
 }
 
 /// The key blob of a public key line: its base64 field, decoded.

@@ -154,11 +154,13 @@ fn coverage_step(run: &Run, m: &Matrix, opts: &Options) -> Result<()> {
 /// finish it: booting their jobs here would give two boots one id).
 pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
     let _lock = work_lock(opts)?;
-    if let Some(s) = Run::open(dir)?.shard_dirs()?.first() {
+    // decided under the run's lock, which a starting shard takes too
+    let run = Run::open_to_write(dir)?;
+    if let Some(s) = run.shard_dirs()?.first() {
         let n = s.shard.n;
         bail!("resume {}: it is split into shards (shards/{}-of-{n}): run them again with `harness run --shard K/{n} --run-dir {}`", dir.display(), s.shard.k, dir.display());
     }
-    let (run, meta) = open_again(dir, opts)?;
+    let (run, meta) = unchanged(run, opts)?;
     execute_fixed(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
     coverage_step(&run, &meta.matrix, opts)?;
@@ -189,7 +191,11 @@ pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<CellKey>, usize)>
 
 /// Opens a run to write it again, refusing one whose inputs changed.
 fn open_again(dir: &Path, opts: &Options) -> Result<(Run, RunMeta)> {
-    let run = Run::open_to_write(dir)?;
+    unchanged(Run::open_to_write(dir)?, opts)
+}
+
+/// A run opened to write, refused when its inputs changed since it started.
+fn unchanged(run: Run, opts: &Options) -> Result<(Run, RunMeta)> {
     let meta = run.meta()?;
     crate::records::inputs::check_unchanged(meta.inputs.as_ref(), &meta.matrix, &opts.images_dir, &run.dir)?;
     Ok((run, meta))

@@ -9,6 +9,7 @@
 //! several hosts never write one file; the run's readers merge them.
 
 mod jsonl;
+mod shard;
 
 use std::path::{Path, PathBuf};
 
@@ -138,43 +139,6 @@ impl Run {
             records: dir.to_path_buf(),
             _lock: Some(lock),
         })
-    }
-
-    /// Opens shard `shard` of the run in `dir` to write it: its own
-    /// directory, lock and records; a shard run again goes on where it stopped.
-    pub fn open_shard(dir: &Path, shard: Shard) -> Result<Run> {
-        if !dir.join("run.json").is_file() {
-            bail!(
-                "open {} for shard {shard}: it has no run.json yet (run `harness build --run-dir {}` first)",
-                dir.display(),
-                dir.display()
-            );
-        }
-        let records = shard_dir(dir, shard);
-        let reader = Run::open(dir)?;
-        if let Some(other) = reader.shard_dirs()?.iter().find(|s| s.shard.n != shard.n) {
-            bail!(
-                "open shard {shard} of {}: the run is split into {} shards (shards/{}-of-{}); a run is split one way (shard ids and boot ids would collide)",
-                dir.display(),
-                other.shard.n,
-                other.shard.k,
-                other.shard.n
-            );
-        }
-        std::fs::create_dir_all(records.join("logs")).with_context(|| format!("create {}", records.display()))?;
-        let lock = match Flock::try_take(&records.join("lock"), &format!("run --shard {shard}"))? {
-            Ok(l) => l,
-            Err(holder) => bail!(
-                "lock shard {shard} of {}: another harness ({holder}) is running it",
-                dir.display()
-            ),
-        };
-        for f in ["samples.jsonl", "events.jsonl"] {
-            truncate_torn(&records.join(f))?;
-        }
-        let mut run = Run::open(dir)?;
-        (run.records, run.shard, run._lock) = (records, Some(shard), Some(lock));
-        Ok(run)
     }
 
     /// The shards that have written into this run, by shard.

@@ -408,7 +408,7 @@ fn failing_more_often_is_reported_not_thinned() {
     );
     assert_ne!(d.verdict, Verdict::FailsMore);
     assert!(
-        cell_text(flaky).contains("fails more?: 3/5 boots failed vs base 0/5 (Fisher p=0.083)"),
+        cell_text(flaky).contains("fails more?: 3/5 boots failed vs base 0/5 (Fisher p=0.083 q=0.083)"),
         "{}",
         cell_text(flaky)
     );

@@ -129,12 +129,13 @@ pub fn decision_text(d: &Decision) -> String {
 fn failure_counts_text(f: &crate::stats::FailureRate) -> String {
     let c = f.counts;
     format!(
-        "{}/{} boots failed vs base {}/{} (Fisher p={})",
+        "{}/{} boots failed vs base {}/{} (Fisher p={} q={})",
         c.failed,
         c.of,
         c.base_failed,
         c.base_of,
-        p_text(f.p)
+        p_text(f.p),
+        p_text(f.q)
     )
 }
 

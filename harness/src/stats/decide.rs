@@ -92,7 +92,12 @@ pub struct FailureRate {
     pub counts: Failures,
     /// One-sided Fisher exact p that the new variant fails more often.
     pub p: f64,
-    /// `p <= alpha`.
+    /// Its Benjamini-Hochberg q over the failure tests of the same call
+    /// (every cell with boots on both sides; a cell repeated per metric
+    /// counts once per metric, which leaves BH's q unchanged).
+    #[serde(default)]
+    pub q: f64,
+    /// `q <= alpha`.
     pub significant: bool,
 }
 
@@ -299,19 +304,29 @@ fn with_worst(c: &Comparison) -> (Vec<f64>, Vec<f64>) {
 /// [`minimum_detectable_effect`] at the level the cell had to meet, never below `T`.
 ///
 /// A cell whose failure share (`failed / of`) exceeds base's carries its
-/// one-sided Fisher exact p ([`fisher_greater`]) in `failures`; it is
-/// `FailsMore` whatever its measurements say (those stay in `performance`)
-/// only when that p is at most `rule.alpha`. Boots whose benchmark timed out
+/// one-sided Fisher exact p ([`fisher_greater`]) in `failures`, with its
+/// BH q over every cell's Fisher test of this call; it is `FailsMore`
+/// whatever its measurements say (those stay in `performance`) only when
+/// that q is at most `rule.alpha`. Boots whose benchmark timed out
 /// (`worst`) rank below every measured boot in the Mann-Whitney test.
 pub fn decide_all(cells: &[Comparison], rule: &Rule) -> Vec<Decision> {
     let tested: Vec<Option<Tested>> = cells.iter().map(|c| test_cell(c, rule)).collect();
     let (qs, counts) = bh_pass(tested.iter().map(|t| t.as_ref().map(|t| t.p)), rule);
+    let failure_ps = cells.iter().map(|c| c.failures.and_then(fisher_p));
+    let (failure_qs, _) = bh_pass(failure_ps, rule);
     cells
         .iter()
         .zip(tested)
         .zip(qs)
-        .map(|((c, t), q)| decide_one(c, t, q, rule, counts))
+        .zip(failure_qs)
+        .map(|(((c, t), q), fq)| decide_one(c, t, q, fq, rule, counts))
         .collect()
+}
+
+/// The one-sided Fisher p that the new variant fails more often, where
+/// both sides had boots.
+fn fisher_p(f: Failures) -> Option<f64> {
+    (f.of > 0 && f.base_of > 0).then(|| fisher_greater(f.failed, f.of, f.base_failed, f.base_of))
 }
 
 /// The one BH pass of a call: each cell's q (NaN where untested) and
@@ -362,6 +377,7 @@ pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decisio
                 &shell,
                 c.map(|c| Tested { p: c.p, ratio: c.ratio }),
                 q,
+                f64::NAN,
                 rule,
                 (passed, m),
             );
@@ -373,7 +389,14 @@ pub fn decide_pretested(cells: &[Option<Pretested>], rule: &Rule) -> Vec<Decisio
         .collect()
 }
 
-fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m): (usize, usize)) -> Decision {
+fn decide_one(
+    c: &Comparison,
+    t: Option<Tested>,
+    q: f64,
+    failure_q: f64,
+    rule: &Rule,
+    (passed, m): (usize, usize),
+) -> Decision {
     let floor = c.floor.max(rule.floor);
     let mut d = Decision {
         verdict: Verdict::Insufficient,
@@ -390,7 +413,7 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
         smallest_p: None,
         floor,
         higher_is_better: c.higher_is_better,
-        failures: c.failures.and_then(|f| fails_more(f, rule.alpha)),
+        failures: c.failures.and_then(|f| fails_more(f, failure_q, rule.alpha)),
         work: None,
     };
     if let Some(t) = t {
@@ -419,15 +442,13 @@ fn decide_one(c: &Comparison, t: Option<Tested>, q: f64, rule: &Rule, (passed, m
     d
 }
 
-fn fails_more(f: Failures, alpha: f64) -> Option<FailureRate> {
-    let worse = f.of > 0 && f.base_of > 0 && f.failed * f.base_of > f.base_failed * f.of;
-    worse.then(|| {
-        let p = fisher_greater(f.failed, f.of, f.base_failed, f.base_of);
-        FailureRate {
-            counts: f,
-            p,
-            significant: p <= alpha,
-        }
+fn fails_more(f: Failures, q: f64, alpha: f64) -> Option<FailureRate> {
+    let worse = f.failed * f.base_of > f.base_failed * f.of;
+    fisher_p(f).filter(|_| worse).map(|p| FailureRate {
+        counts: f,
+        p,
+        q,
+        significant: q <= alpha,
     })
 }
 

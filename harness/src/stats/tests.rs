@@ -539,6 +539,32 @@ fn fisher_matches_scipy() {
     assert_eq!(fisher_greater(1, 0, 0, 5), 1.0);
 }
 
+/// Issue 29: "fails more" is tested across the call's cells (BH), not on
+/// each cell's raw Fisher p: 4/5 against 0/5 (p 0.024) is the headline
+/// beside one clean cell (q 0.048), not beside two (q 0.071).
+#[test]
+fn failing_more_often_is_corrected_across_cells() {
+    let same = Comparison::new(vec![10.0, 11.0, 12.0, 10.5], vec![10.2, 11.1, 11.9, 10.4], true);
+    let with = |failed| Comparison {
+        failures: Some(Failures {
+            failed,
+            of: 5,
+            base_failed: 0,
+            base_of: 5,
+        }),
+        ..same.clone()
+    };
+    let two = decide_all(&[with(4), with(0)], &rule());
+    let f = two[0].failures.unwrap();
+    assert_close(f.p, 6.0 / 252.0, 1e-9, "4/5 vs 0/5");
+    assert_close(f.q, 12.0 / 252.0, 1e-9, "q over 2 tests");
+    assert_eq!(two[0].verdict, Verdict::FailsMore);
+    let three = decide_all(&[with(4), with(0), with(0)], &rule());
+    let f = three[0].failures.unwrap();
+    assert_close(f.q, 18.0 / 252.0, 1e-9, "q over 3 tests");
+    assert!(!f.significant && three[0].verdict != Verdict::FailsMore, "{f:?}");
+}
+
 #[test]
 fn failing_more_often_is_its_own_verdict() {
     let same = Comparison::new(vec![10.0, 11.0, 12.0, 10.5], vec![10.2, 11.1, 11.9, 10.4], true);

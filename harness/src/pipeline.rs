@@ -432,7 +432,23 @@ fn guest_parts(run: &Run, m: &Matrix, opts: &Options, ui: &Ui) -> Result<GuestPa
         &run.log("image.log"),
     )?;
     let common = image::common_archive(&image::HostBins::find()?, &benches, &programs, &keys)?.to_cpio();
+    pin_image(run)?;
     Ok(GuestParts { dir, keys, common })
+}
+
+/// Writes the guest image's host files, as the image was just made of
+/// them, into `run.json` (a shard's run is pinned by its build; a resume
+/// was refused if they changed).
+fn pin_image(run: &Run) -> Result<()> {
+    if run.shard.is_some() {
+        return Ok(());
+    }
+    let mut meta = run.meta()?;
+    let Some(inputs) = meta.inputs.as_mut() else {
+        return Ok(());
+    };
+    inputs.set_image_parts(image::image_parts()?);
+    run.write_meta(&meta)
 }
 
 /// Each built kernel with its initramfs: the shared part and the kernel's

@@ -14,6 +14,7 @@ use crate::proc::{self, Cmd};
 
 pub mod state;
 pub mod topology;
+pub mod wall;
 
 /// The QEMU system emulator the harness boots guests with.
 pub const QEMU: &str = "qemu-system-x86_64";

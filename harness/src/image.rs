@@ -12,7 +12,9 @@ use anyhow::{bail, Context, Result};
 
 use crate::proc::Cmd;
 
+pub(crate) mod pins;
 mod programs;
+pub use pins::{changes as pins_changes, image_parts, ImageParts};
 pub use programs::{program_files, GuestFile};
 
 /// One archive member.

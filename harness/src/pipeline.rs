@@ -335,10 +335,7 @@ fn execute(
     accel::record_host_state(&ctx)?;
     ctx.profiler = profiling::profiler(run, m, &ui, ctx.clock(), &kernels)?;
     let n = at_once(&ctx, opts)?;
-    match n {
-        1 => boot_jobs(&ctx, &mut learned, jobs, &kernels, &done)?,
-        n => parallel::boot_at_once(&ctx, &mut learned, n, jobs, &kernels, &done)?,
-    }
+    boot_all(&ctx, &mut learned, n, jobs, &kernels, &done)?;
     ui.finish();
     Ok(None)
 }
@@ -438,7 +435,23 @@ fn guest_parts(run: &Run, m: &Matrix, opts: &Options, ui: &Ui) -> Result<GuestPa
         &run.log("image.log"),
     )?;
     let common = image::common_archive(&image::HostBins::find()?, &benches, &programs, &keys)?.to_cpio();
+    pin_image(run)?;
     Ok(GuestParts { dir, keys, common })
+}
+
+/// Writes the guest image's host files, as the image was just made of
+/// them, into `run.json` (a shard's run is pinned by its build; a resume
+/// was refused if they changed).
+fn pin_image(run: &Run) -> Result<()> {
+    if run.shard.is_some() {
+        return Ok(());
+    }
+    let mut meta = run.meta()?;
+    let Some(inputs) = meta.inputs.as_mut() else {
+        return Ok(());
+    };
+    inputs.set_image_parts(image::image_parts()?);
+    run.write_meta(&meta)
 }
 
 /// Each built kernel with its initramfs: the shared part and the kernel's
@@ -464,6 +477,23 @@ fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
     Ok(kernels)
 }
 
+/// Boots the jobs `n` at a time.
+fn boot_all(
+    ctx: &BootRun,
+    learned: &mut Learned,
+    n: u32,
+    jobs: &[BootJob],
+    kernels: &Kernels,
+    done: &Ended,
+) -> Result<()> {
+    if n == 1 {
+        return boot_jobs(ctx, learned, jobs, kernels, done);
+    }
+    // boots of one run at once under a wall clock (--allow-concurrent-wall) hold the host lock together
+    let _wall = wall_lock(ctx)?;
+    parallel::boot_at_once(ctx, learned, n, jobs, kernels, done)
+}
+
 /// Boots every job not done yet; a variant that was not built ends its
 /// jobs with the reason.
 fn boot_jobs(ctx: &BootRun, learned: &mut Learned, jobs: &[BootJob], kernels: &Kernels, done: &Ended) -> Result<()> {
@@ -473,10 +503,47 @@ fn boot_jobs(ctx: &BootRun, learned: &mut Learned, jobs: &[BootJob], kernels: &K
             continue;
         }
         proc::check_interrupted()?;
+        let _wall = wall_lock(ctx)?;
         boot_one(ctx, learned, job, kernels, None)?;
         ctx.ui.inc();
     }
     Ok(())
+}
+
+/// Under a wall clock, the host-wide wall-clock lock ([`host::wall`]): a
+/// wait for another run's boot is said when it begins, naming the holder,
+/// and recorded as a notice with its length when it ends (the report
+/// lists both). Icount boots take nothing.
+fn wall_lock(ctx: &BootRun) -> Result<Option<host::wall::WallLock>> {
+    wall_lock_at(ctx, &host::wall::lock_path(), std::time::Duration::from_secs(1))
+}
+
+/// [`wall_lock`] at `p`, tried every `poll`.
+fn wall_lock_at(ctx: &BootRun, p: &Path, poll: std::time::Duration) -> Result<Option<host::wall::WallLock>> {
+    let clock = ctx.clock();
+    if clock == crate::records::MeasureClock::TcgIcount {
+        return Ok(None);
+    }
+    let what = format!("run {} ({clock} boot)", ctx.run.id);
+    let (lock, waited) = host::wall::take(p, &what, poll, |holder| {
+        ctx.run.notice(
+            ctx.ui,
+            format!(
+                "waiting for the host-wide wall-clock lock {} held by {holder}: one wall-clock measurement runs on a host at a time",
+                p.display()
+            ),
+        )
+    })?;
+    if let Some(w) = waited {
+        let msg = format!(
+            "waited {:.0} s (monotonic clock) for the host-wide wall-clock lock {} held by {}",
+            w.secs,
+            p.display(),
+            w.holder
+        );
+        ctx.run.notice(ctx.ui, msg)?;
+    }
+    Ok(Some(lock))
 }
 
 /// Boots one job (its QEMU started by `spawn` when given); a variant that
@@ -684,5 +751,68 @@ mod tests {
         let (_, built) = build(m, &opts, Some(&dir)).unwrap();
         assert!(built["base"].is_ok(), "{built:?}");
         assert_eq!(builds(&dir), 1);
+    }
+
+    /// Issue 30 item 2: a wall-clock boot waits for another run's hold on
+    /// the host-wide lock, and the wait (holder, seconds) is in the run's
+    /// events; an icount boot takes no lock.
+    #[test]
+    fn a_wall_clock_boot_waits_for_another_runs_lock_and_records_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lock = tmp.path().join("wall.lock");
+        let ui = Ui::new(0, true);
+        for (clock, waits) in [("wall", true), ("icount", false)] {
+            let yaml = format!(
+                "variants:\n  - name: base\nvcpus: [2]\nguest: {{clock: {clock}}}\nbenchmarks:\n  - {{name: s, kind: doexec}}\n"
+            );
+            let m = crate::config::parse(&yaml, &tmp.path().join("matrix.yaml"), None).unwrap();
+            let run = Run::create(tmp.path(), clock).unwrap();
+            let ctx = BootRun {
+                run: &run,
+                m: &m,
+                ui: &ui,
+                qemu: "qemu-system-x86_64".into(),
+                key: "/nonexistent/key".into(),
+                host_key: String::new(),
+                host_cpus: 2,
+                accel: crate::vm::Accel::Tcg,
+                profiler: None,
+            };
+            let other = crate::util::Flock::try_take(&lock, "run other (kvm-wall boot)")
+                .unwrap()
+                .unwrap();
+            let release = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                drop(other);
+            });
+            let held = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5)).unwrap();
+            release.join().unwrap();
+            let notes: Vec<String> = run
+                .events()
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Notice { message } => Some(message),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(held.is_some(), waits, "{clock}");
+            if waits {
+                let holder = format!("held by pid {}, harness run other (kvm-wall boot)", std::process::id());
+                assert_eq!(notes.len(), 2, "{notes:?}");
+                assert!(
+                    notes[0].starts_with("waiting for the host-wide wall-clock lock") && notes[0].contains(&holder),
+                    "{notes:?}"
+                );
+                assert!(
+                    notes[1].starts_with("waited ") && notes[1].contains(&holder),
+                    "{notes:?}"
+                );
+            } else {
+                assert!(notes.is_empty(), "{notes:?}");
+            }
+            drop(held);
+            crate::util::wait_until_released(&lock);
+        }
     }
 }

@@ -1,10 +1,13 @@
 //! The inputs a run is made from, pinned in `run.json` when it starts: the
 //! kernel source's identity, every file of every series the matrix names,
 //! every config fragment, the base config file, the benchmark sources and
-//! the compiler that builds them. `--resume` pins them again and refuses to
+//! the compiler that builds them, and every host file copied into the guest
+//! image (busybox, dropbear, the loader and libraries, the static libc) with
+//! the binutils that link the benchmarks. `--resume` pins them again and refuses to
 //! go on when any changed: the cells it finishes would otherwise mix kernels
 //! (or benchmark binaries) of two different inputs; a shard, whose kernels
-//! come from the cache, is refused when it would compile other benchmarks.
+//! come from the cache, is refused when it would compile other benchmarks
+//! or make another guest image.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,6 +37,31 @@ pub struct Inputs {
     /// The compiler that builds the benchmarks, as `gcc --version` names itself.
     #[serde(default)]
     pub compiler: String,
+    /// The host files copied into the guest image: `busybox`, `dropbear`,
+    /// `libc.a` (the static libc the benchmarks link) and each library's
+    /// path (the loader among them) → SHA-256, or `missing` (empty in a run
+    /// an older harness started).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub image: BTreeMap<String, String>,
+    /// The linker of the benchmarks, as `ld --version` names itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub binutils: String,
+}
+
+impl Inputs {
+    /// The guest image's parts as pinned.
+    pub fn image_parts(&self) -> crate::image::ImageParts {
+        crate::image::ImageParts {
+            files: self.image.clone(),
+            binutils: self.binutils.clone(),
+        }
+    }
+
+    /// Sets the guest image's parts.
+    pub fn set_image_parts(&mut self, p: crate::image::ImageParts) {
+        self.image = p.files;
+        self.binutils = p.binutils;
+    }
 }
 
 fn file_hash(p: &Path) -> Result<String> {
@@ -86,14 +114,17 @@ pub fn pin(m: &Matrix, images: &Path) -> Result<Inputs> {
         }
     }
     let (benchmarks, compiler) = (crate::image::benchmark_sources(images)?, crate::image::compiler()?);
-    Ok(Inputs {
+    let mut inputs = Inputs {
         source,
         series,
         fragments,
         base_config,
         benchmarks,
         compiler,
-    })
+        ..Inputs::default()
+    };
+    inputs.set_image_parts(crate::image::image_parts()?);
+    Ok(inputs)
 }
 
 /// What differs between the inputs pinned at the start and now, one phrase
@@ -129,11 +160,13 @@ pub fn changes(pinned: &Inputs, now: &Inputs, source: &Path) -> Vec<String> {
     out
 }
 
-/// What differs in the benchmark sources and their compiler, one phrase
-/// per change; nothing for a run an older harness pinned without them.
+/// What differs in the benchmark sources, their compiler and the guest
+/// image's host files, one phrase per change; nothing for what a run an
+/// older harness started did not pin.
 pub fn benchmark_changes(pinned: &Inputs, now: &Inputs) -> Vec<String> {
     let mut out = Vec::new();
     if pinned.benchmarks.is_empty() && pinned.compiler.is_empty() {
+        out.extend(crate::image::pins_changes(&pinned.image_parts(), &now.image_parts()));
         return out;
     }
     for (f, h) in &pinned.benchmarks {
@@ -152,6 +185,7 @@ pub fn benchmark_changes(pinned: &Inputs, now: &Inputs) -> Vec<String> {
             pinned.compiler, now.compiler
         ));
     }
+    out.extend(crate::image::pins_changes(&pinned.image_parts(), &now.image_parts()));
     out
 }
 
@@ -160,16 +194,24 @@ pub fn benchmark_changes(pinned: &Inputs, now: &Inputs) -> Vec<String> {
 /// are compiled where it runs).
 pub fn check_benchmarks(pinned: Option<&Inputs>, images: &Path, run_dir: &Path) -> Result<()> {
     let Some(pinned) = pinned else { return Ok(()) };
-    let now = Inputs {
+    let mut now = Inputs {
         benchmarks: crate::image::benchmark_sources(images)?,
         compiler: crate::image::compiler()?,
         ..Inputs::default()
     };
-    let c = benchmark_changes(pinned, &now);
+    now.set_image_parts(crate::image::image_parts()?);
+    refuse_shard(pinned, &now, run_dir)
+}
+
+/// Refuses a shard whose benchmarks or guest image (`now`) differ from
+/// the pinned ones.
+pub fn refuse_shard(pinned: &Inputs, now: &Inputs, run_dir: &Path) -> Result<()> {
+    let c = benchmark_changes(pinned, now);
     if !c.is_empty() {
         bail!(
-            "run a shard of {}: this host would compile other benchmark binaries than the run pinned ({}); \
-             its numbers would not compare with the other shards' — use the same benchmark sources (--images-dir) and compiler",
+            "run a shard of {}: this host would make other benchmark binaries or another guest image than the run pinned ({}); \
+             its numbers would not compare with the other shards' — use the same benchmark sources (--images-dir), compiler, \
+             binutils and guest packages (busybox-static, dropbear-bin, libc6) as the host that started the run",
             run_dir.display(),
             c.join("; ")
         );
@@ -182,11 +224,17 @@ pub fn check_benchmarks(pinned: Option<&Inputs>, images: &Path, run_dir: &Path) 
 pub fn check_unchanged(pinned: Option<&Inputs>, m: &Matrix, images: &Path, run_dir: &Path) -> Result<()> {
     let Some(pinned) = pinned else { return Ok(()) };
     let now = pin(m, images).with_context(|| format!("resume {}: read its inputs again", run_dir.display()))?;
-    let c = changes(pinned, &now, &m.kernel.source);
+    refuse_resume(pinned, &now, &m.kernel.source, run_dir)
+}
+
+/// Refuses to resume when the inputs now differ from the pinned ones.
+pub fn refuse_resume(pinned: &Inputs, now: &Inputs, source: &Path, run_dir: &Path) -> Result<()> {
+    let c = changes(pinned, now, source);
     if !c.is_empty() {
         bail!(
-            "resume {}: its inputs changed since it started ({}); its cells would mix kernels of old and new inputs — \
-             restore them, or start a new run",
+            "resume {}: its inputs changed since it started ({}); its cells would mix kernels, benchmarks or guest \
+             images of old and new inputs — restore them (reinstall the guest packages a changed image file came from), \
+             or start a new run",
             run_dir.display(),
             c.join("; ")
         );
@@ -280,6 +328,50 @@ mod tests {
             benchmark_changes(&old, &now).is_empty(),
             "a run from before pinning them is not refused"
         );
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    /// Issue 30 item 1: a guest image file that changed since the run was
+    /// pinned refuses its resume and its shards, naming the file; a run
+    /// pinned without image files goes on.
+    #[test]
+    fn a_changed_image_file_refuses_resume_and_shard() {
+        let root = scratch("image-inputs");
+        let (bb, db) = (root.join("busybox"), root.join("dropbear"));
+        write(&bb, "busybox 1.36");
+        write(&db, "dropbear 2022.83");
+        let parts = |binutils: &str| crate::image::ImageParts {
+            files: crate::image::pins::digest_files(&bb, &db, &[], None).unwrap(),
+            binutils: binutils.into(),
+        };
+        let mut pinned = Inputs::default();
+        pinned.set_image_parts(parts("GNU ld 2.40"));
+        let mut now = Inputs::default();
+        now.set_image_parts(parts("GNU ld 2.40"));
+        refuse_resume(&pinned, &now, Path::new("/src"), &root).unwrap();
+        refuse_shard(&pinned, &now, &root).unwrap();
+
+        write(&db, "dropbear 2025.88");
+        now.set_image_parts(parts("GNU ld 2.40"));
+        let e = format!(
+            "{:#}",
+            refuse_resume(&pinned, &now, Path::new("/src"), &root).unwrap_err()
+        );
+        assert!(
+            e.contains("inputs changed since it started (guest image file dropbear changed (")
+                && e.contains("reinstall the guest packages"),
+            "{e}"
+        );
+        let e = format!("{:#}", refuse_shard(&pinned, &now, &root).unwrap_err());
+        assert!(
+            e.contains("another guest image than the run pinned (guest image file dropbear changed"),
+            "{e}"
+        );
+        refuse_resume(&Inputs::default(), &now, Path::new("/src"), &root).expect("an old run resumes");
+        let json = serde_json::to_string(&Inputs::default()).unwrap();
+        assert!(!json.contains("binutils"), "{json}");
+        let old: Inputs = serde_json::from_str(&json).unwrap();
+        assert!(old.image.is_empty(), "an old run.json reads");
         std::fs::remove_dir_all(root).ok();
     }
 }

@@ -10,7 +10,7 @@ use crate::stats::changepoint::Params;
 use crate::vm::MeasureClock;
 
 /// A directory of its own for a test, removed when dropped.
-fn scratch(name: &str) -> tempfile::TempDir {
+pub(super) fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("harness-history-{name}-"))
         .tempdir()
@@ -18,7 +18,12 @@ fn scratch(name: &str) -> tempfile::TempDir {
 }
 
 /// A run of base and v on `day` (days after 2026-01-01), 5 boots each at `level`.
-fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (RunMeta, Vec<Sample>, Vec<Event>) {
+pub(super) fn records(
+    id: &str,
+    day: u64,
+    level: f64,
+    tweak: impl Fn(&mut RunMeta),
+) -> (RunMeta, Vec<Sample>, Vec<Event>) {
     let mut meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
     meta.id = id.into();
     meta.started = crate::util::rfc3339(1_767_225_600 + day * 86_400 + 7_200);
@@ -31,7 +36,7 @@ fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (Run
     (meta, rec.0, rec.1)
 }
 
-fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<Event>)) -> PathBuf {
+pub(super) fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<Event>)) -> PathBuf {
     let dir = root.join(&meta.id);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(meta).unwrap()).unwrap();
@@ -457,43 +462,6 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
         "the shard's records changed"
     );
     assert_eq!(failed(&db), (5, 0));
-}
-
-#[test]
-fn a_read_only_copy_of_the_database_can_be_read() {
-    let root_dir = scratch("readonly");
-    let root = root_dir.path().to_path_buf();
-    let path = root.join("h.sqlite");
-    {
-        let mut db = open(&path).unwrap();
-        add(
-            &mut db,
-            &write_run(&root, &records("r1", 0, 100.0, |_| {})),
-            &root,
-            Sources::Records,
-        )
-        .unwrap();
-    }
-    let copy = root.join("ro/h.sqlite");
-    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    std::fs::copy(&path, &copy).unwrap();
-    // an immutable file is read-only even for root (tests may run as root)
-    let chattr = |flag: &str| {
-        crate::proc::Cmd::new("chattr")
-            .arg(flag)
-            .arg(&copy)
-            .capture()
-            .run()
-            .map(|f| f.success())
-            .unwrap_or(false)
-    };
-    if !chattr("+i") {
-        return;
-    }
-    let got = open_existing(&copy)
-        .map(|db| db.map(|db| series(&db, &Filter::default(), &Params::default()).map(|s| s.len())));
-    chattr("-i");
-    assert_eq!(got.unwrap().unwrap().unwrap(), 2);
 }
 
 /// Issue 21: tonight is tested against the last segment's nights, and is

@@ -6,6 +6,7 @@
 //! and which of them a policy lets go. Deciding is separate from deleting,
 //! so a dry run prints exactly what `--yes` removes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -22,6 +23,18 @@ pub struct Policy {
     pub keep: usize,
     /// Also keep what was used within this many days.
     pub days: Option<u64>,
+}
+
+/// What runs not finished yet still need (a run with planned jobs that
+/// never ended, its shards counted: a build whose shards have not run, a
+/// run that died): gc keeps these whatever the policy. The run store
+/// (its `pending` module) fills it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Needed {
+    /// Kernel cache keys, each with the unfinished runs that need it.
+    pub kernels: BTreeMap<String, BTreeSet<String>>,
+    /// Run ids (`work/keys/<run-id>/`) whose images stay.
+    pub runs: BTreeSet<String>,
 }
 
 /// Something gc would delete.
@@ -88,9 +101,12 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Kernels: `kernels/<key>/` (last use: its `last-used` file, else the
 /// directory); `<key>.partial` is an interrupted build.
-fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
+fn kernels(work: &Path, needed: &Needed, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&WorkDir::at(work).kernels()) {
+        if needed.kernels.contains_key(&name) {
+            continue;
+        }
         if name.ends_with(".partial") {
             out.push(Victim {
                 bytes: disk_usage(&p),
@@ -169,7 +185,7 @@ fn busy(runs: &Path, id: &str) -> bool {
 /// Run images: the `work/keys/<run-id>/*.cpio` files of each run and of
 /// its shards (`shard-K-of-N/*.cpio`; they carry its host key; remade by
 /// `--resume`). The keys themselves stay.
-fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
+fn run_images(work: &Path, runs: &Path, needed: &Needed) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&WorkDir::at(work).keys()) {
         let mut cpios: Vec<PathBuf> = cpios(&p).collect();
@@ -179,7 +195,7 @@ fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
         {
             cpios.extend(self::cpios(&shard));
         }
-        if cpios.is_empty() || busy(runs, &name) {
+        if cpios.is_empty() || busy(runs, &name) || needed.runs.contains(&name) {
             continue;
         }
         let used = cpios
@@ -248,10 +264,11 @@ fn orphans(work: &Path, out: &mut Vec<Victim>) {
     }
 }
 
-/// Everything `policy` lets go under `work` and `runs`, as of `now`.
-pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Victim> {
+/// Everything `policy` lets go under `work` and `runs`, as of `now`, but
+/// what unfinished runs still need.
+pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime, needed: &Needed) -> Vec<Victim> {
     let mut out = Vec::new();
-    let k = kernels(work, &mut out);
+    let k = kernels(work, needed, &mut out);
     let before = out.len();
     select(k, "kernel", policy, now, &mut out);
     // a deleted kernel's key lock goes with it (gc holds the work directory: no run holds a key)
@@ -269,7 +286,7 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Vi
     let t = trees(work, &mut out);
     select(t, "tree", policy, now, &mut out);
     orphans(work, &mut out);
-    select(run_images(work, runs), "image of run", policy, now, &mut out);
+    select(run_images(work, runs, needed), "image of run", policy, now, &mut out);
     select(
         dirs(&WorkDir::at(work).try_series(), None),
         "try series",
@@ -374,7 +391,13 @@ mod tests {
             age(&work.join("keys").join(id).join("base.cpio"), days);
         }
 
-        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let v = plan(
+            &work,
+            &runs,
+            Policy { keep: 1, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         let names: Vec<String> = v
             .iter()
             .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
@@ -406,6 +429,7 @@ mod tests {
                 days: Some(15),
             },
             SystemTime::now(),
+            &Needed::default(),
         );
         assert!(
             !v.iter()
@@ -438,14 +462,21 @@ mod tests {
                 keep: 1,
                 days: Some(15)
             },
-            SystemTime::now()
+            SystemTime::now(),
+            &Needed::default()
         )
         .is_empty());
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
-        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now())
-            .iter()
-            .all(|v| !v.path.starts_with(work.join("keys/r1"))));
+        assert!(plan(
+            &work,
+            &runs,
+            Policy { keep: 0, days: None },
+            SystemTime::now(),
+            &Needed::default()
+        )
+        .iter()
+        .all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
@@ -499,7 +530,13 @@ mod tests {
             put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
         }
 
-        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let v = plan(
+            &work,
+            &runs,
+            Policy { keep: 1, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         let names: Vec<String> = v
             .iter()
             .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
@@ -533,11 +570,62 @@ mod tests {
         // what no harness wrote is not touched, and `check` names it
         put(&work.join("my-notes/todo"), 10);
         age(&work.join("my-notes"), 400);
-        let again = plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now());
+        let again = plan(
+            &work,
+            &runs,
+            Policy { keep: 0, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         assert!(again.iter().all(|v| !v.path.starts_with(work.join("my-notes"))));
         assert!(usage(&work, &runs)
             .iter()
             .any(|(what, _, _)| what.contains("my-notes (not the harness's")));
+    }
+
+    /// Issue 30: what an unfinished run needs stays whatever the policy:
+    /// the kernels of the jobs it owes (with their locks) and its images.
+    #[test]
+    fn what_unfinished_runs_need_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        for (key, days) in [("k1", 1), ("k2", 30)] {
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+            put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
+        }
+        for id in ["r1", "r2"] {
+            put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 10);
+            age(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 30);
+        }
+        let policy = Policy { keep: 0, days: None };
+        let gone = |needed: &Needed| -> Vec<String> {
+            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), needed)
+                .iter()
+                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            gone(&Needed::default()),
+            [
+                "kernels/k1",
+                "kernels/k2",
+                "keys/r1/shard-0-of-2/base.cpio",
+                "keys/r2/shard-0-of-2/base.cpio",
+                "locks/kernel-k1",
+                "locks/kernel-k2",
+            ]
+        );
+        let needed = Needed {
+            kernels: [("k2".to_string(), ["r2".to_string()].into())].into(),
+            runs: ["r2".to_string()].into(),
+        };
+        assert_eq!(
+            gone(&needed),
+            ["kernels/k1", "keys/r1/shard-0-of-2/base.cpio", "locks/kernel-k1"]
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! several hosts never write one file; the run's readers merge them.
 
 mod jsonl;
+pub mod pending;
 
 use std::path::{Path, PathBuf};
 

@@ -106,6 +106,13 @@ pub const MIGRATIONS: &[&str] = &[
     // re-import replaces it only with records that extend it
     "ALTER TABLE runs ADD COLUMN uid TEXT;
     ALTER TABLE runs ADD COLUMN boots INTEGER;",
+    // v5: the order runs joined the history, which orders the nights (a
+    // run's own clock text does not: a skewed host's run would land in
+    // another night); the runs stored so far keep the order they had
+    "ALTER TABLE runs ADD COLUMN seq INTEGER;
+    UPDATE runs SET seq = (SELECT count(*) FROM runs r2
+        WHERE r2.started < runs.started OR (r2.started = runs.started AND r2.run_id <= runs.run_id));
+    CREATE INDEX runs_seq ON runs (seq);",
 ];
 
 /// The schema version this harness writes.

@@ -541,3 +541,60 @@ fn prediction_interval_covers() {
         assert!((0.04..=0.06).contains(&rate), "{n} nights: missed {rate}");
     }
 }
+
+/// Issue 30: nights are in the order their runs joined the history, not
+/// by the text of each run's own clock: a run from a host whose clock ran
+/// a year behind is tonight's night, the last, and is judged against the
+/// nights before it; a run replaced keeps its place.
+#[test]
+fn a_skewed_clock_does_not_move_a_run_to_another_night() {
+    let root_dir = scratch("skew");
+    let root = root_dir.path().to_path_buf();
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let mut all = Vec::new();
+    for (i, id) in ["n1", "n2", "n3", "n4"].into_iter().enumerate() {
+        let rec = records(id, 10 + i as u64, 100.0, |m| {
+            if m.id == "n4" {
+                m.started = "2025-01-01T02:00:00Z".into(); // a year behind
+            }
+        });
+        let dir = write_run(&root, &rec);
+        add(&mut db, &dir, &root, Sources::Records).unwrap();
+        all.push((rec, dir));
+    }
+    let order = |db: &rusqlite::Connection| -> Vec<String> {
+        let s = series(
+            db,
+            &Filter {
+                variant: Some("base".into()),
+                ..Filter::default()
+            },
+            &Params::default(),
+        )
+        .unwrap();
+        s[0].nights.iter().map(|n| n.run_id.clone()).collect()
+    };
+    assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);
+    // the skewed run's report stands against the three nights before it
+    let (rec, dir) = &all[3];
+    let run = crate::store::Run::open(dir).unwrap();
+    let r = crate::report::build(&run, &crate::report::Floors::none("none")).unwrap();
+    let st = standings(&db, &rec.0, &rec.2, &r, WINDOW, &Params::default()).unwrap();
+    assert!(!st.is_empty());
+    for (_, _, s) in &st {
+        assert!(!matches!(s, Standing::New), "it has nights before it: {s:?}");
+    }
+    // n2's records grew (a resume's notice): replaced, in its own place
+    let notice = crate::records::Event::Notice {
+        message: "resumed".into(),
+    };
+    let events = all[1].1.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    text += &(serde_json::to_string(&notice).unwrap() + "\n");
+    std::fs::write(&events, text).unwrap();
+    assert_eq!(
+        add(&mut db, &all[1].1, &root, Sources::Records).unwrap(),
+        Added::Replaced
+    );
+    assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);
+}

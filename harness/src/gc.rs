@@ -168,13 +168,10 @@ fn cpios(dir: &Path) -> impl Iterator<Item = PathBuf> {
 }
 
 /// Whether run `id` (or one of its shards) wrote an event within the hour:
-/// it may still be booting from its images.
+/// it may still be booting from its images. A time in the future (a clock
+/// skewed against the file server's) is fresh.
 fn busy(runs: &Path, id: &str) -> bool {
-    let young = |p: &Path| {
-        mtime(p)
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|a| a < Duration::from_secs(3600))
-    };
+    let young = |p: &Path| mtime(p).is_some_and(|t| age(t, SystemTime::now()) < Duration::from_secs(3600));
     let run = runs.join(id);
     young(&run.join("events.jsonl"))
         || entries(&run.join("shards"))
@@ -212,10 +209,17 @@ fn run_images(work: &Path, runs: &Path, needed: &Needed) -> Vec<Unit> {
     units
 }
 
+/// How long before `now` a thing was last used at `used`: zero for a time
+/// after `now` (a clock skewed against the file server's), which is fresh,
+/// never idle.
+fn age(used: SystemTime, now: SystemTime) -> Duration {
+    now.duration_since(used).unwrap_or(Duration::ZERO)
+}
+
 fn select(mut units: Vec<Unit>, what: &str, policy: Policy, now: SystemTime, out: &mut Vec<Victim>) {
     units.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.name.cmp(&b.name)));
     for (i, u) in units.into_iter().enumerate() {
-        let age = now.duration_since(u.used).unwrap_or(Duration::ZERO);
+        let age = age(u.used, now);
         let young = policy.days.is_some_and(|d| age < Duration::from_secs(d * 86_400));
         if i < policy.keep || young {
             continue;
@@ -625,6 +629,49 @@ mod tests {
         assert_eq!(
             gone(&needed),
             ["kernels/k1", "keys/r1/shard-0-of-2/base.cpio", "locks/kernel-k1"]
+        );
+    }
+
+    /// Issue 30: a time in the future (clock skew on NFS) is fresh: a run
+    /// whose events are stamped ahead keeps its images, and a kernel used
+    /// "tomorrow" is the newest and young.
+    #[test]
+    fn a_future_mtime_is_fresh() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        let ahead = |p: &Path| {
+            let t = SystemTime::now() + Duration::from_secs(2 * 86_400);
+            std::fs::File::open(p).unwrap().set_modified(t).unwrap();
+        };
+        for (id, days) in [("skewed", 20), ("idle", 30), ("idler", 40)] {
+            put(&work.join("keys").join(id).join("base.cpio"), 10);
+            age(&work.join("keys").join(id).join("base.cpio"), days);
+            put(&runs.join(id).join("events.jsonl"), 10);
+            age(&runs.join(id).join("events.jsonl"), days);
+        }
+        ahead(&runs.join("skewed/events.jsonl"));
+        for (key, days) in [("k1", 5), ("k2", 1)] {
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+        }
+        ahead(&work.join("kernels/k1").join(LAST_USED));
+        let names = |policy: Policy| -> Vec<String> {
+            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), &Needed::default())
+                .iter()
+                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(Policy { keep: 1, days: None }),
+            ["kernels/k2", "keys/idler/base.cpio"],
+            "the skewed run is busy (idle is the newest image left); k1 is the newest kernel"
+        );
+        assert_eq!(
+            names(Policy { keep: 0, days: Some(1) }),
+            ["kernels/k2", "keys/idle/base.cpio", "keys/idler/base.cpio"],
+            "k1, used in the future, is younger than a day; the skewed run is busy"
         );
     }
 

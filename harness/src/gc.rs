@@ -6,6 +6,7 @@
 //! and which of them a policy lets go. Deciding is separate from deleting,
 //! so a dry run prints exactly what `--yes` removes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -22,6 +23,18 @@ pub struct Policy {
     pub keep: usize,
     /// Also keep what was used within this many days.
     pub days: Option<u64>,
+}
+
+/// What runs not finished yet still need (a run with planned jobs that
+/// never ended, its shards counted: a build whose shards have not run, a
+/// run that died): gc keeps these whatever the policy. The run store
+/// (its `pending` module) fills it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Needed {
+    /// Kernel cache keys, each with the unfinished runs that need it.
+    pub kernels: BTreeMap<String, BTreeSet<String>>,
+    /// Run ids (`work/keys/<run-id>/`) whose images stay.
+    pub runs: BTreeSet<String>,
 }
 
 /// Something gc would delete.
@@ -88,9 +101,12 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Kernels: `kernels/<key>/` (last use: its `last-used` file, else the
 /// directory); `<key>.partial` is an interrupted build.
-fn kernels(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
+fn kernels(work: &Path, needed: &Needed, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&WorkDir::at(work).kernels()) {
+        if needed.kernels.contains_key(&name) {
+            continue;
+        }
         if name.ends_with(".partial") {
             out.push(Victim {
                 bytes: disk_usage(&p),
@@ -152,13 +168,10 @@ fn cpios(dir: &Path) -> impl Iterator<Item = PathBuf> {
 }
 
 /// Whether run `id` (or one of its shards) wrote an event within the hour:
-/// it may still be booting from its images.
+/// it may still be booting from its images. A time in the future (a clock
+/// skewed against the file server's) is fresh.
 fn busy(runs: &Path, id: &str) -> bool {
-    let young = |p: &Path| {
-        mtime(p)
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|a| a < Duration::from_secs(3600))
-    };
+    let young = |p: &Path| mtime(p).is_some_and(|t| age(t, SystemTime::now()) < Duration::from_secs(3600));
     let run = runs.join(id);
     young(&run.join("events.jsonl"))
         || entries(&run.join("shards"))
@@ -169,7 +182,7 @@ fn busy(runs: &Path, id: &str) -> bool {
 /// Run images: the `work/keys/<run-id>/*.cpio` files of each run and of
 /// its shards (`shard-K-of-N/*.cpio`; they carry its host key; remade by
 /// `--resume`). The keys themselves stay.
-fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
+fn run_images(work: &Path, runs: &Path, needed: &Needed) -> Vec<Unit> {
     let mut units = Vec::new();
     for (name, p) in entries(&WorkDir::at(work).keys()) {
         let mut cpios: Vec<PathBuf> = cpios(&p).collect();
@@ -179,7 +192,7 @@ fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
         {
             cpios.extend(self::cpios(&shard));
         }
-        if cpios.is_empty() || busy(runs, &name) {
+        if cpios.is_empty() || busy(runs, &name) || needed.runs.contains(&name) {
             continue;
         }
         let used = cpios
@@ -196,10 +209,17 @@ fn run_images(work: &Path, runs: &Path) -> Vec<Unit> {
     units
 }
 
+/// How long before `now` a thing was last used at `used`: zero for a time
+/// after `now` (a clock skewed against the file server's), which is fresh,
+/// never idle.
+fn age(used: SystemTime, now: SystemTime) -> Duration {
+    now.duration_since(used).unwrap_or(Duration::ZERO)
+}
+
 fn select(mut units: Vec<Unit>, what: &str, policy: Policy, now: SystemTime, out: &mut Vec<Victim>) {
     units.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.name.cmp(&b.name)));
     for (i, u) in units.into_iter().enumerate() {
-        let age = now.duration_since(u.used).unwrap_or(Duration::ZERO);
+        let age = age(u.used, now);
         let young = policy.days.is_some_and(|d| age < Duration::from_secs(d * 86_400));
         if i < policy.keep || young {
             continue;
@@ -248,10 +268,11 @@ fn orphans(work: &Path, out: &mut Vec<Victim>) {
     }
 }
 
-/// Everything `policy` lets go under `work` and `runs`, as of `now`.
-pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Victim> {
+/// Everything `policy` lets go under `work` and `runs`, as of `now`, but
+/// what unfinished runs still need.
+pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime, needed: &Needed) -> Vec<Victim> {
     let mut out = Vec::new();
-    let k = kernels(work, &mut out);
+    let k = kernels(work, needed, &mut out);
     let before = out.len();
     select(k, "kernel", policy, now, &mut out);
     // a deleted kernel's key lock goes with it (gc holds the work directory: no run holds a key)
@@ -269,7 +290,7 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime) -> Vec<Vi
     let t = trees(work, &mut out);
     select(t, "tree", policy, now, &mut out);
     orphans(work, &mut out);
-    select(run_images(work, runs), "image of run", policy, now, &mut out);
+    select(run_images(work, runs, needed), "image of run", policy, now, &mut out);
     select(
         dirs(&WorkDir::at(work).try_series(), None),
         "try series",
@@ -374,7 +395,13 @@ mod tests {
             age(&work.join("keys").join(id).join("base.cpio"), days);
         }
 
-        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let v = plan(
+            &work,
+            &runs,
+            Policy { keep: 1, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         let names: Vec<String> = v
             .iter()
             .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
@@ -406,6 +433,7 @@ mod tests {
                 days: Some(15),
             },
             SystemTime::now(),
+            &Needed::default(),
         );
         assert!(
             !v.iter()
@@ -438,14 +466,21 @@ mod tests {
                 keep: 1,
                 days: Some(15)
             },
-            SystemTime::now()
+            SystemTime::now(),
+            &Needed::default()
         )
         .is_empty());
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
-        assert!(plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now())
-            .iter()
-            .all(|v| !v.path.starts_with(work.join("keys/r1"))));
+        assert!(plan(
+            &work,
+            &runs,
+            Policy { keep: 0, days: None },
+            SystemTime::now(),
+            &Needed::default()
+        )
+        .iter()
+        .all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
         let u = usage(&work, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
@@ -499,7 +534,13 @@ mod tests {
             put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
         }
 
-        let v = plan(&work, &runs, Policy { keep: 1, days: None }, SystemTime::now());
+        let v = plan(
+            &work,
+            &runs,
+            Policy { keep: 1, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         let names: Vec<String> = v
             .iter()
             .map(|v| v.path.strip_prefix(&root).unwrap().display().to_string())
@@ -533,11 +574,105 @@ mod tests {
         // what no harness wrote is not touched, and `check` names it
         put(&work.join("my-notes/todo"), 10);
         age(&work.join("my-notes"), 400);
-        let again = plan(&work, &runs, Policy { keep: 0, days: None }, SystemTime::now());
+        let again = plan(
+            &work,
+            &runs,
+            Policy { keep: 0, days: None },
+            SystemTime::now(),
+            &Needed::default(),
+        );
         assert!(again.iter().all(|v| !v.path.starts_with(work.join("my-notes"))));
         assert!(usage(&work, &runs)
             .iter()
             .any(|(what, _, _)| what.contains("my-notes (not the harness's")));
+    }
+
+    /// Issue 30: what an unfinished run needs stays whatever the policy:
+    /// the kernels of the jobs it owes (with their locks) and its images.
+    #[test]
+    fn what_unfinished_runs_need_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        for (key, days) in [("k1", 1), ("k2", 30)] {
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+            put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
+        }
+        for id in ["r1", "r2"] {
+            put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 10);
+            age(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 30);
+        }
+        let policy = Policy { keep: 0, days: None };
+        let gone = |needed: &Needed| -> Vec<String> {
+            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), needed)
+                .iter()
+                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            gone(&Needed::default()),
+            [
+                "kernels/k1",
+                "kernels/k2",
+                "keys/r1/shard-0-of-2/base.cpio",
+                "keys/r2/shard-0-of-2/base.cpio",
+                "locks/kernel-k1",
+                "locks/kernel-k2",
+            ]
+        );
+        let needed = Needed {
+            kernels: [("k2".to_string(), ["r2".to_string()].into())].into(),
+            runs: ["r2".to_string()].into(),
+        };
+        assert_eq!(
+            gone(&needed),
+            ["kernels/k1", "keys/r1/shard-0-of-2/base.cpio", "locks/kernel-k1"]
+        );
+    }
+
+    /// Issue 30: a time in the future (clock skew on NFS) is fresh: a run
+    /// whose events are stamped ahead keeps its images, and a kernel used
+    /// "tomorrow" is the newest and young.
+    #[test]
+    fn a_future_mtime_is_fresh() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        let ahead = |p: &Path| {
+            let t = SystemTime::now() + Duration::from_secs(2 * 86_400);
+            std::fs::File::open(p).unwrap().set_modified(t).unwrap();
+        };
+        for (id, days) in [("skewed", 20), ("idle", 30), ("idler", 40)] {
+            put(&work.join("keys").join(id).join("base.cpio"), 10);
+            age(&work.join("keys").join(id).join("base.cpio"), days);
+            put(&runs.join(id).join("events.jsonl"), 10);
+            age(&runs.join(id).join("events.jsonl"), days);
+        }
+        ahead(&runs.join("skewed/events.jsonl"));
+        for (key, days) in [("k1", 5), ("k2", 1)] {
+            put(&work.join("kernels").join(key).join(LAST_USED), 1);
+            age(&work.join("kernels").join(key).join(LAST_USED), days);
+        }
+        ahead(&work.join("kernels/k1").join(LAST_USED));
+        let names = |policy: Policy| -> Vec<String> {
+            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), &Needed::default())
+                .iter()
+                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(Policy { keep: 1, days: None }),
+            ["kernels/k2", "keys/idler/base.cpio"],
+            "the skewed run is busy (idle is the newest image left); k1 is the newest kernel"
+        );
+        assert_eq!(
+            names(Policy { keep: 0, days: Some(1) }),
+            ["kernels/k2", "keys/idle/base.cpio", "keys/idler/base.cpio"],
+            "k1, used in the future, is younger than a day; the skewed run is busy"
+        );
     }
 
     #[test]

@@ -265,6 +265,15 @@ pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
     WorkDir::at(work).run_keys(run_id)
 }
 
+/// The run directory whose build events name `run`'s kernels: its own;
+/// for profile boots, the run they belong to.
+fn builds_dir(run: &Run) -> &Path {
+    match run.dir.parent() {
+        Some(up) if run.dir.ends_with(crate::store::PROFILE_BOOTS_DIR) => up,
+        _ => &run.dir,
+    }
+}
+
 /// Each variant's kernel and initramfs, or why it could not be made.
 type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
 
@@ -306,7 +315,7 @@ fn execute(
         .collect();
     let arts = match cached {
         None => variants::build_variants(run, m, opts, &needed, &ui)?,
-        Some(events) => from_cache(events, &opts.work_dir, &needed),
+        Some(events) => from_cache(events, &opts.work_dir, &needed, builds_dir(run))?,
     };
     let kernels = initrds(&guest, arts)?;
     let GuestParts { keys, .. } = guest;
@@ -556,6 +565,10 @@ fn boot_one(
     spawn: Option<boot::Spawner>,
 ) -> Result<()> {
     match kernels.get(&job.variant) {
+        // gone since it was looked up (by hand: gc waits for the run): the host's, the job unrecorded
+        Some(Ok((art, _))) if !art.boot_image(ctx.m.guest.pvh).is_file() => {
+            Err(variants::gone(&job.variant, &art.key, &art.dir, builds_dir(ctx.run)).into())
+        }
         Some(Ok((art, initrd))) => boot::run_job_spawning(ctx, learned, job, art, ctx.m.guest.pvh, initrd, spawn),
         Some(Err(e)) => ctx.run.event(&Event::BootEnd {
             variant: job.variant.clone(),
@@ -577,8 +590,9 @@ mod tests {
     use crate::testutil::{scratch, write};
 
     /// Issue 14: a shard takes kernels from the cache by the build's keys
-    /// and never builds: a kernel the cache lacks, or a variant that failed
-    /// to build, fails that variant's jobs with the reason.
+    /// and never builds: a variant that failed to build (or was never
+    /// built) fails its jobs with the reason. Issue 30: a kernel the build
+    /// made that the cache lost is the host's fault, never the variant's.
     #[test]
     fn shards_find_kernels_only_in_the_cache() {
         let tmp = tempfile::tempdir().unwrap();
@@ -617,15 +631,70 @@ mod tests {
                 failed: None,
             },
         ];
-        let needed: BTreeSet<&str> = ["base", "gone", "broken", "conflicts", "never"].into();
-        let got = from_cache(&events, &work, &needed);
+        let run_dir = work.join("runs/r");
+        let needed: BTreeSet<&str> = ["base", "broken", "conflicts", "never"].into();
+        let got = from_cache(&events, &work, &needed, &run_dir).unwrap();
         assert_eq!(got["base"].as_ref().unwrap().key, "k1");
         let missing = "kernel not in the cache: run `harness build` first";
-        assert_eq!(got["gone"].as_ref().unwrap_err(), missing);
         assert_eq!(got["never"].as_ref().unwrap_err(), missing);
         assert_eq!(got["broken"].as_ref().unwrap_err(), "build failed: x.c:1: error: y");
         assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
         assert!(!work.join("tree").exists(), "a shard made a work tree");
+        let needed: BTreeSet<&str> = ["base", "gone"].into();
+        let e = from_cache(&events, &work, &needed, &run_dir).unwrap_err();
+        assert!(crate::kernel::fault::is_host_fault(&e), "{e:#}");
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("variant gone: its kernel k2 is not in the kernel cache")
+                && text.contains(&format!("harness build --run-dir {}", run_dir.display())),
+            "{text}"
+        );
+    }
+
+    /// Issue 30: a kernel deleted after it was looked up stops the boots
+    /// with a host fault before QEMU starts, the job unrecorded, so a
+    /// resume (or the shard run again) boots it once it is rebuilt.
+    #[test]
+    fn a_kernel_gone_at_boot_time_is_a_host_fault_and_leaves_the_job_to_boot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let yaml = "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: s, kind: doexec, timeout_s: 60}\n\
+                    sampling: {boots: 2, repetitions: 1}\n";
+        let m = crate::config::parse(yaml, &dir.join("matrix.yaml"), None).unwrap();
+        let run = Run::create(dir, "t").unwrap();
+        let ui = Ui::new(0, true);
+        let ctx = BootRun {
+            run: &run,
+            m: &m,
+            ui: &ui,
+            qemu: "qemu-system-x86_64".into(),
+            key: "/nonexistent/key".into(),
+            host_key: String::new(),
+            host_cpus: 2,
+            accel: crate::vm::Accel::Tcg,
+            profiler: None,
+        };
+        let entry = dir.join("work/kernels/k1");
+        let art = Artifact {
+            key: "k1".into(),
+            dir: entry.clone(),
+            bzimage: entry.join("bzImage"),
+            vmlinux: entry.join("vmlinux"),
+            modules: None,
+            release: "6.12".into(),
+            build_s: 1.0,
+            nr_cpus: None,
+        };
+        let kernels: Kernels = [("base".to_string(), Ok((art, dir.join("base.cpio"))))].into();
+        let jobs = plan::boot_jobs(&m);
+        let e = boot_jobs(&ctx, &mut Learned::default(), &jobs, &kernels, &Ended::new()).unwrap_err();
+        assert!(crate::kernel::fault::is_host_fault(&e), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("its kernel k1 is not in the kernel cache"),
+            "{e:#}"
+        );
+        assert!(run.events().unwrap().is_empty(), "nothing recorded against the variant");
+        assert!(ended_jobs(&run).unwrap().is_empty(), "every job is left to boot");
     }
 
     /// Issue 11 items 9 and 11: `--resume` refuses a run another harness is

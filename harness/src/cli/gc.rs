@@ -32,11 +32,15 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     } else {
         None
     };
-    let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now());
+    let needed = crate::store::pending::needed(&g.runs_dir);
+    let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now(), &needed);
     let total: u64 = victims.iter().map(|v| v.bytes).sum();
     if g.json {
         print_json(&victims)?;
     } else {
+        for line in kept(&needed) {
+            println!("{line}");
+        }
         let verb = if a.yes { "delete" } else { "would delete" };
         for v in &victims {
             println!("{verb} {} ({}): {}", v.path.display(), gc::human(v.bytes), v.why);
@@ -52,4 +56,23 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         gc::delete(&victims)?;
     }
     Ok(Exit::Done)
+}
+
+/// What gc keeps for unfinished runs, one line per run.
+fn kept(needed: &gc::Needed) -> Vec<String> {
+    let mut by_run: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for (key, runs) in &needed.kernels {
+        for r in runs {
+            by_run.entry(r).or_default().push(key);
+        }
+    }
+    by_run
+        .into_iter()
+        .map(|(run, keys)| {
+            format!(
+                "keep kernel(s) {} and the images of run {run}: it has planned jobs not ended (finish it, or remove its directory, to let them go)",
+                keys.join(", ")
+            )
+        })
+        .collect()
 }

@@ -174,10 +174,17 @@ pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Source
             );
         }
     }
+    // its place among the nights: kept when it is replaced, else after every stored run
+    let seq: i64 = tx.query_row(
+        "SELECT COALESCE((SELECT seq FROM runs WHERE run_id = ?1), (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs))",
+        [&meta.id],
+        |r| r.get(0),
+    )?;
     for t in ["runs", "cells", "boots", "variants"] {
         tx.execute(&format!("DELETE FROM {t} WHERE run_id = ?1"), [&meta.id])?;
     }
     insert_run(&tx, &meta, &events, &r, &dir, &hash, sources)?;
+    tx.execute("UPDATE runs SET seq = ?1 WHERE run_id = ?2", params![seq, meta.id])?;
     insert_variants(&tx, &meta, &events, work_dir, sources)?;
     insert_cells(&tx, &r)?;
     tx.commit()?;

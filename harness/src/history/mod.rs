@@ -173,4 +173,6 @@ pub fn annotate(
 }
 
 #[cfg(test)]
+mod read_only_tests;
+#[cfg(test)]
 mod tests;

@@ -42,7 +42,8 @@ pub struct SeriesKey {
     pub variant: String,
 }
 
-/// One run of a series.
+/// One run of a series. Nights are in the order their runs joined the
+/// history (`runs.seq`), never by their own clock's text.
 #[derive(Debug, Clone, Serialize)]
 pub struct Night {
     /// Run id.
@@ -115,7 +116,7 @@ const SELECT: &str = "SELECT r.matrix_id, r.matrix_name, r.profile, r.host, r.cl
     c.unit, c.higher_is_better, r.run_id, r.started, r.run_dir, c.median, c.lo, c.hi, c.ci_exact, c.n
     FROM cells c JOIN runs r ON r.run_id = c.run_id
     WHERE c.median IS NOT NULL AND (?1 IS NULL OR c.benchmark = ?1) AND (?2 IS NULL OR c.vcpus = ?2) AND (?3 IS NULL OR c.variant = ?3)
-    ORDER BY r.started, r.run_id";
+    ORDER BY r.seq, r.run_id";
 
 /// Every series matching `f`, with its change points.
 pub fn series(db: &Connection, f: &Filter, p: &Params) -> Result<Vec<Series>> {
@@ -279,8 +280,10 @@ impl Standing {
 }
 
 /// The standing of every key cell of `r` (a report of the run `meta`)
-/// against the nights before it, this run's own median last; `window`
-/// earlier nights at most. Cells without a value are left out.
+/// against the nights before it in the history's order (the order runs
+/// joined it; a run not in it yet comes after every stored one), this
+/// run's own median last; `window` earlier nights at most. Cells without a
+/// value are left out.
 pub fn standings(
     db: &Connection,
     meta: &RunMeta,
@@ -294,8 +297,9 @@ pub fn standings(
         "SELECT r.run_id, r.started, r.run_dir, c.median, c.lo, c.hi, c.ci_exact, c.n FROM cells c JOIN runs r ON r.run_id = c.run_id
          WHERE r.matrix_id = ?1 AND r.profile = ?2 AND r.host = ?3 AND r.clock = ?4 AND r.accel = ?5
            AND c.benchmark = ?6 AND c.metric = ?7 AND c.vcpus = ?8 AND c.variant = ?9
-           AND c.median IS NOT NULL AND r.run_id != ?10 AND r.started <= ?11
-         ORDER BY r.started DESC, r.run_id DESC LIMIT ?12",
+           AND c.median IS NOT NULL AND r.run_id != ?10
+           AND r.seq < COALESCE((SELECT seq FROM runs WHERE run_id = ?10), 9223372036854775807)
+         ORDER BY r.seq DESC, r.run_id DESC LIMIT ?11",
     )?;
     let mut out = Vec::new();
     for (ri, row) in r.rows.iter().enumerate() {
@@ -315,7 +319,6 @@ pub fn standings(
                 row.vcpus,
                 c.variant,
                 meta.id,
-                meta.started,
                 window as i64
             ];
             let nights: Vec<Night> = stmt.query_map(args, night)?.collect::<rusqlite::Result<_>>()?;

@@ -106,6 +106,13 @@ pub const MIGRATIONS: &[&str] = &[
     // re-import replaces it only with records that extend it
     "ALTER TABLE runs ADD COLUMN uid TEXT;
     ALTER TABLE runs ADD COLUMN boots INTEGER;",
+    // v5: the order runs joined the history, which orders the nights (a
+    // run's own clock text does not: a skewed host's run would land in
+    // another night); the runs stored so far keep the order they had
+    "ALTER TABLE runs ADD COLUMN seq INTEGER;
+    UPDATE runs SET seq = (SELECT count(*) FROM runs r2
+        WHERE r2.started < runs.started OR (r2.started = runs.started AND r2.run_id <= runs.run_id));
+    CREATE INDEX runs_seq ON runs (seq);",
 ];
 
 /// The schema version this harness writes.
@@ -128,21 +135,34 @@ pub fn open(path: &Path) -> Result<Connection> {
 
 /// Opens the database at `path` to read it: as [`open`] does when the file
 /// can be written, else read-only as it is (a copy on a read-only mount, an
-/// archive), which must then be of this harness's schema version.
+/// archive), which must then be of this harness's schema version. A
+/// read-only database with a non-empty write-ahead log beside it (`-wal`:
+/// committed runs not yet checkpointed) is read with its log: in place
+/// where SQLite can use the log's `-shm` index (it exists or can be made),
+/// else from a private copy of both files read into memory. Without a log
+/// it is opened `immutable` (no lock or `-shm` file, which a read-only
+/// place cannot hold).
 pub fn open_to_read(path: &Path) -> Result<Connection> {
     if std::fs::OpenOptions::new().write(true).open(path).is_ok() {
         return open(path);
     }
-    use rusqlite::OpenFlags;
-    let escaped = path
-        .to_string_lossy()
-        .replace('%', "%25")
-        .replace('?', "%3f")
-        .replace('#', "%23");
-    // immutable: no lock or -shm file is needed, which a read-only place cannot hold
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let db = Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
-        .with_context(|| format!("open the history database {} read-only", path.display()))?;
+    let wal = companion(path, "-wal");
+    let logged = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+    let db = if !logged {
+        open_read_only(path, "immutable=1")?
+    } else {
+        match open_read_only(path, "mode=ro").and_then(|db| readable(&db, path).map(|()| db)) {
+            Ok(db) => db,
+            Err(in_place) => read_copy(path, &wal).with_context(|| {
+                format!(
+                    "read the history database {} with its log {} (in place: {in_place:#}); copy both files to a writable directory and read the copy",
+                    path.display(),
+                    wal.display()
+                )
+            })?,
+        }
+    };
+    readable(&db, path)?;
     let have: u32 = db
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .with_context(|| format!("read {}", path.display()))?;
@@ -153,6 +173,54 @@ pub fn open_to_read(path: &Path) -> Result<Connection> {
         );
     }
     Ok(db)
+}
+
+/// `path` with `suffix` appended to its file name (`-wal`, `-shm`).
+fn companion(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+/// Opens `path` read-only through a URI with the query `query`.
+fn open_read_only(path: &Path, query: &str) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let escaped = path
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(format!("file:{escaped}?{query}"), flags)
+        .with_context(|| format!("open the history database {} read-only", path.display()))
+}
+
+/// Reads the schema, which is where a log that cannot be used shows.
+fn readable(db: &Connection, path: &Path) -> Result<()> {
+    db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
+        .with_context(|| format!("read {}", path.display()))?;
+    Ok(())
+}
+
+/// The database and its log copied to a fresh private directory, opened
+/// there (SQLite replays the log), read into memory; the copy is removed.
+fn read_copy(path: &Path, wal: &Path) -> Result<Connection> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("harness-history-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let copied = (|| -> Result<Connection> {
+        let copy = dir.join("history.sqlite");
+        std::fs::copy(path, &copy).with_context(|| format!("copy {} to {}", path.display(), copy.display()))?;
+        std::fs::copy(wal, companion(&copy, "-wal")).with_context(|| format!("copy {}", wal.display()))?;
+        let mut db = Connection::open_in_memory()?;
+        db.restore(rusqlite::MAIN_DB, &copy, None::<fn(rusqlite::backup::Progress)>)
+            .with_context(|| format!("read the copy {}", copy.display()))?;
+        Ok(db)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    copied
 }
 
 /// Applies every migration after the database's version.

@@ -10,7 +10,7 @@ use crate::report::{build_from, Floors};
 use crate::stats::changepoint::Params;
 
 /// A directory of its own for a test, removed when dropped.
-fn scratch(name: &str) -> tempfile::TempDir {
+pub(super) fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("harness-history-{name}-"))
         .tempdir()
@@ -18,7 +18,12 @@ fn scratch(name: &str) -> tempfile::TempDir {
 }
 
 /// A run of base and v on `day` (days after 2026-01-01), 5 boots each at `level`.
-fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (RunMeta, Vec<Sample>, Vec<Event>) {
+pub(super) fn records(
+    id: &str,
+    day: u64,
+    level: f64,
+    tweak: impl Fn(&mut RunMeta),
+) -> (RunMeta, Vec<Sample>, Vec<Event>) {
     let mut meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");
     meta.id = id.into();
     meta.started = crate::util::rfc3339(1_767_225_600 + day * 86_400 + 7_200);
@@ -31,7 +36,7 @@ fn records(id: &str, day: u64, level: f64, tweak: impl Fn(&mut RunMeta)) -> (Run
     (meta, rec.0, rec.1)
 }
 
-fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<Event>)) -> PathBuf {
+pub(super) fn write_run(root: &Path, (meta, samples, events): &(RunMeta, Vec<Sample>, Vec<Event>)) -> PathBuf {
     let dir = root.join(&meta.id);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(meta).unwrap()).unwrap();
@@ -459,43 +464,6 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
     assert_eq!(failed(&db), (5, 0));
 }
 
-#[test]
-fn a_read_only_copy_of_the_database_can_be_read() {
-    let root_dir = scratch("readonly");
-    let root = root_dir.path().to_path_buf();
-    let path = root.join("h.sqlite");
-    {
-        let mut db = open(&path).unwrap();
-        add(
-            &mut db,
-            &write_run(&root, &records("r1", 0, 100.0, |_| {})),
-            &root,
-            Sources::Records,
-        )
-        .unwrap();
-    }
-    let copy = root.join("ro/h.sqlite");
-    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    std::fs::copy(&path, &copy).unwrap();
-    // an immutable file is read-only even for root (tests may run as root)
-    let chattr = |flag: &str| {
-        crate::proc::Cmd::new("chattr")
-            .arg(flag)
-            .arg(&copy)
-            .capture()
-            .run()
-            .map(|f| f.success())
-            .unwrap_or(false)
-    };
-    if !chattr("+i") {
-        return;
-    }
-    let got = open_existing(&copy)
-        .map(|db| db.map(|db| series(&db, &Filter::default(), &Params::default()).map(|s| s.len())));
-    chattr("-i");
-    assert_eq!(got.unwrap().unwrap().unwrap(), 2);
-}
-
 /// Issue 21: tonight is tested against the last segment's nights, and is
 /// "not yet testable" where it cannot be; a change point never shows on
 /// tonight alone.
@@ -572,4 +540,61 @@ fn prediction_interval_covers() {
         );
         assert!((0.04..=0.06).contains(&rate), "{n} nights: missed {rate}");
     }
+}
+
+/// Issue 30: nights are in the order their runs joined the history, not
+/// by the text of each run's own clock: a run from a host whose clock ran
+/// a year behind is tonight's night, the last, and is judged against the
+/// nights before it; a run replaced keeps its place.
+#[test]
+fn a_skewed_clock_does_not_move_a_run_to_another_night() {
+    let root_dir = scratch("skew");
+    let root = root_dir.path().to_path_buf();
+    let mut db = open(&root.join("h.sqlite")).unwrap();
+    let mut all = Vec::new();
+    for (i, id) in ["n1", "n2", "n3", "n4"].into_iter().enumerate() {
+        let rec = records(id, 10 + i as u64, 100.0, |m| {
+            if m.id == "n4" {
+                m.started = "2025-01-01T02:00:00Z".into(); // a year behind
+            }
+        });
+        let dir = write_run(&root, &rec);
+        add(&mut db, &dir, &root, Sources::Records).unwrap();
+        all.push((rec, dir));
+    }
+    let order = |db: &rusqlite::Connection| -> Vec<String> {
+        let s = series(
+            db,
+            &Filter {
+                variant: Some("base".into()),
+                ..Filter::default()
+            },
+            &Params::default(),
+        )
+        .unwrap();
+        s[0].nights.iter().map(|n| n.run_id.clone()).collect()
+    };
+    assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);
+    // the skewed run's report stands against the three nights before it
+    let (rec, dir) = &all[3];
+    let run = crate::store::Run::open(dir).unwrap();
+    let r = crate::report::build(&run, &crate::report::Floors::none("none")).unwrap();
+    let st = standings(&db, &rec.0, &rec.2, &r, WINDOW, &Params::default()).unwrap();
+    assert!(!st.is_empty());
+    for (_, _, s) in &st {
+        assert!(!matches!(s, Standing::New), "it has nights before it: {s:?}");
+    }
+    // n2's records grew (a resume's notice): replaced, in its own place
+    let notice = crate::records::Event::Notice {
+        message: "resumed".into(),
+    };
+    let events = all[1].1.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    text += &(serde_json::to_string(&notice).unwrap() + "\n");
+    std::fs::write(&events, text).unwrap();
+    assert_eq!(
+        add(&mut db, &all[1].1, &root, Sources::Records).unwrap(),
+        Added::Replaced
+    );
+    assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);
 }

@@ -18,6 +18,23 @@ pub struct HostFault {
     pub log: String,
 }
 
+/// A kernel the run's build recorded that the kernel cache no longer holds
+/// (or holds damaged) when its jobs are to boot: deleted by `gc` or by
+/// hand. The host's doing: the run or shard stops with nothing recorded
+/// against the variant, so its jobs boot once the kernel is rebuilt.
+#[derive(Debug, thiserror::Error)]
+#[error("boot variant {variant}: its kernel {key} is not in the kernel cache any more ({dir} deleted or damaged); the host failed, not the kernel, and nothing was recorded against the variant: rebuild it with `harness build --run-dir {run_dir}`, then run again where it stopped (the shard again, or `harness run --resume {run_dir}`)")]
+pub struct KernelGone {
+    /// The variant whose jobs were to boot.
+    pub variant: String,
+    /// Its kernel's cache key.
+    pub key: String,
+    /// The cache entry (`work/kernels/<key>`).
+    pub dir: String,
+    /// The run directory whose build recorded the kernel.
+    pub run_dir: String,
+}
+
 /// Why a failed `tool` (make, patch) was the host's doing, from how it
 /// ended (`code` `None`: killed by a signal, `signal` which) and its
 /// output; `None` when it is the kernel's (a compile error, a hunk that
@@ -85,11 +102,12 @@ const HOST_ERRNOS: [i32; 6] = [
     libc::EROFS,
 ];
 
-/// Whether `e` is a host failure: a [`HostFault`], or a file operation
+/// Whether `e` is a host failure: a [`HostFault`], a [`KernelGone`], or a file operation
 /// that found the disk full, memory exhausted or the file system failed.
 pub fn is_host_fault(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.is::<HostFault>()
+            || c.is::<KernelGone>()
             || c.downcast_ref::<std::io::Error>()
                 .and_then(|io| io.raw_os_error())
                 .is_some_and(|n| HOST_ERRNOS.contains(&n))

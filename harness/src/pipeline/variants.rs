@@ -99,8 +99,11 @@ fn tree_turn(run: &Run, work: &Path, ui: &Ui) -> Result<crate::util::Flock> {
 }
 
 /// What the cache holds for each variant in `needed`, by the key of the
-/// variant's last build event; never builds.
-pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
+/// variant's last build event (recorded in `run_dir`); never builds. A
+/// kernel the build made that the cache no longer holds is the host's
+/// fault ([`KernelGone`](crate::kernel::fault::KernelGone)), never the
+/// variant's: the caller stops with nothing recorded.
+pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>, run_dir: &Path) -> Result<Built<Artifact>> {
     let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
     let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
     for e in builds {
@@ -131,13 +134,27 @@ pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Bui
         .map(|&v| {
             let r = match (last.get(v), failed.get(v)) {
                 (Some((_, Some(err))), _) => Err(err.clone()),
-                (Some((Some(key), None)), _) => build::cached(work, key).ok_or_else(missing),
+                (Some((Some(key), None)), _) => match build::cached(work, key) {
+                    Some(art) => Ok(art),
+                    None => return Err(gone(v, key, &WorkDir::at(work).kernel(key), run_dir).into()),
+                },
                 (_, Some(err)) => Err(err.to_string()),
                 _ => Err(missing()),
             };
-            (v.to_string(), r)
+            Ok((v.to_string(), r))
         })
         .collect()
+}
+
+/// Variant `variant`'s kernel `key`, recorded by the build in `run_dir`,
+/// is no longer in its cache entry `dir`.
+pub fn gone(variant: &str, key: &str, dir: &Path, run_dir: &Path) -> crate::kernel::fault::KernelGone {
+    crate::kernel::fault::KernelGone {
+        variant: variant.into(),
+        key: key.into(),
+        dir: dir.display().to_string(),
+        run_dir: run_dir.display().to_string(),
+    }
 }
 
 /// The work tree of a variant: the source's own copy, or with `ref:` the

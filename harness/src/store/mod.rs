@@ -9,6 +9,7 @@
 //! several hosts never write one file; the run's readers merge them.
 
 mod jsonl;
+pub mod pending;
 mod shard;
 
 use std::path::{Path, PathBuf};

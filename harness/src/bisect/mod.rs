@@ -19,6 +19,8 @@ pub mod rule;
 pub mod search;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_table;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

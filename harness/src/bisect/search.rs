@@ -29,6 +29,8 @@ pub struct Arms {
 pub struct Seen {
     /// Complete blocks (a value of every arm in one round).
     pub blocks: Vec<Block>,
+    /// Complete blocks each run gave, in order (the runs of `blocks`).
+    pub runs: Vec<usize>,
     /// Rounds asked for.
     pub rounds: u32,
     /// Runs in a row, latest last, in which the candidate gave no value.
@@ -596,6 +598,7 @@ mod merge_tests {
                             cand: value(c, r),
                         });
                     }
+                    seen.runs.push(rule.batch as usize);
                     seen.rounds += rule.batch;
                 }
             }

@@ -229,7 +229,7 @@ fn walk(
             Some(_) => seen.blocks.clone(),
             None => seen.blocks.iter().map(|b| Block { cand: b.bad, ..*b }).collect(),
         };
-        let (call, share) = judge(&blocks, seen.rounds, rule);
+        let (call, share) = judge(&blocks, &seen.runs, seen.rounds, rule);
         if share.is_some() {
             s.confirmed = true;
         }
@@ -368,7 +368,11 @@ mod tests {
         bad: &str,
         value: &dyn Fn(&str, u32) -> Option<f64>,
     ) -> (Found, Vec<String>, BTreeMap<String, usize>) {
-        let rule = Rule::default();
+        // the search under a near-deterministic clock without run offsets
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
         let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
         let mut asked: BTreeMap<String, usize> = BTreeMap::new();
         for _ in 0..200 {
@@ -575,7 +579,11 @@ mod merge_tests {
     /// Bisects c0..m8 with `shares` (commit, fraction of a 3% slowdown) and an
     /// extra `before` slowdown carried by c0 (not by f0); returns what it found.
     fn run(d: &Dag, shares: &[(&str, f64)], before: f64) -> (Found, Vec<String>) {
-        let rule = Rule::default();
+        // the search under a near-deterministic clock without run offsets
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
         let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
         let value = |c: &str, r: u32| {
             let a = d.ancestors(c);

@@ -166,6 +166,7 @@ pub(super) fn add(
 ) {
     seen.rounds += rounds;
     let get = |v: &str, r: u32| vals.get(v).and_then(|m| m.get(&r)).copied();
+    let before = seen.blocks.len();
     for r in 0..rounds {
         let (g, b) = (get(GOOD, r), get(BAD, r));
         let c = if arms.cand.is_some() { get(CAND, r) } else { b };
@@ -173,6 +174,7 @@ pub(super) fn add(
             seen.blocks.push(Block { good, bad, cand });
         }
     }
+    seen.runs.push(seen.blocks.len() - before);
     let dry = |v: &str| vals.get(v).is_none_or(|m| m.is_empty());
     match [GOOD, BAD].into_iter().find(|v| dry(v)) {
         Some(end) => {

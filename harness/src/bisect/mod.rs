@@ -19,6 +19,8 @@ pub mod rule;
 pub mod search;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_table;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -223,7 +225,12 @@ fn matrix_for(req: &Request, work: &Path) -> Result<Matrix> {
 fn create(st: &State, runs: &Path) -> Result<PathBuf> {
     let dir = runs.join(format!("bisect-{}", crate::util::stamp()));
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-    io::save(&dir, st)?;
+    // the per-arm run offset the rule allows for: icount's measured bound, else the wall clock's
+    let mut st = st.clone();
+    if st.matrix.guest.clock == crate::config::Clock::Icount {
+        st.rule.run_offset = rule::ICOUNT_OFFSET;
+    }
+    io::save(&dir, &st)?;
     Ok(dir)
 }
 
@@ -347,7 +354,12 @@ mod tests {
             )
         };
         crate::kernel::series::write_quilt(&[p("1"), p("2"), p("3")], &m.series_dir, crate::trial::SERIES).unwrap();
-        let dir = start_series(m, None, Rule::default(), &tmp.path().join("runs")).unwrap();
+        // simulated values without run offsets: none allowed for
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
+        let dir = start_series(m, None, rule, &tmp.path().join("runs")).unwrap();
         let st = io::load(&dir).unwrap();
         assert_eq!(
             (st.good.as_str(), st.bad.as_str(), st.bench.as_str(), st.vcpus),

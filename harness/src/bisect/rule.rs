@@ -29,6 +29,26 @@ pub struct Rule {
     /// and the least share of the whole change a segment must carry to be
     /// bisected.
     pub min_share: f64,
+    /// The per-arm run offset (relative sd) the interval allows for: an
+    /// offset of each arm in each run, shared by that arm's blocks of the
+    /// run, so a run's blocks are not independent replicates. Its variance
+    /// is added per run; from 3 runs on, the interval is also no narrower
+    /// than the one with the run means as replicates.
+    #[serde(default = "wall_offset")]
+    pub run_offset: f64,
+}
+
+/// The per-arm run offset allowed for on a wall clock: none (no measurement
+/// yet); the run means as replicates, from 3 runs on, carry it there (an
+/// allowance of 2% leaves a 3% change undecided in every simulated
+/// bisection, docs/reproduce.md).
+pub const WALL_OFFSET: f64 = 0.0;
+/// The per-arm run offset allowed for under icount (the bound from recorded
+/// icount bisections, issue 29).
+pub const ICOUNT_OFFSET: f64 = 0.0004;
+
+fn wall_offset() -> f64 {
+    WALL_OFFSET
 }
 
 impl Default for Rule {
@@ -39,6 +59,7 @@ impl Default for Rule {
             alpha: 0.05,
             skip_after: 2,
             min_share: 0.2,
+            run_offset: WALL_OFFSET,
         }
     }
 }
@@ -75,7 +96,9 @@ impl Rule {
              and reaches {ms}, like bad when it lies above 1/2 and reaches {mb}, in between (a share of at least {ms} on each side: \
              both halves are bisected) when it lies within ({ms}, {mb}), more rounds otherwise; after {m} rounds, in between when it excludes 0 and 1, else undecided (up to twice as \
              many rounds, and looks, in a segment that carries half of the change or less); a half that carries less than {ms} of \
-             the whole change is not bisected; a candidate that gives no value in {s} runs is skipped",
+             the whole change is not bisected; a candidate that gives no value in {s} runs is skipped; the run, not \
+             the block, is the replicate: a per-arm run offset of {tau}% is allowed for per run, and from 3 runs on the \
+             interval is no narrower than the one on the run means (t on runs - 1 df)",
             b = self.batch,
             m = self.max_rounds,
             c = 100.0 * (1.0 - self.level()),
@@ -84,7 +107,8 @@ impl Rule {
             k = self.looks(),
             s = self.skip_after,
             ms = self.min_share,
-            mb = 1.0 - self.min_share
+            mb = 1.0 - self.min_share,
+            tau = self.run_offset * 100.0
         )
     }
 }
@@ -138,25 +162,63 @@ fn cov(x: &[f64], mx: f64, y: &[f64], my: f64) -> f64 {
     x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum::<f64>() / (x.len() as f64 - 1.0)
 }
 
-/// The candidate's share with its interval at `level`; None below 3 blocks,
-/// for a value that is not positive, or when the ends do not differ in
-/// these blocks (the interval is not bounded).
-pub fn share(blocks: &[Block], level: f64) -> Option<Share> {
+/// The covariances of the means of `u` and `v` (`var ū`, `var v̄`, `cov`).
+fn covs(u: &[f64], v: &[f64]) -> (f64, f64, f64, f64, f64) {
+    let n = u.len() as f64;
+    let (mu, mv) = (mean(u), mean(v));
+    (
+        mu,
+        mv,
+        cov(u, mu, u, mu) / n,
+        cov(v, mv, v, mv) / n,
+        cov(u, mu, v, mv) / n,
+    )
+}
+
+fn t_of(df: f64, level: f64) -> Option<f64> {
+    Some(StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(1.0 - level / 2.0))
+}
+
+/// The candidate's share with its interval at `level`, `runs` the blocks
+/// each run gave and `tau` the per-arm run offset allowed for; None below 3
+/// blocks, for a value that is not positive, or when the ends do not differ
+/// in these blocks (the interval is not bounded).
+pub fn share(blocks: &[Block], runs: &[usize], level: f64, tau: f64) -> Option<Share> {
     let n = blocks.len();
     if n < 3 || blocks.iter().any(|b| !(b.good > 0.0 && b.bad > 0.0 && b.cand > 0.0)) {
         return None;
     }
     let u: Vec<f64> = blocks.iter().map(|b| b.cand.ln() - b.good.ln()).collect();
     let v: Vec<f64> = blocks.iter().map(|b| b.bad.ln() - b.good.ln()).collect();
-    let (mu, mv) = (mean(&u), mean(&v));
-    let (a, b, c) = (
-        cov(&u, mu, &u, mu) / n as f64,
-        cov(&v, mv, &v, mv) / n as f64,
-        cov(&u, mu, &v, mv) / n as f64,
-    );
-    let t = StudentsT::new(0.0, 1.0, n as f64 - 1.0)
-        .ok()?
-        .inverse_cdf(1.0 - level / 2.0);
+    let (mu, mv, mut a, mut b, mut c) = covs(&u, &v);
+    // runs as told, or one run when they do not add up to the blocks
+    let runs: Vec<usize> = if runs.iter().sum::<usize>() == n {
+        runs.iter().copied().filter(|&k| k > 0).collect()
+    } else {
+        vec![n]
+    };
+    let r = runs.len() as f64;
+    // the arms' run offsets: u = cand − good and v = bad − good share good's
+    let same = blocks.iter().all(|x| x.cand == x.bad);
+    let t2 = tau * tau;
+    a += 2.0 * t2 / r;
+    b += 2.0 * t2 / r;
+    c += if same { 2.0 } else { 1.0 } * t2 / r;
+    let mut t = t_of(n as f64 - 1.0, level)?;
+    if runs.len() >= 3 {
+        // the run means as replicates, t on runs − 1 df, where that is wider
+        let (mut ur, mut vr, mut at) = (vec![], vec![], 0);
+        for k in &runs {
+            ur.push(mean(&u[at..at + k]));
+            vr.push(mean(&v[at..at + k]));
+            at += k;
+        }
+        let (_, _, ra, rb, rc) = covs(&ur, &vr);
+        let tr = t_of(r - 1.0, level)?;
+        if tr * tr * (ra + rb) > t * t * (a + b) {
+            (a, b, c, t) = (ra, rb, rc, tr);
+        }
+    }
     let t2 = t * t;
     let qa = mv * mv - t2 * b;
     if qa <= 0.0 || mv == 0.0 {
@@ -175,8 +237,8 @@ pub fn share(blocks: &[Block], level: f64) -> Option<Share> {
 }
 
 /// The call at one look, from the blocks so far and the rounds asked so far.
-pub fn judge(blocks: &[Block], rounds: u32, rule: &Rule) -> (Call, Option<Share>) {
-    let s = share(blocks, rule.level());
+pub fn judge(blocks: &[Block], runs: &[usize], rounds: u32, rule: &Rule) -> (Call, Option<Share>) {
+    let s = share(blocks, runs, rule.level(), rule.run_offset);
     let last = rounds >= rule.max_rounds;
     let call = match s {
         Some(s) if s.lo > rule.min_share && s.hi < 1.0 - rule.min_share => Call::Between,
@@ -219,7 +281,10 @@ mod tests {
 
     #[test]
     fn the_share_places_a_candidate_between_the_ends_whatever_the_block_offsets() {
-        let rule = Rule::default();
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
         // a tenth of the change is like good: shares under min_share are not split out
         let cases: [(&str, f64, Call); 5] = [
             ("like good", 100.0, Call::Good),
@@ -230,7 +295,7 @@ mod tests {
         ];
         for (what, c, want) in cases {
             let b = blocks(&[c; 10]);
-            let (call, s) = judge(&b, 10, &rule);
+            let (call, s) = judge(&b, &[10], 10, &rule);
             let s = s.unwrap();
             assert_eq!(call, want, "{what}: {s:?}");
             assert!(s.lo <= s.est && s.est <= s.hi, "{what}: {s:?}");
@@ -245,9 +310,14 @@ mod tests {
                 ..b
             })
             .collect();
-        assert_eq!(judge(&same, 5, &rule).0, Call::More);
-        assert!(matches!(judge(&same, 40, &rule).0, Call::Undecided(w) if w.starts_with("the ends do not differ")));
-        assert!(share(&blocks(&[100.0; 2]), 0.01).is_none(), "two blocks are not enough");
+        assert_eq!(judge(&same, &[5], 5, &rule).0, Call::More);
+        assert!(
+            matches!(judge(&same, &[5], 40, &rule).0, Call::Undecided(w) if w.starts_with("the ends do not differ"))
+        );
+        assert!(
+            share(&blocks(&[100.0; 2]), &[2], 0.01, 0.0).is_none(),
+            "two blocks are not enough"
+        );
         assert!(rule.text().contains("at most 40"));
         assert!((rule.level() - 0.05 / 8.0).abs() < 1e-12);
     }
@@ -261,7 +331,33 @@ mod tests {
                 cand: 99.0,
             })
             .collect();
-        let s = share(&b, 0.0125).unwrap();
+        let s = share(&b, &[4], 0.0125, 0.0).unwrap();
         assert!((s.est - 0.4975).abs() < 1e-3 && s.lo == s.hi, "{s:?}");
+    }
+
+    #[test]
+    fn a_per_arm_run_offset_widens_the_interval_of_one_run() {
+        // one run of 10 blocks, half the change: decided with no offset allowed for,
+        // not with a 2% one (the run's blocks are one replicate of the arms' offsets)
+        let b = blocks(&[98.5; 10]);
+        let w = |tau: f64| {
+            let s = share(&b, &[10], 0.00625, tau).map(|s| s.hi - s.lo);
+            s.unwrap_or(f64::INFINITY)
+        };
+        assert!(w(0.0) < 0.3, "{}", w(0.0));
+        assert!(w(0.0004) < 0.3, "icount's bound costs little: {}", w(0.0004));
+        assert!(w(0.02) > 1.0, "{}", w(0.02));
+        // five runs whose means disagree: no narrower than the run means give
+        let spread: Vec<Block> = b
+            .iter()
+            .enumerate()
+            .map(|(i, x)| Block {
+                cand: x.cand * (1.0 + [0.01, -0.01, 0.005, -0.005, 0.0][i / 2]),
+                ..*x
+            })
+            .collect();
+        let one = share(&spread, &[10], 0.00625, 0.0).unwrap();
+        let five = share(&spread, &[2; 5], 0.00625, 0.0).unwrap();
+        assert!(five.hi - five.lo > one.hi - one.lo, "{one:?} {five:?}");
     }
 }

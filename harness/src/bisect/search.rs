@@ -29,6 +29,8 @@ pub struct Arms {
 pub struct Seen {
     /// Complete blocks (a value of every arm in one round).
     pub blocks: Vec<Block>,
+    /// Complete blocks each run gave, in order (the runs of `blocks`).
+    pub runs: Vec<usize>,
     /// Rounds asked for.
     pub rounds: u32,
     /// Runs in a row, latest last, in which the candidate gave no value.
@@ -235,7 +237,7 @@ fn walk(
             Some(_) => seen.blocks.clone(),
             None => seen.blocks.iter().map(|b| Block { cand: b.bad, ..*b }).collect(),
         };
-        let (call, share) = judge(&blocks, seen.rounds, rule);
+        let (call, share) = judge(&blocks, &seen.runs, seen.rounds, rule);
         if share.is_some() {
             s.confirmed = true;
         }
@@ -388,7 +390,11 @@ mod tests {
         bad: &str,
         value: &dyn Fn(&str, u32) -> Option<f64>,
     ) -> (Found, Vec<String>, BTreeMap<String, usize>) {
-        let rule = Rule::default();
+        // the search under a near-deterministic clock without run offsets
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
         let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
         let mut asked: BTreeMap<String, usize> = BTreeMap::new();
         for _ in 0..200 {
@@ -603,7 +609,11 @@ mod merge_tests {
     /// Bisects c0..m8 with `shares` (commit, fraction of a 3% slowdown) and an
     /// extra `before` slowdown carried by c0 (not by f0); returns what it found.
     fn run(d: &Dag, shares: &[(&str, f64)], before: f64) -> (Found, Vec<String>) {
-        let rule = Rule::default();
+        // the search under a near-deterministic clock without run offsets
+        let rule = Rule {
+            run_offset: 0.0,
+            ..Rule::default()
+        };
         let mut ev: BTreeMap<Arms, Seen> = BTreeMap::new();
         let value = |c: &str, r: u32| {
             let a = d.ancestors(c);
@@ -626,6 +636,7 @@ mod merge_tests {
                             cand: value(c, r),
                         });
                     }
+                    seen.runs.push(rule.batch as usize);
                     seen.rounds += rule.batch;
                 }
             }

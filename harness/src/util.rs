@@ -123,6 +123,9 @@ fn fill(tmp: &Path, files: &[(&str, &[u8])]) -> Result<()> {
     Ok(())
 }
 
+/// How long [`Flock::take_patiently`] waits for a lock held for a moment.
+pub const MOMENT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// An exclusive lock (`flock`) on a lock file that names its holder (`pid
 /// N, harness <command>`); released when dropped or when the process dies.
 pub struct Flock {
@@ -150,6 +153,21 @@ impl Flock {
         f.set_len(0).with_context(|| format!("truncate {}", p.display()))?;
         write!(f, "pid {}, harness {what}", std::process::id()).with_context(|| format!("write {}", p.display()))?;
         Ok(Ok(Flock { _file: f }))
+    }
+
+    /// [`Flock::try_take`], trying again for up to [`MOMENT`]: a lock held
+    /// for a moment (a reader probing it, a sibling deciding, a dropped
+    /// lock whose descriptor a child being forked still holds until its
+    /// `exec`) delays the taker, never refuses it; a writer holds a lock
+    /// for minutes or hours, so a real conflict costs the moment only.
+    pub fn take_patiently(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
+        let until = std::time::Instant::now() + MOMENT;
+        loop {
+            match Flock::try_take(p, what)? {
+                Err(_) if std::time::Instant::now() < until => std::thread::sleep(std::time::Duration::from_millis(20)),
+                other => return Ok(other),
+            }
+        }
     }
 
     /// Takes a shared lock on `p` if no exclusive holder has it (`Ok(None)`

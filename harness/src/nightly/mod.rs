@@ -204,7 +204,7 @@ fn bisect_open(db: &Connection, nightly: &str, robot: &mut dyn Robot, say: &dyn 
 
 /// Takes the bisecting lock beside the history database, or gives its holder.
 fn bisect_lock(history_db: &Path) -> Result<Result<crate::util::Flock, String>> {
-    crate::util::Flock::try_take(&history_db.with_extension("bisect.lock"), "nightly (bisecting)")
+    crate::util::Flock::take_patiently(&history_db.with_extension("bisect.lock"), "nightly (bisecting)")
 }
 
 /// Marks the bisections that ended in `o` as told (after its report is
@@ -352,7 +352,7 @@ pub fn lock(history_db: &Path) -> Result<crate::util::Flock> {
     if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).map_err(|e| anyhow::anyhow!("create {}: {e}", d.display()))?;
     }
-    match crate::util::Flock::try_take(&p, "nightly")? {
+    match crate::util::Flock::take_patiently(&p, "nightly")? {
         Ok(l) => Ok(l),
         Err(holder) => bail!(
             "another nightly is running on the history {} ({holder}; lock {}): this one does nothing; run it again when that one has finished",

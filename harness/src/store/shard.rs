@@ -6,7 +6,6 @@
 //! refuses a starting shard.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -15,22 +14,6 @@ use super::{shard_dir, Run};
 use crate::plan::Shard;
 use crate::records::Event;
 use crate::util::Flock;
-
-/// How long a starting shard waits for a lock another starting shard or a
-/// reader holds for a moment (a writer holds it for hours: then refused).
-const PATIENCE: Duration = Duration::from_secs(3);
-
-/// Takes the lock on `p`, trying again for up to [`PATIENCE`];
-/// `Ok(Err(holder))` when it stays held.
-fn take_patiently(p: &Path, what: &str) -> Result<std::result::Result<Flock, String>> {
-    let until = Instant::now() + PATIENCE;
-    loop {
-        match Flock::try_take(p, what)? {
-            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            other => return Ok(other),
-        }
-    }
-}
 
 impl Run {
     /// Opens shard `shard` of the run in `dir` to write it: its own
@@ -47,7 +30,7 @@ impl Run {
                 dir.display()
             );
         }
-        let _deciding = match take_patiently(&dir.join("lock"), &format!("run --shard {shard} (starting)"))? {
+        let _deciding = match Flock::take_patiently(&dir.join("lock"), &format!("run --shard {shard} (starting)"))? {
             Ok(l) => l,
             Err(holder) => bail!(
                 "open shard {shard} of {}: another harness ({holder}) is writing the run; a shard starts on a built run \
@@ -80,7 +63,7 @@ impl Run {
         }
         let records = shard_dir(dir, shard);
         std::fs::create_dir_all(records.join("logs")).with_context(|| format!("create {}", records.display()))?;
-        let lock = match take_patiently(&records.join("lock"), &format!("run --shard {shard}"))? {
+        let lock = match Flock::take_patiently(&records.join("lock"), &format!("run --shard {shard}"))? {
             Ok(l) => l,
             Err(holder) => bail!(
                 "lock shard {shard} of {}: another harness ({holder}) is running it",
@@ -99,6 +82,7 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn built(tmp: &tempfile::TempDir) -> std::path::PathBuf {
         let dir = tmp.path().join("r");

@@ -3,8 +3,10 @@
 //! system), so two `harness run`s on one host would boot wall-clock guests
 //! side by side and each change the other's numbers. A wall-clock boot
 //! holds this host-wide lock, outside the work directory: `$HARNESS_WALL_LOCK`,
-//! else [`DEFAULT_PATH`] (`/tmp` is the host's own). Icount boots do not
-//! take it: their numbers count instructions, not time.
+//! else [`DEFAULT_PATH`] (`/tmp` is the host's own). Icount boots take it
+//! shared: their own numbers count instructions, not time, so they may run
+//! beside each other, but a wall-clock boot waits until none runs, and they
+//! wait while a wall-clock boot runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -49,15 +51,18 @@ pub struct Waited {
 /// Takes the lock at `p` as `what` (e.g. `run <id>`), waiting for another
 /// holder: `on_wait` is told the holder once, when the wait begins, and the
 /// lock is tried again every `poll`. An interrupt (Ctrl-C) ends the wait.
+/// With `shared` (an icount boot) the lock is taken shared: it waits only
+/// for a wall-clock holder.
 pub fn take(
     p: &Path,
     what: &str,
+    shared: bool,
     poll: Duration,
     mut on_wait: impl FnMut(&str) -> Result<()>,
 ) -> Result<(WallLock, Option<Waited>)> {
     let mut waited: Option<(String, Instant)> = None;
     loop {
-        let took = Flock::try_take(p, what).context(
+        let took = try_take(p, what, shared).context(
             "take the host-wide wall-clock lock: set HARNESS_WALL_LOCK to a file every user of this host can write",
         )?;
         match took {
@@ -82,6 +87,18 @@ pub fn take(
     }
 }
 
+/// One try: the lock, or who holds it (an exclusive holder names itself in
+/// the file; shared holders write nothing).
+fn try_take(p: &Path, what: &str, shared: bool) -> Result<std::result::Result<Flock, String>> {
+    if shared {
+        return Ok(Flock::try_share(p)?.ok_or_else(|| Flock::holder(p).unwrap_or_else(|| "a wall-clock boot".into())));
+    }
+    Ok(Flock::try_take(p, what)?.map_err(|named| match Flock::holder(p) {
+        Some(_) => named,
+        None => "instruction-counting boots (shared)".into(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,13 +110,13 @@ mod tests {
     fn a_second_holder_waits_for_the_first_and_names_it() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("wall.lock");
-        let (first, w) = take(&p, "run r1", Duration::from_millis(5), |_| panic!("free")).unwrap();
+        let (first, w) = take(&p, "run r1", false, Duration::from_millis(5), |_| panic!("free")).unwrap();
         assert_eq!(w, None);
         let held_for = Duration::from_millis(300);
         let (tx, rx) = std::sync::mpsc::channel();
         let p2 = p.clone();
         let second = std::thread::spawn(move || {
-            take(&p2, "run r2", Duration::from_millis(5), |h| {
+            take(&p2, "run r2", false, Duration::from_millis(5), |h| {
                 tx.send(h.to_string()).unwrap();
                 Ok(())
             })
@@ -118,6 +135,49 @@ mod tests {
             Flock::holder(&p),
             Some(format!("pid {}, harness run r2", std::process::id()))
         );
+    }
+
+    /// Issue 30: icount boots share the lock: they run beside each other,
+    /// a wall-clock boot waits for them (told so) and they for it.
+    #[test]
+    fn icount_boots_share_it_and_a_wall_clock_boot_waits_for_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("wall.lock");
+        let never = |_: &str| -> Result<()> { panic!("no wait") };
+        let (a, _) = take(&p, "run i1", true, Duration::from_millis(5), never).unwrap();
+        let (b, _) = take(&p, "run i2", true, Duration::from_millis(5), never).unwrap();
+        let p2 = p.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wall = std::thread::spawn(move || {
+            take(&p2, "run w", false, Duration::from_millis(5), |h| {
+                tx.send(h.to_string()).unwrap();
+                Ok(())
+            })
+            .unwrap()
+        });
+        let told = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(told, "instruction-counting boots (shared)");
+        drop(a);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!wall.is_finished(), "one icount boot still runs");
+        drop(b);
+        let (held, w) = wall.join().unwrap();
+        assert!(w.is_some());
+        let mut waited_for = None;
+        let p3 = p.clone();
+        let icount = std::thread::spawn(move || {
+            take(&p3, "run i3", true, Duration::from_millis(5), |h| {
+                waited_for = Some(h.to_string());
+                Ok(())
+            })
+            .map(|(l, w)| (l, w.map(|w| w.holder)))
+            .unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!icount.is_finished(), "an icount boot waits for the wall-clock boot");
+        drop(held);
+        let (_l, holder) = icount.join().unwrap();
+        assert_eq!(holder, Some(format!("pid {}, harness run w", std::process::id())));
     }
 
     #[test]

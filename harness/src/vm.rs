@@ -519,6 +519,7 @@ mod tests {
             so: "/t/p.so".into(),
             symbols: "/k/vmlinux.syms".into(),
             out: "/r/profiles/b.profile".into(),
+            syscalls: true,
         };
         // (accel, clock, expected -plugin value)
         let cases = [

@@ -45,7 +45,8 @@ pub struct BootFailure {
 
 /// Stage [`Stage::Start`]: starts a guest of `vcpus` for the run on `m`,
 /// its console and QEMU's log in `dir`. Returns the kernel command line
-/// and the profiler the guest loads, if any.
+/// and the profiler the guest loads, if any (counting instructions per
+/// system call when `syscalls`).
 pub fn start(
     ctx: &BootRun,
     m: &mut dyn Machine,
@@ -53,13 +54,14 @@ pub fn start(
     kernel: &Path,
     initrd: &Path,
     dir: &Path,
+    syscalls: bool,
 ) -> Result<(String, Option<vm::Plugin>)> {
     let clock = if ctx.accel == vm::Accel::Tcg {
         ctx.m.guest.clock
     } else {
         Clock::Wall
     };
-    let plugin = match profile_plugin(ctx, kernel, dir) {
+    let plugin = match profile_plugin(ctx, kernel, dir, syscalls) {
         Ok(p) => p,
         Err(e) => {
             let id = dir.file_name().unwrap_or_default().to_string_lossy();
@@ -338,7 +340,12 @@ impl Boot<'_, '_> {
             ),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
-        let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir)?;
+        let syscalls = job.benchmarks.iter().filter_map(|b| ctx.m.benchmark(b)).any(|b| {
+            crate::bench::unit_of_work(b)
+                .iter()
+                .any(|f| f.starts_with("__x64_sys_"))
+        });
+        let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir, syscalls)?;
         self.tell(BootEvent::Started(BootStart {
             boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
             attempt,

@@ -234,7 +234,8 @@ pub fn kvm_failure_reason(qemu_log: &str) -> Option<String> {
 /// the kernel's symbols file beside its image, the profile in the run's
 /// `profiles/<boot id>.profile`. `Err`: the plugin's inputs would make QEMU
 /// abort (then the boot goes without).
-pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path) -> Result<Option<crate::vm::Plugin>> {
+/// `syscalls`: the plugin counts instructions per system call too.
+pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path, syscalls: bool) -> Result<Option<crate::vm::Plugin>> {
     let Some(so) = ctx
         .profiler
         .clone()
@@ -249,6 +250,7 @@ pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path) -> Result<Option
         so,
         symbols: kernel.with_file_name(crate::profile::symbols::FILE),
         out: profiles.join(format!("{id}.profile")),
+        syscalls,
     };
     p.check()?;
     Ok(Some(p))
@@ -329,7 +331,7 @@ fn probe_on(
     initrd: &Path,
     dir: &Path,
 ) -> Result<Option<ProbeFailure>> {
-    start(probe, machine, 1, kernel, initrd, dir)?;
+    start(probe, machine, 1, kernel, initrd, dir, false)?;
     match wait_ssh(probe, machine, PROBE_DEADLINE)? {
         Ok(_) => {
             machine.power_off(Duration::from_secs(5));

@@ -177,6 +177,7 @@ mod tests {
             so: "/p.so".into(),
             symbols: "/s".into(),
             out: d.path().join("b.profile"),
+            syscalls: true,
         };
         let mut w = Windows::new(plugin.clone());
         assert!(w.take(None, &[]).is_none(), "nothing written yet");
@@ -198,6 +199,7 @@ mod tests {
             so: "/p.so".into(),
             symbols: "/s".into(),
             out: d.path().join("b.profile"),
+            syscalls: true,
         };
         let mut w = Windows::new(plugin.clone());
         std::fs::write(plugin.window(1), TEXT.replace("ops 10 missing 0", "ops 0 missing 1")).unwrap();

@@ -914,7 +914,7 @@ fn icount_boots_load_the_profiler_when_the_run_has_one() {
         let w = world("profile", guest);
         let mut c = ctx(&w);
         c.run.profiler = set.then(|| so.clone());
-        match (super::profile_plugin(&c.run, &kernel, dir), want) {
+        match (super::profile_plugin(&c.run, &kernel, dir, true), want) {
             (Ok(None), None) => {}
             (Ok(Some(p)), Some(true)) => {
                 assert_eq!((p.so, p.symbols), (so.clone(), syms.clone()));

@@ -434,6 +434,16 @@ pub fn unit_of_work(b: &Benchmark) -> Vec<&str> {
     }
 }
 
+/// The prefix of a syscall handler's name in a unit of work
+/// (`__x64_sys_prlimit64`).
+pub const SYSCALL_HANDLER: &str = "__x64_sys_";
+
+/// Whether `b`'s unit of work is system calls (then its boots count
+/// instructions per call: the plugin's `syscalls=on`).
+pub fn works_in_syscalls(b: &Benchmark) -> bool {
+    unit_of_work(b).iter().any(|f| f.starts_with(SYSCALL_HANDLER))
+}
+
 /// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
 /// its throughput against vCPUs can be read against linear scaling.
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {

@@ -19,6 +19,7 @@ use super::{
     boot_deadline, bounded, console_guest_time, profile_plugin, stuck_under_kvm, BootRun, Learned, Pace,
     ICOUNT_WAIT_CAP, QEMU_CRASH_ATTEMPTS, SEEN_FLOOR, SEEN_MULTIPLE,
 };
+use crate::bench::works_in_syscalls;
 use crate::config::Clock;
 use crate::guest::Deadline;
 use crate::plan::BootJob;
@@ -340,11 +341,10 @@ impl Boot<'_, '_> {
             ),
             _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
         };
-        let syscalls = job.benchmarks.iter().filter_map(|b| ctx.m.benchmark(b)).any(|b| {
-            crate::bench::unit_of_work(b)
-                .iter()
-                .any(|f| f.starts_with("__x64_sys_"))
-        });
+        let syscalls = job
+            .benchmarks
+            .iter()
+            .any(|b| ctx.m.benchmark(b).is_some_and(works_in_syscalls));
         let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir, syscalls)?;
         self.tell(BootEvent::Started(BootStart {
             boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),

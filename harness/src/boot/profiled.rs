@@ -108,7 +108,10 @@ pub fn metrics(p: &Profile, unit: &[&str]) -> Result<(u64, Vec<Measured>)> {
         .zip(values)
         .map(|(name, value)| measured(name.to_string(), value, INSNS_UNIT))
         .collect();
-    for name in unit.iter().filter_map(|f| f.strip_prefix("__x64_sys_")) {
+    for name in unit
+        .iter()
+        .filter_map(|f| f.strip_prefix(crate::bench::SYSCALL_HANDLER))
+    {
         let Some(s) = profile::syscall_number(name).and_then(|nr| p.syscalls.get(&nr)) else {
             continue;
         };

@@ -85,6 +85,7 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
         inputs: Some(inputs),
         jobs: None,
         uid: Some(crate::records::new_uid()),
+        wall_lock: Some(host::wall::lock_path().display().to_string()),
     };
     run.write_meta(&meta)?;
     Ok((run, meta))
@@ -524,13 +525,25 @@ fn boot_jobs(ctx: &BootRun, learned: &mut Learned, jobs: &[BootJob], kernels: &K
 /// and recorded as a notice with its length when it ends (the report
 /// lists both). Icount boots take it shared.
 fn wall_lock(ctx: &BootRun) -> Result<Option<host::wall::WallLock>> {
-    wall_lock_at(ctx, &host::wall::lock_path(), std::time::Duration::from_secs(1))
+    let shared = ctx.clock() == crate::records::MeasureClock::TcgIcount;
+    wall_lock_at(ctx, &host::wall::lock_path(), std::time::Duration::from_secs(1), shared)
 }
 
-/// [`wall_lock`] at `p`, tried every `poll`.
-fn wall_lock_at(ctx: &BootRun, p: &Path, poll: std::time::Duration) -> Result<Option<host::wall::WallLock>> {
+/// [`wall_lock`] taken shared whatever the clock, for a boot that measures
+/// nothing but loads the host (the KVM probe): it never runs beside
+/// another run's wall-clock boot, and may run beside icount boots.
+pub(super) fn wall_lock_unmeasured(ctx: &BootRun) -> Result<Option<host::wall::WallLock>> {
+    wall_lock_at(ctx, &host::wall::lock_path(), std::time::Duration::from_secs(1), true)
+}
+
+/// [`wall_lock`] at `p`, tried every `poll`, `shared` or exclusive.
+fn wall_lock_at(
+    ctx: &BootRun,
+    p: &Path,
+    poll: std::time::Duration,
+    shared: bool,
+) -> Result<Option<host::wall::WallLock>> {
     let clock = ctx.clock();
-    let shared = clock == crate::records::MeasureClock::TcgIcount;
     let what = format!("run {} ({clock} boot)", ctx.run.id);
     let (lock, waited) = host::wall::take(p, &what, shared, poll, |holder| {
         ctx.run.notice(
@@ -711,6 +724,7 @@ mod tests {
         let writer = Run::create(&root.join("runs"), "t").unwrap();
         let meta = RunMeta {
             uid: None,
+            wall_lock: None,
             format_version: crate::records::FORMAT_VERSION,
             id: writer.id.clone(),
             started: crate::util::now_rfc3339(),
@@ -818,6 +832,9 @@ mod tests {
         let (_, built) = build(m, &opts, Some(&dir)).unwrap();
         assert!(built["base"].is_ok(), "{built:?}");
         assert_eq!(builds(&dir), 1);
+        let meta = Run::open(&dir).unwrap().meta().unwrap();
+        let lock = host::wall::lock_path().display().to_string();
+        assert_eq!(meta.wall_lock, Some(lock), "run.json names the host-wide lock its boots take");
     }
 
     /// Issue 30 item 2: a wall-clock boot waits for another run's hold on
@@ -852,7 +869,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(200));
                 drop(other);
             });
-            let held = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5)).unwrap();
+            let held = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5), clock == "icount").unwrap();
             release.join().unwrap();
             let notes: Vec<String> = run
                 .events()
@@ -879,5 +896,66 @@ mod tests {
             drop(held);
             crate::util::wait_until_released(&lock);
         }
+    }
+
+    /// The KVM probe measures nothing but loads the host: it takes the lock
+    /// shared whatever the run's clock, so it starts beside an icount
+    /// run's boots and waits while a wall-clock boot holds the lock.
+    #[test]
+    fn an_unmeasured_boot_takes_the_lock_shared_under_a_wall_clock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lock = tmp.path().join("wall.lock");
+        let ui = Ui::new(0, true);
+        let yaml =
+            "variants:\n  - name: base\nvcpus: [2]\nguest: {clock: wall}\nbenchmarks:\n  - {name: s, kind: doexec}\n";
+        let m = crate::config::parse(yaml, &tmp.path().join("matrix.yaml"), None).unwrap();
+        let run = Run::create(tmp.path(), "probe").unwrap();
+        let ctx = BootRun {
+            run: &run,
+            m: &m,
+            ui: &ui,
+            qemu: "qemu-system-x86_64".into(),
+            key: "/nonexistent/key".into(),
+            host_key: String::new(),
+            host_cpus: 2,
+            accel: crate::vm::Accel::Kvm,
+            profiler: None,
+        };
+        assert_eq!(ctx.clock(), crate::records::MeasureClock::KvmWall);
+        let icount = host::wall::take(
+            &lock,
+            "run other (tcg-icount boot)",
+            true,
+            std::time::Duration::from_millis(5),
+            |_| Ok(()),
+        )
+        .unwrap();
+        let probe = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5), true).unwrap();
+        assert!(probe.is_some());
+        let notices = |run: &Run| {
+            run.events()
+                .unwrap()
+                .iter()
+                .filter(|e| matches!(e, Event::Notice { .. }))
+                .count()
+        };
+        assert_eq!(notices(&run), 0, "beside an icount holder the probe does not wait");
+        drop((probe, icount));
+        crate::util::wait_until_released(&lock);
+        let wall = crate::util::Flock::try_take(&lock, "run other (kvm-wall boot)")
+            .unwrap()
+            .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(wall);
+        });
+        let probe = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5), true).unwrap();
+        release.join().unwrap();
+        assert!(probe.is_some());
+        assert_eq!(
+            notices(&run),
+            2,
+            "under a wall-clock holder the probe waits, and says so"
+        );
     }
 }

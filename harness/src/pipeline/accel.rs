@@ -218,6 +218,8 @@ pub(super) enum Probed {
 /// The probe boot, and once more when it timed out beside a heavy host
 /// load; gives the last outcome and the load then.
 fn probe_twice_if_loaded(ctx: &BootRun, kernel: &Path, initrd: &Path) -> Result<(Option<ProbeFailure>, Option<f64>)> {
+    // it loads the host: never beside another run's wall-clock boot
+    let _wall = super::wall_lock_unmeasured(ctx)?;
     let first = boot::probe_kvm(ctx, kernel, initrd, &ctx.run.log("kvm-probe"))?;
     let load = host::load_per_cpu();
     match &first {

@@ -56,6 +56,12 @@ pub struct RunMeta {
     /// are told apart by it (absent in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// The host-wide wall-clock lock file its boots took
+    /// (`HARNESS_WALL_LOCK`, else `/tmp/harness-wall-clock.lock`): exclusive
+    /// under a wall clock, shared under icount; waits for another holder are
+    /// notices in the events (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_lock: Option<String>,
 }
 
 /// A random UUID v4, in its usual text form.

@@ -8,6 +8,7 @@ pub(crate) fn meta_with(variants: &[&str], sampling: &str) -> RunMeta {
     let y = format!("variants:\n{vs}vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\nsampling: {sampling}\nkey_metrics: [d]\n");
     RunMeta {
         uid: None,
+        wall_lock: None,
         format_version: crate::records::FORMAT_VERSION,
         id: "r".into(),
         started: "t".into(),

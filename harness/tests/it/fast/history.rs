@@ -98,6 +98,7 @@ pub(super) fn synthetic_night(runs: &Path, i: u64) -> PathBuf {
     let id = format!("night{i:02}");
     let meta = RunMeta {
         uid: None,
+        wall_lock: None,
         format_version: harness::records::FORMAT_VERSION,
         id: id.clone(),
         started: harness::util::rfc3339(1_767_225_600 + i * 86_400),

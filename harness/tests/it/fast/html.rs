@@ -43,6 +43,7 @@ fn html_report_renders_its_plots_in_a_browser() {
     let matrix = harness::config::parse(yaml, Path::new("/nonexistent/m.yaml"), None).unwrap();
     let meta = RunMeta {
         uid: None,
+        wall_lock: None,
         format_version: harness::records::FORMAT_VERSION,
         id: "test-run".into(),
         started: "2026-11-30T00:00:00Z".into(),

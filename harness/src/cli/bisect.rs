@@ -160,8 +160,7 @@ fn lines(e: &Ended) -> Vec<String> {
     let one = sole(&e.culprits, &e.open).is_some();
     for c in &e.culprits {
         out.push(bisect::culprit_line(&c.subject, c.share, &c.skipped, one));
-    }
-    for c in &e.culprits {
+        // the path through the graph, under the culprit it led to
         out.extend(c.via.iter().map(|m| format!("  (inside the branch merged by {m})")));
     }
     out.extend(e.open.iter().map(|o| format!("not placed: {o}")));
@@ -393,6 +392,22 @@ mod tests {
             [
                 "why: a against the good end:\n* pcpu_alloc_noprof 377 1473",
                 "why: b against the good end:\n* pcpu_alloc_noprof 377 1473"
+            ]
+        );
+        // the path through the graph, under the culprit it led to
+        let mut t = n("t2", 0.5);
+        t.via = vec!["M".into()];
+        let branched = Ended {
+            culprits: vec![t, n("m2", 0.5)],
+            open: vec![],
+            ..two
+        };
+        assert_eq!(
+            lines(&branched)[..3],
+            [
+                "carries 50% of the change: t2 exec: slower",
+                "  (inside the branch merged by M)",
+                "carries 50% of the change: m2 exec: slower"
             ]
         );
     }

@@ -329,22 +329,34 @@ fn bisect_names_the_slow_exec_commit() {
 /// slow-exec patch), the topic is merged into main, then a1 (a note). Made
 /// once (a shared clone of [`history`]'s repository) and reused.
 fn merge_history() -> (PathBuf, [String; 2]) {
+    let (dir, id) = branched_history("bisect-merge-history", false);
+    (dir, [id("t2"), id("merge")])
+}
+
+/// [`merge_history`]'s shape under `target/tmp/<name>`: with `main_culprit`,
+/// m2 on the main line is a second culprit (a fixed cost per exec in
+/// `alloc_bprm`, the same loop as the topic's in `bprm_execve`) instead of
+/// a note. Returns the tree and a tag's commit id.
+fn branched_history(name: &str, main_culprit: bool) -> (PathBuf, impl Fn(&str) -> String) {
     let (base, _) = history();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-merge-history");
-    let git = |args: &[&str]| -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let git = {
+        let dir = dir.clone();
+        move |args: &[&str]| -> String {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(&dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        }
     };
     if !dir.join(".git/refs/tags/a1").exists() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -382,12 +394,46 @@ fn merge_history() -> (PathBuf, [String; 2]) {
         ]);
         git(&["tag", "t2"]);
         git(&["checkout", "-q", "main"]);
-        note("harness-main.txt", "m2");
+        if main_culprit {
+            slow_alloc_bprm(&dir.join("fs/exec.c"));
+            git(&[
+                "commit",
+                "-qam",
+                "exec: a fixed cost per exec in alloc_bprm, on the main line (test fixture)",
+            ]);
+            git(&["tag", "m2"]);
+        } else {
+            note("harness-main.txt", "m2");
+        }
         git(&["merge", "-q", "--no-ff", "-m", "Merge branch 'topic'", "topic"]);
         git(&["tag", "merge"]);
         note("harness-main.txt", "a1");
     }
-    (dir.clone(), [git(&["rev-parse", "t2"]), git(&["rev-parse", "merge"])])
+    (dir, move |tag: &str| git(&["rev-parse", tag]))
+}
+
+/// Adds to 6.12's `fs/exec.c` the slow-exec fixture's loop (1500
+/// iterations of `barrier()`, ~3000 instructions) as a function of its own
+/// called at the start of `alloc_bprm`, once per exec: the same cost as
+/// the topic's in `bprm_execve`, 300 lines away (the merge is clean).
+fn slow_alloc_bprm(exec_c: &Path) {
+    let head = "static struct linux_binprm *alloc_bprm(int fd, struct filename *filename, int flags)\n{\n";
+    let decl = "\tstruct linux_binprm *bprm;\n\tstruct file *file;\n\tint retval = -ENOMEM;\n\n";
+    let src = std::fs::read_to_string(exec_c).unwrap();
+    assert_eq!(
+        src.matches(&format!("{head}{decl}")).count(),
+        1,
+        "alloc_bprm as in 6.12"
+    );
+    let cost = "/* harness test fixture: a fixed number of instructions on every exec, in alloc_bprm */\n\
+                static noinline void harness_alloc_cost(void)\n{\n\tunsigned int i;\n\n\
+                \tfor (i = 0; i < 1500; i++)\n\t\tbarrier();\n}\n\n";
+    let out = src.replacen(
+        &format!("{head}{decl}"),
+        &format!("{cost}{head}{decl}\tharness_alloc_cost();\n"),
+        1,
+    );
+    std::fs::write(exec_c, out).unwrap();
 }
 
 /// `harness bisect` over [`merge_history`] (good..a1: m1, m2, t1, t2, the
@@ -432,4 +478,104 @@ fn bisect_over_a_merge_names_the_branch_commit() {
         "{stdout}"
     );
     assert!(!named.contains(&merge[..7]), "{stdout}");
+}
+
+/// Two culprits of the same size on two branches (issue 29): over
+/// [`branched_history`] with `main_culprit` (good..a1: m1, m2 the
+/// `alloc_bprm` cost on the main line, t1, t2 the `bprm_execve` cost on the
+/// topic branch, the merge, a1), icount at 2 vCPUs, `bisect` names m2 and
+/// t2, each with about half of the change, and never the merge; the path
+/// through the graph is printed (the merge's branch opened, t2 "inside the
+/// branch merged by" it; `via` in `--json`); exit 0. Incremental kernel
+/// builds and ~60 icount boots (3 per round):
+/// `cargo test --test it qemu::reproduce::bisect_names_two_culprits -- --ignored --nocapture`.
+#[test]
+#[ignore = "~45 minutes: incremental kernel builds and ~60 icount boots"]
+fn bisect_names_two_culprits_on_two_branches_never_the_merge() {
+    let _g = crate::common::serial();
+    let (tree, id) = branched_history("bisect-two-culprits-history", true);
+    let (m2, t2, merge) = (id("m2"), id("t2"), id("merge"));
+    let dir = scratch("bisect-two-culprits");
+    let t = std::time::Instant::now();
+    let out = harness(&dir)
+        .args(["bisect", "--git"])
+        .arg(&tree)
+        .args([
+            "--good",
+            "good",
+            "--bad",
+            "a1",
+            "--bench",
+            "static-doexec",
+            "--vcpus",
+            "2",
+            "--profile",
+            "exact",
+            "--max-rounds",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = show(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    eprintln!("bisected the two-culprit history in {:.0} s", t.elapsed().as_secs_f64());
+    let named: Vec<&str> = stdout.lines().filter(|l| l.starts_with("carries ")).collect();
+    assert_eq!(named.len(), 2, "{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("first bad commit: ")), "{stdout}");
+    let main = named
+        .iter()
+        .find(|l| l.contains(&m2[..7]) && l.contains("in alloc_bprm"));
+    let topic = named
+        .iter()
+        .find(|l| l.contains(&t2[..7]) && l.contains("on a topic branch"));
+    assert!(main.is_some() && topic.is_some(), "{stdout}");
+    assert!(!named.iter().any(|l| l.contains(&merge[..7])), "{stdout}");
+    // the path: the merge's branch was opened, and t2 was found inside it
+    assert!(
+        stdout.contains(&format!("merge {} carries ", &merge[..12]))
+            && stdout.contains("(merge base..second parent) is bisected"),
+        "{stdout}"
+    );
+    let via = format!("  (inside the branch merged by {merge})");
+    let at = stdout
+        .lines()
+        .position(|l| l == via)
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        stdout.lines().nth(at - 1).unwrap().contains(&t2[..7]),
+        "under t2's line: {stdout}"
+    );
+    // --json of the same bisection (resumed: nothing is measured again)
+    let bisect_dir = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("state.json").is_file())
+        .unwrap();
+    let entries = |d: &Path| std::fs::read_dir(d).unwrap().count();
+    let before = entries(&bisect_dir);
+    let again = harness(&dir)
+        .args(["--json", "bisect", "--resume"])
+        .arg(&bisect_dir)
+        .output()
+        .unwrap();
+    let (json, stderr2) = show(&again);
+    assert_eq!(again.status.code(), Some(0), "{stderr2}");
+    assert_eq!(entries(&bisect_dir), before, "nothing measured again: {stderr2}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["first_bad"].is_null(), "{v}");
+    assert!(v["open"].as_array().unwrap().is_empty(), "{v}");
+    let culprits = v["culprits"].as_array().unwrap();
+    let of = |c: &str| {
+        culprits
+            .iter()
+            .find(|x| x["commit"] == c)
+            .unwrap_or_else(|| panic!("{c}: {v}"))
+    };
+    assert_eq!(culprits.len(), 2, "{v}");
+    assert_eq!(of(&m2)["via"], serde_json::json!([]), "{v}");
+    assert_eq!(of(&t2)["via"], serde_json::json!([merge]), "{v}");
+    for c in [&m2, &t2] {
+        let share = of(c)["share"].as_f64().unwrap();
+        assert!((0.3..=0.7).contains(&share), "about half each: {v}");
+    }
 }

@@ -159,6 +159,37 @@ pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
     )
 }
 
+/// Moves the ends of the git bisection in `dir` to `good..bad` (a wider
+/// range, when the ends did not differ); its measurements stay, and those
+/// whose arms are the new range's (the same commits) are reused. Setting
+/// the range it has already changes nothing.
+pub fn widen(dir: &Path, good: &str, bad: &str) -> Result<()> {
+    let mut st = io::load(dir)?;
+    let History::Git { tree } = &st.history else {
+        bail!("only a git bisection is widened ({} bisects a series)", dir.display());
+    };
+    let good = crate::kernel::tree::resolve_ref(tree, good)?;
+    let bad = crate::kernel::tree::resolve_ref(tree, bad)?;
+    if (st.good.as_str(), st.bad.as_str()) == (good.as_str(), bad.as_str()) {
+        return Ok(());
+    }
+    for (from, to) in [(&good, &st.good), (&st.bad, &bad)] {
+        if from != to
+            && !git(tree)
+                .args(["merge-base", "--is-ancestor", from, to])
+                .run()?
+                .success()
+        {
+            bail!(
+                "widen {} to {good}..{bad}: {to} does not descend from {from}",
+                dir.display()
+            );
+        }
+    }
+    (st.good, st.bad) = (good, bad);
+    io::save(dir, &st)
+}
+
 /// Sets up a bisection over the prefixes of a `try` matrix's series (its
 /// base and the base with the series, [`crate::trial::matrix`]): the
 /// first `k` patches become the series `pNN` (NN = k) beside it.

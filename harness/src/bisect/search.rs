@@ -71,6 +71,9 @@ pub struct Found {
     pub culprits: Vec<Culprit>,
     /// Segments that could not be placed, and why.
     pub open: Vec<String>,
+    /// The ends of `good..bad` itself were measured and do not differ: the
+    /// change is not in this range (a caller may widen it).
+    pub flat: bool,
 }
 
 /// The replay's answer.
@@ -152,11 +155,17 @@ pub fn next(
 ) -> Result<Next> {
     let mut todo = vec![Segment::new(good, bad, (0.0, 1.0), false)];
     let mut found = Found::default();
+    let mut top = true;
     while let Some(mut s) = todo.pop() {
-        match walk(g, &mut s, ev, rule, lines)? {
+        let walked = walk(g, &mut s, ev, rule, lines)?;
+        match walked {
             Walk::Measure(a) => return Ok(Next::Measure(a)),
             Walk::Found(c) => found.culprits.push(c),
             Walk::Open(why) => found.open.push(why),
+            Walk::Flat(why) => {
+                found.flat |= top;
+                found.open.push(why);
+            }
             Walk::Branch(b) => todo.push(b),
             Walk::Split(c, f) => {
                 // the later half first on the stack, so the earlier one is bisected first;
@@ -179,6 +188,7 @@ pub fn next(
                 }
             }
         }
+        top = false;
     }
     Ok(Next::Done(found))
 }
@@ -187,6 +197,8 @@ enum Walk {
     Measure(Arms),
     Found(Culprit),
     Open(String),
+    /// Open: the segment's ends, never yet found to differ, do not differ.
+    Flat(String),
     Split(String, f64),
     /// A merge carries the share: its branch, to bisect next.
     Branch(Segment),
@@ -233,13 +245,11 @@ fn walk(
             s.skip.push(c.clone());
             continue;
         }
-        let blocks: Vec<Block> = match c {
-            Some(_) => seen.blocks.clone(),
-            None => seen.blocks.iter().map(|b| Block { cand: b.bad, ..*b }).collect(),
-        };
+        let blocks = blocks_of(&seen, c.is_some());
         let (call, share) = judge(&blocks, &seen.runs, seen.rounds, rule);
-        if share.is_some() {
-            s.confirmed = true;
+        s.confirmed |= share.is_some();
+        if let Some(w) = flat(s, &seg, c.as_deref(), &call, share.as_ref(), blocks.len(), lines) {
+            return Ok(w);
         }
         let Some(c) = c else {
             match call {
@@ -252,6 +262,37 @@ fn walk(
             return Ok(w);
         }
     }
+}
+
+/// The blocks of a measurement; of the ends alone (no candidate), the bad
+/// end stands as the candidate.
+fn blocks_of(seen: &Seen, cand: bool) -> Vec<Block> {
+    match cand {
+        true => seen.blocks.clone(),
+        false => seen.blocks.iter().map(|b| Block { cand: b.bad, ..*b }).collect(),
+    }
+}
+
+/// A segment whose ends were never found to differ and, at the last look,
+/// still do not ([`Walk::Flat`]); None otherwise.
+fn flat(
+    s: &Segment,
+    seg: &str,
+    c: Option<&str>,
+    call: &Call,
+    share: Option<&Share>,
+    blocks: usize,
+    lines: &mut Vec<String>,
+) -> Option<Walk> {
+    let Call::Undecided(why) = call else { return None };
+    if share.is_some() || s.confirmed || blocks < 3 {
+        return None;
+    }
+    let at = c.map(|c| format!("at {}: ", short(c))).unwrap_or_default();
+    if let Some(c) = c {
+        lines.push(step_line(seg, c, call, None));
+    }
+    Some(Walk::Flat(format!("{seg}: {at}{why}")))
 }
 
 /// The call on candidate `c` applied to its segment: the walk's end, or
@@ -568,6 +609,23 @@ mod tests {
             "{lines:#?}"
         );
         assert!(!lines.iter().any(|l| l.contains("first bad commit c5")), "{lines:#?}");
+    }
+
+    /// Ends that do not differ are told as such (the nightly widens such a
+    /// range); a change in the range is not.
+    #[test]
+    fn a_range_whose_ends_do_not_differ_is_flat() {
+        let h = Linear((0..=6).map(|i| format!("c{i}")).collect());
+        // every commit alike in each round (a round's noise shared): no change anywhere
+        let flat = |_: &str, r: u32| Some(100.0 * (1.0 + noise("c0", r)));
+        let (found, _, _) = drive(&h, "c0", "c6", &flat);
+        assert!(found.flat && found.culprits.is_empty(), "{found:?}");
+        assert!(found.open[0].contains("the ends do not differ"), "{found:?}");
+        let (found, _, _) = drive(&h, "c0", "c1", &flat);
+        assert_eq!((found.flat, found.open.len()), (true, 1), "{found:?}");
+        let step = |c: &str, r: u32| Some(if c >= "c4" { 97.0 } else { 100.0 } * (1.0 + noise(c, r)));
+        let (found, _, _) = drive(&h, "c0", "c6", &step);
+        assert!(!found.flat && found.culprits.len() == 1, "{found:?}");
     }
 }
 

@@ -271,14 +271,15 @@ mod tests {
         assert_eq!(
             exit(&bisect::Found {
                 culprits: vec![c],
-                open: vec![]
+                ..Default::default()
             }),
             Exit::Done
         );
         assert_eq!(
             exit(&bisect::Found {
                 culprits: vec![],
-                open: vec!["c0..c6: the ends do not differ".into()]
+                open: vec!["c0..c6: the ends do not differ".into()],
+                flat: true,
             })
             .code(),
             3
@@ -298,7 +299,7 @@ mod tests {
         };
         let found = bisect::Found {
             culprits: vec![c.clone()],
-            open: vec![],
+            ..Default::default()
         };
         let n = Named {
             commit: "c5".into(),
@@ -330,12 +331,12 @@ mod tests {
         };
         let two = bisect::Found {
             culprits: vec![exact.clone(), found.culprits[0].clone()],
-            open: vec![],
+            ..Default::default()
         };
         assert_eq!(exit(&two), Exit::OneOf);
         let clean = bisect::Found {
             culprits: vec![exact],
-            open: vec![],
+            ..Default::default()
         };
         assert_eq!(exit(&clean), Exit::Done);
     }

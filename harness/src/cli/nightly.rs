@@ -183,6 +183,7 @@ mod tests {
             change: change(),
             good_commit: "c1".into(),
             bad_commit: "c2".into(),
+            widened: vec![],
             dir: None,
             status: Status::Pending,
             attempts: 1,

@@ -113,6 +113,8 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE runs SET seq = (SELECT count(*) FROM runs r2
         WHERE r2.started < runs.started OR (r2.started = runs.started AND r2.run_id <= runs.run_id));
     CREATE INDEX runs_seq ON runs (seq);",
+    // v6: the ranges a nightly's bisection tried before it widened them
+    "ALTER TABLE nightly_bisections ADD COLUMN widened TEXT;",
 ];
 
 /// The schema version this harness writes.

@@ -61,6 +61,9 @@ pub fn decide(
     }
     related
         .iter()
-        .find(|e| e.good_commit == commits.0 && e.bad_commit == commits.1)
+        .find(|e| {
+            (e.good_commit == commits.0 && e.bad_commit == commits.1)
+                || e.widened.iter().any(|w| (w.good.as_str(), w.bad.as_str()) == commits)
+        })
         .map(|e| Claim::Repeat(e.id, e.status == Status::Failed))
 }

@@ -56,6 +56,17 @@ pub fn ended_lines(b: &Bisection) -> Vec<String> {
         out.push(crate::bisect::culprit_line(&c.subject, c.share, &skipped, sole));
     }
     out.extend(r.open.iter().map(|o| format!("not placed: {o}")));
+    if let (true, Some(first)) = (r.flat, b.widened.first()) {
+        out.push(format!(
+            "not placed in {}..{}, the widest range tried (widened {} time(s) from {}..{}, at most {})",
+            short(&b.good_commit),
+            short(&b.bad_commit),
+            b.widened.len(),
+            short(&first.good),
+            short(&first.bad),
+            super::MAX_WIDENINGS
+        ));
+    }
     if r.culprits.is_empty() && r.open.is_empty() {
         out.push("undecided: no commit carries the change".into());
     }
@@ -154,12 +165,23 @@ fn bisection(b: &Bisection) -> String {
             d.display()
         );
     }
+    for w in &b.widened {
+        s += &format!(
+            "Widened: the ends of {}..{} do not differ ({}).\n",
+            short(&w.good),
+            short(&w.bad),
+            w.open.join("; ")
+        );
+    }
     s += "\n";
     s += &block(&ended_lines(b));
     let Some(r) = b.result.as_ref().filter(|_| b.status == Status::Done) else {
         return s + "\n";
     };
     s += "\nSteps:\n\n";
+    for w in &b.widened {
+        s += &block(&w.steps);
+    }
     s += &block(&r.steps);
     if let Some(p) = &r.profile {
         s += "\nDifferential kernel profile:\n\n";

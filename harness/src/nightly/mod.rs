@@ -31,10 +31,15 @@ use anyhow::{bail, Result};
 use rusqlite::Connection;
 use serde::Serialize;
 
-pub use state::{Bisected, Bisection, KeyChange, Named, Night, Status};
+pub use state::{Bisected, Bisection, KeyChange, Named, Night, Status, Tried};
 
 /// Failed attempts after which a bisection is given up (status failed).
 pub const MAX_ATTEMPTS: u32 = 3;
+
+/// Times a bisection whose ends do not differ is widened at most: the
+/// `k`-th widening moves each end `2^(k-1)` nights further out (one night
+/// each way, then two more), where such nights exist.
+pub const MAX_WIDENINGS: usize = 2;
 
 /// What the state machine does through: measuring, reading changes, bisecting.
 pub trait Robot {
@@ -49,6 +54,9 @@ pub trait Robot {
     fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf>;
     /// Runs (or resumes) the bisection in `dir` to its end.
     fn run_bisect(&mut self, dir: &Path, b: &Bisection) -> Result<Bisected>;
+    /// Sets the range of the bisection in `dir` to `b`'s commits (widened),
+    /// keeping its measurements; the range it has already changes nothing.
+    fn widen(&mut self, dir: &Path, b: &Bisection) -> Result<()>;
 }
 
 /// Tonight's commit.
@@ -198,7 +206,7 @@ fn bisect_open(db: &Connection, nightly: &str, robot: &mut dyn Robot, say: &dyn 
             .find(|b| matches!(b.status, Status::Pending | Status::Running) && !tried.contains(&b.id));
         let Some(b) = open else { return Ok(()) };
         tried.push(b.id);
-        bisect_one(db, b, robot, say)?;
+        bisect_one(db, nightly, b, robot, say)?;
     }
 }
 
@@ -288,62 +296,112 @@ fn nights_order(db: &Connection, nightly: &str) -> Result<std::collections::BTre
     Ok(rows)
 }
 
-/// Starts (when pending) and runs one bisection to its end; a failure
+/// Starts (when pending) and runs one bisection to its end, widening its
+/// range while its ends do not differ ([`MAX_WIDENINGS`]); a failure
 /// counts an attempt (given up after [`MAX_ATTEMPTS`]); an interruption
 /// leaves it running, to be resumed.
-fn bisect_one(db: &Connection, mut b: Bisection, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<()> {
+fn bisect_one(
+    db: &Connection,
+    nightly: &str,
+    mut b: Bisection,
+    robot: &mut dyn Robot,
+    say: &dyn Fn(&str),
+) -> Result<()> {
     let ended = (|| -> Result<Bisected> {
-        let dir = match &b.dir {
-            Some(d) => {
-                say(&format!("nightly: resuming bisection #{} in {}", b.id, d.display()));
-                d.clone()
+        let dir = bisect_dir(db, &mut b, robot, say)?;
+        loop {
+            // the range the database holds is the one bisected (a crash after widening it included)
+            if !b.widened.is_empty() {
+                robot.widen(&dir, &b)?;
             }
-            None => {
-                let d = robot.start_bisect(&b)?;
-                state::started(db, b.id, &d)?;
-                say(&format!(
-                    "nightly: bisection #{} of {}..{} in {}",
-                    b.id,
-                    short(&b.good_commit),
-                    short(&b.bad_commit),
-                    d.display()
-                ));
-                b.dir = Some(d.clone());
-                d
-            }
-        };
-        robot.run_bisect(&dir, &b)
+            let r = robot.run_bisect(&dir, &b)?;
+            let wider = (r.flat && b.widened.len() < MAX_WIDENINGS)
+                .then(|| wider(db, nightly, &b))
+                .transpose()?
+                .flatten();
+            let Some((good, bad)) = wider else { return Ok(r) };
+            say(&format!(
+                "nightly: bisection #{}: the ends of {}..{} do not differ: widened to {}..{}",
+                b.id,
+                short(&b.good_commit),
+                short(&b.bad_commit),
+                short(&good),
+                short(&bad)
+            ));
+            b.widened.push(Tried {
+                good: std::mem::replace(&mut b.good_commit, good),
+                bad: std::mem::replace(&mut b.bad_commit, bad),
+                open: r.open,
+                steps: r.steps,
+            });
+            state::widen(db, b.id, &b.widened, &b.good_commit, &b.bad_commit)?;
+        }
     })();
     match ended {
         Ok(r) => state::ended(db, b.id, Status::Done, b.attempts, &r),
         Err(e) if e.downcast_ref::<crate::proc::Interrupted>().is_some() || crate::proc::interrupted() => Err(e),
-        Err(e) => {
-            let attempts = b.attempts + 1;
-            let status = if attempts >= MAX_ATTEMPTS {
-                Status::Failed
-            } else {
-                if b.dir.is_some() {
-                    Status::Running
-                } else {
-                    Status::Pending
-                }
-            };
-            say(&format!(
-                "nightly: bisection #{} failed (attempt {attempts} of {MAX_ATTEMPTS}): {e:#}",
-                b.id
-            ));
-            state::ended(
-                db,
-                b.id,
-                status,
-                attempts,
-                &Bisected {
-                    error: Some(format!("{e:#}")),
-                    ..Default::default()
-                },
-            )
-        }
+        Err(e) => failed(db, &b, &e, say),
     }
+}
+
+/// A failed attempt of `b`: counted, and the bisection given up after
+/// [`MAX_ATTEMPTS`].
+fn failed(db: &Connection, b: &Bisection, e: &anyhow::Error, say: &dyn Fn(&str)) -> Result<()> {
+    let attempts = b.attempts + 1;
+    let status = if attempts >= MAX_ATTEMPTS {
+        Status::Failed
+    } else if b.dir.is_some() {
+        Status::Running
+    } else {
+        Status::Pending
+    };
+    say(&format!(
+        "nightly: bisection #{} failed (attempt {attempts} of {MAX_ATTEMPTS}): {e:#}",
+        b.id
+    ));
+    let r = Bisected {
+        error: Some(format!("{e:#}")),
+        ..Default::default()
+    };
+    state::ended(db, b.id, status, attempts, &r)
+}
+
+/// The bisection's directory: made now when it is pending, else resumed.
+fn bisect_dir(db: &Connection, b: &mut Bisection, robot: &mut dyn Robot, say: &dyn Fn(&str)) -> Result<PathBuf> {
+    if let Some(d) = &b.dir {
+        say(&format!("nightly: resuming bisection #{} in {}", b.id, d.display()));
+        return Ok(d.clone());
+    }
+    let d = robot.start_bisect(b)?;
+    state::started(db, b.id, &d)?;
+    say(&format!(
+        "nightly: bisection #{} of {}..{} in {}",
+        b.id,
+        short(&b.good_commit),
+        short(&b.bad_commit),
+        d.display()
+    ));
+    b.dir = Some(d.clone());
+    Ok(d)
+}
+
+/// The next wider range of `b`: the `k`-th widening (`k` = its widenings
+/// so far + 1) moves the good end `2^(k-1)` of this nightly's nights
+/// earlier and the bad end as many later, as far as nights exist; None when
+/// neither end can move (or an end is not a night of this nightly).
+fn wider(db: &Connection, nightly: &str, b: &Bisection) -> Result<Option<(String, String)>> {
+    let mut stmt =
+        db.prepare("SELECT git_commit FROM nightly_nights WHERE nightly = ?1 AND status = 'finished' ORDER BY id")?;
+    let commits: Vec<String> = stmt
+        .query_map([nightly], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let at = |c: &str| commits.iter().position(|x| x == c);
+    let (Some(g), Some(e)) = (at(&b.good_commit), at(&b.bad_commit)) else {
+        return Ok(None);
+    };
+    let step = 1usize << b.widened.len();
+    let (g2, e2) = (g.saturating_sub(step), (e + step).min(commits.len() - 1));
+    Ok(((g2, e2) != (g, e)).then(|| (commits[g2].clone(), commits[e2].clone())))
 }
 
 /// Takes the nightly lock beside the history database, or says who holds it.

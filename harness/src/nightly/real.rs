@@ -181,7 +181,12 @@ impl Robot for Real {
             steps: steps.into_inner(),
             profile,
             error: None,
+            flat: found.flat,
         })
+    }
+
+    fn widen(&mut self, dir: &Path, b: &Bisection) -> Result<()> {
+        bisect::widen(dir, &b.good_commit, &b.bad_commit)
     }
 }
 

@@ -116,6 +116,23 @@ pub struct Bisected {
     pub profile: Option<String>,
     /// Why a bisection failed (status failed).
     pub error: Option<String>,
+    /// The ends of the range bisected were measured and do not differ (the
+    /// nightly widens it, [`super::MAX_WIDENINGS`] times at most).
+    #[serde(default)]
+    pub flat: bool,
+}
+
+/// A range a bisection tried, whose ends did not differ, before it was widened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tried {
+    /// Its good commit.
+    pub good: String,
+    /// Its bad commit.
+    pub bad: String,
+    /// Why it was not placed, as the bisection said.
+    pub open: Vec<String>,
+    /// Its steps.
+    pub steps: Vec<String>,
 }
 
 /// One bisection a nightly started.
@@ -129,6 +146,9 @@ pub struct Bisection {
     pub good_commit: String,
     /// The first bad night's commit.
     pub bad_commit: String,
+    /// The ranges tried before `good_commit..bad_commit`, narrowest first
+    /// (each widened because its ends did not differ).
+    pub widened: Vec<Tried>,
     /// Its directory, once made.
     pub dir: Option<PathBuf>,
     /// Status.
@@ -204,7 +224,9 @@ pub fn night_of_run(db: &Connection, nightly: &str, run_id: &str) -> Result<Opti
         .optional()?)
 }
 
-fn bisection_of(r: &rusqlite::Row) -> rusqlite::Result<(Bisection, String, Option<String>)> {
+type Row = (Bisection, String, Option<String>, Option<String>);
+
+fn bisection_of(r: &rusqlite::Row) -> rusqlite::Result<Row> {
     let b = Bisection {
         id: r.get(0)?,
         change: KeyChange {
@@ -222,24 +244,29 @@ fn bisection_of(r: &rusqlite::Row) -> rusqlite::Result<(Bisection, String, Optio
         },
         good_commit: r.get(1)?,
         bad_commit: r.get(2)?,
+        widened: vec![],
         dir: r.get::<_, Option<String>>(4)?.map(PathBuf::from),
         status: Status::parse(&r.get::<_, String>(5)?),
         attempts: r.get(6)?,
         result: None,
         reported_night: r.get(8)?,
     };
-    Ok((b, r.get(3)?, r.get(7)?))
+    Ok((b, r.get(3)?, r.get(7)?, r.get(9)?))
 }
 
 /// Every bisection of a nightly, oldest first.
 pub fn bisections(db: &Connection, nightly: &str) -> Result<Vec<Bisection>> {
-    let mut stmt = db.prepare("SELECT id, good_commit, bad_commit, change, dir, status, attempts, result, reported_night FROM nightly_bisections WHERE nightly = ?1 ORDER BY id")?;
+    let mut stmt = db.prepare("SELECT id, good_commit, bad_commit, change, dir, status, attempts, result, reported_night, widened FROM nightly_bisections WHERE nightly = ?1 ORDER BY id")?;
     let rows = stmt
         .query_map([nightly], bisection_of)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter()
-        .map(|(mut b, change, result)| {
+        .map(|(mut b, change, result, widened)| {
             b.change = serde_json::from_str(&change)?;
+            b.widened = widened
+                .map(|w| serde_json::from_str(&w))
+                .transpose()?
+                .unwrap_or_default();
             b.result = result.map(|r| serde_json::from_str(&r)).transpose()?;
             Ok(b)
         })
@@ -280,6 +307,16 @@ pub fn started(db: &Connection, id: i64, dir: &std::path::Path) -> Result<()> {
     db.execute(
         "UPDATE nightly_bisections SET dir = ?2, status = 'running' WHERE id = ?1",
         params![id, dir.to_string_lossy()],
+    )?;
+    Ok(())
+}
+
+/// Records a bisection widened to `good..bad`, `widened` the ranges it
+/// tried before (still running: it goes on in the wider range).
+pub fn widen(db: &Connection, id: i64, widened: &[Tried], good: &str, bad: &str) -> Result<()> {
+    db.execute(
+        "UPDATE nightly_bisections SET good_commit = ?2, bad_commit = ?3, widened = ?4 WHERE id = ?1",
+        params![id, good, bad, serde_json::to_string(widened)?],
     )?;
     Ok(())
 }

@@ -27,6 +27,13 @@ struct Fake {
     history: PathBuf,
     /// Whether the nightly lock was free during each `run_bisect`.
     lock_free: Vec<bool>,
+    /// The night whose commit carries the change: a bisection whose range
+    /// holds it names it, any other ends with ends that do not differ.
+    step_at: Option<String>,
+    /// The ranges each `run_bisect` bisected.
+    ranges: Vec<(String, String)>,
+    /// Each `widen` call's range.
+    widens: Vec<(String, String)>,
 }
 
 impl Robot for Fake {
@@ -44,18 +51,48 @@ impl Robot for Fake {
         self.started.push((b.good_commit.clone(), b.bad_commit.clone()));
         Ok(self.root.join(format!("bisect-{}", self.started.len())))
     }
-    fn run_bisect(&mut self, dir: &Path, _b: &Bisection) -> Result<Bisected> {
+    fn widen(&mut self, _dir: &Path, b: &Bisection) -> Result<()> {
+        self.widens.push((b.good_commit.clone(), b.bad_commit.clone()));
+        Ok(())
+    }
+    fn run_bisect(&mut self, dir: &Path, b: &Bisection) -> Result<Bisected> {
         self.runs.push(dir.to_path_buf());
+        self.ranges.push((b.good_commit.clone(), b.bad_commit.clone()));
+        match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
+            Some(true) => return Err(crate::proc::Interrupted.into()),
+            Some(false) => bail!("build the kernel of c2: no space left on device"),
+            None => {}
+        }
+        if let Some(at) = &self.step_at {
+            let (g, e) = (&b.good_commit, &b.bad_commit);
+            return Ok(if g < at && at <= e {
+                Bisected {
+                    culprits: vec![Named {
+                        commit: at.clone(),
+                        subject: format!("{at} exec: one more check"),
+                        share: 0.98,
+                        maybe: vec![],
+                    }],
+                    steps: vec![format!("{g}..{e}: first bad commit {at}")],
+                    ..Default::default()
+                }
+            } else {
+                Bisected {
+                    open: vec![format!("{g}..{e}: the ends do not differ in 40 blocks")],
+                    steps: vec![format!("{g}..{e}: the ends do not differ")],
+                    flat: true,
+                    ..Default::default()
+                }
+            });
+        }
         // what the next cron nightly would find: the measuring lock free
         self.lock_free.push(lock(&self.history).is_ok());
-        match (!self.script.is_empty()).then(|| self.script.remove(0)).flatten() {
-            Some(true) => Err(crate::proc::Interrupted.into()),
-            Some(false) => bail!("build the kernel of c2: no space left on device"),
-            None if self.undecided => Ok(Bisected {
+        match () {
+            _ if self.undecided => Ok(Bisected {
                 open: vec!["c0..c1: the ends do not differ".into()],
                 ..Default::default()
             }),
-            None => Ok(Bisected {
+            _ => Ok(Bisected {
                 culprits: vec![Named {
                     commit: "c2".into(),
                     subject: "c2 exec: one more check".into(),
@@ -365,6 +402,118 @@ fn only_a_bisection_that_answered_covers_a_change() {
     );
     w.robot.changes = vec![change("c0", "c2", -1.2, true)];
     assert_eq!(w.night("c2").unwrap().changes[0].action, "bisection #2 started");
+}
+
+/// A change point placed one night off (the change is in c2..c3, the
+/// change point says c1..c2): the ends do not differ, the range is widened
+/// one night each way, and the wider range names the commit.
+#[test]
+fn a_change_one_night_off_is_placed_after_one_widening() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3", "c4"] {
+        w.night(c).unwrap();
+    }
+    w.robot.step_at = Some("c3".into());
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    let o = w.night("c4").unwrap();
+    assert_eq!(
+        w.robot.ranges,
+        [("c1".to_string(), "c2".to_string()), ("c0".into(), "c3".into())]
+    );
+    assert_eq!(w.robot.widens, [("c0".to_string(), "c3".to_string())]);
+    let b = &o.bisections[0];
+    assert_eq!(
+        (b.status, b.good_commit.as_str(), b.bad_commit.as_str()),
+        (Status::Done, "c0", "c3")
+    );
+    assert_eq!(b.result.as_ref().unwrap().culprits[0].commit, "c3");
+    assert_eq!(
+        (b.widened.len(), b.widened[0].good.as_str(), b.widened[0].bad.as_str()),
+        (1, "c1", "c2")
+    );
+    assert!(o.regressed());
+    let text = mail::text(&o, &[]);
+    assert!(text.contains("## Bisection #1: c0..c3\n"), "{text}");
+    assert!(
+        text.contains("Widened: the ends of c1..c2 do not differ (c1..c2: the ends do not differ in 40 blocks).\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("first bad commit: c3 exec: one more check (carries 98% of the change)"),
+        "{text}"
+    );
+    assert_eq!(
+        w.robot.started.len(),
+        1,
+        "one bisection directory, its measurements kept"
+    );
+}
+
+/// A flat pair (no change anywhere near): widened one night each way, then
+/// two more, then "not placed" names the widest range tried; a resumed
+/// nightly does not widen it again.
+#[test]
+fn a_flat_pair_widens_to_the_cap_then_is_not_placed_with_its_range() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"] {
+        w.night(c).unwrap();
+    }
+    w.robot.step_at = Some("none".into());
+    w.robot.changes = vec![change("c4", "c5", -1.1, true)];
+    let o = w.night("c8").unwrap();
+    let r = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(w.robot.ranges, [r("c4", "c5"), r("c3", "c6"), r("c1", "c8")]);
+    let b = &o.bisections[0];
+    assert_eq!((b.status, b.widened.len()), (Status::Done, MAX_WIDENINGS));
+    assert_eq!(
+        mail::ended_lines(b),
+        [
+            "not placed: c1..c8: the ends do not differ in 40 blocks",
+            "not placed in c1..c8, the widest range tried (widened 2 time(s) from c4..c5, at most 2)"
+        ]
+    );
+    w.night("c8").unwrap();
+    assert_eq!(w.robot.ranges.len(), 3, "an ended bisection is not widened again");
+    // at the first and last nights nothing is left to widen to: the range is told as it is
+    let mut w = World::new();
+    for c in ["c0", "c1"] {
+        w.night(c).unwrap();
+    }
+    w.robot.step_at = Some("none".into());
+    w.robot.changes = vec![change("c0", "c1", -1.1, true)];
+    let o = w.night("c1").unwrap();
+    assert_eq!(w.robot.ranges, [r("c0", "c1")]);
+    assert_eq!(
+        mail::ended_lines(&o.bisections[0]),
+        ["not placed: c0..c1: the ends do not differ in 40 blocks"]
+    );
+}
+
+/// A nightly interrupted in a widened bisection resumes it in the widened
+/// range (the range is set again from the database before it runs).
+#[test]
+fn a_widened_bisection_interrupted_resumes_in_its_wider_range() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2", "c3", "c4"] {
+        w.night(c).unwrap();
+    }
+    w.robot.step_at = Some("c3".into());
+    w.robot.script = vec![None, Some(true)];
+    w.robot.changes = vec![change("c1", "c2", -1.1, true)];
+    assert!(w.night("c4").is_err(), "interrupted in the wider range");
+    let b = state::bisections(&w.db, "m1:nightly").unwrap()[0].clone();
+    assert_eq!(
+        (b.status, b.good_commit.as_str(), b.widened.len()),
+        (Status::Running, "c0", 1)
+    );
+    w.robot.widens.clear();
+    let o = w.night("c4").unwrap();
+    assert_eq!(
+        w.robot.widens,
+        [("c0".to_string(), "c3".to_string())],
+        "the range set again"
+    );
+    assert_eq!(o.bisections[0].result.as_ref().unwrap().culprits[0].commit, "c3");
 }
 
 /// The bisection runs outside the measuring lock: a cron nightly started

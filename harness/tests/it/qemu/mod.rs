@@ -9,5 +9,6 @@ mod programs;
 mod reproduce;
 mod slurm;
 mod soak;
+mod soak_checks;
 mod stages;
 mod syscalls;

@@ -1,24 +1,34 @@
-//! Issue 22's soak test: a small two-variant icount run interrupted at a
-//! random point, again and again, each time followed by `--resume`. It
-//! checks what a nightly user relies on after any crash: every cell holds
-//! exactly its planned boots, no QEMU or make outlives the harness, and the
-//! shared tree is byte-identical to a fresh extraction of the source.
+//! Issue 22's soak test, strengthened by issue 30: a small two-variant
+//! icount run interrupted at a random point, again and again, each time
+//! followed by `--resume` (itself interrupted now and then). It checks what
+//! a nightly user relies on after any crash: the run's own records hold
+//! exactly one `boot_end` per planned boot, no process of the run (its
+//! process group, make and sub-makes, cc1, ld, patch, tar, QEMU) outlives
+//! the harness, and the shared tree is a fresh extraction of the source
+//! plus only files the kernel's .gitignore ignores. The cycle's patch
+//! edits, creates and deletes a file; the second cycle removes the tree's Makefile
+//! after its interrupt, so the resume must extract the tree afresh.
 //!
 //! `cargo test --test it qemu::soak -- --ignored --nocapture`; the cycle
 //! count is `HARNESS_SOAK_CYCLES` (20), the seed `HARNESS_SOAK_SEED` (the
 //! clock; printed, so a failing sequence can be replayed).
 
 use super::e2e::{
-    bzimage_make, cmdline, events, harness, jsonl, kernel_yaml, only_run_dir, process_groups, qemus_of, within,
-    work_dir,
+    bzimage_make, events, harness, kernel_yaml, only_run_dir, process_groups, qemus_of, within, work_dir,
 };
-use crate::common::{run_ok, scratch};
-use serde_json::Value;
+use super::soak_checks::{assert_planned_boots, assert_tree_pristine, leftovers, shared_tree, SOURCE};
+use crate::common::scratch;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const SOURCE: &str = "/usr/src/linux-source-6.12.tar.xz";
+/// A file of the source the build never reads, which the soak patch deletes.
+const DELETED: &str = "Documentation/admin-guide/features.rst";
+
+/// What the tree log says when the tree is extracted afresh because its
+/// Makefile is gone.
+const FALLBACK: &str = "has no top-level Makefile: moving it aside";
 
 /// Where in the run the harness is interrupted.
 #[derive(Clone, Copy, Debug)]
@@ -46,16 +56,21 @@ impl Rng {
 }
 
 /// The cycle's matrix: base and `soak`, whose one patch adds a comment
-/// naming the cycle to init/version.c, so every cycle builds a new kernel
-/// (and rolls the shared tree back); icount at 2 vCPUs, 2 boots a variant.
-fn soak_matrix(dir: &Path, cycle: u32) -> PathBuf {
+/// naming the cycle to init/version.c, creates a file naming the cycle and
+/// deletes [`DELETED`], so every cycle builds a new kernel (and rolls the
+/// shared tree back); icount at 2 vCPUs, 2 boots a variant.
+fn soak_matrix(dir: &Path, cycle: u32, deleted: &str) -> PathBuf {
     let series = dir.join("series/soak");
     std::fs::create_dir_all(&series).unwrap();
     std::fs::write(series.join("series"), "0001-soak.patch\n").unwrap();
+    let gone: String = deleted.lines().map(|l| format!("-{l}\n")).collect();
     let patch = format!(
         "From: Harness Tests <tests@harness.invalid>\nSubject: [PATCH] init/version.c: soak cycle {cycle} (test fixture)\n\n---\n\
          --- a/init/version.c\n+++ b/init/version.c\n@@ -1,3 +1,4 @@\n // SPDX-License-Identifier: GPL-2.0-only\n\
-         +/* harness soak test, cycle {cycle}: a comment, no change in behaviour */\n /*\n  *  linux/init/version.c\n"
+         +/* harness soak test, cycle {cycle}: a comment, no change in behaviour */\n /*\n  *  linux/init/version.c\n\
+         --- /dev/null\n+++ b/Documentation/harness-soak-{cycle}.txt\n@@ -0,0 +1 @@\n+soak cycle {cycle}\n\
+         --- a/{DELETED}\n+++ /dev/null\n@@ -1,{n} +0,0 @@\n{gone}",
+        n = deleted.lines().count()
     );
     std::fs::write(series.join("0001-soak.patch"), patch).unwrap();
     let matrix = dir.join(format!("matrix-{cycle}.yaml"));
@@ -67,16 +82,6 @@ fn soak_matrix(dir: &Path, cycle: u32) -> PathBuf {
     );
     std::fs::write(&matrix, yaml).unwrap();
     matrix
-}
-
-/// Make processes building in the work directory's tree.
-fn makes() -> Vec<String> {
-    let tree = work_dir().join("tree").to_string_lossy().into_owned();
-    process_groups()
-        .into_iter()
-        .map(|g| cmdline(g.0))
-        .filter(|c| c.starts_with("make ") && c.contains(&tree))
-        .collect()
 }
 
 /// Whether `make -j` has jobs of its own (its process group holds three).
@@ -123,82 +128,25 @@ fn reach(child: &mut Child, runs: &Path, point: Point, rng: &mut Rng) -> (PathBu
     (run, !ended(child))
 }
 
-/// Every cell of the finished run holds exactly its planned boots, each
-/// measured, none failed, and no record file ends in a torn line.
-fn assert_planned_boots(run: &Path) {
-    for f in ["events.jsonl", "samples.jsonl"] {
-        jsonl(&run.join(f));
-    }
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
-    let cells: Vec<&Value> = report["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["cells"].as_array().unwrap())
-        .collect();
-    assert_eq!(cells.len(), 2, "{report}");
-    for c in cells {
-        let shape = (
-            c["n"].as_u64(),
-            c["boots_ended"].as_u64(),
-            c["boots_failed"].as_u64(),
-            c["reps_per_boot"].clone(),
-        );
-        assert_eq!(
-            shape,
-            (Some(2), Some(2), Some(0), serde_json::json!([1, 1])),
-            "cell {} of {}",
-            c["variant"],
-            run.display()
-        );
-    }
+/// How a cycle's signals are sent and what they found.
+#[derive(Default)]
+struct Tally {
+    signals: Vec<(i32, bool)>,
+    interrupted_resumes: u32,
+    ended_before_signal: u32,
+    fallbacks: usize,
+    doubts: usize,
+    boot_records: usize,
 }
 
-/// The shared tree against a fresh extraction of the source: no file of the
-/// source differs or is missing, and no patch leftovers (`.orig`, `.rej`)
-/// lie beside the build products.
-fn assert_tree_pristine(dir: &Path) {
-    let fresh = dir.join("fresh");
-    std::fs::create_dir_all(&fresh).unwrap();
-    let st = std::process::Command::new("tar")
-        .args(["-xf", SOURCE, "--strip-components=1", "-C"])
-        .arg(&fresh)
-        .status()
-        .unwrap();
-    assert!(st.success(), "extract {SOURCE}");
-    let trees: Vec<PathBuf> = std::fs::read_dir(work_dir().join("tree"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("Makefile").is_file() && !p.file_name().unwrap().to_string_lossy().starts_with("git-"))
-        .collect();
-    assert_eq!(trees.len(), 1, "{trees:?}");
-    let out = std::process::Command::new("diff")
-        .arg("-rq")
-        .arg(&fresh)
-        .arg(&trees[0])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let only_in_tree = format!("Only in {}", trees[0].display());
-    let wrong: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with(&only_in_tree) || l.ends_with(".orig") || l.ends_with(".rej"))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "the shared tree is not the source:\n{}",
-        wrong.join("\n")
-    );
-    std::fs::remove_dir_all(&fresh).ok();
-}
-
-/// Interrupts `harness` with `sig` and checks that it ends as it should
-/// (130, or killed; 0 if the run had ended) and leaves no QEMU of the run
-/// and no make within 5 s.
-fn interrupt(child: &mut Child, run: &Path, sig: i32, live: bool) {
+/// Sends `sig` to the harness (`group`: to its whole process group, as a
+/// terminal's Ctrl-C does; the harness leads a group of its own) and checks
+/// that it ends as it should (130, or killed; 0 if the run had ended) and
+/// that within 5 s no process of the run is left.
+fn interrupt(child: &mut Child, run: &Path, sig: i32, group: bool, live: bool) {
+    let pid = child.id() as i32;
     unsafe {
-        libc::kill(child.id() as i32, sig);
+        libc::kill(if group { -pid } else { pid }, sig);
     }
     let code = child.wait().unwrap().code();
     let expected = if !live {
@@ -208,17 +156,103 @@ fn interrupt(child: &mut Child, run: &Path, sig: i32, live: bool) {
     } else {
         Some(130)
     };
-    assert_eq!(code, expected, "signal {sig}");
+    assert_eq!(code, expected, "signal {sig} (group {group})");
     assert!(
-        within(Duration::from_secs(5), || qemus_of(run).is_empty()),
-        "QEMU {:?} outlived the harness (signal {sig})",
-        qemus_of(run)
+        within(Duration::from_secs(5), || leftovers(pid, run).is_empty()),
+        "processes of the run outlived the harness (signal {sig}, group {group}):\n{}",
+        leftovers(pid, run).join("\n")
     );
+}
+
+/// Starts `harness run ARGS` in a process group of its own.
+fn start(runs: &Path, args: &[&std::ffi::OsStr]) -> Child {
+    let mut c = harness(runs);
+    c.args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+/// Draws a point, a signal and its target, interrupts `child` there.
+/// Gives a line for the log.
+fn strike(child: &mut Child, runs: &Path, rng: &mut Rng, force: Option<Point>, t: &mut Tally) -> (PathBuf, String) {
+    let drawn = [Point::Build, Point::Boot, Point::Benchmark, Point::Anytime][rng.below(4) as usize];
+    let point = force.unwrap_or(drawn);
+    let sig = [libc::SIGINT, libc::SIGKILL, libc::SIGHUP][rng.below(3) as usize];
+    let group = rng.below(2) == 0;
+    let started = Instant::now();
+    let (run, live) = reach(child, runs, point, rng);
+    let at = started.elapsed().as_secs_f64();
+    interrupt(child, &run, sig, group, live);
+    t.signals.push((sig, group));
+    t.ended_before_signal += u32::from(!live);
+    let to = if group { "group" } else { "pid" };
+    let ended = if live { "" } else { " (it had ended)" };
+    (run, format!("{point:?} signal {sig} to {to} at {at:.0} s{ended}"))
+}
+
+/// One cycle: a run interrupted, perhaps its resume interrupted too, then
+/// a resume to the end and the checks. In the `fallback` cycle the point is
+/// a build and the tree's Makefile is removed after the interrupt.
+fn cycle(dir: &Path, cycle: u32, deleted: &str, fallback: bool, rng: &mut Rng, t: &mut Tally) {
+    let matrix = soak_matrix(dir, cycle, deleted);
+    let runs = dir.join(format!("runs-{cycle}"));
+    let mut child = start(&runs, &["run".as_ref(), matrix.as_os_str()]);
+    let force = fallback.then_some(Point::Build);
+    let (run, mut said) = strike(&mut child, &runs, rng, force, t);
+    if fallback {
+        std::fs::remove_file(shared_tree().join("Makefile")).unwrap();
+        said += ", Makefile removed";
+    }
+    let resume = ["run".as_ref(), "--resume".as_ref(), run.as_os_str()];
+    if rng.below(3) == 0 {
+        let mut child = start(&runs, &resume);
+        let (_, again) = strike(&mut child, &runs, rng, None, t);
+        t.interrupted_resumes += 1;
+        said += &format!("; resume: {again}");
+    }
+    let resumed = Instant::now();
+    let mut child = start(&runs, &resume);
+    let st = child.wait().unwrap();
+    assert!(st.success(), "harness run --resume {}: {st}", run.display());
+    assert_eq!(only_run_dir(&runs), run);
+    let left = leftovers(child.id() as i32, &run);
     assert!(
-        within(Duration::from_secs(5), || makes().is_empty()),
-        "make outlived the harness (signal {sig}): {:?}",
-        makes()
+        left.is_empty(),
+        "processes outlived the resumed run:\n{}",
+        left.join("\n")
     );
+    t.boot_records += assert_planned_boots(&run);
+    let log = std::fs::read_to_string(run.join("logs/tree.log")).unwrap_or_default();
+    let (fell, doubt) = (log.matches(FALLBACK).count(), log.matches("is in doubt").count());
+    if fallback {
+        assert!(
+            fell > 0,
+            "the tree without its Makefile was not extracted afresh:\n{log}"
+        );
+    }
+    t.fallbacks += fell;
+    t.doubts += doubt;
+    eprintln!(
+        "soak cycle {cycle}: {said}; resumed in {:.0} s, extracted afresh {fell} time(s), in doubt {doubt} time(s)",
+        resumed.elapsed().as_secs_f64()
+    );
+}
+
+/// The content of [`DELETED`] in the source tarball.
+fn deleted_file() -> String {
+    let out = std::process::Command::new("tar")
+        .args(["-xOf", SOURCE, "--wildcards"])
+        .arg(format!("*/{DELETED}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && !out.stdout.is_empty(),
+        "read {DELETED} from {SOURCE}"
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
@@ -235,47 +269,30 @@ fn interrupted_runs_resume_to_their_planned_boots_and_a_pristine_tree() {
     );
     eprintln!("soak: {cycles} cycles, seed {seed}");
     let mut rng = Rng(seed | 1);
-    let t = Instant::now();
-    for cycle in 0..cycles {
-        let matrix = soak_matrix(&dir, cycle);
-        let runs = dir.join(format!("runs-{cycle}"));
-        let point = [Point::Build, Point::Boot, Point::Benchmark, Point::Anytime][rng.below(4) as usize];
-        let sig = [libc::SIGINT, libc::SIGKILL, libc::SIGHUP][rng.below(3) as usize];
-        let mut c = harness(&runs);
-        let mut child = c
-            .arg("run")
-            .arg(&matrix)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let cycle_start = Instant::now();
-        let (run, live) = reach(&mut child, &runs, point, &mut rng);
-        let at = cycle_start.elapsed().as_secs_f64();
-        interrupt(&mut child, &run, sig, live);
-        let resumed = Instant::now();
-        let mut c = harness(&runs);
-        c.args(["run", "--resume"]).arg(&run);
-        run_ok(c);
-        assert_eq!(only_run_dir(&runs), run);
-        assert!(
-            qemus_of(&run).is_empty() && makes().is_empty(),
-            "a QEMU or make outlived the resumed run"
-        );
-        assert_planned_boots(&run);
-        let doubt = std::fs::read_to_string(run.join("logs/tree.log"))
-            .unwrap_or_default()
-            .matches("is in doubt")
-            .count();
-        eprintln!(
-            "soak cycle {cycle}: {point:?} signal {sig} at {at:.0} s{}, resumed in {:.0} s, tree made afresh {doubt} time(s)",
-            if live { "" } else { " (the run had ended)" },
-            resumed.elapsed().as_secs_f64()
-        );
+    let deleted = deleted_file();
+    let mut t = Tally::default();
+    let started = Instant::now();
+    for c in 0..cycles {
+        cycle(&dir, c, &deleted, c == 1.min(cycles - 1), &mut rng, &mut t);
     }
-    assert_tree_pristine(&dir);
+    let extra = assert_tree_pristine(&dir);
+    let by = |sig: i32| t.signals.iter().filter(|s| s.0 == sig).count();
     eprintln!(
-        "soak: {cycles} cycles in {:.0} s; tree byte-identical to a fresh extraction",
-        t.elapsed().as_secs_f64()
+        "soak: {cycles} cycles in {:.0} s; {} signals (SIGINT {}, SIGHUP {}, SIGKILL {}; {} to the group), \
+         {} to a run that had ended; {} resumes interrupted; {} boot records for {} planned boots; \
+         extracted afresh {} time(s) (Makefile gone), {} time(s) in doubt; tree: no file differs or is missing, \
+         {extra} extra files, all ignored by the kernel's .gitignore",
+        started.elapsed().as_secs_f64(),
+        t.signals.len(),
+        by(libc::SIGINT),
+        by(libc::SIGHUP),
+        by(libc::SIGKILL),
+        t.signals.iter().filter(|s| s.1).count(),
+        t.ended_before_signal,
+        t.interrupted_resumes,
+        t.boot_records,
+        4 * cycles,
+        t.fallbacks,
+        t.doubts,
     );
 }

@@ -834,7 +834,11 @@ mod tests {
         assert_eq!(builds(&dir), 1);
         let meta = Run::open(&dir).unwrap().meta().unwrap();
         let lock = host::wall::lock_path().display().to_string();
-        assert_eq!(meta.wall_lock, Some(lock), "run.json names the host-wide lock its boots take");
+        assert_eq!(
+            meta.wall_lock,
+            Some(lock),
+            "run.json names the host-wide lock its boots take"
+        );
     }
 
     /// Issue 30 item 2: a wall-clock boot waits for another run's hold on

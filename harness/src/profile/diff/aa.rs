@@ -21,6 +21,9 @@ pub struct AaCalls {
     pub counts_calling: usize,
     /// Per function, the comparisons in which its counts moved.
     pub counts_by_function: BTreeMap<String, usize>,
+    /// Comparisons in which either rule marked at least one function: the
+    /// profile's family-wise false-mark rate over every function it shows.
+    pub marking: usize,
 }
 
 /// The rule's A/A false calls: `trials` times, two disjoint sides of
@@ -42,6 +45,7 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         by_function: BTreeMap::new(),
         counts_calling: 0,
         counts_by_function: BTreeMap::new(),
+        marking: 0,
     };
     for _ in 0..trials {
         for i in 0..2 * per_side {
@@ -82,6 +86,7 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         }
         out.calling += usize::from(any);
         out.counts_calling += usize::from(any_count);
+        out.marking += usize::from(any || any_count);
     }
     Some(out)
 }

@@ -498,5 +498,5 @@ fn an_aa_pair_of_the_seed_boots_marks_none_by_either_rule() {
     let mut six = variant.clone();
     six.extend(variant.iter().cloned());
     let a = aa_false_calls(&six, 3, 200, 11, &Options::default()).unwrap();
-    assert_eq!((a.calling, a.counts_calling), (0, 0), "{a:?}");
+    assert_eq!((a.calling, a.counts_calling, a.marking), (0, 0, 0), "{a:?}");
 }

@@ -6,13 +6,19 @@
 //! table it prints.
 //!
 //! `HARNESS_AA_RUN=<run dir>` reads a run made before instead of booting.
+//!
+//! The floor was chosen on those boots, so their 0/2000 is in sample. The
+//! second test is its out-of-sample check: 24 other boots of the base
+//! kernel running another benchmark (fork+exec of `/bin/true`, the seed
+//! 004 loop: `copy_process`, page-table copies and teardown, not the
+//! doexec path alone), the rule applied as shipped.
 
 use std::path::PathBuf;
 
 use harness::profile::diff::{aa_false_calls, Options};
 use harness::report::profiles::boots;
 
-use super::e2e::{harness, icount_doexec_matrix, only_run_dir};
+use super::e2e::{harness, icount_doexec_matrix, kernel_yaml, only_run_dir};
 use crate::common::{build_profiler, run_ok, scratch};
 
 fn aa_run() -> PathBuf {
@@ -79,4 +85,67 @@ fn aa_profiles_rarely_call_a_function() {
     }
     let n = at_default.expect("the default floor is among those tried");
     assert!(n <= 20, "at the default rule and its minimum of 3 boots a side, {n}/2000 A/A comparisons call a function (more than 1%)");
+}
+
+/// The out-of-sample run: 24 icount boots of base at 2 vCPUs (base and
+/// base-again, 12 each), fork-exec for 1 guest second, every boot profiled.
+/// `HARNESS_AA_OOS_RUN=<run dir>` reads a run made before.
+fn out_of_sample_run() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HARNESS_AA_OOS_RUN") {
+        return dir.into();
+    }
+    build_profiler();
+    let dir = scratch("aa-profile-oos");
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    let yaml = format!(
+        "{}variants:\n  - name: base\n  - name: base-again\nguest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
+         benchmarks:\n\
+         \x20 - {{name: fork-exec, kind: fork_exec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+         sampling: {{boots: 12, repetitions: 1, warmup_repetitions: 0}}\n",
+        kernel_yaml(&fixtures)
+    );
+    std::fs::write(&matrix, yaml).unwrap();
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    run_ok(c);
+    only_run_dir(&runs)
+}
+
+#[test]
+#[ignore = "on demand: 24 icount boots of fork-exec, ~10 minutes"]
+fn aa_profiles_out_of_sample_call_nothing_at_the_shipped_rule() {
+    let _g = crate::common::serial();
+    let run = out_of_sample_run();
+    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
+    let mut notes = Vec::new();
+    let mut all = boots(&run, &events, "base", 2, "fork-exec", &mut notes);
+    all.extend(boots(&run, &events, "base-again", 2, "fork-exec", &mut notes));
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
+    let functions: std::collections::BTreeSet<&String> = all.iter().flat_map(|p| p.functions.keys()).collect();
+    eprintln!(
+        "out of sample: {} functions seen in 24 fork-exec boots",
+        functions.len()
+    );
+    let o = Options::default();
+    let mut marking = Vec::new();
+    for per_side in [3, 4, 5] {
+        let a = aa_false_calls(&all, per_side, 2000, 0x0A5, &o).unwrap();
+        eprintln!(
+            "{per_side} boots a side, shipped rule: {}/{} A/A comparisons mark a function (instructions {} {:?}; counts {} {:?})",
+            a.marking, a.trials, a.calling, a.by_function, a.counts_calling, a.counts_by_function
+        );
+        marking.push(a.marking);
+    }
+    // measured 2026-12-03 (docs/profiles.md): 3 boots a side mark a function in
+    // about 5% of A/A comparisons out of sample, 4 in about 1.5%, 5 in 0.1%;
+    // the docs state these rates, and 5 boots a side is what they advise
+    assert!(marking[0] >= marking[2], "more boots a side mark less: {marking:?}");
+    assert!(
+        marking[2] <= 20,
+        "out of sample, at 5 boots a side the shipped rule marked a function in {}/2000 A/A comparisons (more than 1%)",
+        marking[2]
+    );
 }

@@ -390,11 +390,7 @@ fn bisect_dir(db: &Connection, b: &mut Bisection, robot: &mut dyn Robot, say: &d
 /// earlier and the bad end as many later, as far as nights exist; None when
 /// neither end can move (or an end is not a night of this nightly).
 fn wider(db: &Connection, nightly: &str, b: &Bisection) -> Result<Option<(String, String)>> {
-    let mut stmt =
-        db.prepare("SELECT git_commit FROM nightly_nights WHERE nightly = ?1 AND status = 'finished' ORDER BY id")?;
-    let commits: Vec<String> = stmt
-        .query_map([nightly], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let commits = state::finished_commits(db, nightly)?;
     let at = |c: &str| commits.iter().position(|x| x == c);
     let (Some(g), Some(e)) = (at(&b.good_commit), at(&b.bad_commit)) else {
         return Ok(None);

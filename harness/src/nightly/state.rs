@@ -205,6 +205,16 @@ pub fn finish_night(db: &Connection, id: i64, run_id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The commits of a nightly's finished nights, in night order.
+pub fn finished_commits(db: &Connection, nightly: &str) -> Result<Vec<String>> {
+    let mut stmt =
+        db.prepare("SELECT git_commit FROM nightly_nights WHERE nightly = ?1 AND status = 'finished' ORDER BY id")?;
+    let commits = stmt
+        .query_map([nightly], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(commits)
+}
+
 /// The directory of run `run_id` as the history recorded it.
 pub fn run_dir(db: &Connection, run_id: &str) -> Result<PathBuf> {
     let dir: String = db

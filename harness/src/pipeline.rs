@@ -600,6 +600,33 @@ mod tests {
     use super::*;
     use crate::testutil::{scratch, write};
 
+    /// A boot context of `run` for tests that never start QEMU.
+    fn test_ctx<'a>(run: &'a Run, m: &'a Matrix, ui: &'a Ui, accel: crate::vm::Accel) -> BootRun<'a> {
+        BootRun {
+            run,
+            m,
+            ui,
+            qemu: "qemu-system-x86_64".into(),
+            key: "/nonexistent/key".into(),
+            host_key: String::new(),
+            host_cpus: 2,
+            accel,
+            profiler: None,
+        }
+    }
+
+    /// The run's notices, in order.
+    fn notices(run: &Run) -> Vec<String> {
+        run.events()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Notice { message } => Some(message),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Issue 14: a shard takes kernels from the cache by the build's keys
     /// and never builds: a variant that failed to build (or was never
     /// built) fails its jobs with the reason. Issue 30: a kernel the build
@@ -674,17 +701,7 @@ mod tests {
         let m = crate::config::parse(yaml, &dir.join("matrix.yaml"), None).unwrap();
         let run = Run::create(dir, "t").unwrap();
         let ui = Ui::new(0, true);
-        let ctx = BootRun {
-            run: &run,
-            m: &m,
-            ui: &ui,
-            qemu: "qemu-system-x86_64".into(),
-            key: "/nonexistent/key".into(),
-            host_key: String::new(),
-            host_cpus: 2,
-            accel: crate::vm::Accel::Tcg,
-            profiler: None,
-        };
+        let ctx = test_ctx(&run, &m, &ui, crate::vm::Accel::Tcg);
         let entry = dir.join("work/kernels/k1");
         let art = Artifact {
             key: "k1".into(),
@@ -855,17 +872,7 @@ mod tests {
             );
             let m = crate::config::parse(&yaml, &tmp.path().join("matrix.yaml"), None).unwrap();
             let run = Run::create(tmp.path(), clock).unwrap();
-            let ctx = BootRun {
-                run: &run,
-                m: &m,
-                ui: &ui,
-                qemu: "qemu-system-x86_64".into(),
-                key: "/nonexistent/key".into(),
-                host_key: String::new(),
-                host_cpus: 2,
-                accel: crate::vm::Accel::Tcg,
-                profiler: None,
-            };
+            let ctx = test_ctx(&run, &m, &ui, crate::vm::Accel::Tcg);
             let other = crate::util::Flock::try_take(&lock, "run other (kvm-wall boot)")
                 .unwrap()
                 .unwrap();
@@ -875,15 +882,7 @@ mod tests {
             });
             let held = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5), clock == "icount").unwrap();
             release.join().unwrap();
-            let notes: Vec<String> = run
-                .events()
-                .unwrap()
-                .into_iter()
-                .filter_map(|e| match e {
-                    Event::Notice { message } => Some(message),
-                    _ => None,
-                })
-                .collect();
+            let notes = notices(&run);
             assert!(held.is_some(), "{clock}");
             {
                 let holder = format!("held by pid {}, harness run other (kvm-wall boot)", std::process::id());
@@ -914,17 +913,7 @@ mod tests {
             "variants:\n  - name: base\nvcpus: [2]\nguest: {clock: wall}\nbenchmarks:\n  - {name: s, kind: doexec}\n";
         let m = crate::config::parse(yaml, &tmp.path().join("matrix.yaml"), None).unwrap();
         let run = Run::create(tmp.path(), "probe").unwrap();
-        let ctx = BootRun {
-            run: &run,
-            m: &m,
-            ui: &ui,
-            qemu: "qemu-system-x86_64".into(),
-            key: "/nonexistent/key".into(),
-            host_key: String::new(),
-            host_cpus: 2,
-            accel: crate::vm::Accel::Kvm,
-            profiler: None,
-        };
+        let ctx = test_ctx(&run, &m, &ui, crate::vm::Accel::Kvm);
         assert_eq!(ctx.clock(), crate::records::MeasureClock::KvmWall);
         let icount = host::wall::take(
             &lock,
@@ -936,14 +925,11 @@ mod tests {
         .unwrap();
         let probe = wall_lock_at(&ctx, &lock, std::time::Duration::from_millis(5), true).unwrap();
         assert!(probe.is_some());
-        let notices = |run: &Run| {
-            run.events()
-                .unwrap()
-                .iter()
-                .filter(|e| matches!(e, Event::Notice { .. }))
-                .count()
-        };
-        assert_eq!(notices(&run), 0, "beside an icount holder the probe does not wait");
+        assert_eq!(
+            notices(&run),
+            Vec::<String>::new(),
+            "beside an icount holder the probe does not wait"
+        );
         drop((probe, icount));
         crate::util::wait_until_released(&lock);
         let wall = crate::util::Flock::try_take(&lock, "run other (kvm-wall boot)")
@@ -957,7 +943,7 @@ mod tests {
         release.join().unwrap();
         assert!(probe.is_some());
         assert_eq!(
-            notices(&run),
+            notices(&run).len(),
             2,
             "under a wall-clock holder the probe waits, and says so"
         );

@@ -273,9 +273,11 @@ impl Run {
     }
 }
 
-/// Takes `runs/<id>/lock`, held by `run` and `--resume` while they write.
+/// Takes `runs/<id>/lock`, held by `run` and `--resume` while they write;
+/// a hold of a moment (a shard starting, a dropped lock a forking child
+/// still holds) delays the taker, a writer's refuses it.
 fn lock_run(dir: &Path) -> Result<Flock> {
-    match Flock::try_take(&dir.join("lock"), "run")? {
+    match Flock::take_patiently(&dir.join("lock"), "run")? {
         Ok(l) => Ok(l),
         Err(holder) => bail!(
             "lock the run {}: another harness ({holder}) is writing it; wait for it to end (one writer per run, even from another work directory)",
@@ -531,6 +533,7 @@ mod tests {
             .collect();
         assert_eq!(writers, vec![true, true]);
         drop(s0);
+        crate::util::wait_until_released(&dir.join("shards/0-of-2/lock"));
         let writers: Vec<bool> = reader
             .shard_dirs()
             .unwrap()

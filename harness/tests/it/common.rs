@@ -76,3 +76,21 @@ pub fn build_profiler() {
     assert!(st.success(), "cargo build --release -p harness-profiler");
     assert!(target.join("release/libharness_profiler.so").is_file());
 }
+
+/// Runs git in `dir` as a test committer; its trimmed output (fails the
+/// test when git fails).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -13,45 +13,53 @@
 //! 004 loop: `copy_process`, page-table copies and teardown, not the
 //! doexec path alone), the rule applied as shipped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use harness::profile::diff::{aa_false_calls, Options};
+use harness::profile::PerOp;
 use harness::report::profiles::boots;
 
-use super::e2e::{harness, icount_doexec_matrix, kernel_yaml, only_run_dir};
+use super::e2e::{harness, icount_doexec_matrix, icount_matrix, only_run_dir};
 use crate::common::{build_profiler, run_ok, scratch};
 
-fn aa_run() -> PathBuf {
-    if let Some(dir) = std::env::var_os("HARNESS_AA_RUN") {
-        return dir.into();
-    }
-    build_profiler();
-    let dir = scratch("aa-profile");
-    let matrix = icount_doexec_matrix(
-        &dir,
-        "  - name: base\n  - name: base-again\n",
-        "",
-        "boots: 12, repetitions: 1, warmup_repetitions: 0",
-        "",
-    );
-    let runs = dir.join("runs");
-    let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
-    run_ok(c);
-    only_run_dir(&runs)
+/// The 24 profiled boots of one kernel at 2 vCPUs (arms base and
+/// base-again, 12 each) of `bench`: from the run directory `$env` names,
+/// else from a run of the matrix `make` writes into the fresh scratch
+/// directory `name`.
+fn aa_boots(env: &str, name: &str, bench: &str, make: impl FnOnce(&Path) -> PathBuf) -> Vec<PerOp> {
+    let run: PathBuf = match std::env::var_os(env) {
+        Some(dir) => dir.into(),
+        None => {
+            build_profiler();
+            let dir = scratch(name);
+            let matrix = make(&dir);
+            let runs = dir.join("runs");
+            let mut c = harness(&runs);
+            c.arg("run").arg(&matrix);
+            run_ok(c);
+            only_run_dir(&runs)
+        }
+    };
+    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
+    let mut notes = Vec::new();
+    let mut all = boots(&run, &events, "base", 2, bench, &mut notes);
+    all.extend(boots(&run, &events, "base-again", 2, bench, &mut notes));
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
+    all
 }
+
+/// The two arms of one kernel, 12 boots each.
+const ARMS: &str = "  - name: base\n  - name: base-again\n";
+const TWELVE: &str = "boots: 12, repetitions: 1, warmup_repetitions: 0";
 
 #[test]
 #[ignore = "on demand: 24 icount boots, ~8 minutes"]
 fn aa_profiles_rarely_call_a_function() {
     let _g = crate::common::serial();
-    let run = aa_run();
-    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
-    let mut notes = Vec::new();
-    let mut all = boots(&run, &events, "base", 2, "static-doexec", &mut notes);
-    all.extend(boots(&run, &events, "base-again", 2, "static-doexec", &mut notes));
-    assert!(notes.is_empty(), "{notes:?}");
-    assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
+    let all = aa_boots("HARNESS_AA_RUN", "aa-profile", "static-doexec", |dir| {
+        icount_doexec_matrix(dir, ARMS, "", TWELVE, "")
+    });
     let mut at_default = None;
     for per_side in [3, 4, 5] {
         for rel_floor in [1e-4, 2e-4, 5e-4] {
@@ -87,43 +95,17 @@ fn aa_profiles_rarely_call_a_function() {
     assert!(n <= 20, "at the default rule and its minimum of 3 boots a side, {n}/2000 A/A comparisons call a function (more than 1%)");
 }
 
-/// The out-of-sample run: 24 icount boots of base at 2 vCPUs (base and
+/// The out-of-sample check: 24 icount boots of base at 2 vCPUs (base and
 /// base-again, 12 each), fork-exec for 1 guest second, every boot profiled.
 /// `HARNESS_AA_OOS_RUN=<run dir>` reads a run made before.
-fn out_of_sample_run() -> PathBuf {
-    if let Some(dir) = std::env::var_os("HARNESS_AA_OOS_RUN") {
-        return dir.into();
-    }
-    build_profiler();
-    let dir = scratch("aa-profile-oos");
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    let yaml = format!(
-        "{}variants:\n  - name: base\n  - name: base-again\nguest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
-         benchmarks:\n\
-         \x20 - {{name: fork-exec, kind: fork_exec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
-         sampling: {{boots: 12, repetitions: 1, warmup_repetitions: 0}}\n",
-        kernel_yaml(&fixtures)
-    );
-    std::fs::write(&matrix, yaml).unwrap();
-    let runs = dir.join("runs");
-    let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
-    run_ok(c);
-    only_run_dir(&runs)
-}
-
 #[test]
 #[ignore = "on demand: 24 icount boots of fork-exec, ~10 minutes"]
 fn aa_profiles_out_of_sample_call_nothing_at_the_shipped_rule() {
     let _g = crate::common::serial();
-    let run = out_of_sample_run();
-    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
-    let mut notes = Vec::new();
-    let mut all = boots(&run, &events, "base", 2, "fork-exec", &mut notes);
-    all.extend(boots(&run, &events, "base-again", 2, "fork-exec", &mut notes));
-    assert!(notes.is_empty(), "{notes:?}");
-    assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
+    let all = aa_boots("HARNESS_AA_OOS_RUN", "aa-profile-oos", "fork-exec", |dir| {
+        let fork_exec = "{name: fork-exec, kind: fork_exec, duration_s: 1, warmup_s: 1, timeout_s: 60}";
+        icount_matrix(dir, ARMS, "", fork_exec, TWELVE, "")
+    });
     let functions: std::collections::BTreeSet<&String> = all.iter().flat_map(|p| p.functions.keys()).collect();
     eprintln!(
         "out of sample: {} functions seen in 24 fork-exec boots",

@@ -39,12 +39,26 @@ pub(super) fn kernel_yaml(series_dir: &Path) -> String {
 /// items, extra `guest:` keys (", key: value" each), the `sampling:` keys
 /// and any further top-level YAML.
 pub(super) fn icount_doexec_matrix(dir: &Path, variants: &str, guest: &str, sampling: &str, rest: &str) -> PathBuf {
+    let doexec = "{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}";
+    icount_matrix(dir, variants, guest, doexec, sampling, rest)
+}
+
+/// [`icount_doexec_matrix`] measuring the one benchmark `bench` (its YAML
+/// mapping) instead.
+pub(super) fn icount_matrix(
+    dir: &Path,
+    variants: &str,
+    guest: &str,
+    bench: &str,
+    sampling: &str,
+    rest: &str,
+) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let matrix = dir.join("matrix.yaml");
     let yaml = format!(
         "{}variants:\n{variants}guest: {{memory_mib: 1024, clock: icount{guest}}}\nvcpus: [2]\n\
          benchmarks:\n\
-         \x20 - {{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 1, timeout_s: 60}}\n\
+         \x20 - {bench}\n\
          sampling: {{{sampling}}}\n{rest}",
         kernel_yaml(&fixtures)
     );
@@ -1030,6 +1044,15 @@ fn base_boots_and_runs_at_26_256_and_448_vcpus() {
 
 /// The process group of every live (non-zombie) process: `(pid, pgid)`.
 pub(super) fn process_groups() -> Vec<(i32, i32)> {
+    proc_stats()
+        .into_iter()
+        .filter(|(_, state, _)| state != "Z")
+        .map(|(pid, _, pg)| (pid, pg))
+        .collect()
+}
+
+/// Every process of /proc whose stat reads: `(pid, state, pgid)`.
+pub(super) fn proc_stats() -> Vec<(i32, String, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -1041,9 +1064,9 @@ pub(super) fn process_groups() -> Vec<(i32, i32)> {
             .rsplit_once(')')
             .map(|(_, r)| r.split_whitespace().collect())
             .unwrap_or_default();
-        if rest.len() > 2 && rest[0] != "Z" {
+        if rest.len() > 2 {
             if let Ok(pg) = rest[2].parse() {
-                out.push((pid, pg));
+                out.push((pid, rest[0].to_string(), pg));
             }
         }
     }

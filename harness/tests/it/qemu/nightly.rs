@@ -3,25 +3,9 @@
 //! real icount guests, the history database, the change point and the
 //! bisection the nightly starts by itself.
 
-use crate::common::{repo, scratch};
+use crate::common::{git, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// The history: the 6.12 tree as shipped (`good`), notes n1–n3, then x1 (a
 /// note), `slow` (the slow-exec fixture: ~0.75% fewer execs per 10^9

@@ -5,7 +5,7 @@
 //! binary). They share `target/e2e-work` with `e2e.rs`, so kernels built
 //! there are cache hits here.
 
-use crate::common::{repo, scratch};
+use crate::common::{git, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -190,21 +190,7 @@ fn try_names_the_patch_and_hunk_that_do_not_apply() {
 /// under the test's temporary directory and reused.
 fn history() -> (PathBuf, Vec<String>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bisect-history");
-    let git = |args: &[&str]| -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let git = |args: &[&str]| git(&dir, args);
     if !dir.join(".git/refs/tags/c4").exists() {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -342,21 +328,7 @@ fn branched_history(name: &str, main_culprit: bool) -> (PathBuf, impl Fn(&str) -
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let git = {
         let dir = dir.clone();
-        move |args: &[&str]| -> String {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(&dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        }
+        move |args: &[&str]| git(&dir, args)
     };
     if !dir.join(".git/refs/tags/a1").exists() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -436,20 +408,12 @@ fn slow_alloc_bprm(exec_c: &Path) {
     std::fs::write(exec_c, out).unwrap();
 }
 
-/// `harness bisect` over [`merge_history`] (good..a1: m1, m2, t1, t2, the
-/// merge, a1), icount at 2 vCPUs: names t2 on the topic branch, not the
-/// merge. Incremental kernel builds and ~45 icount boots (3 per round):
-/// `cargo test --test it qemu::reproduce::bisect_over_a_merge -- --ignored --nocapture`.
-#[test]
-#[ignore = "~60 minutes: incremental kernel builds and ~45 icount boots"]
-fn bisect_over_a_merge_names_the_branch_commit() {
-    let _g = crate::common::serial();
-    let (tree, [t2, merge]) = merge_history();
-    let dir = scratch("bisect-merge");
-    let t = std::time::Instant::now();
-    let out = harness(&dir)
+/// `harness bisect` (under `dir`) of `tree`'s good..a1: static doexec at
+/// 2 vCPUs, `--profile exact` (icount), at most 10 rounds.
+fn bisect_good_to_a1(dir: &Path, tree: &Path) -> Output {
+    harness(dir)
         .args(["bisect", "--git"])
-        .arg(&tree)
+        .arg(tree)
         .args([
             "--good",
             "good",
@@ -465,7 +429,21 @@ fn bisect_over_a_merge_names_the_branch_commit() {
             "10",
         ])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `harness bisect` over [`merge_history`] (good..a1: m1, m2, t1, t2, the
+/// merge, a1), icount at 2 vCPUs: names t2 on the topic branch, not the
+/// merge. Incremental kernel builds and ~45 icount boots (3 per round):
+/// `cargo test --test it qemu::reproduce::bisect_over_a_merge -- --ignored --nocapture`.
+#[test]
+#[ignore = "~60 minutes: incremental kernel builds and ~45 icount boots"]
+fn bisect_over_a_merge_names_the_branch_commit() {
+    let _g = crate::common::serial();
+    let (tree, [t2, merge]) = merge_history();
+    let dir = scratch("bisect-merge");
+    let t = std::time::Instant::now();
+    let out = bisect_good_to_a1(&dir, &tree);
     let (stdout, stderr) = show(&out);
     assert!(out.status.success(), "{stderr}");
     eprintln!("bisected the merge history in {:.0} s", t.elapsed().as_secs_f64());
@@ -497,25 +475,7 @@ fn bisect_names_two_culprits_on_two_branches_never_the_merge() {
     let (m2, t2, merge) = (id("m2"), id("t2"), id("merge"));
     let dir = scratch("bisect-two-culprits");
     let t = std::time::Instant::now();
-    let out = harness(&dir)
-        .args(["bisect", "--git"])
-        .arg(&tree)
-        .args([
-            "--good",
-            "good",
-            "--bad",
-            "a1",
-            "--bench",
-            "static-doexec",
-            "--vcpus",
-            "2",
-            "--profile",
-            "exact",
-            "--max-rounds",
-            "10",
-        ])
-        .output()
-        .unwrap();
+    let out = bisect_good_to_a1(&dir, &tree);
     let (stdout, stderr) = show(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     eprintln!("bisected the two-culprit history in {:.0} s", t.elapsed().as_secs_f64());

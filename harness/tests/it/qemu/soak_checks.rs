@@ -2,7 +2,7 @@
 //! left behind (a /proc scan), the boots recorded against the plan, and the
 //! shared tree against a fresh extraction and the kernel's own .gitignore.
 
-use super::e2e::{cmdline, jsonl, work_dir};
+use super::e2e::{cmdline, jsonl, proc_stats, work_dir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,32 +18,18 @@ struct Proc {
 }
 
 fn procs() -> Vec<Proc> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // pid (comm) state ppid pgrp ...
-        let rest: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r.split_whitespace().collect())
-            .unwrap_or_default();
-        if rest.len() < 3 || rest[0] == "Z" || rest[0] == "X" {
-            continue;
-        }
-        let Ok(pgrp) = rest[2].parse() else { continue };
-        let cwd = std::fs::read_link(e.path().join("cwd"))
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        out.push(Proc {
+    proc_stats()
+        .into_iter()
+        .filter(|(_, state, _)| state != "Z" && state != "X")
+        .map(|(pid, _, pgrp)| Proc {
             pid,
             pgrp,
             cmd: cmdline(pid),
-            cwd,
-        });
-    }
-    out
+            cwd: std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Every live process that belongs to the harness run: in the harness's

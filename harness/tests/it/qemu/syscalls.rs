@@ -7,9 +7,8 @@
 //! 587,624 dropped). The plugin now finds the executing vCPU by its
 //! per-CPU base; this test fails on the old tracker.
 
-use super::e2e::{events, harness, jsonl, kernel_yaml, only_run_dir};
+use super::e2e::{events, harness, icount_matrix, jsonl, only_run_dir};
 use crate::common::{build_profiler, run_ok, scratch};
-use std::path::Path;
 
 /// The profile's `s NR CALLS INSNS DROPPED SWITCHED` line of syscall `nr`.
 fn syscall_line(profile: &str, nr: u32) -> (u64, u64, u64, u64) {
@@ -26,16 +25,14 @@ fn icount_counts_each_syscall_on_the_vcpu_that_made_it() {
     let _g = crate::common::serial();
     build_profiler();
     let dir = scratch("syscalls");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
-    let matrix = dir.join("matrix.yaml");
-    let yaml = format!(
-        "{}variants:\n  - name: base\nguest: {{memory_mib: 1024, clock: icount}}\nvcpus: [2]\n\
-         benchmarks:\n\
-         \x20 - {{name: fork-prlimit, kind: fork_prlimit, fanout: 3, iterations: 20, timeout_s: 300}}\n\
-         sampling: {{boots: 2, repetitions: 1, warmup_repetitions: 0}}\n",
-        kernel_yaml(&fixtures)
+    let matrix = icount_matrix(
+        &dir,
+        "  - name: base\n",
+        "",
+        "{name: fork-prlimit, kind: fork_prlimit, fanout: 3, iterations: 20, timeout_s: 300}",
+        "boots: 2, repetitions: 1, warmup_repetitions: 0",
+        "",
     );
-    std::fs::write(&matrix, yaml).unwrap();
     let runs = dir.join("runs");
     let mut c = harness(&runs);
     c.arg("run").arg(&matrix);

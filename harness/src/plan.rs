@@ -265,6 +265,34 @@ mod tests {
         assert_eq!(later_first.len(), 3, "later rounds are still shuffled: {later_first:?}");
     }
 
+    /// The seed of the real-QEMU hang test (tests/it/qemu/hang.rs): seed 6
+    /// shuffles a two-variant matrix's first round to [hang, base] (the
+    /// order that waited on a hung kernel for 20 minutes before issue 30)
+    /// and its later rounds to [base, hang], so that one run shows both a
+    /// hung variant scheduled first and a hung variant booted last.
+    #[test]
+    fn the_hang_test_seed_puts_hang_first_then_last() {
+        let y = "variants:\n  - name: base\n  - name: hang\nvcpus: [2]\n\
+                 benchmarks:\n  - {name: s, kind: doexec}\nsampling: {boots: 3, seed: 6}\n";
+        let m = crate::config::parse(y, std::path::Path::new("/nonexistent/m.yaml"), None).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
+        let mut unforced = vec!["base", "hang"];
+        unforced.shuffle(&mut rng);
+        assert_eq!(unforced, ["hang", "base"], "the seed no longer schedules hang first");
+        let order: Vec<String> = boot_jobs(&m).iter().map(BootJob::id).collect();
+        assert_eq!(
+            order,
+            [
+                "base-2cpu-b0",
+                "hang-2cpu-b0",
+                "base-2cpu-b1",
+                "hang-2cpu-b1",
+                "base-2cpu-b2",
+                "hang-2cpu-b2"
+            ]
+        );
+    }
+
     /// Issue 14: for N = 1..8 the shards together hold every job exactly
     /// once, each shard keeps the plan's seeded order, and each shard holds
     /// whole blocks (every variant once per vCPU count and round).

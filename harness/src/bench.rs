@@ -461,6 +461,39 @@ pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
     }
 }
 
+/// Metric names of a profiled window's instructions per benchmark
+/// operation: all instructions, kernel functions', user space's.
+pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "user_insns_per_op"];
+
+/// Comparisons a report of the matrix makes, all in one Benjamini-Hochberg
+/// pass: every non-base variant's benchmarks × their metrics × vCPU counts.
+/// Under the instruction-counting clock with kernel profiles (its default)
+/// every benchmark reports [`INSNS_PER_OP`] as metrics too, and one whose
+/// unit of work is system calls each handler's instructions per call.
+pub fn comparison_count(m: &Matrix) -> usize {
+    let reported = |b: &Benchmark| {
+        let profiled = if m.guest.kernel_profile {
+            let calls = unit_of_work(b)
+                .iter()
+                .filter(|f| f.starts_with(SYSCALL_HANDLER))
+                .count();
+            INSNS_PER_OP.len() + calls
+        } else {
+            0
+        };
+        metric_count(b) + profiled
+    };
+    let per_vcpu: usize = m
+        .variants
+        .iter()
+        .skip(1)
+        .flat_map(|v| &v.benchmarks)
+        .filter_map(|b| m.benchmark(b))
+        .map(reported)
+        .sum();
+    per_vcpu * m.vcpus.len()
+}
+
 /// How many metrics one repetition of the benchmark reports (test_vmalloc:
 /// one per test in its `run_test_mask`).
 pub fn metric_count(b: &Benchmark) -> usize {

@@ -92,19 +92,7 @@ pub fn nr_cpus(m: &Matrix) -> (u32, String) {
     (val.unwrap_or(64), from)
 }
 
-/// Comparisons a report of the matrix makes: every non-base variant's
-/// benchmarks × their metrics × vCPU counts.
-pub fn comparison_count(m: &Matrix) -> usize {
-    let per_vcpu: usize = m
-        .variants
-        .iter()
-        .skip(1)
-        .flat_map(|v| &v.benchmarks)
-        .filter_map(|b| m.benchmark(b))
-        .map(crate::bench::metric_count)
-        .sum();
-    per_vcpu * m.vcpus.len()
-}
+pub use crate::bench::comparison_count;
 
 /// Whether the sampling can give a significant verdict with the boot as the
 /// unit: Mann-Whitney's smallest p over `boots` vs `boots` must pass

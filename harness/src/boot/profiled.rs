@@ -12,9 +12,7 @@ use crate::bench::Measured;
 use crate::profile::{self, Profile};
 use crate::vm::Plugin;
 
-/// Metric names of a window's instructions per benchmark operation:
-/// all instructions, kernel functions', user space's.
-pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "user_insns_per_op"];
+pub use crate::bench::INSNS_PER_OP;
 
 /// Their unit.
 pub const INSNS_UNIT: &str = "insns/op";

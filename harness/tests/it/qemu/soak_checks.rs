@@ -60,7 +60,7 @@ fn planned() -> BTreeSet<(String, u64, u64)> {
 
 /// The run's own records hold exactly one `boot_end` per planned boot,
 /// none failed, each with a boot id whose `boot` record was measured and
-/// which has exactly one sample; no record file ends in a torn line. Also
+/// which has exactly one sample of each metric; no record file ends in a torn line. Also
 /// the report's cells agree. Gives the number of `boot` records (attempts
 /// the interrupts cut short included).
 pub(super) fn assert_planned_boots(run: &Path) -> usize {
@@ -95,8 +95,21 @@ pub(super) fn assert_planned_boots(run: &Path) -> usize {
         let id = e["boot_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{key:?} has no boot id: {e}"));
-        let n = samples.iter().filter(|s| s["boot_id"] == id).count();
-        assert_eq!(n, 1, "{key:?} (boot {id}) has {n} samples, 1 planned");
+        // one repetition: one sample of each metric (a profiled boot adds
+        // its instruction metrics beside the rate)
+        let mut per_metric: BTreeMap<&str, usize> = BTreeMap::new();
+        for x in samples.iter().filter(|x| x["boot_id"] == id) {
+            *per_metric.entry(x["metric"].as_str().unwrap_or("?")).or_default() += 1;
+        }
+        assert_eq!(
+            per_metric.get("execs_per_s"),
+            Some(&1),
+            "{key:?} (boot {id}): {per_metric:?}"
+        );
+        assert!(
+            per_metric.values().all(|&n| n == 1),
+            "{key:?} (boot {id}) has a metric sampled more than once, 1 planned: {per_metric:?}"
+        );
     }
     assert_report_cells(run);
     events.iter().filter(|e| e["event"] == "boot").count()

@@ -438,10 +438,16 @@ pub fn unit_of_work(b: &Benchmark) -> Vec<&str> {
 /// (`__x64_sys_prlimit64`).
 pub const SYSCALL_HANDLER: &str = "__x64_sys_";
 
+/// The system calls of a unit of work: the names of its syscall handlers
+/// without [`SYSCALL_HANDLER`] (`prlimit64`).
+pub fn syscall_names<'a>(unit: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
+    unit.iter().filter_map(|f| f.strip_prefix(SYSCALL_HANDLER))
+}
+
 /// Whether `b`'s unit of work is system calls (then its boots count
 /// instructions per call: the plugin's `syscalls=on`).
 pub fn works_in_syscalls(b: &Benchmark) -> bool {
-    unit_of_work(b).iter().any(|f| f.starts_with(SYSCALL_HANDLER))
+    syscall_names(&unit_of_work(b)).next().is_some()
 }
 
 /// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
@@ -473,11 +479,7 @@ pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "use
 pub fn comparison_count(m: &Matrix) -> usize {
     let reported = |b: &Benchmark| {
         let profiled = if m.guest.kernel_profile {
-            let calls = unit_of_work(b)
-                .iter()
-                .filter(|f| f.starts_with(SYSCALL_HANDLER))
-                .count();
-            INSNS_PER_OP.len() + calls
+            INSNS_PER_OP.len() + syscall_names(&unit_of_work(b)).count()
         } else {
             0
         };

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::bench::comparison_count;
 use crate::config::{AccelChoice, BaseConfig, Clock, Matrix};
 use crate::host;
 use crate::kernel::kconfig;
@@ -91,8 +92,6 @@ pub fn nr_cpus(m: &Matrix) -> (u32, String) {
     }
     (val.unwrap_or(64), from)
 }
-
-pub use crate::bench::comparison_count;
 
 /// Whether the sampling can give a significant verdict with the boot as the
 /// unit: Mann-Whitney's smallest p over `boots` vs `boots` must pass

@@ -8,11 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::bench::Measured;
+use crate::bench::{Measured, INSNS_PER_OP};
 use crate::profile::{self, Profile};
 use crate::vm::Plugin;
-
-pub use crate::bench::INSNS_PER_OP;
 
 /// Their unit.
 pub const INSNS_UNIT: &str = "insns/op";
@@ -106,10 +104,7 @@ pub fn metrics(p: &Profile, unit: &[&str]) -> Result<(u64, Vec<Measured>)> {
         .zip(values)
         .map(|(name, value)| measured(name.to_string(), value, INSNS_UNIT))
         .collect();
-    for name in unit
-        .iter()
-        .filter_map(|f| f.strip_prefix(crate::bench::SYSCALL_HANDLER))
-    {
+    for name in crate::bench::syscall_names(unit) {
         let Some(s) = profile::syscall_number(name).and_then(|nr| p.syscalls.get(&nr)) else {
             continue;
         };

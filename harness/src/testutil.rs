@@ -16,3 +16,18 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&root).unwrap();
     root
 }
+
+/// Asserts that `doc` (a path under the repository's `docs/`) holds the
+/// table `header` and each of `rows` as a line of its own, verbatim: a
+/// seeded simulation's printed table checked against what the docs say.
+/// Each line is printed first, so `--nocapture` shows the table to paste.
+pub fn assert_doc_table(doc: &str, header: &str, rows: &[String]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    println!("{header}");
+    rows.iter().for_each(|r| println!("{r}"));
+    let has = |l: &str| text.lines().any(|d| d.trim_end() == l);
+    assert!(has(header), "docs/{doc} lacks the table's header {header:?}");
+    let missing: Vec<&String> = rows.iter().filter(|r| !has(r)).collect();
+    assert!(missing.is_empty(), "rows not in docs/{doc}: {missing:#?}");
+}

@@ -108,7 +108,8 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     if g.json {
         print_json(&rows)?;
     } else {
-        print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
+        let allow = report::compare::night_sd(mb.clock);
+        print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows, allow));
         let floors = format!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
         print!(
             "{}",

@@ -11,7 +11,8 @@
 use serde::Serialize;
 
 use super::{num, Cell, GateItem, Report, Row};
-use crate::stats::across::{ratio_of_ratios, Arms};
+use crate::records::MeasureClock;
+use crate::stats::across::{ratio_of_ratios, Arms, ICOUNT_NIGHT_SD, WALL_NIGHT_SD};
 use crate::stats::{self, Decision, Pretested, Rule, Summary};
 
 /// How a compared cell was tested.
@@ -28,6 +29,16 @@ pub enum Method {
 pub const METHOD_TEXT: &str = "B against A: each run's variant-to-base ratio, each run's base its own control \
      (Welch's t on log boot values, BH across cells); boots of different runs are never pooled. \
      A base cell has no control across runs: its night-to-night change is for `harness history`.";
+
+/// The night effect of each kernel of its own (relative sd) that a
+/// comparison in `clock` allows for: it moves one arm of one night and does
+/// not cancel in the ratio of ratios (docs/verdicts.md, "Across nights").
+pub fn night_sd(clock: Option<MeasureClock>) -> f64 {
+    match clock {
+        Some(MeasureClock::TcgIcount) => ICOUNT_NIGHT_SD,
+        _ => WALL_NIGHT_SD,
+    }
+}
 
 /// One cell present in both runs.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +57,8 @@ pub struct Compared {
     pub b: Option<Summary>,
     /// How it was tested.
     pub method: Method,
+    /// The per-kernel night offset (relative sd) the test allowed for.
+    pub night_sd: f64,
     /// B against A.
     pub decision: Decision,
 }
@@ -75,6 +88,7 @@ pub fn same_clock(a: &Report, b: &Report) -> anyhow::Result<()> {
 
 /// Compares every cell the two reports share (see the module text).
 pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
+    let allow = night_sd(b.clock);
     let mut keys = Vec::new();
     let mut tests = Vec::new();
     for rb in &b.rows {
@@ -87,7 +101,7 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
         };
         for cb in &rb.cells {
             if let Some(ca) = ra.cells.iter().find(|c| c.variant == cb.variant) {
-                let test = across(ra, rb, ca, cb);
+                let test = across(ra, rb, ca, cb, allow);
                 keys.push((
                     rb,
                     ca,
@@ -113,14 +127,15 @@ pub fn compare(a: &Report, b: &Report, rule: &Rule) -> Vec<Compared> {
             a: ca.summary,
             b: cb.summary,
             method,
+            night_sd: allow,
             decision,
         })
         .collect()
 }
 
-/// The ratio-of-ratios test of a variant's cell, None for base or when a
-/// run lacks base's boots.
-fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
+/// The ratio-of-ratios test of a variant's cell allowing `allow` for a
+/// per-kernel night offset, None for base or when a run lacks base's boots.
+fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell, allow: f64) -> Option<Pretested> {
     let base = |r: &Row| r.cells.iter().find(|c| c.variant == "base").map(|c| c.boots.clone());
     if cb.variant == "base" {
         return None;
@@ -135,6 +150,7 @@ fn across(ra: &Row, rb: &Row, ca: &Cell, cb: &Cell) -> Option<Pretested> {
             base: &base_b,
             variant: &cb.boots,
         },
+        allow,
     )?;
     Some(Pretested {
         p: t.p,
@@ -160,15 +176,16 @@ impl Compared {
     }
 }
 
-/// The comparison as a terminal table at the terminal's width.
-pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
-    table_at(a, b, rows, super::compact::terminal_width())
+/// The comparison as a terminal table at the terminal's width, allowing
+/// `allow` (see [`night_sd`]) for each kernel's own night offset.
+pub fn table(a: &str, b: &str, rows: &[Compared], allow: f64) -> String {
+    table_at(a, b, rows, allow, super::compact::terminal_width())
 }
 
 /// The comparison of runs `a` and `b` drawn to `width`: one line per
 /// compared cell (A's and B's medians, B's change against A with its 95% interval, the verdict, p/q),
 /// how cells were tested said once under it.
-pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
+pub fn table_at(a: &str, b: &str, rows: &[Compared], allow: f64, width: usize) -> String {
     let header = [
         "benchmark",
         "metric",
@@ -200,7 +217,10 @@ pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
         })
         .collect();
     let mut out = super::compact::lines_table(&header, lines, &[2, 4, 5], width);
-    let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT}");
+    let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT} \
+         Each kernel's own night offset is allowed for at {}% (sd).",
+        allow * 100.0
+    );
     out.push_str(&super::compact::wrap(&notes, width, 2));
     out
 }
@@ -297,7 +317,7 @@ mod tests {
             (base.method, base.decision.verdict),
             (Method::NoControl, stats::Verdict::Insufficient)
         );
-        let text = table_at("a", "b", &rows, 100);
+        let text = table_at("a", "b", &rows, WALL_NIGHT_SD, 100);
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
             flat.contains("not compared: no control across runs") && flat.contains("never pooled"),
@@ -320,6 +340,29 @@ mod tests {
         let v = rows.iter().find(|r| r.variant == "v").unwrap();
         assert_eq!(v.decision.verdict, stats::Verdict::Regressed, "{:?}", v.decision);
         assert!((v.decision.ratio.unwrap().ratio - 0.95).abs() < 1e-3);
+    }
+
+    /// Each kernel's own night offset is allowed for by the runs' clock:
+    /// under icount a 1% change (no boot spread) is still called, on a
+    /// wall clock the same runs leave it inside the 0.5% allowance.
+    #[test]
+    fn the_night_allowance_follows_the_clock() {
+        let at = |clock, id, effect| {
+            let mut r = night(id, 1000.0, effect);
+            r.clock = clock;
+            r
+        };
+        let icount = Some(MeasureClock::TcgIcount);
+        let rows = compare(&at(icount, "a", 0.0), &at(icount, "b", -0.03), &Rule::default());
+        let v = rows.iter().find(|r| r.variant == "v").unwrap();
+        assert_eq!(v.night_sd, ICOUNT_NIGHT_SD);
+        let (lo, hi) = (v.decision.ratio.unwrap().lo, v.decision.ratio.unwrap().hi);
+        let wall = Some(MeasureClock::TcgWall);
+        let rows = compare(&at(wall, "a", 0.0), &at(wall, "b", -0.03), &Rule::default());
+        let w = rows.iter().find(|r| r.variant == "v").unwrap();
+        assert_eq!(w.night_sd, WALL_NIGHT_SD);
+        let (wlo, whi) = (w.decision.ratio.unwrap().lo, w.decision.ratio.unwrap().hi);
+        assert!(whi - wlo > hi - lo + 0.015, "icount {lo}..{hi}, wall {wlo}..{whi}");
     }
 
     #[test]

@@ -52,9 +52,22 @@ fn log_mean_var(x: &[f64]) -> Option<(f64, f64, usize)> {
     Some((m, s2 / n, x.len()))
 }
 
-/// B's ratio against A's (see the module text); None when an arm has fewer
-/// than two boots or a value that is not positive.
-pub fn ratio_of_ratios(a: Arms, b: Arms) -> Option<RatioOfRatios> {
+/// The per-kernel night offset (relative sd) `compare` allows for on a wall
+/// clock: a night effect of each kernel of its own, which the ratio of
+/// ratios does not cancel (issue 29's review: at 0.25% and 0.5% and no
+/// allowance, p ≤ 0.05 in 10% and 21% of A/A pairs). No wall-clock nights
+/// have measured it yet; 0.5% is the larger of the review's two cases.
+pub const WALL_NIGHT_SD: f64 = 0.005;
+/// The same under the instruction-counting clock: the bound on a per-arm
+/// run offset from recorded icount bisections (docs/reproduce.md).
+pub const ICOUNT_NIGHT_SD: f64 = 0.0004;
+
+/// B's ratio against A's (see the module text), allowing each of the four
+/// arms a night offset of its own with relative sd `night_sd` (a known
+/// variance: `4·night_sd²` added to `se²`, no degrees of freedom taken);
+/// None when an arm has fewer than two boots or a value that is not
+/// positive.
+pub fn ratio_of_ratios(a: Arms, b: Arms, night_sd: f64) -> Option<RatioOfRatios> {
     let arms = [
         log_mean_var(b.variant)?,
         log_mean_var(b.base)?,
@@ -62,28 +75,22 @@ pub fn ratio_of_ratios(a: Arms, b: Arms) -> Option<RatioOfRatios> {
         log_mean_var(a.base)?,
     ];
     let d = arms[0].0 - arms[1].0 - (arms[2].0 - arms[3].0);
-    let se2: f64 = arms.iter().map(|a| a.1).sum();
+    let sampled: f64 = arms.iter().map(|a| a.1).sum();
+    let tau2 = 4.0 * night_sd.ln_1p().powi(2);
+    let se2 = sampled + tau2;
     if se2 <= 0.0 {
-        // every arm on one value (a deterministic clock): the ratio is exact,
-        // but its p is what boots this few can give: the exact Mann-Whitney
-        // p of the two runs' variant boots, each over its run's base (all
-        // tied within a run), never 0
-        let r = d.exp();
-        let p = if d == 0.0 {
-            1.0
-        } else {
-            super::mwu::smallest_p(a.variant.len(), b.variant.len())
-        };
-        return Some(RatioOfRatios {
-            ratio: RatioCi { ratio: r, lo: r, hi: r },
-            p,
-        });
+        return Some(exact(a, b, d));
     }
-    let df = se2 * se2 / arms.iter().map(|a| a.1 * a.1 / (a.2 as f64 - 1.0)).sum::<f64>();
-    let t = StudentsT::new(0.0, 1.0, df).ok()?;
+    let df_den = arms.iter().map(|a| a.1 * a.1 / (a.2 as f64 - 1.0)).sum::<f64>();
+    let df = if df_den > 0.0 { se2 * se2 / df_den } else { f64::INFINITY };
+    let (sf, q) = tail(df)?;
     let se = se2.sqrt();
-    let p = (2.0 * t.sf((d / se).abs())).min(1.0);
-    let half = t.inverse_cdf(0.975) * se;
+    let mut p = (2.0 * sf((d / se).abs())).min(1.0);
+    if sampled <= 0.0 && d != 0.0 {
+        // no spread in any arm: never below what boots this few can show
+        p = p.max(super::mwu::smallest_p(a.variant.len(), b.variant.len()));
+    }
+    let half = q * se;
     Some(RatioOfRatios {
         ratio: RatioCi {
             ratio: d.exp(),
@@ -92,6 +99,35 @@ pub fn ratio_of_ratios(a: Arms, b: Arms) -> Option<RatioOfRatios> {
         },
         p,
     })
+}
+
+/// Every arm on one value (a deterministic clock) and no night allowance:
+/// the ratio is exact, but its p is what boots this few can give — the
+/// exact Mann-Whitney p of the two runs' variant boots, each over its run's
+/// base (all tied within a run) — never 0.
+fn exact(a: Arms, b: Arms, d: f64) -> RatioOfRatios {
+    let r = d.exp();
+    let p = if d == 0.0 {
+        1.0
+    } else {
+        super::mwu::smallest_p(a.variant.len(), b.variant.len())
+    };
+    RatioOfRatios {
+        ratio: RatioCi { ratio: r, lo: r, hi: r },
+        p,
+    }
+}
+
+/// The upper tail and the 0.975 quantile of Student's t with `df` degrees
+/// of freedom (the normal's for infinite `df`: only the known allowance).
+fn tail(df: f64) -> Option<(Box<dyn Fn(f64) -> f64>, f64)> {
+    if df.is_infinite() {
+        let n = statrs::distribution::Normal::standard();
+        return Some((Box::new(move |x| n.sf(x)), n.inverse_cdf(0.975)));
+    }
+    let t = StudentsT::new(0.0, 1.0, df).ok()?;
+    let q = t.inverse_cdf(0.975);
+    Some((Box::new(move |x| t.sf(x)), q))
 }
 
 #[cfg(test)]
@@ -107,15 +143,26 @@ mod tests {
     }
 
     /// One night: `boots` per arm around 1000 × (1 + offset), boot sd
-    /// `boot_sd`, the variant `effect` away from base.
-    fn night(rng: &mut ChaCha8Rng, boots: usize, boot_sd: f64, offset_sd: f64, effect: f64) -> (Vec<f64>, Vec<f64>) {
+    /// `boot_sd`, each arm moved by a night effect of its own (sd
+    /// `kernel_sd`), the variant `effect` away from base.
+    fn night(rng: &mut ChaCha8Rng, boots: usize, boot_sd: f64, offset_sd: f64, kernel_sd: f64, effect: f64) -> (Vec<f64>, Vec<f64>) {
         let level = 1000.0 * (1.0 + offset_sd * normal(rng));
         let mut arm = |e: f64| {
+            let own = 1.0 + kernel_sd * normal(rng);
             (0..boots)
-                .map(|_| level * (1.0 + e) * (1.0 + boot_sd * normal(rng)))
+                .map(|_| level * own * (1.0 + e) * (1.0 + boot_sd * normal(rng)))
                 .collect::<Vec<f64>>()
         };
         (arm(0.0), arm(effect))
+    }
+
+    /// Two nights of one cell, B's variant `effect` away: the test allowing
+    /// `allow` for a per-kernel night offset.
+    fn pair(rng: &mut ChaCha8Rng, kernel_sd: f64, effect: f64, allow: f64) -> RatioOfRatios {
+        let (ba, va) = night(rng, 7, 0.01, 0.01, kernel_sd, 0.0);
+        let (bb, vb) = night(rng, 7, 0.01, 0.01, kernel_sd, effect);
+        let arms = |base, variant| Arms { base, variant };
+        ratio_of_ratios(arms(&ba, &va), arms(&bb, &vb), allow).unwrap()
     }
 
     #[test]
@@ -128,7 +175,7 @@ mod tests {
             base: &[101.0, 101.0],
             variant: &[99.99, 99.99],
         };
-        let r = ratio_of_ratios(a, b).unwrap();
+        let r = ratio_of_ratios(a, b, 0.0).unwrap();
         assert!(
             (r.ratio.ratio - 1.0).abs() < 1e-12 && r.p == 1.0,
             "the night offset cancels: {r:?}"
@@ -139,7 +186,7 @@ mod tests {
             base: &[101.0, 101.0],
             variant: &[98.99, 98.99],
         };
-        let r = ratio_of_ratios(a, moved).unwrap();
+        let r = ratio_of_ratios(a, moved, 0.0).unwrap();
         assert!((r.p - 1.0 / 3.0).abs() < 1e-12, "{r:?}");
         assert!((r.ratio.ratio - 0.99).abs() < 1e-4 && r.ratio.lo == r.ratio.hi, "{r:?}");
         let five = |x: f64| [x; 5];
@@ -153,14 +200,15 @@ mod tests {
                 base: &b5,
                 variant: &b5v,
             },
+            0.0,
         )
         .unwrap();
         assert!((r5.p - 2.0 / 252.0).abs() < 1e-12, "{r5:?}");
         assert!(
-            ratio_of_ratios(Arms { base: &[1.0], ..a }, b).is_none(),
+            ratio_of_ratios(Arms { base: &[1.0], ..a }, b, 0.0).is_none(),
             "one boot has no spread"
         );
-        assert!(ratio_of_ratios(Arms { base: &[1.0, 0.0], ..a }, b).is_none());
+        assert!(ratio_of_ratios(Arms { base: &[1.0, 0.0], ..a }, b, 0.0).is_none());
     }
 
     /// Issue 21: A/A across nights with a 1% night offset (and 0.5/2%),
@@ -174,8 +222,8 @@ mod tests {
         for offset in [0.005, 0.01, 0.02] {
             let (mut pooled, mut ratio, mut called, n) = (0, 0, 0, 2000);
             for _ in 0..n {
-                let (ba, va) = night(&mut rng, 7, 0.01, offset, 0.0);
-                let (bb, vb) = night(&mut rng, 7, 0.01, offset, 0.0);
+                let (ba, va) = night(&mut rng, 7, 0.01, offset, 0.0, 0.0);
+                let (bb, vb) = night(&mut rng, 7, 0.01, offset, 0.0, 0.0);
                 pooled += usize::from(mann_whitney_u(&va, &vb).unwrap().p <= 0.05);
                 let r = ratio_of_ratios(
                     Arms {
@@ -186,6 +234,7 @@ mod tests {
                         base: &bb,
                         variant: &vb,
                     },
+                    0.0,
                 )
                 .unwrap();
                 ratio += usize::from(r.p <= 0.05);
@@ -204,33 +253,64 @@ mod tests {
         }
     }
 
-    /// And it still sees a change: a 3% drop of the variant in run B.
+    /// The table of docs/verdicts.md ("Across nights"): A/A pairs of
+    /// nights with a night effect of each kernel of its own, and a real 3%
+    /// drop, tested without an allowance and with `compare`'s wall-clock
+    /// one (7 boots per arm, 1% boot spread, 1% common night offset, 2,000
+    /// pairs per cell, seeded). `cargo test --lib across -- --nocapture`.
     #[test]
-    fn a_three_percent_change_of_the_ratio_is_seen() {
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let (mut seen, mut at_floor, n) = (0, 0, 1000);
-        for _ in 0..n {
-            let (ba, va) = night(&mut rng, 7, 0.01, 0.01, 0.0);
-            let (bb, vb) = night(&mut rng, 7, 0.01, 0.01, -0.03);
-            let r = ratio_of_ratios(
-                Arms {
-                    base: &ba,
-                    variant: &va,
-                },
-                Arms {
-                    base: &bb,
-                    variant: &vb,
-                },
-            )
-            .unwrap();
-            seen += usize::from(r.p <= 0.05 && r.ratio.hi < 1.0);
-            at_floor += usize::from(r.p <= 0.05 && r.ratio.hi < 0.98);
+    fn per_kernel_night_effects_are_allowed_for() {
+        let header = "| per-kernel night sd | allowed for | A/A: p ≤ 0.05 | A/A: called | 3% drop: p ≤ 0.05, below 1 | 3% drop: called regressed |";
+        let n = 2000;
+        let mut rows = vec![];
+        for (k, kernel_sd) in [0.0, 0.0025, 0.005].into_iter().enumerate() {
+            for allow in [0.0, WALL_NIGHT_SD] {
+                let mut rng = ChaCha8Rng::seed_from_u64(2900 + k as u64);
+                let (mut aa_p, mut aa_called, mut seen, mut called) = (0, 0, 0, 0);
+                for _ in 0..n {
+                    let r = pair(&mut rng, kernel_sd, 0.0, allow);
+                    aa_p += usize::from(r.p <= 0.05);
+                    aa_called += usize::from(r.p <= 0.05 && (r.ratio.hi < 0.98 || r.ratio.lo > 1.02));
+                    let r = pair(&mut rng, kernel_sd, -0.03, allow);
+                    seen += usize::from(r.p <= 0.05 && r.ratio.hi < 1.0);
+                    called += usize::from(r.p <= 0.05 && r.ratio.hi < 0.98);
+                }
+                let pct = |c: usize| format!("{:.1}%", 100.0 * c as f64 / n as f64);
+                rows.push(format!(
+                    "| {}% | {}% | {} | {} | {} | {} |",
+                    kernel_sd * 100.0,
+                    allow * 100.0,
+                    pct(aa_p),
+                    pct(aa_called),
+                    pct(seen),
+                    pct(called)
+                ));
+                if allow == WALL_NIGHT_SD {
+                    // allowed for, the level holds up to the allowance
+                    assert!(aa_p * 100 <= n * 6, "{kernel_sd}: A/A p ≤ 0.05 in {aa_p}/{n}");
+                } else if kernel_sd >= 0.005 {
+                    // not allowed for, it does not (the review's 21%)
+                    assert!(aa_p * 100 >= n * 12, "{kernel_sd}: A/A p ≤ 0.05 in {aa_p}/{n}");
+                }
+                // the floor's real power for a 3% drop is low
+                assert!(called * 2 < n, "{called}/{n}");
+            }
         }
-        eprintln!(
-            "a 3% drop across nights (1% offset, 7 boots per arm, 1% spread): p ≤ 0.05 and below 1 in {seen}/{n}; beyond the 2% floor (the interval below 0.98, called regressed) in {at_floor}/{n}"
-        );
-        // the floor's real power for a 3% drop is low: the interval must clear 2%
-        assert!(at_floor * 2 < n, "{at_floor}/{n}");
-        assert!(seen * 10 >= n * 9, "{seen}/{n}");
+        crate::testutil::assert_doc_table("verdicts.md", header, &rows);
+    }
+
+    /// A deterministic clock with an allowance: no spread in any arm, yet
+    /// the interval is as wide as the allowance and p is never 0.
+    #[test]
+    fn zero_spread_arms_with_an_allowance_keep_an_interval() {
+        let arms = |base, variant| Arms { base, variant };
+        let (a_b, a_v, b_b, b_v) = ([100.0; 3], [100.0; 3], [100.0; 3], [90.0; 3]);
+        let r = ratio_of_ratios(arms(&a_b, &a_v), arms(&b_b, &b_v), ICOUNT_NIGHT_SD).unwrap();
+        assert!(r.p > 0.0 && r.p >= crate::stats::mwu::smallest_p(3, 3) - 1e-15, "{r:?}");
+        assert!(r.ratio.lo < 0.9 && r.ratio.hi > 0.9 && r.ratio.hi < 0.91, "{r:?}");
+        // a change inside the allowance is not significant
+        let (b_v2,) = ([99.97; 3],);
+        let r = ratio_of_ratios(arms(&a_b, &a_v), arms(&b_b, &b_v2), ICOUNT_NIGHT_SD).unwrap();
+        assert!(r.p > 0.05, "{r:?}");
     }
 }

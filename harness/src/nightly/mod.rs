@@ -41,6 +41,27 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// each way, then two more), where such nights exist.
 pub const MAX_WIDENINGS: usize = 2;
 
+/// The family-wise level across a night's key series at which a change
+/// point starts a bisection: Bonferroni, a change point's p at most
+/// `FAMILY_ALPHA / m` for `m` key series tested (docs/nightly.md).
+pub const FAMILY_ALPHA: f64 = 0.05;
+
+/// Tonight's change points and the number of key series tested for them.
+#[derive(Debug, Clone, Default)]
+pub struct KeyChanges {
+    /// Key series of base tested tonight (each its own change-point test).
+    pub tested: usize,
+    /// Their change points.
+    pub changes: Vec<KeyChange>,
+}
+
+impl KeyChanges {
+    /// The level a change point's p must reach to start a bisection.
+    pub fn level(&self) -> f64 {
+        FAMILY_ALPHA / self.tested.max(1) as f64
+    }
+}
+
 /// What the state machine does through: measuring, reading changes, bisecting.
 pub trait Robot {
     /// Measures `commit` with runs under `runs_dir` (starting a run, resuming
@@ -48,8 +69,8 @@ pub trait Robot {
     /// run to the history; gives the run's id.
     fn measure(&mut self, commit: &str, runs_dir: &Path) -> Result<String>;
     /// The change points of the key cells of base in tonight's series (the
-    /// run `run_id`'s), oldest first.
-    fn changes(&mut self, db: &Connection, run_id: &str) -> Result<Vec<KeyChange>>;
+    /// run `run_id`'s), oldest first, with how many series were tested.
+    fn changes(&mut self, db: &Connection, run_id: &str) -> Result<KeyChanges>;
     /// Makes a bisection's directory for `b` (its commits and cell).
     fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf>;
     /// Runs (or resumes) the bisection in `dir` to its end.
@@ -238,7 +259,8 @@ pub fn short(c: &str) -> &str {
 /// one answers it ([`cover`]: overlapping nights, or the change point moved
 /// by a night); the largest change first, so of the cells that moved
 /// together the one that moved most is bisected.
-fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> Result<Vec<Seen>> {
+fn claim_changes(db: &mut Connection, nightly: &str, found: &KeyChanges) -> Result<Vec<Seen>> {
+    let changes = &found.changes;
     let mut order: Vec<&KeyChange> = changes.iter().collect();
     order.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
     let mut out = vec![];
@@ -246,6 +268,8 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
         let mut started = None;
         let action = if !c.worse {
             "not bisected: for the better".to_string()
+        } else if c.p > found.level() {
+            above_level(c.p, found)
         } else {
             let good = state::night_of_run(db, nightly, &c.good_run)?;
             let bad = state::night_of_run(db, nightly, &c.bad_run)?;
@@ -285,6 +309,21 @@ fn claim_changes(db: &mut Connection, nightly: &str, changes: &[KeyChange]) -> R
         });
     }
     Ok(out)
+}
+
+/// Why a change point whose p misses the night's corrected level is not
+/// bisected.
+fn above_level(p: f64, found: &KeyChanges) -> String {
+    format!(
+        "not bisected: p {p:.4} is above {:.4}, the level for {} key series at {FAMILY_ALPHA} family-wise (Bonferroni){}",
+        found.level(),
+        found.tested,
+        if found.level() < 0.001 {
+            "; the test's 999 draws give no p below 0.001, so a matrix with more than 50 key series bisects nothing"
+        } else {
+            ""
+        }
+    )
 }
 
 /// Each finished night's run id with its night number.

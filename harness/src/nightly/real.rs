@@ -113,7 +113,7 @@ impl Robot for Real {
         Ok(store::Run::open(&run)?.meta()?.id)
     }
 
-    fn changes(&mut self, db: &Connection, run_id: &str) -> Result<Vec<KeyChange>> {
+    fn changes(&mut self, db: &Connection, run_id: &str) -> Result<super::KeyChanges> {
         let dir: String = db
             .query_row("SELECT run_dir FROM runs WHERE run_id = ?1", [run_id], |r| r.get(0))
             .with_context(|| format!("find run {run_id} in the history"))?;
@@ -128,10 +128,17 @@ impl Robot for Real {
             },
             &self.changepoints,
         )?;
-        let ours = all.iter().filter(|s| {
-            s.key.run == key && crate::report::gate::is_key(&meta.matrix.key_metrics, &s.key.benchmark, &s.key.metric)
-        });
-        Ok(ours.flat_map(key_changes).collect())
+        let ours: Vec<&history::Series> = all
+            .iter()
+            .filter(|s| {
+                s.key.run == key
+                    && crate::report::gate::is_key(&meta.matrix.key_metrics, &s.key.benchmark, &s.key.metric)
+            })
+            .collect();
+        Ok(super::KeyChanges {
+            tested: ours.len(),
+            changes: ours.into_iter().flat_map(key_changes).collect(),
+        })
     }
 
     fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf> {

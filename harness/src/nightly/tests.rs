@@ -13,6 +13,8 @@ use super::*;
 struct Fake {
     measured: Vec<String>,
     changes: Vec<KeyChange>,
+    /// Key series tested tonight (1 when 0).
+    tested: usize,
     started: Vec<(String, String)>,
     runs: Vec<PathBuf>,
     /// What the next `run_bisect` calls do: Some(true) interrupted, Some(false) fail; None (or none left) end.
@@ -44,8 +46,11 @@ impl Robot for Fake {
         }
         Ok(format!("run-{commit}"))
     }
-    fn changes(&mut self, _db: &Connection, _run_id: &str) -> Result<Vec<KeyChange>> {
-        Ok(self.changes.clone())
+    fn changes(&mut self, _db: &Connection, _run_id: &str) -> Result<KeyChanges> {
+        Ok(KeyChanges {
+            tested: self.tested.max(1),
+            changes: self.changes.clone(),
+        })
     }
     fn start_bisect(&mut self, b: &Bisection) -> Result<PathBuf> {
         self.started.push((b.good_commit.clone(), b.bad_commit.clone()));
@@ -174,6 +179,46 @@ impl World {
         told(&self.db, &o, telling)?;
         Ok(o)
     }
+}
+
+/// Issue 29: the night's key series are tested together. A change point
+/// at p 0.004 starts a bisection when it is the night's one series, and
+/// not among 24 (0.05 / 24 = 0.0021, Bonferroni); at p 0.001 it does.
+#[test]
+fn a_change_point_must_pass_the_nights_corrected_level() {
+    let mut w = World::new();
+    for c in ["c0", "c1", "c2"] {
+        w.night(c).unwrap();
+    }
+    let at = |p: f64| KeyChange {
+        p,
+        ..change("c1", "c2", -3.0, true)
+    };
+    (w.robot.tested, w.robot.changes) = (24, vec![at(0.004)]);
+    let o = w.night("c3").unwrap();
+    assert_eq!(
+        o.changes[0].action,
+        "not bisected: p 0.0040 is above 0.0021, the level for 24 key series at 0.05 family-wise (Bonferroni)"
+    );
+    assert!(o.changes[0].started.is_none() && w.robot.started.is_empty() && !o.regressed());
+    (w.robot.tested, w.robot.changes) = (60, vec![at(0.001)]);
+    let o = w.night("c3").unwrap();
+    assert!(
+        o.changes[0]
+            .action
+            .ends_with("a matrix with more than 50 key series bisects nothing"),
+        "{:?}",
+        o.changes[0].action
+    );
+    (w.robot.tested, w.robot.changes) = (24, vec![at(0.001)]);
+    assert_eq!(w.night("c3").unwrap().changes[0].action, "bisection #1 started");
+    // the night's one series: 0.004 is under 0.05
+    let mut one = World::new();
+    for c in ["c0", "c1", "c2"] {
+        one.night(c).unwrap();
+    }
+    (one.robot.tested, one.robot.changes) = (1, vec![at(0.004)]);
+    assert_eq!(one.night("c3").unwrap().changes[0].action, "bisection #1 started");
 }
 
 #[test]

@@ -106,6 +106,79 @@ pub fn cgroup_headroom_mib(proc_self_cgroup: &str, root: &Path, read: impl Fn(&P
     None
 }
 
+/// The out-of-memory killer's counts: host-wide (`oom_kill` of
+/// `/proc/vmstat`) and in this process's memory cgroup, which a build's
+/// make inherits (v2 `memory.events`, v1 `memory.oom_control`), each
+/// `None` where the kernel does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OomKills {
+    /// `/proc/vmstat`'s `oom_kill`.
+    pub host: Option<u64>,
+    /// The memory cgroup's `oom_kill`.
+    pub cgroup: Option<u64>,
+}
+
+impl OomKills {
+    /// The counts now.
+    pub fn now() -> OomKills {
+        let read = |p: &Path| std::fs::read_to_string(p).ok();
+        let cgroup =
+            read(Path::new("/proc/self/cgroup")).and_then(|c| cgroup_oom_kills(&c, Path::new("/sys/fs/cgroup"), read));
+        OomKills {
+            host: read(Path::new("/proc/vmstat")).and_then(|t| oom_kill_field(&t)),
+            cgroup,
+        }
+    }
+
+    /// What the killer did since `before`, in words; `None` when neither
+    /// count rose.
+    pub fn since(self, before: OomKills) -> Option<String> {
+        let rose = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) if b > a => Some(b - a),
+            _ => None,
+        };
+        let (c, h) = (rose(before.cgroup, self.cgroup), rose(before.host, self.host));
+        let (n, where_) = match (c, h) {
+            (Some(n), _) => (n, "in this process's memory cgroup"),
+            (None, Some(n)) => (n, "on the host (/proc/vmstat)"),
+            (None, None) => return None,
+        };
+        Some(format!(
+            "the out-of-memory killer killed {n} process(es) {where_} while it ran"
+        ))
+    }
+}
+
+/// The `oom_kill N` line of a `/proc/vmstat`, `memory.events` or
+/// `memory.oom_control` text.
+fn oom_kill_field(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The `oom_kill` count of the memory cgroup named in `proc_self_cgroup`,
+/// read under `root` as [`cgroup_headroom_mib`] finds it.
+pub fn cgroup_oom_kills(proc_self_cgroup: &str, root: &Path, read: impl Fn(&Path) -> Option<String>) -> Option<u64> {
+    for line in proc_self_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let (dir, file) = match controllers {
+            "" => (root.to_path_buf(), "memory.events"),
+            c if c.split(',').any(|x| x == "memory") => (root.join("memory"), "memory.oom_control"),
+            _ => continue,
+        };
+        let rel = path.trim_start_matches('/');
+        if let Some(n) = [dir.join(rel), dir]
+            .iter()
+            .find_map(|d| read(&d.join(file)).and_then(|t| oom_kill_field(&t)))
+        {
+            return Some(n);
+        }
+    }
+    None
+}
+
 /// Host memory (MiB) one guest of `guest_mib` and `vcpus` takes: its own
 /// memory, 1 GiB for QEMU (its TCG translation cache) and the harness, and
 /// 10 MiB per vCPU of QEMU's per-CPU state (4.4 GB RSS at 448 vCPUs). What
@@ -297,6 +370,40 @@ mod tests {
         let v1none = files(vec![("/cg/memory/memory.limit_in_bytes", "9223372036854771712".into())]);
         assert_eq!(cgroup_headroom_mib("4:memory:/x\n", root, v1none), None);
         assert_eq!(cgroup_headroom_mib("", root, |_| None), None);
+    }
+
+    /// The OOM killer's counts: v2 `memory.events`, v1 `memory.oom_control`
+    /// (at the path or the mount's root), and what a rise says.
+    #[test]
+    fn the_oom_killers_counts_are_read_and_a_rise_is_told() {
+        let files = |m: Vec<(&'static str, &'static str)>| {
+            move |p: &Path| m.iter().find(|(k, _)| Path::new(k) == p).map(|(_, v)| v.to_string())
+        };
+        let root = Path::new("/cg");
+        let v2 = files(vec![(
+            "/cg/job/memory.events",
+            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n",
+        )]);
+        assert_eq!(cgroup_oom_kills("0::/job\n", root, v2), Some(2));
+        let v1 = files(vec![(
+            "/cg/memory/memory.oom_control",
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n",
+        )]);
+        assert_eq!(cgroup_oom_kills("4:memory:/gone\n0::/\n", root, v1), Some(5));
+        assert_eq!(cgroup_oom_kills("1:cpu:/\n", root, |_| None), None);
+        assert_eq!(oom_kill_field("pgfault 9\noom_kill 7\n"), Some(7));
+        let at = |host, cgroup| OomKills { host, cgroup };
+        assert_eq!(at(Some(4), Some(1)).since(at(Some(4), Some(1))), None);
+        assert_eq!(
+            at(Some(4), Some(2)).since(at(Some(3), Some(1))).unwrap(),
+            "the out-of-memory killer killed 1 process(es) in this process's memory cgroup while it ran"
+        );
+        assert_eq!(
+            at(Some(6), None).since(at(Some(4), None)).unwrap(),
+            "the out-of-memory killer killed 2 process(es) on the host (/proc/vmstat) while it ran"
+        );
+        assert_eq!(at(None, None).since(at(None, None)), None);
+        assert!(OomKills::now().host.is_some(), "this host's /proc/vmstat has oom_kill");
     }
 
     #[test]

@@ -228,13 +228,14 @@ pub fn error_lines(log: &str) -> Vec<String> {
 /// [`HostFault`], any other a plain error.
 fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     let from = log_len(log);
+    let oom = crate::host::OomKills::now();
     let f = cmd.log(log).run()?;
     if f.success() {
         return Ok(());
     }
     crate::proc::check_interrupted()?;
     let text = log_since(log, from);
-    if let Some(why) = host_fault("make", f.code, f.signal, &text) {
+    if let Some(why) = host_fault("make", f.code, f.signal, &text).or_else(|| crate::host::OomKills::now().since(oom)) {
         return Err(HostFault {
             what: what.into(),
             why,
@@ -300,6 +301,7 @@ pub fn build(
     }
     let start = std::time::Instant::now();
     let from = log_len(log);
+    let oom = crate::host::OomKills::now();
     let f = make(tree)
         .arg(format!("-j{jobs}"))
         .args(targets)
@@ -310,7 +312,8 @@ pub fn build(
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
         let text = log_since(log, from);
-        if let (false, Some(why)) = (f.timed_out, host_fault("make", f.code, f.signal, &text)) {
+        let why = host_fault("make", f.code, f.signal, &text).or_else(|| crate::host::OomKills::now().since(oom));
+        if let (false, Some(why)) = (f.timed_out, why) {
             return Err(HostFault {
                 what: "build the kernel".into(),
                 why,

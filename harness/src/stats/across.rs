@@ -82,10 +82,14 @@ pub fn ratio_of_ratios(a: Arms, b: Arms, night_sd: f64) -> Option<RatioOfRatios>
         return Some(exact(a, b, d));
     }
     let df_den = arms.iter().map(|a| a.1 * a.1 / (a.2 as f64 - 1.0)).sum::<f64>();
-    let df = if df_den > 0.0 { se2 * se2 / df_den } else { f64::INFINITY };
-    let (sf, q) = tail(df)?;
+    let df = if df_den > 0.0 {
+        se2 * se2 / df_den
+    } else {
+        f64::INFINITY
+    };
     let se = se2.sqrt();
-    let mut p = (2.0 * sf((d / se).abs())).min(1.0);
+    let (sf, q) = tail(df, (d / se).abs())?;
+    let mut p = (2.0 * sf).min(1.0);
     if sampled <= 0.0 && d != 0.0 {
         // no spread in any arm: never below what boots this few can show
         p = p.max(super::mwu::smallest_p(a.variant.len(), b.variant.len()));
@@ -118,16 +122,16 @@ fn exact(a: Arms, b: Arms, d: f64) -> RatioOfRatios {
     }
 }
 
-/// The upper tail and the 0.975 quantile of Student's t with `df` degrees
-/// of freedom (the normal's for infinite `df`: only the known allowance).
-fn tail(df: f64) -> Option<(Box<dyn Fn(f64) -> f64>, f64)> {
+/// The upper tail at `x` and the 0.975 quantile of Student's t with `df`
+/// degrees of freedom (the normal's for infinite `df`: only the known
+/// allowance).
+fn tail(df: f64, x: f64) -> Option<(f64, f64)> {
     if df.is_infinite() {
         let n = statrs::distribution::Normal::standard();
-        return Some((Box::new(move |x| n.sf(x)), n.inverse_cdf(0.975)));
+        return Some((n.sf(x), n.inverse_cdf(0.975)));
     }
     let t = StudentsT::new(0.0, 1.0, df).ok()?;
-    let q = t.inverse_cdf(0.975);
-    Some((Box::new(move |x| t.sf(x)), q))
+    Some((t.sf(x), t.inverse_cdf(0.975)))
 }
 
 #[cfg(test)]
@@ -145,7 +149,14 @@ mod tests {
     /// One night: `boots` per arm around 1000 × (1 + offset), boot sd
     /// `boot_sd`, each arm moved by a night effect of its own (sd
     /// `kernel_sd`), the variant `effect` away from base.
-    fn night(rng: &mut ChaCha8Rng, boots: usize, boot_sd: f64, offset_sd: f64, kernel_sd: f64, effect: f64) -> (Vec<f64>, Vec<f64>) {
+    fn night(
+        rng: &mut ChaCha8Rng,
+        boots: usize,
+        boot_sd: f64,
+        offset_sd: f64,
+        kernel_sd: f64,
+        effect: f64,
+    ) -> (Vec<f64>, Vec<f64>) {
         let level = 1000.0 * (1.0 + offset_sd * normal(rng));
         let mut arm = |e: f64| {
             let own = 1.0 + kernel_sd * normal(rng);

@@ -88,6 +88,13 @@ pub(super) fn jsonl(p: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The run's `report.json`.
+pub(super) fn report_of(run: &Path) -> Value {
+    let path = run.join("report.json");
+    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&text).unwrap()
+}
+
 pub(super) fn events(run: &Path, kind: &str) -> Vec<Value> {
     jsonl(&run.join("events.jsonl"))
         .into_iter()
@@ -179,7 +186,7 @@ fn quick_matrix_runs_end_to_end() {
         assert_eq!(b["env"]["nproc"], b["vcpus"]);
         assert!(b["env"]["kernel_release"].as_str().unwrap().starts_with("6.12"));
     }
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = report_of(&run);
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(
         rows.iter().filter(|r| r["metric"] == "execs_per_s").count(),
@@ -252,7 +259,7 @@ fn icount_calls_a_one_percent_exec_regression() {
         let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
         assert!(hi / lo - 1.0 < 0.005, "{arm}: boots differ by more than 0.5%: {v:?}");
     }
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = report_of(&run);
     let verdict = |variant: &str| -> String {
         let row = report["rows"]
             .as_array()
@@ -1168,7 +1175,7 @@ fn interrupted_build_is_not_a_failure() {
         builds.iter().all(|b| b["error"].is_null()) && !builds.is_empty(),
         "{builds:?}"
     );
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = report_of(&run);
     let cell = &report["rows"][0]["cells"][0];
     assert!(cell["failure"].is_null() && cell["boots_failed"] == 0, "{cell}");
 }
@@ -1206,7 +1213,7 @@ fn a_qemu_crash_boots_again_and_is_not_the_kernels_failure() {
         let ends = events(&run, "boot_end");
         assert_eq!(ends.len(), 1, "{name}: one job, one end: {ends:?}");
         let samples = jsonl(&run.join("samples.jsonl"));
-        let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+        let report: Value = report_of(&run);
         let cell = &report["rows"][0]["cells"][0];
         match name {
             "always" => {

@@ -109,7 +109,7 @@ fn check_hang_waits(run: &std::path::Path) {
 
 /// hang's cell failed in 3/3 and shown as such; base's whole.
 fn check_cells(run: &std::path::Path, table: &str) {
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = super::e2e::report_of(run);
     // the rate's row (a profiled run also has instructions-per-op rows)
     let rows = report["rows"].as_array().unwrap();
     let row = rows.iter().find(|r| r["metric"] == "execs_per_s").unwrap();

@@ -209,7 +209,7 @@ fn kvm_wall_clock_calls_a_fixed_exec_cost_regressed() {
         boots += 1;
     }
     assert!(boots >= 15, "{boots} boot directories");
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = super::e2e::report_of(&run);
     let verdict = |variant: &str| {
         report["rows"]
             .as_array()

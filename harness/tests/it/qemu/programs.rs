@@ -72,7 +72,7 @@ fn a_perf_bench_program_measures_profiles_and_covers_a_pipe_patch() {
     let profiles = super::e2e::events(&run, "profile");
     assert!(profiles.iter().all(|p| p["ops"] == 4000), "{profiles:?}");
 
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = super::e2e::report_of(&run);
     for metric in ["ops_per_s", "kernel_insns_per_op"] {
         assert_ne!(verdict(&report, "base-again", metric), "regressed", "{metric}: {out}");
         assert_ne!(verdict(&report, "base-again", metric), "improved", "{metric}: {out}");

@@ -78,8 +78,7 @@ fn try_calls_a_one_patch_mbox_regressed() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(runs.len(), 1);
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(runs[0].join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = super::e2e::report_of(&runs[0]);
     let cell = report["rows"][0]["cells"]
         .as_array()
         .unwrap()

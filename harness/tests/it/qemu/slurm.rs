@@ -181,7 +181,7 @@ fn a_sharded_matrix_under_slurm_reports_what_one_run_would() {
     c.arg("run").arg(&m).arg("--quiet");
     run_ok(c);
     let single_dir = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
-    let single: Value = serde_json::from_slice(&std::fs::read(single_dir.join("report.json")).unwrap()).unwrap();
+    let single: Value = super::e2e::report_of(&single_dir);
     assert!(single["complete"].as_bool().unwrap());
     let (a, b) = (cells(&sharded), cells(&single));
     assert_eq!(a, b, "the sharded report's cells differ from one run's");

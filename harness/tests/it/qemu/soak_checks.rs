@@ -117,7 +117,7 @@ pub(super) fn assert_planned_boots(run: &Path) -> usize {
 
 /// The report's cells (two a row): n 2, boots ended 2, failed 0, one repetition each.
 fn assert_report_cells(run: &Path) {
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = super::e2e::report_of(run);
     let rows = report["rows"].as_array().unwrap();
     // the rate's row, and a profiled run's instruction rows: two cells each
     assert!(rows.iter().any(|r| r["metric"] == "execs_per_s"), "{report}");

@@ -53,7 +53,7 @@ fn the_gate_boots_the_second_stage_for_an_undecided_cell_and_decides_it() {
             "{arm}: the boots of both stages, the second's after the first's"
         );
     }
-    let report: Value = serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = super::e2e::report_of(&run);
     let row = report["rows"]
         .as_array()
         .unwrap()

@@ -31,3 +31,16 @@ pub fn assert_doc_table(doc: &str, header: &str, rows: &[String]) {
     let missing: Vec<&String> = rows.iter().filter(|r| !has(r)).collect();
     assert!(missing.is_empty(), "rows not in docs/{doc}: {missing:#?}");
 }
+
+/// Asserts that `doc` (under `docs/`) says `phrase`, whitespace and line
+/// breaks aside: a seeded figure quoted in prose checked against the code.
+pub fn assert_doc_says(doc: &str, phrase: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    println!("{phrase}");
+    assert!(
+        flat(&text).contains(&flat(phrase)),
+        "docs/{doc} does not say {phrase:?}"
+    );
+}

@@ -137,22 +137,26 @@ fn autocorrelated_flat_histories_rarely_split() {
             .is_some_and(|(_, q)| permutation_p(x, q, &p, &mut rng).is_some_and(|pv| pv <= p.alpha))
     };
     let new = |x: &[f64]| !significant_splits(x, &p).is_empty();
-    let rows: Vec<(f64, usize)> = [0.0, 0.3, 0.5]
+    let rows: Vec<(f64, usize, usize)> = [0.0, 0.3, 0.5]
         .iter()
-        .map(|&phi| (phi, flat_splits(phi, new)))
+        .map(|&phi| (phi, flat_splits(phi, old), flat_splits(phi, new)))
         .collect();
-    for (phi, n) in &rows {
-        eprintln!("flat 40-night AR(1) histories, φ = {phi}: split at alpha 0.01 in {n}/200 (AR(1) bootstrap)");
-    }
-    let assumed_independent = flat_splits(0.5, old);
-    eprintln!("flat 40-night AR(1) histories, φ = 0.5: split at alpha 0.01 in {assumed_independent}/200 assuming independent nights");
     assert!(
-        rows.iter().all(|r| r.1 <= 4),
+        rows.iter().all(|r| r.2 <= 4),
         "each φ at the level, at most 4/200: {rows:?}"
     );
     assert!(
-        assumed_independent >= 40,
-        "shuffling autocorrelated nights splits far more: {assumed_independent}"
+        rows[2].1 >= 40,
+        "shuffling autocorrelated nights splits far more: {rows:?}"
+    );
+    let table: Vec<String> = rows
+        .iter()
+        .map(|(phi, old, new)| format!("| {phi} | {old}/200 | {new}/200 |"))
+        .collect();
+    crate::testutil::assert_doc_table(
+        "history.md",
+        "| lag-1 autocorrelation φ | nights taken as independent | AR(1) bootstrap |",
+        &table,
     );
 }
 
@@ -225,7 +229,8 @@ fn a_step_in_forty_nights_and_a_bump_in_autocorrelated_nights_are_found() {
 /// The figures docs/history.md gives beyond the suite's (on demand, about
 /// a minute in a debug build): flat 40-night AR(1) histories over 1000
 /// series at alpha 0.01, and the power the bootstrap costs on
-/// independent nights. `cargo test --lib changepoint_level_and_power_over_more_series -- --ignored --nocapture`
+/// independent nights (the table's rows checked against the docs).
+/// `cargo test --lib changepoint_level_and_power_over_more_series -- --ignored --nocapture`
 #[test]
 #[ignore = "on demand: the wider simulation docs/history.md quotes"]
 fn changepoint_level_and_power_over_more_series() {
@@ -234,12 +239,22 @@ fn changepoint_level_and_power_over_more_series() {
         min_magnitude: 0.0,
         ..Params::default()
     };
-    for phi in [0.0, 0.3, 0.5, 0.7] {
-        let n = (0..1000)
-            .filter(|&s| !significant_splits(&ar1(5000 + s, 40, phi, 0.01), &at(0.01)).is_empty())
-            .count();
-        eprintln!("flat 40 nights, φ = {phi}: split at alpha 0.01 in {n}/1000");
-    }
+    let flat: Vec<String> = [0.0, 0.3, 0.5, 0.7]
+        .iter()
+        .map(|&phi| {
+            (0..1000)
+                .filter(|&s| !significant_splits(&ar1(5000 + s, 40, phi, 0.01), &at(0.01)).is_empty())
+                .count()
+                .to_string()
+        })
+        .collect();
+    crate::testutil::assert_doc_says(
+        "history.md",
+        &format!(
+            "the AR(1) bootstrap split {}, {}, {} and {} of 1000 at φ = 0, 0.3, 0.5 and 0.7",
+            flat[0], flat[1], flat[2], flat[3]
+        ),
+    );
     // (step, nights, alpha): a step after the middle night in independent 1% noise
     // ... and by the shuffle alone, as if the nights were known to be independent
     let shuffled = |x: &[f64], p: &Params| {
@@ -248,6 +263,7 @@ fn changepoint_level_and_power_over_more_series() {
             .filter(|&(_, q)| permutation_p(x, q, p, &mut rng).is_some_and(|pv| pv <= p.alpha))
             .map(|(t, _)| t)
     };
+    let mut rows = vec![];
     for (step, nights, alpha) in [
         (0.015, 40, 0.01),
         (0.02, 40, 0.01),
@@ -264,12 +280,22 @@ fn changepoint_level_and_power_over_more_series() {
             );
             by_shuffle += usize::from(shuffled(&x, &at(alpha)).is_some_and(|t| t.abs_diff(nights / 2) <= 2));
         }
-        eprintln!(
-            "{:.1}% step after night {} of {nights}, independent 1% noise, alpha {alpha}: found within 2 nights in {found}/40 (by the shuffle alone {by_shuffle}/40)",
+        let default = if alpha == Params::default().alpha {
+            " (the default)"
+        } else {
+            ""
+        };
+        rows.push(format!(
+            "| {}% after night {} of {nights}, alpha {alpha}{default} | {found} of 40 | {by_shuffle} of 40 |",
             step * 100.0,
             nights / 2
-        );
+        ));
     }
+    crate::testutil::assert_doc_table(
+        "history.md",
+        "| step, nights, alpha | AR(1) bootstrap | shuffle alone |",
+        &rows,
+    );
 }
 
 /// Issue 29: a segment under 16 nights (a nightly's first two weeks)
@@ -306,7 +332,10 @@ fn short_autocorrelated_flat_histories_rarely_split() {
 #[test]
 #[ignore = "on demand: the level docs/history.md quotes for short segments"]
 fn short_segment_level_over_lengths() {
-    for alpha in [0.001, 0.01] {
+    // the most splits of 300 over lengths and φ at each alpha, and over
+    // lengths on independent nights (φ 0) at either
+    let (mut most, mut independent) = ([0usize; 2], 0usize);
+    for (a, alpha) in [0.001, 0.01].into_iter().enumerate() {
         let p = Params {
             alpha,
             min_magnitude: 0.0,
@@ -318,7 +347,17 @@ fn short_segment_level_over_lengths() {
                     .filter(|&s| !significant_splits(&ar1(20000 + s, n, phi, 0.01), &p).is_empty())
                     .count();
                 eprintln!("flat {n} nights, φ = {phi}: split at alpha {alpha} in {k}/300");
+                most[a] = most[a].max(k);
+                if phi == 0.0 {
+                    independent = independent.max(k);
+                }
             }
         }
     }
+    let says = |s: String| crate::testutil::assert_doc_says("history.md", &s);
+    says(format!(
+        "at most {} of 300 split at alpha 0.001, and at most {} of 300",
+        most[0], most[1]
+    ));
+    says(format!("conservative, {independent} of 300 at every length"));
 }

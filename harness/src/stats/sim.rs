@@ -199,22 +199,25 @@ fn lazy_verdicts_match_decide_all() {
 
 /// The table in docs/verdicts.md. Reproduce with
 /// `cargo test --lib simulation_table -- --ignored --nocapture` (about two
-/// minutes in a debug build).
+/// minutes in a debug build), which checks the docs' rows against it.
 #[test]
 #[ignore]
 fn simulation_table() {
-    println!("| profile | boots × reps | boot spread | A/A p ≤ 0.05 | A/A called | A/A small/unsure | 5% drop: regressed | 5% drop: q ≤ 0.05 |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for (name, boots, reps, ratio, r) in all_scenarios((2000, 2000), 1000) {
-        println!(
-            "| {name} | {boots} × {reps} | {ratio}× | {:.1}% | {:.2}% | {:.1}% | {:.0}% | {:.0}% |",
-            r.aa_p * 100.0,
-            r.aa_called * 100.0,
-            r.aa_small_or_unsure * 100.0,
-            r.power_regressed * 100.0,
-            r.power_significant * 100.0
-        );
-    }
+    let header = "| profile | boots × reps | boot spread | A/A p ≤ 0.05 | A/A called | A/A small/unsure | 5% drop: regressed | 5% drop: q ≤ 0.05 |";
+    let rows: Vec<String> = all_scenarios((2000, 2000), 1000)
+        .into_iter()
+        .map(|(name, boots, reps, ratio, r)| {
+            format!(
+                "| {name} | {boots} × {reps} | {ratio}× | {:.1}% | {:.2}% | {:.1}% | {:.0}% | {:.0}% |",
+                r.aa_p * 100.0,
+                r.aa_called * 100.0,
+                r.aa_small_or_unsure * 100.0,
+                r.power_regressed * 100.0,
+                r.power_significant * 100.0
+            )
+        })
+        .collect();
+    crate::testutil::assert_doc_table("verdicts.md", header, &rows);
 }
 
 #[test]
@@ -352,8 +355,8 @@ fn quick_profile_calls_one_changed_cell_only_by_luck() {
 #[ignore]
 fn profile_simulation_table() {
     let runs = 5000;
-    println!("| profile | m | boots × reps | floor | 2% drop: regressed | 3% drop: regressed | 5% drop: regressed | A/A: any false call |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let header = "| profile | m | boots × reps | floor | 2% drop: regressed | 3% drop: regressed | 5% drop: regressed | A/A: any false call |";
+    let mut rows = vec![];
     for (i, p) in shipped_profiles().iter().enumerate() {
         let head = format!(
             "| {} | {} | {} × {} | {}% |",
@@ -364,17 +367,18 @@ fn profile_simulation_table() {
             p.floor * 100.0
         );
         if p.boots < Rule::default().min_boots {
-            println!("{head} – | – | – | – (fewer than 3 boots: every cell is ?) |");
+            rows.push(format!("{head} – | – | – | – (fewer than 3 boots: every cell is ?) |"));
             continue;
         }
         let (power, aa) = profile_rates(p, runs, 1000, 2000 + i as u64);
         let pct = |x: f64| format!("{:.1}%", x * 100.0);
-        println!(
+        rows.push(format!(
             "{head} {} | {} | {} | {} |",
             pct(power[0]),
             pct(power[1]),
             pct(power[2]),
             pct(aa)
-        );
+        ));
     }
+    crate::testutil::assert_doc_table("verdicts.md", header, &rows);
 }

@@ -157,7 +157,8 @@ fn pocock_split_is_the_textbook_value() {
     assert!((Spending::pocock(0.05, 6, 0).nominal - 0.05).abs() < 1e-3);
 }
 
-/// The gate's table in docs/verdicts.md. Reproduce with
+/// The gate's table in docs/verdicts.md, its rows checked against the
+/// docs. Reproduce with
 /// `cargo test --release --lib gate_simulation_table -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -167,8 +168,8 @@ fn gate_simulation_table() {
         "premerge: m {}, {} × {} boots, second stage {} boots, 1% boot spread, 2,000 seeded reports per column",
         p.m, p.boots, p.reps, p.second
     );
-    println!("| gate | threshold | 2% drop: fails | 3% drop: fails | 5% drop: fails | detectable (printed) | that drop: fails | 3% drop: to stage 2 | A/A: first cell to stage 2 | A/A: any cell to stage 2 | A/A: cells to stage 2 | A/A: any false call |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let header = "| gate | threshold | 2% drop: fails | 3% drop: fails | 5% drop: fails | detectable (printed) | that drop: fails | 3% drop: to stage 2 | A/A: first cell to stage 2 | A/A: any cell to stage 2 | A/A: cells to stage 2 | A/A: any false call |";
+    let mut rows = vec![];
     let designs = [
         (
             "one stage",
@@ -186,7 +187,7 @@ fn gate_simulation_table() {
         let r = rates(d, &[-0.02, -0.03, -0.05, -det], 2000, 1000, 4242 + i as u64);
         let pct = |x: f64| format!("{:.1}%", x * 100.0);
         let aa = rates(d, &[0.0], 2000, 1000, 5000 + i as u64);
-        println!(
+        rows.push(format!(
             "| {name} | {}% | {} | {} | {} | {:.2}% | {} | {} | {} | {} | {:.1} of {} | {} |",
             d.threshold * 100.0,
             pct(r.power[0]),
@@ -200,8 +201,9 @@ fn gate_simulation_table() {
             aa.aa_sent_cells,
             d.m,
             pct(r.aa)
-        );
+        ));
     }
+    crate::testutil::assert_doc_table("verdicts.md", header, &rows);
 }
 
 #[test]

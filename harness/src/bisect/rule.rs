@@ -45,7 +45,7 @@ pub struct Rule {
 pub const WALL_OFFSET: f64 = 0.0;
 /// The per-arm run offset allowed for under icount (the bound from recorded
 /// icount bisections, issue 29).
-pub const ICOUNT_OFFSET: f64 = 0.0004;
+pub const ICOUNT_OFFSET: f64 = crate::stats::across::ICOUNT_NIGHT_SD;
 
 fn wall_offset() -> f64 {
     WALL_OFFSET

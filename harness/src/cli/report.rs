@@ -108,8 +108,7 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     if g.json {
         print_json(&rows)?;
     } else {
-        let allow = report::compare::night_sd(mb.clock);
-        print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows, allow));
+        print!("{}", report::compare::table(&ma.run_id, &mb.run_id, &rows));
         let floors = format!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
         print!(
             "{}",

@@ -176,16 +176,15 @@ impl Compared {
     }
 }
 
-/// The comparison as a terminal table at the terminal's width, allowing
-/// `allow` (see [`night_sd`]) for each kernel's own night offset.
-pub fn table(a: &str, b: &str, rows: &[Compared], allow: f64) -> String {
-    table_at(a, b, rows, allow, super::compact::terminal_width())
+/// The comparison as a terminal table at the terminal's width.
+pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
+    table_at(a, b, rows, super::compact::terminal_width())
 }
 
 /// The comparison of runs `a` and `b` drawn to `width`: one line per
 /// compared cell (A's and B's medians, B's change against A with its 95% interval, the verdict, p/q),
 /// how cells were tested said once under it.
-pub fn table_at(a: &str, b: &str, rows: &[Compared], allow: f64, width: usize) -> String {
+pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
     let header = [
         "benchmark",
         "metric",
@@ -217,10 +216,17 @@ pub fn table_at(a: &str, b: &str, rows: &[Compared], allow: f64, width: usize) -
         })
         .collect();
     let mut out = super::compact::lines_table(&header, lines, &[2, 4, 5], width);
-    let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT} \
-         Each kernel's own night offset is allowed for at {}% (sd).",
-        allow * 100.0
-    );
+    // every row of one comparison allows the same (its runs' clock's)
+    let allow = rows
+        .first()
+        .map(|r| {
+            format!(
+                " Each kernel's own night offset is allowed for at {}% (sd).",
+                r.night_sd * 100.0
+            )
+        })
+        .unwrap_or_default();
+    let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT}{allow}");
     out.push_str(&super::compact::wrap(&notes, width, 2));
     out
 }
@@ -317,10 +323,12 @@ mod tests {
             (base.method, base.decision.verdict),
             (Method::NoControl, stats::Verdict::Insufficient)
         );
-        let text = table_at("a", "b", &rows, WALL_NIGHT_SD, 100);
+        let text = table_at("a", "b", &rows, 100);
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            flat.contains("not compared: no control across runs") && flat.contains("never pooled"),
+            flat.contains("not compared: no control across runs")
+                && flat.contains("never pooled")
+                && flat.contains("night offset is allowed for at 0.5% (sd)"),
             "{text}"
         );
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");

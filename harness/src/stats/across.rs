@@ -59,7 +59,8 @@ fn log_mean_var(x: &[f64]) -> Option<(f64, f64, usize)> {
 /// have measured it yet; 0.5% is the larger of the review's two cases.
 pub const WALL_NIGHT_SD: f64 = 0.005;
 /// The same under the instruction-counting clock: the bound on a per-arm
-/// run offset from recorded icount bisections (docs/reproduce.md).
+/// run offset from recorded icount bisections (docs/reproduce.md), which
+/// `bisect` allows for too.
 pub const ICOUNT_NIGHT_SD: f64 = 0.0004;
 
 /// B's ratio against A's (see the module text), allowing each of the four

@@ -84,18 +84,16 @@ pub fn memory_available_mib() -> Option<u64> {
 /// `memory.usage_in_bytes`), at the path or, inside a cgroup namespace, at
 /// the mount's root. `None` without a limit.
 pub fn cgroup_headroom_mib(proc_self_cgroup: &str, root: &Path, read: impl Fn(&Path) -> Option<String>) -> Option<u64> {
-    for line in proc_self_cgroup.lines() {
-        let mut f = line.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        let (dir, limit, usage) = match controllers {
-            "" => (root.to_path_buf(), "memory.max", "memory.current"),
-            c if c.split(',').any(|x| x == "memory") => {
-                (root.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")
-            }
-            _ => continue,
-        };
-        let rel = path.trim_start_matches('/');
-        for d in [dir.join(rel), dir.clone()] {
+    let names = |v2: bool| {
+        if v2 {
+            ("memory.max", "memory.current")
+        } else {
+            ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        }
+    };
+    for (v2, dirs) in memory_cgroups(proc_self_cgroup, root) {
+        let (limit, usage) = names(v2);
+        for d in dirs {
             let Some(l) = read(&d.join(limit)) else { continue };
             // "max", or v1's "no limit" (a page-rounded i64::MAX)
             let l: u64 = l.trim().parse().ok().filter(|&b: &u64| b < 1 << 60)?;
@@ -104,6 +102,26 @@ pub fn cgroup_headroom_mib(proc_self_cgroup: &str, root: &Path, read: impl Fn(&P
         }
     }
     None
+}
+
+/// The memory cgroups `proc_self_cgroup` (the text of `/proc/self/cgroup`)
+/// names, each as whether it is v2 (`0::/path`; else v1's
+/// `N:memory:/path`) and the directories under `root` to look in: the
+/// path, then (inside a cgroup namespace) the mount's root.
+fn memory_cgroups(proc_self_cgroup: &str, root: &Path) -> Vec<(bool, [PathBuf; 2])> {
+    proc_self_cgroup
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.splitn(3, ':');
+            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            let (v2, dir) = match controllers {
+                "" => (true, root.to_path_buf()),
+                c if c.split(',').any(|x| x == "memory") => (false, root.join("memory")),
+                _ => return None,
+            };
+            Some((v2, [dir.join(path.trim_start_matches('/')), dir]))
+        })
+        .collect()
 }
 
 /// The out-of-memory killer's counts: host-wide (`oom_kill` of
@@ -160,23 +178,13 @@ fn oom_kill_field(text: &str) -> Option<u64> {
 /// The `oom_kill` count of the memory cgroup named in `proc_self_cgroup`,
 /// read under `root` as [`cgroup_headroom_mib`] finds it.
 pub fn cgroup_oom_kills(proc_self_cgroup: &str, root: &Path, read: impl Fn(&Path) -> Option<String>) -> Option<u64> {
-    for line in proc_self_cgroup.lines() {
-        let mut f = line.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        let (dir, file) = match controllers {
-            "" => (root.to_path_buf(), "memory.events"),
-            c if c.split(',').any(|x| x == "memory") => (root.join("memory"), "memory.oom_control"),
-            _ => continue,
-        };
-        let rel = path.trim_start_matches('/');
-        if let Some(n) = [dir.join(rel), dir]
-            .iter()
-            .find_map(|d| read(&d.join(file)).and_then(|t| oom_kill_field(&t)))
-        {
-            return Some(n);
-        }
-    }
-    None
+    memory_cgroups(proc_self_cgroup, root)
+        .into_iter()
+        .find_map(|(v2, dirs)| {
+            let file = if v2 { "memory.events" } else { "memory.oom_control" };
+            dirs.iter()
+                .find_map(|d| read(&d.join(file)).and_then(|t| oom_kill_field(&t)))
+        })
 }
 
 /// Host memory (MiB) one guest of `guest_mib` and `vcpus` takes: its own

@@ -235,7 +235,7 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     }
     crate::proc::check_interrupted()?;
     let text = log_since(log, from);
-    if let Some(why) = host_fault("make", f.code, f.signal, &text).or_else(|| crate::host::OomKills::now().since(oom)) {
+    if let Some(why) = make_fault(&f, &text, oom) {
         return Err(HostFault {
             what: what.into(),
             why,
@@ -257,6 +257,13 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
         .rev()
         .collect();
     anyhow::bail!("{what}: {how} (log: {})\n{}", log.display(), tail.join("\n"))
+}
+
+/// Why a failed make `f` (its log `text`) was the host's doing: what
+/// [`host_fault`] reads from how it ended and its words, else the OOM
+/// killer's counts risen since `oom` (a victim that printed nothing).
+fn make_fault(f: &crate::proc::Finished, text: &str, oom: crate::host::OomKills) -> Option<String> {
+    host_fault("make", f.code, f.signal, text).or_else(|| crate::host::OomKills::now().since(oom))
 }
 
 /// How long `log` is now (0 when it is not there yet).
@@ -312,8 +319,7 @@ pub fn build(
         // make killed by Ctrl-C is an interruption, not a failed build
         crate::proc::check_interrupted()?;
         let text = log_since(log, from);
-        let why = host_fault("make", f.code, f.signal, &text).or_else(|| crate::host::OomKills::now().since(oom));
-        if let (false, Some(why)) = (f.timed_out, why) {
+        if let (false, Some(why)) = (f.timed_out, make_fault(&f, &text, oom)) {
             return Err(HostFault {
                 what: "build the kernel".into(),
                 why,

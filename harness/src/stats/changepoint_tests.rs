@@ -14,6 +14,15 @@ fn permutation_p(x: &[f64], q: f64, p: &Params, rng: &mut ChaCha8Rng) -> Option<
     })
 }
 
+/// The best split of `x` where the shuffle alone (the nights taken as
+/// independent) finds it significant at `p.alpha`.
+fn shuffle_split(x: &[f64], p: &Params) -> Option<usize> {
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    best_split(x, p.min_size)
+        .filter(|&(_, q)| permutation_p(x, q, p, &mut rng).is_some_and(|pv| pv <= p.alpha))
+        .map(|(t, _)| t)
+}
+
 fn noisy(seed: u64, n: usize, sd: f64, step_at: usize, step: f64) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n)
@@ -131,11 +140,7 @@ fn autocorrelated_flat_histories_rarely_split() {
         min_magnitude: 0.0,
         ..Params::default()
     };
-    let old = |x: &[f64]| {
-        let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-        best_split(x, p.min_size)
-            .is_some_and(|(_, q)| permutation_p(x, q, &p, &mut rng).is_some_and(|pv| pv <= p.alpha))
-    };
+    let old = |x: &[f64]| shuffle_split(x, &p).is_some();
     let new = |x: &[f64]| !significant_splits(x, &p).is_empty();
     let rows: Vec<(f64, usize, usize)> = [0.0, 0.3, 0.5]
         .iter()
@@ -255,14 +260,21 @@ fn changepoint_level_and_power_over_more_series() {
             flat[0], flat[1], flat[2], flat[3]
         ),
     );
+    let rows = step_power_rows(&at);
+    crate::testutil::assert_doc_table(
+        "history.md",
+        "| step, nights, alpha | AR(1) bootstrap | shuffle alone |",
+        &rows,
+    );
+}
+
+/// The rows of docs/history.md's step table: for each (step, nights,
+/// alpha), a step after the middle night in independent 1% noise found
+/// within 2 nights of it by the AR(1) bootstrap and by the shuffle alone,
+/// 40 seeded series each; `at` gives the test's parameters at an alpha.
+fn step_power_rows(at: &dyn Fn(f64) -> Params) -> Vec<String> {
     // (step, nights, alpha): a step after the middle night in independent 1% noise
     // ... and by the shuffle alone, as if the nights were known to be independent
-    let shuffled = |x: &[f64], p: &Params| {
-        let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-        best_split(x, p.min_size)
-            .filter(|&(_, q)| permutation_p(x, q, p, &mut rng).is_some_and(|pv| pv <= p.alpha))
-            .map(|(t, _)| t)
-    };
     let mut rows = vec![];
     for (step, nights, alpha) in [
         (0.015, 40, 0.01),
@@ -278,7 +290,7 @@ fn changepoint_level_and_power_over_more_series() {
                     .iter()
                     .any(|c| c.0.abs_diff(nights / 2) <= 2),
             );
-            by_shuffle += usize::from(shuffled(&x, &at(alpha)).is_some_and(|t| t.abs_diff(nights / 2) <= 2));
+            by_shuffle += usize::from(shuffle_split(&x, &at(alpha)).is_some_and(|t| t.abs_diff(nights / 2) <= 2));
         }
         let default = if alpha == Params::default().alpha {
             " (the default)"
@@ -291,11 +303,7 @@ fn changepoint_level_and_power_over_more_series() {
             nights / 2
         ));
     }
-    crate::testutil::assert_doc_table(
-        "history.md",
-        "| step, nights, alpha | AR(1) bootstrap | shuffle alone |",
-        &rows,
-    );
+    rows
 }
 
 /// Issue 29: a segment under 16 nights (a nightly's first two weeks)
@@ -314,12 +322,7 @@ fn short_autocorrelated_flat_histories_rarely_split() {
         .filter(|&s| !significant_splits(&ar1(20000 + s, 15, 0.7, 0.01), &p).is_empty())
         .count();
     let shuffled = (0..300u64)
-        .filter(|&s| {
-            let x = ar1(20000 + s, 15, 0.7, 0.01);
-            let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-            best_split(&x, p.min_size)
-                .is_some_and(|(_, q)| permutation_p(&x, q, &p, &mut rng).is_some_and(|pv| pv <= p.alpha))
-        })
+        .filter(|&s| shuffle_split(&ar1(20000 + s, 15, 0.7, 0.01), &p).is_some())
         .count();
     eprintln!("flat 15-night AR(1) histories, φ = 0.7: split at alpha 0.001 in {split}/300 ({shuffled}/300 shuffled as independent)");
     assert!(split <= 2, "{split}/300 flat 15-night histories split");

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 
 pub(super) const SOURCE: &str = "/usr/src/linux-source-6.12.tar.xz";
 
-/// A process of /proc: pid, process group, state, cmdline, cwd.
+/// A process of /proc: pid, process group, state, name, cmdline, cwd.
 struct Proc {
     pid: i32,
     pgrp: i32,
+    state: String,
+    comm: String,
     cmd: String,
     cwd: String,
 }
@@ -21,9 +23,14 @@ fn procs() -> Vec<Proc> {
     proc_stats()
         .into_iter()
         .filter(|(_, state, _)| state != "Z" && state != "X")
-        .map(|(pid, _, pgrp)| Proc {
+        .map(|(pid, state, pgrp)| Proc {
             pid,
             pgrp,
+            state,
+            // the name stays readable while a process exits; cmdline and cwd do not
+            comm: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
             cmd: cmdline(pid),
             cwd: std::fs::read_link(format!("/proc/{pid}/cwd"))
                 .map(|p| p.to_string_lossy().into_owned())
@@ -35,7 +42,7 @@ fn procs() -> Vec<Proc> {
 /// Every live process that belongs to the harness run: in the harness's
 /// process group, or with its cmdline or cwd under the work directory or
 /// the run directory (make and its sub-makes, cc1, as, ld, patch, tar, xz,
-/// QEMU). Each as "pid: cmdline".
+/// QEMU). Each as "pid [name] state: cmdline (cwd ...)".
 pub(super) fn leftovers(pgid: i32, run: &Path) -> Vec<String> {
     let me = std::process::id() as i32;
     let roots = [
@@ -46,7 +53,7 @@ pub(super) fn leftovers(pgid: i32, run: &Path) -> Vec<String> {
     procs()
         .into_iter()
         .filter(|p| p.pid != me && (p.pgrp == pgid || under(&p.cmd) || under(&p.cwd)))
-        .map(|p| format!("{}: {} (cwd {})", p.pid, p.cmd, p.cwd))
+        .map(|p| format!("{} [{}] {}: {} (cwd {})", p.pid, p.comm, p.state, p.cmd, p.cwd))
         .collect()
 }
 

@@ -1,19 +1,20 @@
 //! The scenarios of docs/reproduce.md's table of the bisection's error
 //! rates (tests only), and the tests that pin them.
 
+use super::graph::Dag;
 use super::rule::{Rule, ICOUNT_OFFSET, WALL_OFFSET};
-use super::sim::{rates, Case, Clock, Profile, Rates, COMMITS, ICOUNT, WALL};
+use super::sim::{rates, Case, Clock, History, Profile, Rates, COMMITS, ICOUNT, WALL};
 
 /// One row of the table.
 pub struct Scenario {
     /// Where the change lies, in words.
     pub name: &'static str,
-    /// Where the change lies.
-    pub frac: Box<Profile>,
+    /// The history and where the change lies in it.
+    pub history: History,
     /// The clock's noise.
     pub clock: Clock,
     /// A commit that cannot be built.
-    pub unbuildable: Option<usize>,
+    pub unbuildable: Option<&'static str>,
 }
 
 fn step7() -> Box<Profile> {
@@ -35,7 +36,37 @@ fn two(first: f64) -> Box<Profile> {
 fn row(name: &'static str, frac: Box<Profile>, clock: Clock) -> Scenario {
     Scenario {
         name,
-        frac,
+        history: History::linear(frac),
+        clock,
+        unbuildable: None,
+    }
+}
+
+/// The main line c0 (good) m1..m7, the merge M, a1, a2 (bad); a topic
+/// branch t1..t7 forked at `fork` (c0, or f0 before it) that M merges;
+/// 17 commits after good. `shares`: the commits that carry the change.
+pub fn merged(fork: &str, shares: &[(&str, f64)]) -> History {
+    let mut d = Dag::default();
+    d.add("f0", &[]);
+    d.add("c0", &["f0"]);
+    let chain = |d: &mut Dag, from: &str, name: &str, n: usize| {
+        (1..=n).fold(from.to_string(), |prev, i| {
+            let c = format!("{name}{i}");
+            d.add(&c, &[&prev]);
+            c
+        })
+    };
+    let main = chain(&mut d, "c0", "m", 7);
+    let topic = chain(&mut d, fork, "t", 7);
+    d.add("M", &[&main, &topic]);
+    chain(&mut d, "M", "a", 2);
+    History::graph(d, "c0", "a2", shares)
+}
+
+fn branches(name: &'static str, fork: &str, shares: &[(&str, f64)], clock: Clock) -> Scenario {
+    Scenario {
+        name,
+        history: merged(fork, shares),
         clock,
         unbuildable: None,
     }
@@ -44,6 +75,7 @@ fn row(name: &'static str, frac: Box<Profile>, clock: Clock) -> Scenario {
 /// The rows of the table.
 pub fn scenarios() -> Vec<Scenario> {
     let one = "one culprit (c7)";
+    let halves = "two culprits on two branches, half each (t4 on a merged branch, m3 on the main line)";
     vec![
         row(one, step7(), WALL),
         row(one, step7(), WALL.run(1.0)),
@@ -62,9 +94,23 @@ pub fn scenarios() -> Vec<Scenario> {
         row(one, step7(), ICOUNT.arm(0.002)),
         row(one, step7(), ICOUNT.arm(0.005)),
         Scenario {
-            unbuildable: Some(7),
+            unbuildable: Some("c7"),
             ..row("one culprit (c7), which cannot be built", step7(), WALL.run(1.0))
         },
+        branches(halves, "c0", &[("t4", 0.5), ("m3", 0.5)], WALL.run(1.0)),
+        branches(
+            "two culprits on two branches, 30% (t4, merged branch) and 70% (m3, main line)",
+            "c0",
+            &[("t4", 0.3), ("m3", 0.7)],
+            WALL.run(1.0),
+        ),
+        branches(halves, "c0", &[("t4", 0.5), ("m3", 0.5)], ICOUNT.arm(0.0004)),
+        branches(
+            "one culprit (t4) on a branch forked before good (at f0); good itself 2% slower than f0",
+            "f0",
+            &[("c0", 0.02 / 0.03), ("t4", 1.0)],
+            WALL.run(1.0),
+        ),
     ]
 }
 
@@ -117,7 +163,7 @@ pub fn line(s: &Scenario, rule: &Rule, r: &Rates) -> String {
 /// The rates of scenario `k` over `n` bisections (seeded by `k`).
 pub fn of(s: &Scenario, k: usize, rule: &Rule, n: usize) -> Rates {
     let case = Case {
-        frac: &*s.frac,
+        history: &s.history,
         clock: s.clock,
         unbuildable: s.unbuildable,
     };
@@ -167,9 +213,9 @@ mod tests {
             run_offset: 0.0,
             ..Rule::default()
         };
-        let step = |i: usize| f64::from(u8::from(i >= 7));
+        let history = History::linear(step7());
         let case = Case {
-            frac: &step,
+            history: &history,
             clock: WALL.run(1.0),
             unbuildable: None,
         };
@@ -190,14 +236,14 @@ mod tests {
             run_offset: 0.0,
             ..Rule::default()
         };
-        let case = |frac| Case {
-            frac,
+        let case = |history| Case {
+            history,
             clock: WALL.run(1.0),
             unbuildable: None,
         };
-        let half = two(0.5);
-        let r2 = rates(&case(&*half), &rule, 500, 21);
-        let gradual = |i: usize| i as f64 / COMMITS as f64;
+        let half = History::linear(two(0.5));
+        let r2 = rates(&case(&half), &rule, 500, 21);
+        let gradual = History::linear(Box::new(|i: usize| i as f64 / COMMITS as f64));
         let rg = rates(&case(&gradual), &rule, 500, 22);
         println!("fault 4: two half culprits: {r2:?}; gradual: {rg:?}");
         assert!(
@@ -240,5 +286,32 @@ mod tests {
             ["0.5%", "0.0%", "34.5%", "16.5%", "0.0%"],
             "wall 2%, icount 0.5%, icount 0.04%"
         );
+    }
+
+    /// The graph rows (issue 29: the merge was named for two culprits on two
+    /// branches, and a branch forked before good got its first commit), 200
+    /// seeded bisections each: no wrong commit, the merge never named.
+    #[test]
+    fn branch_rows_never_name_the_merge() {
+        let rows = scenarios();
+        for (k, s) in rows.iter().enumerate().filter(|(_, s)| s.name.contains("branch")) {
+            let rule = Rule {
+                run_offset: if s.clock.sigma == WALL.sigma {
+                    WALL_OFFSET
+                } else {
+                    ICOUNT_OFFSET
+                },
+                ..Rule::default()
+            };
+            let r = of(s, k, &rule, 200);
+            println!("{}", line(s, &rule, &r));
+            assert!(r.wrong <= 0.01, "{}: wrong commit in {}", s.name, percent(r.wrong));
+            assert!(
+                r.all + r.some >= 0.5,
+                "{}: named in {}",
+                s.name,
+                percent(r.all + r.some)
+            );
+        }
     }
 }

@@ -54,9 +54,9 @@ fi
 
 apt-get update -q
 # QEMU comes from backports on bookworm (bookworm's own QEMU 7.2 caps q35 at
-# 288 vCPUs). linux-source-6.12 comes from bookworm-security (6.12.117, 6.12.118 since
-# 2026-12), which
-# is newer than the backports build, so it is installed without -t.
+# 288 vCPUs). linux-source-6.12 comes from bookworm-security (6.12.117,
+# 6.12.118 since 2026-12), which is newer than the backports build, so it is
+# installed without -t.
 apt-get install -y -q --no-install-recommends "${backports[@]}" qemu-system-x86
 # perf 6.12 (bookworm's own is 6.1): `perf bench` as the kernel under test ships it
 apt-get install -y -q --no-install-recommends "${backports[@]}" linux-perf

@@ -160,6 +160,20 @@ pub fn line(s: &Scenario, rule: &Rule, r: &Rates) -> String {
     )
 }
 
+/// The rule as `bisect` sets it for the scenario's clock: the per-arm run
+/// offset allowed for.
+pub fn rule_for(s: &Scenario) -> Rule {
+    let run_offset = if s.clock.sigma == WALL.sigma {
+        WALL_OFFSET
+    } else {
+        ICOUNT_OFFSET
+    };
+    Rule {
+        run_offset,
+        ..Rule::default()
+    }
+}
+
 /// The rates of scenario `k` over `n` bisections (seeded by `k`).
 pub fn of(s: &Scenario, k: usize, rule: &Rule, n: usize) -> Rates {
     let case = Case {
@@ -183,23 +197,11 @@ mod tests {
         println!("{HEADER}");
         let mut missing = vec![];
         for (k, s) in scenarios().iter().enumerate() {
-            // the rule as `bisect` sets it for the clock
-            let clock = if s.clock.sigma == WALL.sigma {
-                WALL_OFFSET
-            } else {
-                ICOUNT_OFFSET
-            };
-            {
-                let tau = clock;
-                let rule = Rule {
-                    run_offset: tau,
-                    ..Rule::default()
-                };
-                let l = line(s, &rule, &of(s, k, &rule, 2000));
-                println!("{l}");
-                if !doc.lines().any(|d| d == l) {
-                    missing.push(l);
-                }
+            let rule = rule_for(s);
+            let l = line(s, &rule, &of(s, k, &rule, 2000));
+            println!("{l}");
+            if !doc.lines().any(|d| d == l) {
+                missing.push(l);
             }
         }
         assert!(doc.contains(HEADER), "docs/reproduce.md lacks the table's header");
@@ -295,14 +297,7 @@ mod tests {
     fn branch_rows_never_name_the_merge() {
         let rows = scenarios();
         for (k, s) in rows.iter().enumerate().filter(|(_, s)| s.name.contains("branch")) {
-            let rule = Rule {
-                run_offset: if s.clock.sigma == WALL.sigma {
-                    WALL_OFFSET
-                } else {
-                    ICOUNT_OFFSET
-                },
-                ..Rule::default()
-            };
+            let rule = rule_for(s);
             let r = of(s, k, &rule, 200);
             println!("{}", line(s, &rule, &r));
             assert!(r.wrong <= 0.01, "{}: wrong commit in {}", s.name, percent(r.wrong));

@@ -16,7 +16,7 @@
 use super::e2e::{
     bzimage_make, events, harness, kernel_yaml, only_run_dir, process_groups, qemus_of, within, work_dir,
 };
-use super::soak_checks::{assert_planned_boots, assert_tree_pristine, leftovers, shared_tree, SOURCE};
+use super::soak_checks::{assert_none_left, assert_planned_boots, assert_tree_pristine, shared_tree, SOURCE};
 use crate::common::scratch;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -157,11 +157,7 @@ fn interrupt(child: &mut Child, run: &Path, sig: i32, group: bool, live: bool) {
         Some(130)
     };
     assert_eq!(code, expected, "signal {sig} (group {group})");
-    assert!(
-        within(Duration::from_secs(5), || leftovers(pid, run).is_empty()),
-        "processes of the run outlived the harness (signal {sig}, group {group}):\n{}",
-        leftovers(pid, run).join("\n")
-    );
+    assert_none_left(pid, run, &format!("the harness (signal {sig}, group {group})"));
 }
 
 /// Starts `harness run ARGS` in a process group of its own.
@@ -218,15 +214,7 @@ fn cycle(dir: &Path, cycle: u32, deleted: &str, fallback: bool, rng: &mut Rng, t
     let st = child.wait().unwrap();
     assert!(st.success(), "harness run --resume {}: {st}", run.display());
     assert_eq!(only_run_dir(&runs), run);
-    // as after an interrupt, a moment's grace: the harness's watchdog (forked
-    // at its start, so in its group) exits on the EOF of the harness's exit,
-    // and was once caught exiting (cycle 10 of seed 20261204, 2026-12-05)
-    let pgid = child.id() as i32;
-    assert!(
-        within(Duration::from_secs(5), || leftovers(pgid, &run).is_empty()),
-        "processes outlived the resumed run:\n{}",
-        leftovers(pgid, &run).join("\n")
-    );
+    assert_none_left(child.id() as i32, &run, "the resumed run");
     t.boot_records += assert_planned_boots(&run);
     let log = std::fs::read_to_string(run.join("logs/tree.log")).unwrap_or_default();
     let (fell, doubt) = (log.matches(FALLBACK).count(), log.matches("is in doubt").count());

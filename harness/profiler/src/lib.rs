@@ -2,9 +2,12 @@
 //! v4 = QEMU 10.0) that counts, per guest kernel function and exactly over
 //! a window the guest opens and closes itself, instructions executed, calls
 //! (executions of the first instruction), atomic read-modify-write
-//! instructions, `pause` instructions and callers. See README.md for the
+//! instructions, `pause` instructions and callers; with `contention=on`
+//! also the cache lines several vCPUs write with atomics and the locks they
+//! share ([`contention`]). See README.md for the
 //! arguments, the marker protocol and the profile format.
 
+pub mod contention;
 pub mod decode;
 pub mod symbols;
 pub mod syscalls;

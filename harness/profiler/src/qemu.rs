@@ -16,11 +16,11 @@ use qemu_plugin::install::{Args, Info};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
     qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn, qemu_plugin_insn_data, qemu_plugin_insn_size,
-    qemu_plugin_insn_vaddr, qemu_plugin_num_vcpus, qemu_plugin_op, qemu_plugin_register_atexit_cb,
-    qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_tb_exec_cb,
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu, qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_scoreboard,
-    qemu_plugin_scoreboard_find, qemu_plugin_scoreboard_new, qemu_plugin_tb, qemu_plugin_tb_get_insn,
-    qemu_plugin_tb_n_insns, qemu_plugin_u64,
+    qemu_plugin_insn_vaddr, qemu_plugin_mem_rw, qemu_plugin_num_vcpus, qemu_plugin_op, qemu_plugin_register_atexit_cb,
+    qemu_plugin_register_vcpu_init_cb, qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_mem_cb,
+    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu,
+    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_scoreboard, qemu_plugin_scoreboard_find,
+    qemu_plugin_scoreboard_new, qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_u64,
 };
 use qemu_plugin::{register, Error, PluginId, Result};
 
@@ -30,8 +30,10 @@ use crate::syscalls::{self, Kind};
 use crate::tally::{render, Callers, Comp, Header, Tail, Window};
 use crate::{MARK_CLOSE, MARK_OPEN};
 
+mod cont;
 mod regs;
 mod sys;
+use cont::{on_block_counted, on_lock_fn, on_rmw, Cont};
 use regs::{on_vcpu_init, read_reg, read_u64};
 use sys::{on_block_sys, Sys};
 
@@ -159,10 +161,12 @@ struct Global {
     rax: AtomicUsize,
     rcx: AtomicUsize,
     rsp: AtomicUsize,
+    rdi: AtomicUsize,
     gs: AtomicUsize,
     kgs: AtomicUsize,
     dynamic: Vec<Mutex<HashMap<(u32, u32), u64>>>,
     sys: Option<Sys>,
+    cont: Option<Cont>,
 }
 
 static G: OnceLock<Global> = OnceLock::new();
@@ -191,6 +195,8 @@ impl Register for Profiler {
         let mut callers = Callers::Static;
         let mut top = 8usize;
         let mut sys = false;
+        let mut contention = false;
+        let mut data = None;
         for a in &args.raw {
             let (k, v) = a
                 .split_once('=')
@@ -198,6 +204,7 @@ impl Register for Profiler {
             match k {
                 "symbols" => symbols = Some(PathBuf::from(v)),
                 "out" => out = Some(PathBuf::from(v)),
+                "data" => data = Some(PathBuf::from(v)),
                 "mode" => {
                     all = match v {
                         "marker" => false,
@@ -213,8 +220,12 @@ impl Register for Profiler {
                         _ => return Err(fail(format!("callers={v}: expected off, static or full"))),
                     }
                 }
-                "syscalls" | "each" => {
-                    *(if k == "each" { &mut each } else { &mut sys }) = match v {
+                "syscalls" | "each" | "contention" => {
+                    *(match k {
+                        "each" => &mut each,
+                        "syscalls" => &mut sys,
+                        _ => &mut contention,
+                    }) = match v {
                         "on" | "yes" | "true" => true,
                         "off" | "no" | "false" => false,
                         _ => return Err(fail(format!("{k}={v}: expected on or off"))),
@@ -230,7 +241,7 @@ impl Register for Profiler {
                 "top" => top = v.parse().map_err(|_| fail(format!("top={v}: expected a number")))?,
                 _ => {
                     return Err(fail(format!(
-                        "unknown argument {k:?} (symbols, out, mode, each, counter, callers, top, syscalls)"
+                        "unknown argument {k:?} (symbols, out, mode, each, counter, callers, top, syscalls, contention, data)"
                     )))
                 }
             }
@@ -246,6 +257,22 @@ impl Register for Profiler {
         if sys && counting == Counting::Inline {
             return Err(fail("syscalls=on needs counter=callback".into()));
         }
+        if contention && counting == Counting::Inline {
+            return Err(fail("contention=on needs counter=callback".into()));
+        }
+        let cont = if contention {
+            let text = match &data {
+                Some(p) => std::fs::read_to_string(p).map_err(|e| fail(format!("read {}: {e}", p.display())))?,
+                None => {
+                    eprintln!("harness-profiler: contention=on without data=PATH: no line is known to be static");
+                    String::new()
+                }
+            };
+            let what = data.as_ref().map_or(String::new(), |p| p.display().to_string());
+            Some(Cont::new(&syms, &text).map_err(|e| fail(format!("{what}: {e}")))?)
+        } else {
+            None
+        };
         let sys = sys.then(|| Sys::new(&syms, vcpus)).and_then(|r| {
             r.map_err(|e| eprintln!("harness-profiler: syscalls=on: {e}; no syscall counts"))
                 .ok()
@@ -268,10 +295,12 @@ impl Register for Profiler {
             rax: AtomicUsize::new(0),
             rcx: AtomicUsize::new(0),
             rsp: AtomicUsize::new(0),
+            rdi: AtomicUsize::new(0),
             gs: AtomicUsize::new(0),
             kgs: AtomicUsize::new(0),
             dynamic: (0..vcpus).map(|_| Mutex::new(HashMap::new())).collect(),
             sys,
+            cont,
         };
         G.set(global).map_err(|_| fail("installed twice".into()))?;
         // SAFETY: registering plain extern "C" callbacks with our plugin id.
@@ -288,6 +317,7 @@ register!(Profiler);
 
 struct InsnInfo {
     func: u32,
+    va: u64,
     lock: bool,
     pause: bool,
     entry: bool,
@@ -356,6 +386,7 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
         }
         infos.push(InsnInfo {
             func,
+            va,
             lock: d.lock,
             pause: d.pause,
             entry,
@@ -384,6 +415,19 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                 };
                 qemu_plugin_register_vcpu_tb_exec_cb(tb, Some(on_block_sys), flags, block as *mut _ as *mut c_void)
             }
+            (Counter::Own(p), None) if g.cont.is_some() => {
+                let block = Box::leak(Box::new(syscalls::Block {
+                    counter: p,
+                    insns: n as u64,
+                    kind: Kind::Kernel,
+                }));
+                qemu_plugin_register_vcpu_tb_exec_cb(
+                    tb,
+                    Some(on_block_counted),
+                    qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                    block as *mut _ as *mut c_void,
+                )
+            }
             (Counter::Own(p), None) => qemu_plugin_register_vcpu_tb_exec_cb(
                 tb,
                 Some(on_block),
@@ -407,6 +451,29 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                 qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
                 udata,
             );
+        }
+        if let Some(c) = &g.cont {
+            for (i, info) in infos.iter().enumerate() {
+                let insn = qemu_plugin_tb_get_insn(tb, i);
+                let kernel = info.va >= crate::symbols::KERNEL_HALF;
+                if info.lock && kernel {
+                    qemu_plugin_register_vcpu_mem_cb(
+                        insn,
+                        Some(on_rmw),
+                        qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                        qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_W,
+                        info.func as usize as *mut c_void,
+                    );
+                }
+                if info.entry && c.watch.roles.contains_key(&info.func) {
+                    qemu_plugin_register_vcpu_insn_exec_cb(
+                        insn,
+                        Some(on_lock_fn),
+                        qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                        info.func as usize as *mut c_void,
+                    );
+                }
+            }
         }
         for (insn, func) in entries {
             qemu_plugin_register_vcpu_insn_exec_cb(
@@ -449,6 +516,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
             if let Some(s) = &g.sys {
                 s.windows().opened();
             }
+            if let Some(c) = &g.cont {
+                c.inner().st.opened();
+            }
             g.open.store(true, Ordering::SeqCst);
         } else {
             eprintln!("harness-profiler: window opened twice; the second marker is ignored");
@@ -459,6 +529,9 @@ unsafe extern "C" fn on_cpuid(_vcpu: c_uint, udata: *mut c_void) {
             g.open.store(false, Ordering::SeqCst);
             if let Some(s) = &g.sys {
                 s.windows().closed();
+            }
+            if let Some(c) = &g.cont {
+                c.inner().st.closed(&g.syms, &c.data);
             }
             write(g, &st);
             if g.each {
@@ -494,6 +567,9 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
     if g.all {
         let now = st.counters(g.vcpus);
         st.window.close(&now, &Tail::default(), 0);
+        if let Some(c) = &g.cont {
+            c.inner().st.closed(&g.syms, &c.data);
+        }
     }
     write(g, &st);
 }
@@ -530,6 +606,9 @@ fn write(g: &Global, st: &State) {
     if let Some(s) = &g.sys {
         text += &s.windows().total.render();
     }
+    if let Some(c) = &g.cont {
+        text += &c.inner().st.total.render(&c.watch, g.top);
+    }
     put(&g.out, text);
 }
 
@@ -553,6 +632,9 @@ fn write_last(g: &Global, st: &State) {
     let mut text = render(&h, &totals, &g.syms, &d);
     if let Some(s) = &g.sys {
         text += &s.windows().last.render();
+    }
+    if let Some(c) = &g.cont {
+        text += &c.inner().st.last.render(&c.watch, g.top);
     }
     put(&PathBuf::from(path), text);
 }

@@ -38,6 +38,7 @@ pub(super) unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, _vcpu: c_uin
                 b"rax" => &g.rax,
                 b"rcx" => &g.rcx,
                 b"rsp" => &g.rsp,
+                b"rdi" => &g.rdi,
                 b"gs_base" => &g.gs,
                 b"k_gs_base" => &g.kgs,
                 _ => continue,

@@ -6,7 +6,8 @@ use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use super::{g, on_block, read_reg, Global};
+use super::cont::{count, percpu_base};
+use super::{g, on_block, read_reg};
 use crate::symbols::{Symbols, KERNEL_HALF};
 use crate::syscalls::{self, Kind};
 
@@ -62,6 +63,7 @@ pub(super) unsafe extern "C" fn on_block_sys(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: as in on_block.
     unsafe { on_block(vcpu, b.counter as *mut c_void) };
     let g = g();
+    count(g, b.insns);
     let Some(sys) = &g.sys else { return };
     let key = if sys.whoami { percpu_base(g) } else { Some(1) };
     let Some(v) = key.and_then(|k| sys.seats.get(k)) else {
@@ -72,16 +74,4 @@ pub(super) unsafe extern "C" fn on_block_sys(vcpu: c_uint, udata: *mut c_void) {
             sys.windows().open.add(done);
         }
     }
-}
-
-/// The executing vCPU's per-CPU base: GS's base in the kernel, the
-/// swapped-out kernel GS base in user space and at kernel entry before
-/// `swapgs` (whichever is a kernel address). `None` before the kernel has
-/// set up its per-CPU areas.
-fn percpu_base(g: &Global) -> Option<u64> {
-    let gs = read_reg(&g.gs)?;
-    if gs >= KERNEL_HALF {
-        return Some(gs);
-    }
-    read_reg(&g.kgs).filter(|&k| k >= KERNEL_HALF)
 }

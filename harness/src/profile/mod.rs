@@ -7,6 +7,7 @@
 //! Pure: nothing here runs a process; [`read`] and
 //! [`symbols::write_symbols`] only read and write files.
 
+pub mod contention;
 pub mod diff;
 pub mod symbols;
 pub mod work;
@@ -71,6 +72,8 @@ pub struct Profile {
     /// System calls by x86-64 syscall number (`s` lines; a plugin run with
     /// `syscalls=on`), empty otherwise.
     pub syscalls: BTreeMap<u32, Syscall>,
+    /// Contention counts (`x` lines; a plugin run with `contention=on`).
+    pub contention: Option<contention::Contention>,
 }
 
 /// One syscall number's calls in a window: what each counted call executed
@@ -139,6 +142,7 @@ pub fn parse(text: &str) -> Result<Profile> {
         kernel: Counts::default(),
         functions: Vec::new(),
         syscalls: BTreeMap::new(),
+        contention: None,
     };
     for (n, l) in lines {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -190,6 +194,12 @@ fn line(p: &mut Profile, key: &str, rest: &[&str], n: usize) -> Result<()> {
             };
             p.syscalls.insert(nr, s);
         }
+        "x" => p.contention.get_or_insert_with(Default::default).line(rest, n)?,
+        "xf" => p
+            .contention
+            .as_mut()
+            .with_context(|| format!("line {n}: function line before any contention line"))?
+            .func(rest, n)?,
         // informational header lines (blocks, functions) and future keys
         _ => {}
     }
@@ -238,6 +248,9 @@ pub fn sum(profiles: &[Profile]) -> Option<Profile> {
             e.insns += c.insns;
             e.dropped += c.dropped;
         }
+        if let Some(c) = &q.contention {
+            p.contention.get_or_insert_with(Default::default).add(c);
+        }
     }
     p.functions = by_name
         .into_iter()
@@ -278,6 +291,8 @@ pub struct PerOp {
     pub kernel_insns: f64,
     /// Per function (and bucket).
     pub functions: BTreeMap<String, FnPerOp>,
+    /// Contention counts per op, when the plugin counted them.
+    pub contention: Option<contention::PerOp>,
 }
 
 impl Profile {
@@ -323,6 +338,7 @@ impl Profile {
             total_insns: self.total.insns as f64 / d,
             kernel_insns: self.kernel.insns as f64 / d,
             functions,
+            contention: self.contention.as_ref().map(|c| c.per_op(d)),
         })
     }
 }

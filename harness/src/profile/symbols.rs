@@ -1,6 +1,8 @@
-//! The symbols file the profiler plugin reads: the guest kernel's functions
-//! (`START SIZE NAME`, hex, sorted, non-overlapping), written from the
-//! variant's `vmlinux` ELF symbol table, read in-process (no `nm`).
+//! The symbols files the profiler plugin reads: the guest kernel's
+//! functions ([`FILE`]) and its static data objects ([`DATA_FILE`], for
+//! the contention counts), each `START SIZE NAME` (hex, sorted,
+//! non-overlapping), written from the variant's `vmlinux` ELF symbol table,
+//! read in-process (no `nm`).
 
 use std::path::Path;
 
@@ -107,6 +109,45 @@ pub fn raw_from_elf(data: &[u8]) -> Result<Vec<RawSym>> {
     Ok(raw)
 }
 
+/// The data objects of an ELF image: OBJECT symbols with a size, defined
+/// in writable data sections (`.data`, `.bss` and the like; the per-CPU
+/// section's symbols are among them, at the addresses it is linked at),
+/// sorted, of several at one address the first name in order, a size cut
+/// at the next object.
+pub fn data_from_elf(data: &[u8]) -> Result<Vec<Sym>> {
+    let file = object::File::parse(data).context("parse ELF")?;
+    let mut raw: Vec<Sym> = Vec::new();
+    for s in file.symbols() {
+        if s.kind() != SymbolKind::Data || s.size() == 0 {
+            continue;
+        }
+        let SymbolSection::Section(idx) = s.section() else {
+            continue;
+        };
+        let Ok(sec) = file.section_by_index(idx) else { continue };
+        if !matches!(sec.kind(), SectionKind::Data | SectionKind::UninitializedData) {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            continue;
+        }
+        raw.push(Sym {
+            start: s.address(),
+            size: s.size(),
+            name: name.to_string(),
+        });
+    }
+    raw.sort_by(|a, b| a.start.cmp(&b.start).then(a.name.cmp(&b.name)));
+    raw.dedup_by_key(|s| s.start);
+    for i in 1..raw.len() {
+        let next = raw[i].start;
+        let prev = &mut raw[i - 1];
+        prev.size = prev.size.min(next - prev.start);
+    }
+    Ok(raw)
+}
+
 /// The symbols file text.
 pub fn render(syms: &[Sym]) -> String {
     let mut out = String::with_capacity(syms.len() * 40);
@@ -120,10 +161,20 @@ pub fn render(syms: &[Sym]) -> String {
 /// Writes the symbols file of `vmlinux` to `out`; returns how many
 /// functions it lists. Refuses an image with no code symbols (stripped).
 pub fn write_symbols(vmlinux: &Path, out: &Path) -> Result<usize> {
+    write_file(vmlinux, out, |data| Ok(functions(raw_from_elf(data)?)), "function")
+}
+
+/// Writes the data symbols file of `vmlinux` to `out`; returns how many
+/// objects it lists. Refuses an image with none.
+pub fn write_data(vmlinux: &Path, out: &Path) -> Result<usize> {
+    write_file(vmlinux, out, data_from_elf, "data")
+}
+
+fn write_file(vmlinux: &Path, out: &Path, read: fn(&[u8]) -> Result<Vec<Sym>>, what: &str) -> Result<usize> {
     let data = std::fs::read(vmlinux).with_context(|| format!("read {}", vmlinux.display()))?;
-    let syms = functions(raw_from_elf(&data).with_context(|| vmlinux.display().to_string())?);
+    let syms = read(&data).with_context(|| vmlinux.display().to_string())?;
     if syms.is_empty() {
-        anyhow::bail!("{} has no function symbols (stripped?)", vmlinux.display());
+        anyhow::bail!("{} has no {what} symbols (stripped?)", vmlinux.display());
     }
     std::fs::write(out, render(&syms)).with_context(|| format!("write {}", out.display()))?;
     Ok(syms.len())
@@ -133,18 +184,33 @@ pub fn write_symbols(vmlinux: &Path, out: &Path) -> Result<usize> {
 /// `bzImage` and `vmlinux`.
 pub const FILE: &str = "vmlinux.syms";
 
+/// The data symbols file's name there.
+pub const DATA_FILE: &str = "vmlinux.data";
+
+/// Writes both symbols files of `vmlinux` into its directory `dir`
+/// ([`FILE`], [`DATA_FILE`]) unless they are there already.
+pub fn ensure_all(vmlinux: &Path, dir: &Path) -> Result<()> {
+    ensure(vmlinux, &dir.join(FILE))?;
+    ensure_with(vmlinux, &dir.join(DATA_FILE), write_data)?;
+    Ok(())
+}
+
 /// Writes the symbols file of `vmlinux` to `out` unless it is there
 /// already (written whole to a temporary file of this process and call,
 /// then renamed, so a reader never sees half of one and runs sharing the
 /// kernel may write it at once). Returns whether it wrote it.
 pub fn ensure(vmlinux: &Path, out: &Path) -> Result<bool> {
+    ensure_with(vmlinux, out, write_symbols)
+}
+
+fn ensure_with(vmlinux: &Path, out: &Path, write: fn(&Path, &Path) -> Result<usize>) -> Result<bool> {
     if out.is_file() {
         return Ok(false);
     }
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = out.with_extension(format!("syms.partial-{}-{n}", std::process::id()));
-    let written = write_symbols(vmlinux, &tmp)
+    let tmp = out.with_extension(format!("partial-{}-{n}", std::process::id()));
+    let written = write(vmlinux, &tmp)
         .and_then(|_| std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display())));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -240,6 +306,22 @@ mod tests {
         one.set_extension("syms");
         write_symbols(&exe, &one).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&one).unwrap());
+    }
+
+    #[test]
+    fn data_objects_of_a_real_elf() {
+        // the test binary's statics are data objects
+        let exe = std::env::current_exe().unwrap();
+        let syms = data_from_elf(&std::fs::read(&exe).unwrap()).unwrap();
+        assert!(syms.len() > 10, "{}", syms.len());
+        assert!(
+            syms.windows(2).all(|w| w[0].start + w[0].size <= w[1].start),
+            "sorted and disjoint"
+        );
+        let d = tempfile::tempdir().unwrap();
+        ensure_all(&exe, d.path()).unwrap();
+        let text = std::fs::read_to_string(d.path().join(DATA_FILE)).unwrap();
+        assert_eq!(text.lines().count(), syms.len() + 1, "a header and an object a line");
     }
 
     #[test]

@@ -22,6 +22,9 @@
 //! * **Verdict** — [`decide_all`] applies the [`Rule`] to every [`Comparison`] and
 //!   returns a [`Decision`] with a [`Verdict`]: regressed / improved / `~` / `≈` /
 //!   small / unsure / fails more / `?`.
+//! * **Model** — [`model`]: a labelled model, not a measurement, of the throughput of N
+//!   CPUs looping on one op, by exact mean-value analysis of per-op demands counted in
+//!   an emulator; [`model::compare`] sets a base against a variant.
 //!
 //! Everything here is a pure function of its inputs: no I/O, no clocks, no global state,
 //! and every random draw comes from a generator seeded by the caller, so a report can be
@@ -35,6 +38,7 @@ mod descriptive;
 mod fdr;
 mod fisher;
 mod floor;
+pub mod model;
 mod mwu;
 pub mod stages;
 

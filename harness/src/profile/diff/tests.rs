@@ -33,6 +33,7 @@ fn boot(total: f64, fs: &[FnRow]) -> PerOp {
         total_insns: total,
         kernel_insns: kernel,
         functions,
+        contention: None,
     }
 }
 
@@ -370,6 +371,7 @@ fn mech_boot(total: f64, fs: &[(&str, f64, f64, f64)]) -> PerOp {
         total_insns: total,
         kernel_insns: total,
         functions,
+        contention: None,
     }
 }
 

@@ -1,0 +1,166 @@
+use super::*;
+use crate::profile::parse;
+
+/// A window of 10 ops whose contention lines are `x`.
+fn window(x: &str) -> String {
+    format!(
+        "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 10 missing 0\nvcpus 2\ntotal 1000 1 0 0\n\
+         kernel 900 1 0 0\nf f 900 1 0 0\nx watch 20 14 rwsem_read,rwsem_write,mutex\n{x}"
+    )
+}
+
+/// A boot with `counter` RMWs on `counter_x` and `pcpu` acquisitions of
+/// `pcpu_lock` in 10 ops, and a heap line whose count is `heap`.
+fn boot(counter: u64, pcpu: u64, heap: u64) -> PerOp {
+    let mut x = format!(
+        "x summary 2 {r} {r} 3 2 {pcpu} {pcpu} 1 1 0 0\nx line heap copy_process 1 2 {heap}\nxf copy_process {heap}\n\
+         x lock static pcpu_lock+0x0 spin 1 1 {pcpu} 0 0\nxf pcpu_alloc_noprof {pcpu}\n",
+        r = counter + heap
+    );
+    if counter > 0 {
+        x += &format!("x line static counter_x+0x0 1 1 {counter}\nxf copy_process {counter}\n");
+    }
+    parse(&window(&x)).unwrap().per_op(None).unwrap().contention.unwrap()
+}
+
+#[test]
+fn reads_the_plugins_lines_and_sums_windows() {
+    let text = window(
+        "x summary 2 40 12 9 3 30 20 5 2 7 1\nx line static counter_x+0x0 1 1 10\nxf copy_process 10\n\
+         x lock heap unlink_file_vma_batch_process rwsem_write 1 2 20 18 3600\nxf unlink_file_vma_batch_process 20\n",
+    );
+    let p = parse(&text).unwrap();
+    let c = p.contention.as_ref().unwrap();
+    assert_eq!(
+        (c.vcpus, c.rmws, c.lines, c.acqs, c.locks, c.holds),
+        (2, (40, 12), (9, 3), (30, 20), (5, 2), (7, 1))
+    );
+    assert_eq!(c.watch, (20, 14, "rwsem_read,rwsem_write,mutex".to_string()));
+    let lock = Key {
+        object: Object::Lock("rwsem_write".into()),
+        class: Class::Heap,
+        name: "unlink_file_vma_batch_process".into(),
+    };
+    assert_eq!(lock.text(), "heap rwsem_write lock via unlink_file_vma_batch_process");
+    let r = &c.rows[&lock];
+    assert_eq!(
+        (r.objects, r.writers, r.events, r.holds, r.hold_insns),
+        (1, 2, 20, 18, 3600)
+    );
+    let per = p.per_op(None).unwrap().contention.unwrap();
+    assert_eq!((per.shared_rmws, per.shared_acqs), (1.2, 2.0));
+    assert_eq!(per.rows[&lock].hold, Some(200.0), "instructions per measured hold");
+    let s = crate::profile::sum(&[p.clone(), p.clone()])
+        .unwrap()
+        .contention
+        .unwrap();
+    assert_eq!(
+        (
+            s.rmws,
+            s.rows[&lock].events,
+            s.rows[&lock].funcs["unlink_file_vma_batch_process"]
+        ),
+        ((80, 24), 40, 40)
+    );
+    assert!(
+        parse("harness-profile 1\nxf f 1\n").is_err(),
+        "a function line needs a row"
+    );
+    assert!(
+        parse(&window("x line shared f 1 1 1\n")).is_err(),
+        "a class is static or heap"
+    );
+    assert!(parse(&window("x summary 2 x\n")).is_err());
+    assert_eq!(
+        parse(&window(""))
+            .unwrap()
+            .per_op(None)
+            .unwrap()
+            .contention
+            .unwrap()
+            .rows
+            .len(),
+        0
+    );
+    let plain = text
+        .lines()
+        .filter(|l| !l.starts_with('x'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(parse(&plain).unwrap().contention, None, "no x lines, no contention");
+}
+
+#[test]
+fn a_new_global_atomic_is_more_contention_and_names_its_line() {
+    let base: Vec<PerOp> = (0..5).map(|i| boot(0, 10, 30 + i % 2)).collect();
+    let var: Vec<PerOp> = (0..5).map(|i| boot(10, 10, 30 + i % 2)).collect();
+    let d = diff(&base, &var, &Options::default());
+    assert_eq!(d.verdict, Verdict::More);
+    let called: Vec<&str> = d.called().map(|r| r.text.as_str()).collect();
+    assert_eq!(called, ["line counter_x+0x0"]);
+    assert_eq!(
+        d.summary(2),
+        "more contention: +1.00 shared-line RMW per op on line counter_x+0x0 (copy_process)"
+    );
+    assert_eq!(d.varying, 1, "the heap row's counts differ between boots");
+    let back = diff(&var, &base, &Options::default());
+    assert_eq!(
+        (back.verdict, back.summary(1).starts_with("less contention: -1.00")),
+        (Verdict::Less, true)
+    );
+}
+
+#[test]
+fn the_rule_table() {
+    // (base and variant pcpu_lock acquisitions in 10 ops per boot, verdict)
+    type Case = (&'static [u64], &'static [u64], Verdict);
+    let cases: &[Case] = &[
+        (&[10, 10, 10], &[40, 40, 40], Verdict::More), // seed 000 reverted: 1 -> 4 per op
+        (&[40, 40, 40], &[10, 10, 10], Verdict::Less),
+        (&[10, 10, 10], &[10, 10, 10], Verdict::Same),       // A/A
+        (&[10, 10], &[40, 40], Verdict::Same),               // too few boots
+        (&[10, 10, 10], &[14, 14, 14], Verdict::Same),       // +0.4 per op: under the floor
+        (&[10, 20, 10], &[30, 30, 30], Verdict::Same),       // +2 per op, noise 1: under 3 x noise
+        (&[10, 20, 10], &[50, 50, 50], Verdict::More),       // +4 per op over 3 x noise
+        (&[100, 100, 100], &[108, 108, 108], Verdict::Same), // +0.8 of 10 per op: under 10% of base
+        (&[10, 10, 30], &[35, 35, 25], Verdict::Same),       // ranges overlap
+    ];
+    for (b, v, want) in cases {
+        let base: Vec<PerOp> = b.iter().map(|&n| boot(0, n, 30)).collect();
+        let var: Vec<PerOp> = v.iter().map(|&n| boot(0, n, 30)).collect();
+        let d = diff(&base, &var, &Options::default());
+        assert_eq!(d.verdict, *want, "{b:?} -> {v:?}: {:?}", d.rows.first());
+    }
+}
+
+#[test]
+fn a_lock_row_carries_its_hold_and_functions() {
+    let with_hold = |acqs: u64, hold: u64| {
+        let x = format!(
+            "x summary 2 0 0 0 0 {acqs} {acqs} 1 1 {acqs} 0\nx lock static tasklist_lock+0x0 read 1 1 {acqs} {acqs} {}\n\
+             xf do_prlimit {acqs}\n",
+            acqs * hold
+        );
+        parse(&window(&x)).unwrap().per_op(None).unwrap().contention.unwrap()
+    };
+    let base: Vec<PerOp> = (0..3).map(|_| with_hold(30, 120)).collect();
+    let var: Vec<PerOp> = (0..3).map(|_| with_hold(0, 0)).collect();
+    let d = diff(&base, &var, &Options::default());
+    let r = &d.rows[0];
+    assert_eq!(
+        (r.text.as_str(), r.delta, r.called),
+        ("read lock tasklist_lock+0x0", -3.0, true)
+    );
+    assert_eq!(
+        r.hold,
+        Some(Pair {
+            base: 120.0,
+            variant: 0.0
+        })
+    );
+    assert_eq!(r.funcs[0].0, "do_prlimit");
+    assert_eq!(
+        d.summary(3),
+        "less contention: -3.00 shared-lock acquisition per op on read lock tasklist_lock+0x0 (do_prlimit)"
+    );
+}

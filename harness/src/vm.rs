@@ -520,6 +520,7 @@ mod tests {
             symbols: "/k/vmlinux.syms".into(),
             out: "/r/profiles/b.profile".into(),
             syscalls: true,
+            data: None,
         };
         // (accel, clock, expected -plugin value)
         let cases = [

@@ -246,11 +246,13 @@ pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path, syscalls: bool) 
     let profiles = ctx.run.records().join(PROFILES_DIR);
     std::fs::create_dir_all(&profiles).with_context(|| format!("create {}", profiles.display()))?;
     let id = dir.file_name().unwrap_or_default().to_string_lossy();
+    let data = kernel.with_file_name(crate::profile::symbols::DATA_FILE);
     let p = crate::vm::Plugin {
         so,
         symbols: kernel.with_file_name(crate::profile::symbols::FILE),
         out: profiles.join(format!("{id}.profile")),
         syscalls,
+        data: data.is_file().then_some(data),
     };
     p.check()?;
     Ok(Some(p))

@@ -174,6 +174,7 @@ mod tests {
             symbols: "/s".into(),
             out: d.path().join("b.profile"),
             syscalls: true,
+            data: None,
         };
         let mut w = Windows::new(plugin.clone());
         assert!(w.take(None, &[]).is_none(), "nothing written yet");
@@ -196,6 +197,7 @@ mod tests {
             symbols: "/s".into(),
             out: d.path().join("b.profile"),
             syscalls: true,
+            data: None,
         };
         let mut w = Windows::new(plugin.clone());
         std::fs::write(plugin.window(1), TEXT.replace("ops 10 missing 0", "ops 0 missing 1")).unwrap();

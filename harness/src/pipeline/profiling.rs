@@ -47,7 +47,7 @@ fn with_plugin(run: &Run, ui: &Ui, found: Option<PathBuf>, kernels: &Kernels) ->
     };
     for (variant, k) in kernels {
         let Ok((art, _)) = k else { continue };
-        if let Err(e) = symbols::ensure(&art.vmlinux, &art.dir.join(symbols::FILE)) {
+        if let Err(e) = symbols::ensure_all(&art.vmlinux, &art.dir) {
             run.notice(
                 ui,
                 format!("{variant}: no kernel profiles: write its symbols file: {e:#}"),

@@ -34,13 +34,22 @@ pub struct Plugin {
     /// time: the profiler's README).
     #[serde(default)]
     pub syscalls: bool,
+    /// The kernel's data symbols file: the plugin then also counts
+    /// contention (`contention=on`: the cache lines several vCPUs write
+    /// with atomics and the locks they share, named by these symbols).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<PathBuf>,
 }
 
 impl Plugin {
     /// The `-plugin` option's value.
     pub fn arg(&self) -> String {
+        let contention = match &self.data {
+            Some(d) => format!(",contention=on,data={}", d.display()),
+            None => String::new(),
+        };
         format!(
-            "{},symbols={},out={},each=on{}",
+            "{},symbols={},out={},each=on{}{contention}",
             self.so.display(),
             self.symbols.display(),
             self.out.display(),
@@ -60,7 +69,7 @@ impl Plugin {
     /// `START SIZE NAME`, an output directory that does not exist, or a
     /// path QEMU's option parser would split (a comma).
     pub fn check(&self) -> Result<()> {
-        for p in [&self.so, &self.symbols, &self.out] {
+        for p in [&self.so, &self.symbols, &self.out].into_iter().chain(&self.data) {
             if p.to_string_lossy().contains(',') {
                 bail!(
                     "profiler path {} has a comma, which QEMU's -plugin option cannot take",
@@ -87,6 +96,9 @@ impl Plugin {
                 "the symbols file {} lists no function as START SIZE NAME",
                 self.symbols.display()
             );
+        }
+        if let Some(d) = &self.data {
+            std::fs::File::open(d).with_context(|| format!("read the data symbols file {}", d.display()))?;
         }
         match self.out.parent() {
             Some(d) if d.is_dir() => Ok(()),
@@ -130,6 +142,7 @@ mod tests {
             symbols: "/k/vmlinux.syms".into(),
             out: "/r/profiles/b.profile".into(),
             syscalls: true,
+            data: None,
         };
         assert_eq!(
             p.arg(),
@@ -141,6 +154,16 @@ mod tests {
         };
         assert!(off.arg().ends_with("b.profile,each=on"), "{}", off.arg());
         assert_eq!(p.window(2), PathBuf::from("/r/profiles/b.profile.2"));
+        let cont = Plugin {
+            data: Some("/k/vmlinux.data".into()),
+            ..off.clone()
+        };
+        assert!(
+            cont.arg()
+                .ends_with("b.profile,each=on,contention=on,data=/k/vmlinux.data"),
+            "{}",
+            cont.arg()
+        );
     }
 
     #[test]
@@ -179,6 +202,7 @@ mod tests {
                 symbols: symbols.to_path_buf(),
                 out: out.to_path_buf(),
                 syscalls: true,
+                data: None,
             };
             match (p.check(), *want) {
                 (Ok(()), "") => {}
@@ -186,6 +210,15 @@ mod tests {
                 (got, w) => panic!("{p:?}: {got:?}, want {w:?}"),
             }
         }
+        let p = Plugin {
+            so,
+            symbols: syms,
+            out,
+            syscalls: false,
+            data: Some(d.path().join("vmlinux.data")),
+        };
+        let e = p.check().unwrap_err();
+        assert!(format!("{e:#}").contains("read the data symbols file"), "{e:#}");
     }
 
     #[test]

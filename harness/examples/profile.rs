@@ -1,6 +1,7 @@
 //! Hand tool for kernel profiles (harness/profiler/README.md):
 //!
 //!   cargo run --example profile -- symbols VMLINUX OUT
+//!   cargo run --example profile -- data VMLINUX OUT
 //!   cargo run --example profile -- diff [--ops N] [--limit K] BASE... -- VARIANT...
 //!
 //! `diff` takes one profile file per boot; without `--ops` each file's own
@@ -12,6 +13,10 @@ use harness::profile::{self, diff};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("data") if args.len() == 3 => {
+            let n = profile::symbols::write_data(args[1].as_ref(), args[2].as_ref())?;
+            println!("{n} data objects -> {}", args[2]);
+        }
         Some("symbols") if args.len() == 3 => {
             let n = profile::symbols::write_symbols(args[1].as_ref(), args[2].as_ref())?;
             println!("{n} functions written to {}", args[2]);
@@ -36,7 +41,7 @@ fn main() -> Result<()> {
             let d = diff::diff(&sides[0], &sides[1], None, &diff::Options::default());
             print!("{}", d.text(limit));
         }
-        _ => bail!("usage: profile symbols VMLINUX OUT | profile diff [--ops N] [--limit K] BASE... -- VARIANT..."),
+        _ => bail!("usage: profile symbols VMLINUX OUT | profile data VMLINUX OUT | profile diff [--ops N] [--limit K] BASE... -- VARIANT..."),
     }
     Ok(())
 }

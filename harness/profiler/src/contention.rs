@@ -161,6 +161,47 @@ impl LockKind {
         }
     }
 
+    /// The release that ends a hold taken by the acquire function `name`
+    /// (`_raw_spin_lock_irqsave` → `_raw_spin_unlock_irqrestore`): its
+    /// hold is measured only where this release is a function of its own
+    /// (with `CONFIG_PREEMPT_NONE`, `spin_unlock` is inlined).
+    pub fn release_of(self, name: &str) -> &'static str {
+        let variant = |plain: &'static str, irq, irqrestore, bh| {
+            if name.contains("_irqsave") {
+                irqrestore
+            } else if name.ends_with("_irq") {
+                irq
+            } else if name.ends_with("_bh") {
+                bh
+            } else {
+                plain
+            }
+        };
+        match self {
+            LockKind::Spin => variant(
+                "_raw_spin_unlock",
+                "_raw_spin_unlock_irq",
+                "_raw_spin_unlock_irqrestore",
+                "_raw_spin_unlock_bh",
+            ),
+            LockKind::Read => variant(
+                "_raw_read_unlock",
+                "_raw_read_unlock_irq",
+                "_raw_read_unlock_irqrestore",
+                "_raw_read_unlock_bh",
+            ),
+            LockKind::Write => variant(
+                "_raw_write_unlock",
+                "_raw_write_unlock_irq",
+                "_raw_write_unlock_irqrestore",
+                "_raw_write_unlock_bh",
+            ),
+            LockKind::RwsemRead => "up_read",
+            LockKind::RwsemWrite => "up_write",
+            LockKind::Mutex => "mutex_unlock",
+        }
+    }
+
     /// The release entry points: the hold of an acquisition ends at the
     /// first of these on its vCPU with the same lock address.
     pub fn releases(self) -> &'static [&'static str] {
@@ -193,21 +234,22 @@ impl LockKind {
 /// A watched function's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// It takes a lock of this kind.
-    Acquire(LockKind),
+    /// It takes a lock of this kind; its hold is measured (its release is
+    /// a function of this kernel).
+    Acquire(LockKind, bool),
     /// It releases one.
     Release(LockKind),
 }
 
 /// The watched lock functions present in a kernel's symbols: function
-/// index → role, and the kinds whose hold can be measured (a release
-/// function of the kind exists; spin unlocks are often inlined).
+/// index → role, and the acquire functions whose hold can be measured (its
+/// release is a function of this kernel; spin unlocks are often inlined).
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
     /// Function index → role.
     pub roles: HashMap<u32, Role>,
-    /// Kinds with a release function in this kernel.
-    pub holds: Vec<LockKind>,
+    /// Acquire functions whose hold is measured, by name.
+    pub holds: Vec<&'static str>,
 }
 
 impl Watch {
@@ -215,20 +257,19 @@ impl Watch {
     pub fn of(syms: &Symbols) -> Watch {
         let mut w = Watch::default();
         for k in LockKind::ALL {
-            for n in k.acquires() {
-                if let Some(i) = syms.find(n) {
-                    w.roles.insert(i as u32, Role::Acquire(k));
-                }
-            }
-            let mut any = false;
             for n in k.releases() {
                 if let Some(i) = syms.find(n) {
                     w.roles.insert(i as u32, Role::Release(k));
-                    any = true;
                 }
             }
-            if any {
-                w.holds.push(k);
+            for n in k.acquires() {
+                if let Some(i) = syms.find(n) {
+                    let hold = syms.find(k.release_of(n)).is_some();
+                    w.roles.insert(i as u32, Role::Acquire(k, hold));
+                    if hold {
+                        w.holds.push(n);
+                    }
+                }
             }
         }
         w
@@ -236,7 +277,7 @@ impl Watch {
 
     /// Acquire functions watched.
     pub fn acquires(&self) -> usize {
-        self.roles.values().filter(|r| matches!(r, Role::Acquire(_))).count()
+        self.roles.values().filter(|r| matches!(r, Role::Acquire(..))).count()
     }
 
     /// Release functions watched.
@@ -291,6 +332,7 @@ impl Data {
 struct Held {
     lock: u64,
     kind: LockKind,
+    caller: u32,
     at: u64,
     epoch: u64,
 }
@@ -306,8 +348,8 @@ pub struct Tally {
     locks: HashMap<(u64, LockKind), Writers>,
     /// (lock, kind, caller) → acquisitions.
     acqs: HashMap<(u64, LockKind, u32), u64>,
-    /// (lock, kind) → (holds measured, their instructions).
-    held: HashMap<(u64, LockKind), (u64, u64)>,
+    /// (lock, kind, caller) → (holds measured, their instructions).
+    held: HashMap<(u64, LockKind, u32), (u64, u64)>,
     /// Holds not measured: another vCPU ran in between.
     pub held_across: u64,
     /// vCPUs that did anything counted.
@@ -371,6 +413,7 @@ impl State {
             self.stacks[i].push(Held {
                 lock,
                 kind,
+                caller,
                 at: now,
                 epoch,
             });
@@ -389,7 +432,7 @@ impl State {
         let h = stack.remove(at);
         let t = &mut self.open;
         if h.epoch == self.epoch {
-            let e = t.held.entry((lock, kind)).or_insert((0, 0));
+            let e = t.held.entry((lock, kind, h.caller)).or_insert((0, 0));
             e.0 += 1;
             e.1 += now.saturating_sub(h.at);
         } else {
@@ -527,14 +570,12 @@ impl Tally {
                 Some(s) => (Class::Static, s, kind),
                 None => (Class::Heap, cname.clone(), kind),
             };
-            let fresh = objects.entry(key.clone()).or_default().insert(lock);
+            objects.entry(key.clone()).or_default().insert(lock);
             let row = r.locks.entry(key).or_default();
             fold(row, w.count(), &[(cname, n)]);
-            if fresh {
-                if let Some(&(h, i)) = self.held.get(&(lock, kind)) {
-                    row.holds += h;
-                    row.hold_insns += i;
-                }
+            if let Some(&(h, i)) = self.held.get(&(lock, kind, caller)) {
+                row.holds += h;
+                row.hold_insns += i;
             }
         }
         for (k, set) in objects {
@@ -591,7 +632,7 @@ impl Rows {
     /// ```
     pub fn render(&self, watch: &Watch, top: usize) -> String {
         let mut out = String::new();
-        let holds: Vec<&str> = watch.holds.iter().map(|k| k.name()).collect();
+        let holds = &watch.holds;
         let _ = writeln!(
             out,
             "x watch {} {} {}",
@@ -771,7 +812,7 @@ mod tests {
         assert_eq!((r.acqs, r.lock_count), ((5, 4), (3, 2)));
         let text = r.render(&Watch::of(&s), 1);
         assert!(
-            text.starts_with("x watch 2 2 spin,rwsem_write\nx summary 2 1 0 1 0 5 4 3 2 1 1\n"),
+            text.starts_with("x watch 2 2 _raw_spin_lock,down_write\nx summary 2 1 0 1 0 5 4 3 2 1 1\n"),
             "{text}"
         );
         assert!(
@@ -792,9 +833,16 @@ mod tests {
     #[test]
     fn the_watch_finds_the_kernels_lock_functions() {
         let w = Watch::of(&syms());
-        assert_eq!(w.roles.get(&1), Some(&Role::Acquire(LockKind::Spin)));
+        assert_eq!(w.roles.get(&1), Some(&Role::Acquire(LockKind::Spin, true)));
         assert_eq!(w.roles.get(&2), Some(&Role::Release(LockKind::Spin)));
-        assert_eq!(w.roles.get(&3), Some(&Role::Acquire(LockKind::RwsemWrite)));
-        assert_eq!(w.holds, [LockKind::Spin, LockKind::RwsemWrite]);
+        assert_eq!(w.roles.get(&3), Some(&Role::Acquire(LockKind::RwsemWrite, true)));
+        assert_eq!(w.holds, ["_raw_spin_lock", "down_write"]);
+        // an irqsave lock whose irqrestore unlock is not a function: no hold
+        let s = Symbols::parse("ffffffff81000000 100 _raw_spin_lock_irqsave\nffffffff81000100 100 _raw_spin_unlock\n").unwrap();
+        let w = Watch::of(&s);
+        assert_eq!(w.roles.get(&0), Some(&Role::Acquire(LockKind::Spin, false)));
+        assert!(w.holds.is_empty());
+        assert_eq!(LockKind::Write.release_of("_raw_write_lock_irq"), "_raw_write_unlock_irq");
+        assert_eq!(LockKind::Spin.release_of("_raw_spin_lock_irqsave_nested"), "_raw_spin_unlock_irqrestore");
     }
 }

@@ -3,7 +3,9 @@
 //! function ranked by |Δ instructions per op| with its calls, atomics and
 //! pauses per op, share of the op and noise threshold. With `--json` it
 //! prints the cell's profile as one object (`benchmark`, `vcpus`,
-//! `variant`, `diff`: as in `report.json`'s `profiles`).
+//! `variant`, `diff`: as in `report.json`'s `profiles`; and `contention`,
+//! the cell's contention profile as in `report.json`'s `contention`, when
+//! its boots carry contention counts).
 
 use std::path::PathBuf;
 
@@ -38,6 +40,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let (dir, events, from) = profiles::source(&run, run.events()?)?;
     let mut notes = Vec::new();
     let diff = profiles::cell(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
+    let contention = profiles::cell_contention(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes);
     for n in &notes {
         crate::ui::notice(n);
     }
@@ -49,7 +52,17 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         from,
     };
     if g.json {
-        print_json(&cell)?;
+        #[derive(serde::Serialize)]
+        struct Explained<'a> {
+            #[serde(flatten)]
+            cell: &'a CellProfile,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            contention: Option<&'a crate::profile::contention::Diff>,
+        }
+        print_json(&Explained {
+            cell: &cell,
+            contention: contention.as_ref(),
+        })?;
     } else {
         println!(
             "{} against base: {} at {} vCPUs, run {}{}",
@@ -60,6 +73,13 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             cell.from_clause()
         );
         print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
+        match &contention {
+            Some(d) => {
+                println!("contention: {}", d.summary(3));
+                print!("{}", crate::report::compact::contention_rows(d, a.top.unwrap_or(usize::MAX)));
+            }
+            None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
+        }
     }
     Ok(Exit::Done)
 }

@@ -97,6 +97,7 @@ pub(super) struct RawStatistics {
     pub(super) second_stage: Option<RawSecondStage>,
     pub(super) resamples: Option<usize>,
     pub(super) seed: Option<u64>,
+    pub(super) contention: Option<String>,
 }
 
 /// A fraction as written: `0.03` or `3%`.

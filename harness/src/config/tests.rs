@@ -544,3 +544,19 @@ fn a_program_no_variant_runs_need_not_be_installed() {
         .iter()
         .any(|e| e.starts_with("benchmarks[1].run: `no-such-program-here` is not installed")));
 }
+
+/// `statistics.contention` says what `more contention` does to the gate:
+/// warn by default, fail when asked; a misspelt value is named.
+#[test]
+fn the_contention_gate_is_warn_or_fail() {
+    use crate::config::validated::ContentionGate;
+    assert_eq!(p(GOOD).unwrap().statistics.contention, ContentionGate::Warn);
+    let m = p(&format!("{GOOD}statistics: {{contention: fail}}\n")).unwrap();
+    assert_eq!(m.statistics.contention, ContentionGate::Fail);
+    let e = problems(&format!("{GOOD}statistics: {{contention: fial}}\n"));
+    assert!(
+        e.iter()
+            .any(|x| x.contains("statistics.contention: `fial` is neither `warn` nor `fail`")),
+        "{e:?}"
+    );
+}

@@ -265,6 +265,21 @@ pub struct Statistics {
     pub resamples: usize,
     /// Bootstrap seed.
     pub seed: u64,
+    /// What `more contention` in a key benchmark does to the gate.
+    #[serde(default)]
+    pub contention: ContentionGate,
+}
+
+/// What the gate does with a key benchmark's `more contention`
+/// (`statistics.contention`): warn (fails only with `--strict`), or fail.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentionGate {
+    /// A warning.
+    #[default]
+    Warn,
+    /// A failure.
+    Fail,
 }
 
 impl Statistics {

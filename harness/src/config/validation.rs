@@ -7,7 +7,9 @@ use std::path::Path;
 
 use super::params::{self, BenchKind};
 use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics};
-use super::validated::{AccelChoice, BaseConfig, Benchmark, Clock, Guest, Kernel, Matrix, Pin, Sampling, Statistics};
+use super::validated::{
+    AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, Kernel, Matrix, Pin, Sampling, Statistics,
+};
 use super::DEFAULT_SOURCE;
 
 use super::names::{check_name, files, valid_name, Rel};
@@ -187,6 +189,7 @@ fn override_values(raw: &mut RawMatrix, prof: RawProfile, name: &str, p: &mut Ve
             second_stage: s.second_stage.or_else(|| t.second_stage.clone()),
             resamples: s.resamples.or(t.resamples),
             seed: s.seed.or(t.seed),
+            contention: s.contention.or_else(|| t.contention.clone()),
         };
     }
     for (bname, o) in &prof.overrides {
@@ -427,6 +430,16 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
         second_stage_boots: t.second_stage.as_ref().and_then(|s| s.boots).unwrap_or(0),
         resamples: t.resamples.unwrap_or(10_000),
         seed: t.seed.unwrap_or(1),
+        contention: match t.contention.as_deref() {
+            None | Some("warn") => ContentionGate::Warn,
+            Some("fail") => ContentionGate::Fail,
+            Some(other) => {
+                p.push(format!(
+                    "statistics.contention: `{other}` is neither `warn` nor `fail` (what `more contention` in a key benchmark does to the gate)"
+                ));
+                ContentionGate::Warn
+            }
+        },
     };
     if !(statistics.alpha > 0.0 && statistics.alpha < 0.5) {
         p.push(format!("statistics.alpha: {} must lie in (0, 0.5)", statistics.alpha));

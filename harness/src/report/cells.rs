@@ -243,6 +243,8 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
             .unwrap_or_else(|| "clock not recorded (a run from before clocks were recorded, or no boot yet)".into()),
         shards: Vec::new(),
         profiles: Vec::new(),
+        contention: Vec::new(),
+        contention_gate: m.statistics.contention,
         coverage: Vec::new(),
         wall_s: super::wall_seconds(&meta.started, samples),
     }

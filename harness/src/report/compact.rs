@@ -493,6 +493,85 @@ pub fn diff_text(d: &crate::profile::diff::Diff, limit: usize) -> String {
     out
 }
 
+/// Rows of a cell's contention profile shown under its line.
+pub const CONTENTION_ROWS: usize = 4;
+
+/// Under the profiles, the contention verdict of every cell whose boots
+/// carry contention counts: cells with more or less contention each with
+/// the rows that carry it, the others (`≈`) named in one line.
+pub fn contention(r: &Report, width: usize) -> String {
+    if r.contention.is_empty() {
+        return String::new();
+    }
+    let mut out = wrap(
+        "contention (the profiler's counts per op under the instruction-counting clock: atomic RMWs on cache lines that two or more vCPUs write or that are the kernel's static data, and acquisitions of such locks; `harness explain` gives every row):",
+        width,
+        2,
+    );
+    let mut same = Vec::new();
+    for c in &r.contention {
+        if c.diff.verdict == crate::profile::contention::Verdict::Same {
+            same.push(format!("{} ({} vCPUs, {})", c.benchmark, c.vcpus, c.variant));
+            continue;
+        }
+        let head = format!("  {}: {}", c.title(), c.diff.verdict.text());
+        out.push_str(&wrap(&printable(&head), width, 4));
+        out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS));
+    }
+    if !same.is_empty() {
+        out.push_str(&wrap(&printable(&format!("  ≈ (no row moved): {}", same.join(", "))), width, 4));
+    }
+    out
+}
+
+/// The first `limit` rows of a contention profile (`*`: called over its
+/// noise): events per op base > variant, the change, the vCPUs that wrote
+/// or took it, instructions held per acquisition, the function that did
+/// the most.
+pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize) -> String {
+    let mut out = format!(
+        "    shared-line RMWs/op {} -> {}, shared-lock acquisitions/op {} -> {}; boots {} base, {} variant{}
+",
+        num(d.shared_rmws.0.median),
+        num(d.shared_rmws.1.median),
+        num(d.shared_acqs.0.median),
+        num(d.shared_acqs.1.median),
+        d.boots.0,
+        d.boots.1,
+        if d.varying > 0 {
+            format!("; {} rows' counts differ between boots of one kernel", d.varying)
+        } else {
+            "; every row's counts equal in every boot of a kernel".to_string()
+        }
+    );
+    out.push_str(&format!(
+        "  {:<44} {:>15} {:>8} {:>7} {:>11}
+",
+        "shared line or lock", "per op", "delta", "writers", "held insns"
+    ));
+    for r in d.rows.iter().take(limit) {
+        let mark = if r.called { '*' } else { ' ' };
+        let per = format!("{}>{}", num(r.base.median), num(r.variant.median));
+        let held = r
+            .hold
+            .map(|h| format!("{}>{}", num(h.base), num(h.variant)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{mark} {:<44} {per:>15} {:>+8.2} {:>7} {held:>11}
+",
+            shorten(&printable(&r.text), 44),
+            r.delta,
+            r.writers
+        ));
+        if let Some((f, p)) = r.funcs.first() {
+            let per = format!("{}>{}", num(p.base), num(p.variant));
+            out.push_str(&format!("      by {:<40} {per:>15}
+", shorten(&printable(f), 40)));
+        }
+    }
+    out
+}
+
 /// The terminal table (guest text escaped), compact and drawn to the
 /// terminal's width ([`terminal_width`]).
 pub fn table(r: &Report) -> String {
@@ -516,6 +595,7 @@ pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
         out.push_str(&lines_of(r, width));
         out.push_str(&profiles(r, width));
     }
+    out.push_str(&contention(r, width));
     for line in r
         .coverage
         .iter()

@@ -8,6 +8,11 @@
 //! the change's interval reaches beyond the threshold on the worse side,
 //! `fails more?` (a larger failure share with a larger p), and `work per op
 //! differs` (the clock cannot judge the cell: `profile::work`).
+//!
+//! Contention has its own call: a key benchmark's `more contention` (the
+//! plugin's shared-line RMWs or shared-lock acquisitions per op rose:
+//! `profile::contention`) warns, or fails where the matrix says
+//! `statistics: {contention: fail}`.
 
 use super::{decision_text, Report};
 use crate::plan::CellKey;
@@ -130,9 +135,56 @@ pub fn report_items(r: &Report) -> impl Iterator<Item = GateItem<'_>> {
     })
 }
 
-/// The gate over every compared cell of a report.
+/// The gate over every compared cell of a report, and its contention
+/// cells.
 pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
-    gate(report_items(r), key_metrics)
+    let mut g = gate(report_items(r), key_metrics);
+    for (_, call) in contention_calls(r, key_metrics) {
+        match call {
+            Some((Call::Fails, t)) => g.failures.push(t),
+            Some((Call::Warns, t)) => g.warnings.push(t),
+            None => {}
+        }
+    }
+    g
+}
+
+/// Whether a benchmark has a key metric (every benchmark when the matrix
+/// names none).
+pub(crate) fn is_key_benchmark(key_metrics: &[String], benchmark: &str) -> bool {
+    key_metrics.is_empty()
+        || key_metrics
+            .iter()
+            .any(|k| k == benchmark || k.strip_prefix(benchmark).is_some_and(|m| m.starts_with('.')))
+}
+
+/// Each contention cell of a key benchmark with the gate's call on it:
+/// `more contention` warns, or fails under `statistics.contention: fail`.
+pub fn contention_calls<'a>(
+    r: &'a Report,
+    key_metrics: &[String],
+) -> Vec<(&'a super::profiles::CellContention, Option<(Call, String)>)> {
+    let call = match r.contention_gate {
+        crate::config::ContentionGate::Warn => Call::Warns,
+        crate::config::ContentionGate::Fail => Call::Fails,
+    };
+    r.contention
+        .iter()
+        .filter(|c| is_key_benchmark(key_metrics, &c.benchmark))
+        .map(|c| {
+            let judged = (c.diff.verdict == crate::profile::contention::Verdict::More).then(|| {
+                let t = format!(
+                    "{} at {} vCPUs ({}): {}",
+                    c.variant,
+                    c.vcpus,
+                    c.benchmark,
+                    c.diff.summary(3)
+                );
+                (call, t)
+            });
+            (c, judged)
+        })
+        .collect()
 }
 
 /// The (variant, vCPUs) whose key cells the first stage sent to the gate's

@@ -80,11 +80,76 @@ pub fn render(r: &Report) -> Result<String> {
         rows => minijinja::Value::from(minijinja::value::Serde(&rows)),
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
         profiles => minijinja::Value::from(minijinja::value::Serde(&bars)),
+        contention => minijinja::Value::from(minijinja::value::Serde(&contention_rows(r))),
         unmeasured => r.coverage.iter().filter(|c| c.unmeasured()).map(|c| c.series.clone()).collect::<Vec<_>>(),
         summary => summary(r),
         forest => forest,
     };
     t.render(ctx).context("render the HTML report")
+}
+
+/// One line of the contention table: a row that moved, or a cell's only
+/// line when none did.
+#[derive(Serialize)]
+struct ContentionLine {
+    cell: String,
+    verdict: &'static str,
+    class: &'static str,
+    row: String,
+    per_op: String,
+    delta: String,
+    writers: String,
+    held: String,
+    by: String,
+}
+
+/// Rows of a cell shown in the contention table when none moved.
+const CONTENTION_QUIET_ROWS: usize = 1;
+
+fn contention_rows(r: &Report) -> Vec<ContentionLine> {
+    use crate::profile::contention::Verdict as V;
+    let mut out = Vec::new();
+    for c in &r.contention {
+        let d = &c.diff;
+        let class = match d.verdict {
+            V::More => "regressed",
+            V::Less => "improved",
+            V::Same => "",
+        };
+        let shown: Vec<_> = match d.called().count() {
+            0 => d.rows.iter().take(CONTENTION_QUIET_ROWS).collect(),
+            _ => d.called().collect(),
+        };
+        let blank = || ContentionLine {
+            cell: c.title(),
+            verdict: d.verdict.text(),
+            class,
+            row: "no shared line or lock".into(),
+            per_op: String::new(),
+            delta: String::new(),
+            writers: String::new(),
+            held: String::new(),
+            by: String::new(),
+        };
+        if shown.is_empty() {
+            out.push(blank());
+        }
+        for row in shown {
+            out.push(ContentionLine {
+                row: format!("{}{}", if row.called { "* " } else { "" }, row.text),
+                per_op: format!("{} → {}", super::num(row.base.median), super::num(row.variant.median)),
+                delta: format!("{:+.2}", row.delta),
+                writers: row.writers.to_string(),
+                held: row
+                    .hold
+                    .map(|h| format!("{} → {}", super::num(h.base), super::num(h.variant)))
+                    .unwrap_or_default(),
+                by: row.funcs.first().map(|f| f.0.clone()).unwrap_or_default(),
+                ..blank()
+            });
+        }
+    }
+    out
 }
 
 /// A called cell's differential profile as a chart.
@@ -290,6 +355,16 @@ fn summary(r: &Report) -> String {
         .wall_s
         .map(|s| format!(" · {} wall time", duration(s)))
         .unwrap_or_default();
+    let more = |v| r.contention.iter().filter(|c| c.diff.verdict == v).count();
+    use crate::profile::contention::Verdict as V;
+    if !r.contention.is_empty() {
+        words.push(format!(
+            "contention: {} more, {} less, {} ≈",
+            more(V::More),
+            more(V::Less),
+            more(V::Same)
+        ));
+    }
     format!(
         "{} · {clock} · {} boots, {boots_failed}{wall} · {}",
         words.join(", "),

@@ -4,7 +4,9 @@
 //! cell the gate fails (its message the gate's text: the change, its interval
 //! and verdict), `<skipped>` for a cell without a verdict (insufficient), and
 //! a gate warning as the testcase's `<system-out>` (a failure with
-//! `--strict`). The suite's `time` is the run's host seconds from its start
+//! `--strict`). A key benchmark's contention cell is a testcase of its own
+//! (classname `benchmark.contention`), failed or warned as the gate calls
+//! `more contention`. The suite's `time` is the run's host seconds from its start
 //! to its last sample (absent when unknown); a testcase has none, as a
 //! cell's boots are spread over the whole run. Pure: built from the report
 //! and the gate's calls.
@@ -15,7 +17,7 @@
 
 use std::fmt::Write as _;
 
-use super::gate::{is_key, judge, report_items, Call};
+use super::gate::{contention_calls, is_key, judge, report_items, Call};
 use super::Report;
 use crate::stats::Verdict;
 
@@ -49,6 +51,20 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
             )
         })
         .collect();
+    let mut cases = cases;
+    for (c, call) in contention_calls(r, key_metrics) {
+        let outcome = match call {
+            Some((Call::Fails, t)) => Outcome::Failed(t),
+            Some((Call::Warns, t)) if strict => Outcome::Failed(t),
+            Some((Call::Warns, t)) => Outcome::Warned(t),
+            None => Outcome::Passed,
+        };
+        cases.push((
+            format!("{}.contention", c.benchmark),
+            format!("{} at {} vCPUs", c.variant, c.vcpus),
+            outcome,
+        ));
+    }
     let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
     let skipped = cases.iter().filter(|c| matches!(c.2, Outcome::Skipped(_))).count();
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");

@@ -233,6 +233,12 @@ pub struct Report {
     /// profiles on both sides (empty without profiles).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<profiles::CellProfile>,
+    /// The contention profile of every compared cell whose boots carry
+    /// contention counts (empty without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contention: Vec<profiles::CellContention>,
+    /// What `more contention` in a key benchmark does to the gate.
+    pub contention_gate: crate::config::ContentionGate,
     /// Which benchmarks execute the functions a series changes (`try`
     /// writes it: `coverage.json`); empty when unknown.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -292,6 +298,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     let (dir, events, from) = profiles::source(run, events)?;
     profiles::mark_work(&dir, &events, from.as_deref(), &meta.matrix, &mut r, &mut Vec::new());
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
+    r.contention = profiles::contention_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
     r.coverage = coverage::read(&run.dir)?;
     Ok(r)

@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::Report;
-use crate::profile::{self, diff, PerOp};
+use crate::profile::{self, contention, diff, PerOp};
 use crate::records::Event;
 use crate::stats::Verdict;
 use crate::store::{Run, PROFILE_BOOTS_DIR};
@@ -193,6 +193,89 @@ pub fn mark_work(
             }
         }
     }
+}
+
+/// The contention profile of one cell: the plugin's counts of shared cache
+/// lines and locks per op, base against a variant, with a verdict of its
+/// own ([`contention::Verdict`]), never mixed into the rate's.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellContention {
+    /// Benchmark.
+    pub benchmark: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Variant.
+    pub variant: String,
+    /// Base against the variant.
+    pub diff: contention::Diff,
+    /// Where the profiles are from when not the cell's own boots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+impl CellContention {
+    /// `bench at N vCPUs, variant`.
+    pub fn title(&self) -> String {
+        format!("{} at {} vCPUs, {}", self.benchmark, self.vcpus, self.variant)
+    }
+}
+
+/// The contention profile of every compared (benchmark, vCPUs, variant) of
+/// `r` whose boots on both sides carry contention counts (the plugin ran
+/// with `contention=on`), whatever the cell's verdict: contention is what
+/// the instruction counts do not show.
+pub fn contention_cells(
+    dir: &Path,
+    events: &[Event],
+    from: Option<&str>,
+    r: &Report,
+    notes: &mut Vec<String>,
+) -> Vec<CellContention> {
+    if !events.iter().any(|e| matches!(e, Event::Profile { .. })) {
+        return Vec::new();
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for row in &r.rows {
+        for c in row.cells.iter().filter(|c| c.decision.is_some()) {
+            if !seen.insert((row.benchmark.clone(), row.vcpus, c.variant.clone())) {
+                continue;
+            }
+            let Some(diff) = cell_contention(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) else {
+                continue;
+            };
+            out.push(CellContention {
+                benchmark: row.benchmark.clone(),
+                vcpus: row.vcpus,
+                variant: c.variant.clone(),
+                diff,
+                from: from.map(str::to_string),
+            });
+        }
+    }
+    out
+}
+
+/// The contention profile of `variant` against base for `benchmark` at
+/// `vcpus`; `None` unless every boot on both sides carries contention
+/// counts.
+pub fn cell_contention(
+    dir: &Path,
+    events: &[Event],
+    variant: &str,
+    vcpus: u32,
+    benchmark: &str,
+    notes: &mut Vec<String>,
+) -> Option<contention::Diff> {
+    let mut counts = |arm: &str| -> Option<Vec<contention::PerOp>> {
+        let boots = boots(dir, events, arm, vcpus, benchmark, notes);
+        let n = boots.len();
+        let with: Vec<contention::PerOp> = boots.into_iter().filter_map(|b| b.contention).collect();
+        (n > 0 && with.len() == n).then_some(with)
+    };
+    let base = counts("base")?;
+    let var = counts(variant)?;
+    Some(contention::diff(&base, &var, &contention::Options::default()))
 }
 
 /// The differential profile of every called cell of `r` that has profiles

@@ -13,7 +13,7 @@ use qemu_plugin::sys::qemu_plugin_meminfo_t;
 
 use super::{g, on_block, read_reg, read_u64, Global};
 use crate::contention::{Data, Role, State, Watch};
-use crate::symbols::{Symbols, KERNEL_HALF};
+use crate::symbols::Symbols;
 use crate::syscalls;
 
 /// The contention counter (`contention=on`).
@@ -64,14 +64,17 @@ impl Inner {
 
 /// The executing vCPU's per-CPU base: GS's base in the kernel, the
 /// swapped-out kernel GS base in user space and at kernel entry before
-/// `swapgs` (whichever is a kernel address). `None` before the kernel has
-/// set up its per-CPU areas.
+/// `swapgs` (whichever is a kernel address: bit 63 set, under 4- and
+/// 5-level paging alike; `-cpu max` has LA57, where the per-CPU areas lie
+/// in the direct map at 0xff11…, below the 4-level kernel half). `None`
+/// before the kernel has set up its per-CPU areas.
 pub(super) fn percpu_base(g: &Global) -> Option<u64> {
+    let kernel = |a: u64| a >> 63 == 1;
     let gs = read_reg(&g.gs)?;
-    if gs >= KERNEL_HALF {
+    if kernel(gs) {
         return Some(gs);
     }
-    read_reg(&g.kgs).filter(|&k| k >= KERNEL_HALF)
+    read_reg(&g.kgs).filter(|&k| kernel(k))
 }
 
 /// A block was entered with contention counts on and no syscall tracker:
@@ -117,13 +120,12 @@ pub(super) unsafe extern "C" fn on_lock_fn(_vcpu: c_uint, udata: *mut c_void) {
     };
     let now = c.insns.load(Ordering::Relaxed);
     match *role {
-        Role::Acquire(kind) => {
+        Role::Acquire(kind, hold) => {
             // the caller: the return address at the stack pointer
             let caller = read_reg(&g.rsp)
                 .and_then(read_u64)
                 .map(|ret| g.syms.locate(ret.wrapping_sub(1)))
                 .unwrap_or(g.syms.slots() as u32);
-            let hold = c.watch.holds.contains(&kind);
             let mut inner = c.inner();
             let v = inner.ordinal(base);
             inner.st.acquire(v, lock, kind, caller, now, hold);

@@ -76,7 +76,10 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         match &contention {
             Some(d) => {
                 println!("contention: {}", d.summary(3));
-                print!("{}", crate::report::compact::contention_rows(d, a.top.unwrap_or(usize::MAX)));
+                print!(
+                    "{}",
+                    crate::report::compact::contention_rows(d, a.top.unwrap_or(usize::MAX), 100)
+                );
             }
             None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
         }

@@ -21,7 +21,8 @@ pub use params::{BenchKind, Count, Link, NprocWord};
 pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
 pub use program_check::{missing_program, not_installed};
 pub use validated::{
-    AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, InsteadOf, Kernel, Matrix, Pin, Sampling, Statistics, Variant,
+    AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, InsteadOf, Kernel, Matrix, Pin, Sampling,
+    Statistics, Variant,
 };
 pub use validation::{is_base_config_target, BASE_CONFIG_TARGETS};
 

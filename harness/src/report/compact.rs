@@ -516,37 +516,39 @@ pub fn contention(r: &Report, width: usize) -> String {
         }
         let head = format!("  {}: {}", c.title(), c.diff.verdict.text());
         out.push_str(&wrap(&printable(&head), width, 4));
-        out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS));
+        out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS, width));
     }
     if !same.is_empty() {
-        out.push_str(&wrap(&printable(&format!("  ≈ (no row moved): {}", same.join(", "))), width, 4));
+        out.push_str(&wrap(
+            &printable(&format!("  ≈ (no row moved): {}", same.join(", "))),
+            width,
+            4,
+        ));
     }
     out
 }
 
 /// The first `limit` rows of a contention profile (`*`: called over its
-/// noise): events per op base > variant, the change, the vCPUs that wrote
-/// or took it, instructions held per acquisition, the function that did
-/// the most.
-pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize) -> String {
-    let mut out = format!(
-        "    shared-line RMWs/op {} -> {}, shared-lock acquisitions/op {} -> {}; boots {} base, {} variant{}
-",
+/// noise), drawn to `width`: events per op base > variant, the change, the
+/// vCPUs that wrote or took it, instructions held per acquisition, the
+/// function that did the most.
+pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize, width: usize) -> String {
+    let varying = match d.varying {
+        0 => "every row's counts equal in every boot of a kernel".to_string(),
+        n => format!("{n} rows' counts differ between boots of one kernel"),
+    };
+    let head = format!(
+        "    shared-line RMWs/op {} -> {}, shared-lock acquisitions/op {} -> {}; boots {} base, {} variant; {varying}",
         num(d.shared_rmws.0.median),
         num(d.shared_rmws.1.median),
         num(d.shared_acqs.0.median),
         num(d.shared_acqs.1.median),
         d.boots.0,
         d.boots.1,
-        if d.varying > 0 {
-            format!("; {} rows' counts differ between boots of one kernel", d.varying)
-        } else {
-            "; every row's counts equal in every boot of a kernel".to_string()
-        }
     );
+    let mut out = wrap(&head, width, 6);
     out.push_str(&format!(
-        "  {:<44} {:>15} {:>8} {:>7} {:>11}
-",
+        "  {:<44} {:>15} {:>8} {:>7} {:>11}\n",
         "shared line or lock", "per op", "delta", "writers", "held insns"
     ));
     for r in d.rows.iter().take(limit) {
@@ -556,17 +558,17 @@ pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize) -> St
             .hold
             .map(|h| format!("{}>{}", num(h.base), num(h.variant)))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "{mark} {:<44} {per:>15} {:>+8.2} {:>7} {held:>11}
-",
+        let line = format!(
+            "{mark} {:<44} {per:>15} {:>+8.2} {:>7} {held:>11}",
             shorten(&printable(&r.text), 44),
             r.delta,
             r.writers
-        ));
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
         if let Some((f, p)) = r.funcs.first() {
             let per = format!("{}>{}", num(p.base), num(p.variant));
-            out.push_str(&format!("      by {:<40} {per:>15}
-", shorten(&printable(f), 40)));
+            out.push_str(&format!("      by {:<40} {per:>15}\n", shorten(&printable(f), 40)));
         }
     }
     out

@@ -572,4 +572,99 @@ mod tests {
         assert!(called_cells(d.path(), &[], None, &plain, &mut notes).is_empty());
         assert!(serde_json::to_value(&plain).unwrap().get("profiles").is_none());
     }
+
+    /// A window of 10 ops whose contention lines name `counter_x` with
+    /// `rmws` RMWs (none when 0) beside a static lock every boot takes.
+    fn contended(rmws: u64) -> String {
+        let mut x = format!("x summary 2 {rmws} {rmws} 1 1 10 10 1 1 0 0\nx lock static pcpu_lock+0x0 spin 1 2 10 0 0\nxf pcpu_alloc_noprof 10\n");
+        if rmws > 0 {
+            x += &format!("x line static counter_x+0x0 1 2 {rmws}\nxf copy_process {rmws}\n");
+        }
+        format!("{}{x}", window(1000, 10))
+    }
+
+    #[test]
+    fn contention_has_its_verdict_in_the_text_json_html_junit_and_gate() {
+        use crate::report::tests::{boots as boot_rows, meta_with};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        let meta = meta_with(&["base", "atomic", "same"], "{boots: 5, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        for (arm, rmws) in [("base", 0), ("atomic", 10), ("same", 0)] {
+            boot_rows(arm, 5, 100.0, &mut rec);
+            for b in 0..5 {
+                let id = format!("{arm}-2cpu-b{b}");
+                rec.1.push(profile_of("d", arm, &id, false, 1, Some(10)));
+                std::fs::write(d.path().join(format!("profiles/{id}.profile.1")), contended(rmws)).unwrap();
+            }
+        }
+        let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        r.contention = contention_cells(d.path(), &rec.1, None, &r, &mut vec![]);
+        let verdicts: Vec<(&str, contention::Verdict)> = r
+            .contention
+            .iter()
+            .map(|c| (c.variant.as_str(), c.diff.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("atomic", contention::Verdict::More),
+                ("same", contention::Verdict::Same)
+            ],
+            "every compared cell, whatever its rate's verdict"
+        );
+        assert!(
+            !called(r.rows[0].cells[1].decision.unwrap().performance),
+            "the rate's verdict is its own"
+        );
+        let text = crate::report::table_as(&r, 100, false);
+        assert!(text.contains("  d at 2 vCPUs, atomic: more contention\n"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("* line counter_x+0x0") && l.contains("+1.00")),
+            "{text}"
+        );
+        assert!(text.contains("≈ (no row moved): d (2 vCPUs, same)"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["contention"][0]["diff"]["verdict"], "more");
+        assert_eq!(json["contention"][0]["diff"]["rows"][0]["key"]["name"], "counter_x+0x0");
+        let g = crate::report::report_gate(&r, &[]);
+        assert!(g.failures.is_empty(), "{g:?}");
+        assert_eq!(
+            g.warnings,
+            ["atomic at 2 vCPUs (d): more contention: +1.00 shared-line RMW per op on line counter_x+0x0 (copy_process)"]
+        );
+        assert!(
+            crate::report::report_gate(&r, &["other".into()]).warnings.is_empty(),
+            "only key benchmarks"
+        );
+        let x = crate::report::junit::junit(&r, &[], false);
+        assert!(
+            x.contains("classname=\"d.contention\" name=\"atomic at 2 vCPUs\">") && x.contains("gate warning"),
+            "{x}"
+        );
+        let html = crate::report::html::render(&r).unwrap();
+        assert!(
+            html.contains("Contention: shared cache lines and locks per operation"),
+            "a section"
+        );
+        assert!(
+            html.contains("<td class=\"regressed\">more contention</td><td>* line counter_x+0x0</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("contention: 1 more, 0 less, 1 ≈"),
+            "the summary line counts them"
+        );
+        r.contention_gate = crate::config::ContentionGate::Fail;
+        let g = crate::report::report_gate(&r, &[]);
+        assert_eq!(
+            (g.failures.len(), g.warnings.len()),
+            (1, 0),
+            "statistics.contention: fail"
+        );
+        let x = crate::report::junit::junit(&r, &[], false);
+        assert!(x.contains("failures=\"1\""), "{x}");
+    }
 }

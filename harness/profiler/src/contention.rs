@@ -838,11 +838,18 @@ mod tests {
         assert_eq!(w.roles.get(&3), Some(&Role::Acquire(LockKind::RwsemWrite, true)));
         assert_eq!(w.holds, ["_raw_spin_lock", "down_write"]);
         // an irqsave lock whose irqrestore unlock is not a function: no hold
-        let s = Symbols::parse("ffffffff81000000 100 _raw_spin_lock_irqsave\nffffffff81000100 100 _raw_spin_unlock\n").unwrap();
+        let s = Symbols::parse("ffffffff81000000 100 _raw_spin_lock_irqsave\nffffffff81000100 100 _raw_spin_unlock\n")
+            .unwrap();
         let w = Watch::of(&s);
         assert_eq!(w.roles.get(&0), Some(&Role::Acquire(LockKind::Spin, false)));
         assert!(w.holds.is_empty());
-        assert_eq!(LockKind::Write.release_of("_raw_write_lock_irq"), "_raw_write_unlock_irq");
-        assert_eq!(LockKind::Spin.release_of("_raw_spin_lock_irqsave_nested"), "_raw_spin_unlock_irqrestore");
+        assert_eq!(
+            LockKind::Write.release_of("_raw_write_lock_irq"),
+            "_raw_write_unlock_irq"
+        );
+        assert_eq!(
+            LockKind::Spin.release_of("_raw_spin_lock_irqsave_nested"),
+            "_raw_spin_unlock_irqrestore"
+        );
     }
 }

@@ -58,10 +58,13 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             cell: &'a CellProfile,
             #[serde(skip_serializing_if = "Option::is_none")]
             contention: Option<&'a crate::profile::contention::Diff>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            model: Option<&'a profiles::CellModel>,
         }
         print_json(&Explained {
             cell: &cell,
-            contention: contention.as_ref(),
+            contention: contention.as_ref().map(|c| &c.0),
+            model: contention.as_ref().map(|c| &c.1),
         })?;
     } else {
         println!(
@@ -74,12 +77,11 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         );
         print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
         match &contention {
-            Some(d) => {
+            Some((d, m)) => {
                 println!("contention: {}", d.summary(3));
-                print!(
-                    "{}",
-                    crate::report::compact::contention_rows(d, a.top.unwrap_or(usize::MAX), 100)
-                );
+                let top = a.top.unwrap_or(usize::MAX);
+                print!("{}", crate::report::compact::contention_rows(d, top, 100));
+                print!("{}", crate::report::compact::model_text(m, 100));
             }
             None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
         }

@@ -243,6 +243,7 @@ impl Contention {
                 .map(|(k, r)| {
                     let per = RowPerOp {
                         events: r.events as f64 / ops,
+                        objects: r.objects,
                         writers: r.writers,
                         hold: (r.holds > 0).then(|| r.hold_insns as f64 / r.holds as f64),
                         funcs: r.funcs.iter().map(|(f, c)| (f.clone(), *c as f64 / ops)).collect(),
@@ -259,6 +260,8 @@ impl Contention {
 pub struct RowPerOp {
     /// RMWs or acquisitions per op.
     pub events: f64,
+    /// Distinct lines or locks folded into the row.
+    pub objects: u64,
     /// Most vCPUs that wrote or took one of its objects.
     pub writers: u32,
     /// Instructions held per measured hold.
@@ -354,6 +357,9 @@ pub struct DiffRow {
     pub called: bool,
     /// Most vCPUs that wrote or took one of its objects, either side.
     pub writers: u32,
+    /// Most distinct lines or locks folded into the row in a boot, either
+    /// side (a heap row folds every object its function wrote or took).
+    pub objects: u64,
     /// Instructions held per acquisition (medians of boots that measured
     /// one), locks only.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -504,13 +510,15 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
             .then(x.0.cmp(&y.0))
     });
     funcs.truncate(4);
-    let writers = base
-        .iter()
-        .chain(variant)
-        .filter_map(|p| p.rows.get(k))
-        .map(|r| r.writers)
-        .max()
-        .unwrap_or(0);
+    let most = |pick: fn(&RowPerOp) -> u64| {
+        base.iter()
+            .chain(variant)
+            .filter_map(|p| p.rows.get(k))
+            .map(pick)
+            .max()
+            .unwrap_or(0)
+    };
+    let (writers, objects) = (most(|r| r.writers as u64) as u32, most(|r| r.objects));
     DiffRow {
         key: k.clone(),
         text: k.text(),
@@ -520,6 +528,7 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
         threshold,
         called,
         writers,
+        objects,
         hold,
         funcs,
     }

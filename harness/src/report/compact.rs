@@ -517,6 +517,7 @@ pub fn contention(r: &Report, width: usize) -> String {
         let head = format!("  {}: {}", c.title(), c.diff.verdict.text());
         out.push_str(&wrap(&printable(&head), width, 4));
         out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS, width));
+        out.push_str(&model_text(&c.model, width));
     }
     if !same.is_empty() {
         out.push_str(&wrap(
@@ -570,6 +571,33 @@ pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize, width
             let per = format!("{}>{}", num(p.base), num(p.variant));
             out.push_str(&format!("      by {:<40} {per:>15}\n", shorten(&printable(f), 40)));
         }
+    }
+    out
+}
+
+/// A cell's model in lines: its label (constants) and, at each CPU count,
+/// the throughput ratio band variant/base and what bounds it.
+pub fn model_text(m: &super::profiles::CellModel, width: usize) -> String {
+    let mut out = wrap(
+        &format!(
+            "    {} (throughput of N CPUs each looping on the op: exact mean-value analysis under 1/(largest serial demand))",
+            m.label
+        ),
+        width,
+        6,
+    );
+    for c in &m.at {
+        let line = format!(
+            "      at {} CPUs: variant/base {:.3}–{:.3}; base {}–{} ops/s, variant {}–{} ops/s",
+            c.cpus,
+            c.ratio.0,
+            c.ratio.1,
+            num(c.base.low),
+            num(c.base.high),
+            num(c.variant.low),
+            num(c.variant.high)
+        );
+        out.push_str(&wrap(&line, width, 8));
     }
     out
 }

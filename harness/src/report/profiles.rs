@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::Report;
 use crate::profile::{self, contention, diff, PerOp};
 use crate::records::Event;
-use crate::stats::Verdict;
+use crate::stats::{model, Verdict};
 use crate::store::{Run, PROFILE_BOOTS_DIR};
 
 /// What a profile taken in a run's profile boots says of where it is from.
@@ -208,9 +208,69 @@ pub struct CellContention {
     pub variant: String,
     /// Base against the variant.
     pub diff: contention::Diff,
+    /// What the counts imply at many CPUs: a model, not a measurement.
+    pub model: CellModel,
     /// Where the profiles are from when not the cell's own boots.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+}
+
+/// The CPU counts a cell's contention is modelled at: the mission's, which
+/// this project's hosts cannot measure.
+pub const MODEL_CPUS: [u32; 3] = [26, 256, 448];
+
+/// A cell's throughput at [`MODEL_CPUS`] from its per-op demands
+/// ([`crate::stats::model`]), base against the variant. Labelled: a model,
+/// not measured, with its constants.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellModel {
+    /// `model, not measured: IPC … at … GHz, …–… ns a cache-line transfer`.
+    pub label: String,
+    /// The constants.
+    pub constants: model::Constants,
+    /// Instructions per op, base and variant (the private work).
+    pub insns: (f64, f64),
+    /// The bands and their ratio at each CPU count.
+    pub at: Vec<model::Compared>,
+}
+
+/// The demands of one side of a contention profile: every row a serial
+/// resource whose per-op events are spread evenly over the distinct lines
+/// or locks it folds (a heap row of a thousand page refcounts is a thousand
+/// resources, the busiest of which carries a thousandth), and `insns` the
+/// private work.
+fn demands(d: &contention::Diff, insns: f64, variant: bool) -> model::Demands {
+    let resources = d
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let events = if variant { r.variant.median } else { r.base.median } / r.objects.max(1) as f64;
+            (events > 0.0).then(|| match &r.key.object {
+                contention::Object::Line => model::Resource::Line {
+                    name: r.text.clone(),
+                    rmws: events,
+                },
+                contention::Object::Lock(_) => model::Resource::Lock {
+                    name: r.text.clone(),
+                    acqs: events,
+                    hold_insns: r.hold.map_or(0.0, |h| if variant { h.variant } else { h.base }),
+                },
+            })
+        })
+        .collect();
+    model::Demands { insns, resources }
+}
+
+/// The model of a contention profile whose sides run `insns` instructions
+/// per op.
+pub fn model_of(d: &contention::Diff, insns: (f64, f64)) -> CellModel {
+    let c = model::Constants::default();
+    CellModel {
+        label: c.text(),
+        constants: c,
+        insns,
+        at: model::compare(&demands(d, insns.0, false), &demands(d, insns.1, true), &c, &MODEL_CPUS),
+    }
 }
 
 impl CellContention {
@@ -241,7 +301,7 @@ pub fn contention_cells(
             if !seen.insert((row.benchmark.clone(), row.vcpus, c.variant.clone())) {
                 continue;
             }
-            let Some(diff) = cell_contention(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) else {
+            let Some((diff, model)) = cell_contention(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) else {
                 continue;
             };
             out.push(CellContention {
@@ -249,6 +309,7 @@ pub fn contention_cells(
                 vcpus: row.vcpus,
                 variant: c.variant.clone(),
                 diff,
+                model,
                 from: from.map(str::to_string),
             });
         }
@@ -257,8 +318,8 @@ pub fn contention_cells(
 }
 
 /// The contention profile of `variant` against base for `benchmark` at
-/// `vcpus`; `None` unless every boot on both sides carries contention
-/// counts.
+/// `vcpus`, and its model; `None` unless every boot on both sides carries
+/// contention counts.
 pub fn cell_contention(
     dir: &Path,
     events: &[Event],
@@ -266,16 +327,19 @@ pub fn cell_contention(
     vcpus: u32,
     benchmark: &str,
     notes: &mut Vec<String>,
-) -> Option<contention::Diff> {
-    let mut counts = |arm: &str| -> Option<Vec<contention::PerOp>> {
+) -> Option<(contention::Diff, CellModel)> {
+    let mut counts = |arm: &str| -> Option<(Vec<contention::PerOp>, f64)> {
         let boots = boots(dir, events, arm, vcpus, benchmark, notes);
         let n = boots.len();
+        let insns: Vec<f64> = boots.iter().map(|b| b.total_insns).collect();
         let with: Vec<contention::PerOp> = boots.into_iter().filter_map(|b| b.contention).collect();
-        (n > 0 && with.len() == n).then_some(with)
+        (n > 0 && with.len() == n).then(|| (with, crate::stats::median(&insns).unwrap_or(0.0)))
     };
-    let base = counts("base")?;
-    let var = counts(variant)?;
-    Some(contention::diff(&base, &var, &contention::Options::default()))
+    let (base, bi) = counts("base")?;
+    let (var, vi) = counts(variant)?;
+    let diff = contention::diff(&base, &var, &contention::Options::default());
+    let model = model_of(&diff, (bi, vi));
+    Some((diff, model))
 }
 
 /// The differential profile of every called cell of `r` that has profiles
@@ -625,6 +689,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("≈ (no row moved): d (2 vCPUs, same)"), "{text}");
+        assert!(
+            text.contains("model, not measured: IPC 1.0 at 2.5 GHz, 50–200 ns a cache-line transfer"),
+            "{text}"
+        );
+        let at448 = &r.contention[0].model.at[2];
+        assert_eq!(at448.cpus, 448);
+        assert!(
+            at448.ratio.1 < 1.0 && at448.ratio.0 > 0.99,
+            "a second resource as dear as the one that bounds base: {at448:?}"
+        );
+        let same448 = &r.contention[1].model.at[2];
+        assert_eq!(same448.ratio, (1.0, 1.0), "the same demands, the same band");
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["contention"][0]["diff"]["verdict"], "more");

@@ -1,6 +1,7 @@
 //! Tests with real kernels, real QEMU guests and real SSH.
 
 mod aa_profile;
+mod contention;
 mod e2e;
 mod hang;
 mod nightly;

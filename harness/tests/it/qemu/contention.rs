@@ -1,0 +1,164 @@
+//! Issue 45: contention seen on a host with none. One icount run at 2
+//! vCPUs, three boots an arm, real kernels with test patches: a global
+//! atomic added to every fork is `more contention` naming its variable at
+//! about one shared-line RMW per fork while the instruction verdict stays
+//! about the same; a per-CPU increment in the same place is not flagged; a
+//! global spinlock taken by every mmap (stress-ng mmap, 2 workers) is `more
+//! contention` naming the lock with its acquisitions per op; base against
+//! base-again moves no row.
+
+use serde_json::Value;
+
+use super::e2e::{harness, icount_matrix, only_run_dir, report_of};
+use crate::common::{build_profiler, run_ok, scratch};
+
+/// The fork-exec and stress-ng mmap benchmarks (a fork-exec op is one
+/// fork and exec of a static child; a bogo mmap op maps and unmaps 1 MiB).
+const BENCHES: &str = "{name: fork-exec, kind: fork_exec, workers: nproc, duration_s: 1, warmup_s: 1, timeout_s: 120}\n  \
+     - {name: stress-mmap, kind: program, run: stress-ng, args: [--mmap, \"{workers}\", --mmap-bytes, 1M, --timeout, \"{duration_s}\", --metrics-brief], \
+     workers: 2, duration_s: 2, metrics: [{name: bogo_ops_per_s, unit: ops/s, regex: '\\] mmap\\s+\\d+\\s+[\\d.]+\\s+[\\d.]+\\s+[\\d.]+\\s+(?P<value>[\\d.]+)'}], \
+     ops: '\\] mmap\\s+(?P<value>\\d+)\\s', timeout_s: 120}";
+
+fn cell<'a>(report: &'a Value, variant: &str, bench: &str) -> &'a Value {
+    report["contention"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no contention in the report: {report:#}"))
+        .iter()
+        .find(|c| c["variant"] == variant && c["benchmark"] == bench)
+        .unwrap_or_else(|| panic!("no contention cell {variant} {bench}: {:#}", report["contention"]))
+}
+
+fn called(c: &Value) -> Vec<&Value> {
+    c["diff"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["called"] == true)
+        .collect()
+}
+
+fn rate_verdict(report: &Value, variant: &str, bench: &str, metric: &str) -> String {
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["benchmark"] == bench && r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no row {bench} {metric}"));
+    let c = row["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["variant"] == variant)
+        .unwrap();
+    c["decision"]["verdict"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_global_atomic_or_lock_is_more_contention_and_a_per_cpu_count_is_not() {
+    let _g = crate::common::serial();
+    build_profiler();
+    let dir = scratch("contention");
+    let variants = "  - name: base\n  - name: base-again\n  \
+         - {name: fork-global-atomic, apply: [fork-global-atomic], benchmarks: [fork-exec]}\n  \
+         - {name: fork-percpu-count, apply: [fork-percpu-count], benchmarks: [fork-exec]}\n  \
+         - {name: mmap-global-lock, apply: [mmap-global-lock], benchmarks: [stress-mmap]}\n";
+    let matrix = icount_matrix(
+        &dir,
+        variants,
+        "",
+        BENCHES,
+        "boots: 3, repetitions: 1, warmup_repetitions: 0",
+        "",
+    );
+    let runs = dir.join("runs");
+    let mut c = harness(&runs);
+    c.arg("run").arg(&matrix);
+    let text = run_ok(c);
+    let run = only_run_dir(&runs);
+    let report = report_of(&run);
+
+    // the global atomic: more contention, its variable named, ~1 RMW a fork
+    let atomic = cell(&report, "fork-global-atomic", "fork-exec");
+    assert_eq!(atomic["diff"]["verdict"], "more", "{:#}", atomic["diff"]["rows"][0]);
+    let rows = called(atomic);
+    let named: Vec<&&Value> = rows
+        .iter()
+        .filter(|r| r["key"]["name"] == "harness_fork_count+0x0" && r["key"]["object"] == "line")
+        .collect();
+    assert_eq!(named.len(), 1, "{rows:#?}");
+    let delta = named[0]["delta"].as_f64().unwrap();
+    assert!(
+        (0.9..=1.2).contains(&delta),
+        "{delta} shared-line RMWs per fork-exec, one added"
+    );
+    assert_eq!(named[0]["funcs"][0][0], "copy_process", "{:#}", named[0]);
+    // ... while the instructions per op do not move beyond the threshold
+    let insns = rate_verdict(&report, "fork-global-atomic", "fork-exec", "kernel_insns_per_op");
+    assert!(
+        !matches!(insns.as_str(), "regressed" | "improved" | "unsure"),
+        "kernel instructions per op: {insns}"
+    );
+    assert!(
+        text.contains("fork-exec at 2 vCPUs, fork-global-atomic: more contention"),
+        "{text}"
+    );
+    assert!(text.contains("line harness_fork_count+0x0"), "{text}");
+
+    // the per-CPU increment and base-again: nothing
+    for (variant, bench) in [
+        ("fork-percpu-count", "fork-exec"),
+        ("base-again", "fork-exec"),
+        ("base-again", "stress-mmap"),
+    ] {
+        let c = cell(&report, variant, bench);
+        assert!(called(c).is_empty(), "{variant} {bench}: {:#?}", called(c));
+        assert_eq!(c["diff"]["verdict"], "same", "{variant} {bench}");
+    }
+
+    // the global lock in do_mmap: more contention, the lock named
+    let lock = cell(&report, "mmap-global-lock", "stress-mmap");
+    assert_eq!(lock["diff"]["verdict"], "more");
+    let rows = called(lock);
+    let named: Vec<&&Value> = rows
+        .iter()
+        .filter(|r| r["key"]["name"] == "harness_mmap_lock+0x0" && r["key"]["object"]["lock"] == "spin")
+        .collect();
+    assert_eq!(named.len(), 1, "{rows:#?}");
+    let acqs = named[0]["delta"].as_f64().unwrap();
+    assert!(acqs >= 1.0, "{acqs} acquisitions of the lock per mmap op");
+    assert_eq!(named[0]["funcs"][0][0], "do_mmap", "{:#}", named[0]);
+
+    // explain prints the rows; the gate warns, and fails with --strict
+    let mut c = harness(&runs);
+    c.arg("explain").arg(&run).args([
+        "--variant",
+        "mmap-global-lock",
+        "--bench",
+        "stress-mmap",
+        "--vcpus",
+        "2",
+        "--top",
+        "5",
+    ]);
+    let out = run_ok(c);
+    assert!(
+        out.lines().any(|l| l.starts_with("* spin lock harness_mmap_lock+0x0")),
+        "{out}"
+    );
+    let gate = |strict: bool| {
+        let mut c = harness(&runs);
+        c.arg("report").arg(&run).arg("--gate");
+        if strict {
+            c.arg("--strict");
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (code, err) = gate(false);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("gate: warning (fatal with --strict): fork-global-atomic at 2 vCPUs (fork-exec): more contention"),
+        "{err}"
+    );
+    assert_eq!(gate(true).0, Some(1));
+}

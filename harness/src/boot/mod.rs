@@ -252,7 +252,7 @@ pub fn profile_plugin(ctx: &BootRun, kernel: &Path, dir: &Path, syscalls: bool) 
         symbols: kernel.with_file_name(crate::profile::symbols::FILE),
         out: profiles.join(format!("{id}.profile")),
         syscalls,
-        data: data.is_file().then_some(data),
+        data: (ctx.m.guest.contention && data.is_file()).then_some(data),
     };
     p.check()?;
     Ok(Some(p))

@@ -71,6 +71,7 @@ pub(super) struct RawGuest {
     pub(super) clock: Option<String>,
     pub(super) aslr: Option<bool>,
     pub(super) kernel_profile: Option<bool>,
+    pub(super) contention: Option<bool>,
     pub(super) sockets: Option<u32>,
     pub(super) threads: Option<u32>,
     pub(super) numa_nodes: Option<u32>,

@@ -159,6 +159,11 @@ pub struct Guest {
     /// not of the accelerator). Absent in older runs: off.
     #[serde(default)]
     pub profile_boots: bool,
+    /// Profiled boots also count contention (the plugin's `contention=on`:
+    /// shared cache lines and locks per op). On by default; `false` spares
+    /// its host time. Absent in runs recorded before contention: off.
+    #[serde(default)]
+    pub contention: bool,
     /// Sockets (vCPUs are split evenly).
     pub sockets: u32,
     /// Threads per core.

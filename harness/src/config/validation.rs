@@ -344,6 +344,7 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
         aslr: g.aslr.unwrap_or(true),
         kernel_profile: g.kernel_profile.unwrap_or(clock == Clock::Icount) && clock == Clock::Icount,
         profile_boots: g.kernel_profile == Some(true) && clock == Clock::Wall,
+        contention: g.contention.unwrap_or(true),
         sockets,
         threads,
         numa_nodes: g.numa_nodes.unwrap_or(0),

@@ -568,6 +568,8 @@ fn contention_counts_are_on_unless_turned_off() {
     assert!(p(GOOD).unwrap().guest.contention);
     let off = p(&format!("guest: {{clock: icount, contention: false}}\n{GOOD}")).unwrap();
     assert!(!off.guest.contention && off.guest.kernel_profile);
-    let e = p(&format!("guest: {{contention: maybe}}\n{GOOD}")).unwrap_err().to_string();
+    let e = p(&format!("guest: {{contention: maybe}}\n{GOOD}"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("guest.contention: invalid type"), "{e}");
 }

@@ -291,27 +291,40 @@ pub fn contention_cells(
     r: &Report,
     notes: &mut Vec<String>,
 ) -> Vec<CellContention> {
-    if !events.iter().any(|e| matches!(e, Event::Profile { .. })) {
-        return Vec::new();
-    }
-    let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for row in &r.rows {
-        for c in row.cells.iter().filter(|c| c.decision.is_some()) {
-            if !seen.insert((row.benchmark.clone(), row.vcpus, c.variant.clone())) {
-                continue;
-            }
-            let Some((diff, model)) = cell_contention(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) else {
-                continue;
-            };
+    for (benchmark, vcpus, variant) in compared(events, r, |_| true) {
+        if let Some((diff, model)) = cell_contention(dir, events, &variant, vcpus, &benchmark, notes) {
             out.push(CellContention {
-                benchmark: row.benchmark.clone(),
-                vcpus: row.vcpus,
-                variant: c.variant.clone(),
+                benchmark,
+                vcpus,
+                variant,
                 diff,
                 model,
                 from: from.map(str::to_string),
             });
+        }
+    }
+    out
+}
+
+/// Each (benchmark, vCPUs, variant) of `r` once whose cell has a decision
+/// that `keep` accepts (whichever of its metrics); none when the run's
+/// events hold no profile.
+fn compared(
+    events: &[Event],
+    r: &Report,
+    keep: impl Fn(&crate::stats::Decision) -> bool,
+) -> Vec<(String, u32, String)> {
+    if !events.iter().any(|e| matches!(e, Event::Profile { .. })) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for row in &r.rows {
+        for c in &row.cells {
+            let key = (row.benchmark.clone(), row.vcpus, c.variant.clone());
+            if c.decision.as_ref().is_some_and(&keep) && !out.contains(&key) {
+                out.push(key);
+            }
         }
     }
     out
@@ -352,25 +365,16 @@ pub fn called_cells(
     r: &Report,
     notes: &mut Vec<String>,
 ) -> Vec<CellProfile> {
-    let has_profiles = events.iter().any(|e| matches!(e, Event::Profile { .. }));
-    let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for row in r.rows.iter().filter(|_| has_profiles) {
-        for c in &row.cells {
-            let Some(d) = &c.decision else { continue };
-            let key = (row.benchmark.clone(), row.vcpus, c.variant.clone());
-            if !called(d.performance) || !seen.insert(key) {
-                continue;
-            }
-            if let Ok(diff) = cell(dir, events, &c.variant, row.vcpus, &row.benchmark, notes) {
-                out.push(CellProfile {
-                    benchmark: row.benchmark.clone(),
-                    vcpus: row.vcpus,
-                    variant: c.variant.clone(),
-                    diff,
-                    from: from.map(str::to_string),
-                });
-            }
+    for (benchmark, vcpus, variant) in compared(events, r, |d| called(d.performance)) {
+        if let Ok(diff) = cell(dir, events, &variant, vcpus, &benchmark, notes) {
+            out.push(CellProfile {
+                benchmark,
+                vcpus,
+                variant,
+                diff,
+                from: from.map(str::to_string),
+            });
         }
     }
     out

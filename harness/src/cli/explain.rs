@@ -79,6 +79,9 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         match &contention {
             Some((d, m)) => {
                 println!("contention: {}", d.summary(3));
+                if let Some(n) = d.short_of(cell.vcpus) {
+                    println!("{}", n.trim_start());
+                }
                 let top = a.top.unwrap_or(usize::MAX);
                 print!("{}", crate::report::compact::contention_rows(d, top, 100));
                 print!("{}", crate::report::compact::model_text(m, 100));

@@ -392,6 +392,18 @@ pub struct Diff {
 }
 
 impl Diff {
+    /// A note when a boot's windows saw fewer of the cell's `vcpus` do an
+    /// RMW or take a lock: a window too short for every vCPU to run, whose
+    /// lines may look private that are not.
+    pub fn short_of(&self, vcpus: u32) -> Option<String> {
+        let fewest = self.vcpus.0.min(self.vcpus.1);
+        (fewest < vcpus).then(|| {
+            format!(
+                "    only {fewest} of {vcpus} vCPUs did an atomic or took a lock in some boot's windows: a window too short for every vCPU to run, whose lines may look private that are not"
+            )
+        })
+    }
+
     /// The called rows.
     pub fn called(&self) -> impl Iterator<Item = &DiffRow> {
         self.rows.iter().filter(|r| r.called)

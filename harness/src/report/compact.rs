@@ -516,6 +516,9 @@ pub fn contention(r: &Report, width: usize) -> String {
         }
         let head = format!("  {}: {}", c.title(), c.diff.verdict.text());
         out.push_str(&wrap(&printable(&head), width, 4));
+        if let Some(n) = c.diff.short_of(c.vcpus) {
+            out.push_str(&wrap(&n, width, 6));
+        }
         out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS, width));
         out.push_str(&model_text(&c.model, width));
     }

@@ -164,3 +164,13 @@ fn a_lock_row_carries_its_hold_and_functions() {
         "less contention: -3.00 shared-lock acquisition per op on read lock tasklist_lock+0x0 (do_prlimit)"
     );
 }
+
+#[test]
+fn a_window_that_saw_fewer_vcpus_says_so() {
+    let base: Vec<PerOp> = (0..3).map(|_| boot(0, 10, 30)).collect();
+    let d = diff(&base, &base, &Options::default());
+    assert_eq!(d.vcpus, (2, 2));
+    assert_eq!(d.short_of(2), None);
+    let n = d.short_of(8).unwrap();
+    assert!(n.contains("only 2 of 8 vCPUs did an atomic or took a lock"), "{n}");
+}

@@ -314,9 +314,12 @@ pub struct Options {
     /// |Δ median| must exceed this many times the row's noise (the larger
     /// side's max − min across boots).
     pub spread_factor: f64,
-    /// ... and this many events per op. 0.5: a new global atomic on a
-    /// path the op runs once moves its row by 1; a timer's work spread
-    /// over the ops moves rows by hundredths.
+    /// ... and this many events per op. 0.75: a new global atomic on a
+    /// path the op runs once moves its row by 1; a heap row's count moves
+    /// with the scheduler (whether a line had one writer or two), and at
+    /// 0.5 seed 002's revert at 8 vCPUs called `heap line via
+    /// __x64_sys_prlimit64` 1.47 → 2.00 per exec, its boot ranges just
+    /// apart (docs/measurements/2026-12-06-seeds-contention.md).
     pub abs_floor: f64,
     /// ... and this fraction of base's median of the row.
     pub rel_floor: f64,
@@ -330,7 +333,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             spread_factor: 3.0,
-            abs_floor: 0.5,
+            abs_floor: 0.75,
             rel_floor: 0.1,
             min_boots: 3,
             separated: true,
@@ -351,6 +354,9 @@ pub struct DiffRow {
     pub variant: Stat,
     /// variant − base (medians).
     pub delta: f64,
+    /// The median of both sides' boots together: the row's value where its
+    /// change is not called (the model takes it for both sides).
+    pub pooled: f64,
     /// |delta| must exceed it.
     pub threshold: f64,
     /// Moved beyond its noise.
@@ -476,6 +482,8 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], o: &Options) -> Diff {
 }
 
 fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options, enough: bool) -> DiffRow {
+    let both: Vec<f64> = row_events(base, k).into_iter().chain(row_events(variant, k)).collect();
+    let pooled = crate::stats::median(&both).unwrap_or(0.0);
     let noise = b.range().max(v.range());
     let threshold = (o.spread_factor * noise).max(o.abs_floor).max(o.rel_floor * b.median);
     let delta = v.median - b.median;
@@ -537,6 +545,7 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
         base: b,
         variant: v,
         delta,
+        pooled,
         threshold,
         called,
         writers,

@@ -238,13 +238,34 @@ pub struct CellModel {
 /// resource whose per-op events are spread evenly over the distinct lines
 /// or locks it folds (a heap row of a thousand page refcounts is a thousand
 /// resources, the busiest of which carries a thousandth), and `insns` the
-/// private work.
+/// private work; a static lock's own line is not a second resource. A row
+/// whose change is not called has the same demand on
+/// both sides, its median over both sides' boots: by the contention rule
+/// its difference is noise (a hash bucket some boots hit and others do
+/// not), and the model must not turn noise into a verdict.
 fn demands(d: &contention::Diff, insns: f64, variant: bool) -> model::Demands {
+    // a static spinlock's word is also a line its acquisitions write: one resource
+    let locks: BTreeSet<&str> = d
+        .rows
+        .iter()
+        .filter(|r| matches!(r.key.object, contention::Object::Lock(_)) && r.key.class == contention::Class::Static)
+        .map(|r| r.key.name.as_str())
+        .collect();
     let resources = d
         .rows
         .iter()
+        .filter(|r| {
+            !(r.key.object == contention::Object::Line
+                && r.key.class == contention::Class::Static
+                && locks.contains(r.key.name.as_str()))
+        })
         .filter_map(|r| {
-            let events = if variant { r.variant.median } else { r.base.median } / r.objects.max(1) as f64;
+            let side = match (r.called, variant) {
+                (false, _) => r.pooled,
+                (true, false) => r.base.median,
+                (true, true) => r.variant.median,
+            };
+            let events = side / r.objects.max(1) as f64;
             (events > 0.0).then(|| match &r.key.object {
                 contention::Object::Line => model::Resource::Line {
                     name: r.text.clone(),
@@ -253,7 +274,11 @@ fn demands(d: &contention::Diff, insns: f64, variant: bool) -> model::Demands {
                 contention::Object::Lock(_) => model::Resource::Lock {
                     name: r.text.clone(),
                     acqs: events,
-                    hold_insns: r.hold.map_or(0.0, |h| if variant { h.variant } else { h.base }),
+                    hold_insns: r.hold.map_or(0.0, |h| match (r.called, variant) {
+                        (false, _) => h.base.max(h.variant),
+                        (true, false) => h.base,
+                        (true, true) => h.variant,
+                    }),
                 },
             })
         })
@@ -746,5 +771,51 @@ mod tests {
         );
         let x = crate::report::junit::junit(&r, &[], false);
         assert!(x.contains("failures=\"1\""), "{x}");
+    }
+
+    #[test]
+    fn the_model_takes_a_rows_noise_for_both_sides_and_a_lock_once() {
+        let per_op = |bucket: u64, lock: u64| {
+            let x = format!(
+                "x summary 2 0 0 0 0 0 0 0 0 0 0\nx line static in_lookup_hashtable+0x50 1 2 {bucket}\nxf hlist_bl_lock {bucket}\n\
+                 x lock static pcpu_lock+0x0 spin 1 2 {lock} 0 0\nxf pcpu_alloc_noprof {lock}\n\
+                 x line static pcpu_lock+0x0 1 2 {lock}\nxf do_raw_spin_lock {lock}\n"
+            );
+            profile::parse(&format!("{}{x}", window(100_000, 10)))
+                .unwrap()
+                .per_op(None)
+                .unwrap()
+                .contention
+                .unwrap()
+        };
+        // a hash bucket some boots hit (150 RMWs in 10 ops) and others not
+        let base = [per_op(150, 10), per_op(150, 10), per_op(0, 10)];
+        let noisy = [per_op(0, 10), per_op(0, 10), per_op(150, 10)];
+        let d = contention::diff(&base, &noisy, &contention::Options::default());
+        assert_eq!(d.verdict, contention::Verdict::Same);
+        let m = model_of(&d, (10_010.0, 10_010.0));
+        assert!(
+            m.at.iter().all(|c| c.ratio == (1.0, 1.0)),
+            "noise moves no band: {:?}",
+            m.at
+        );
+        // four times the lock: one resource of 4 acquisitions, not a line beside it
+        let more = [per_op(0, 40), per_op(0, 40), per_op(0, 40)];
+        let d = contention::diff(
+            &[per_op(0, 10), per_op(0, 10), per_op(0, 10)],
+            &more,
+            &contention::Options::default(),
+        );
+        let one = demands(&d, 10_010.0, true);
+        assert_eq!(
+            one.resources.len(),
+            1,
+            "the lock alone (no bucket RMWs): {:?}",
+            one.resources
+        );
+        assert!(one
+            .resources
+            .iter()
+            .any(|r| matches!(r, model::Resource::Lock { acqs, .. } if *acqs == 4.0)));
     }
 }

@@ -120,6 +120,8 @@ fn the_rule_table() {
         (&[10, 10, 10], &[10, 10, 10], Verdict::Same),       // A/A
         (&[10, 10], &[40, 40], Verdict::Same),               // too few boots
         (&[10, 10, 10], &[14, 14, 14], Verdict::Same),       // +0.4 per op: under the floor
+        (&[10, 10, 10], &[17, 17, 17], Verdict::Same),       // +0.7 per op: under the floor
+        (&[10, 10, 10], &[18, 18, 18], Verdict::More),       // +0.8 per op: over it
         (&[10, 20, 10], &[30, 30, 30], Verdict::Same),       // +2 per op, noise 1: under 3 x noise
         (&[10, 20, 10], &[50, 50, 50], Verdict::More),       // +4 per op over 3 x noise
         (&[100, 100, 100], &[108, 108, 108], Verdict::Same), // +0.8 of 10 per op: under 10% of base

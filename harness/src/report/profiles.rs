@@ -317,8 +317,14 @@ pub fn contention_cells(
     notes: &mut Vec<String>,
 ) -> Vec<CellContention> {
     let mut out = Vec::new();
+    // base's boots serve every variant of a (benchmark, vCPUs): read once
+    let mut bases: BTreeMap<(String, u32), Vec<PerOp>> = BTreeMap::new();
     for (benchmark, vcpus, variant) in compared(events, r, |_| true) {
-        if let Some((diff, model)) = cell_contention(dir, events, &variant, vcpus, &benchmark, notes) {
+        let base = bases
+            .entry((benchmark.clone(), vcpus))
+            .or_insert_with(|| boots(dir, events, "base", vcpus, &benchmark, notes));
+        let var = boots(dir, events, &variant, vcpus, &benchmark, notes);
+        if let Some((diff, model)) = contention_of(base, &var) {
             out.push(CellContention {
                 benchmark,
                 vcpus,
@@ -366,14 +372,20 @@ pub fn cell_contention(
     benchmark: &str,
     notes: &mut Vec<String>,
 ) -> Option<(contention::Diff, CellModel)> {
-    let mut counts = |arm: &str| -> Option<(Vec<contention::PerOp>, f64)> {
-        let boots = boots(dir, events, arm, vcpus, benchmark, notes);
-        let n = boots.len();
+    let base = boots(dir, events, "base", vcpus, benchmark, notes);
+    let var = boots(dir, events, variant, vcpus, benchmark, notes);
+    contention_of(&base, &var)
+}
+
+/// The contention profile of a variant's boots against base's, and its
+/// model; `None` unless every boot on both sides carries contention counts.
+fn contention_of(base: &[PerOp], variant: &[PerOp]) -> Option<(contention::Diff, CellModel)> {
+    let counts = |boots: &[PerOp]| -> Option<(Vec<contention::PerOp>, f64)> {
         let insns: Vec<f64> = boots.iter().map(|b| b.total_insns).collect();
-        let with: Vec<contention::PerOp> = boots.into_iter().filter_map(|b| b.contention).collect();
-        (n > 0 && with.len() == n).then(|| (with, crate::stats::median(&insns).unwrap_or(0.0)))
+        let with: Vec<contention::PerOp> = boots.iter().filter_map(|b| b.contention.clone()).collect();
+        (!boots.is_empty() && with.len() == boots.len()).then(|| (with, crate::stats::median(&insns).unwrap_or(0.0)))
     };
-    let (base, bi) = counts("base")?;
+    let (base, bi) = counts(base)?;
     let (var, vi) = counts(variant)?;
     let diff = contention::diff(&base, &var, &contention::Options::default());
     let model = model_of(&diff, (bi, vi));

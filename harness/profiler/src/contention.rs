@@ -18,7 +18,7 @@
 //! that did the RMW, a shared heap lock by the function that called the
 //! lock function (the plugin cannot name heap objects).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::symbols::Symbols;
@@ -164,42 +164,21 @@ impl LockKind {
     /// The release that ends a hold taken by the acquire function `name`
     /// (`_raw_spin_lock_irqsave` → `_raw_spin_unlock_irqrestore`): its
     /// hold is measured only where this release is a function of its own
-    /// (with `CONFIG_PREEMPT_NONE`, `spin_unlock` is inlined).
+    /// (with `CONFIG_PREEMPT_NONE`, `spin_unlock` is inlined). The
+    /// spinlock and rwlock [`releases`](Self::releases) are listed plain,
+    /// `_irq`, `_irqrestore`, `_bh`; rwsems and mutexes have one.
     pub fn release_of(self, name: &str) -> &'static str {
-        let variant = |plain: &'static str, irq, irqrestore, bh| {
-            if name.contains("_irqsave") {
-                irqrestore
-            } else if name.ends_with("_irq") {
-                irq
-            } else if name.ends_with("_bh") {
-                bh
-            } else {
-                plain
-            }
+        let variant = if name.contains("_irqsave") {
+            2
+        } else if name.ends_with("_irq") {
+            1
+        } else if name.ends_with("_bh") {
+            3
+        } else {
+            0
         };
-        match self {
-            LockKind::Spin => variant(
-                "_raw_spin_unlock",
-                "_raw_spin_unlock_irq",
-                "_raw_spin_unlock_irqrestore",
-                "_raw_spin_unlock_bh",
-            ),
-            LockKind::Read => variant(
-                "_raw_read_unlock",
-                "_raw_read_unlock_irq",
-                "_raw_read_unlock_irqrestore",
-                "_raw_read_unlock_bh",
-            ),
-            LockKind::Write => variant(
-                "_raw_write_unlock",
-                "_raw_write_unlock_irq",
-                "_raw_write_unlock_irqrestore",
-                "_raw_write_unlock_bh",
-            ),
-            LockKind::RwsemRead => "up_read",
-            LockKind::RwsemWrite => "up_write",
-            LockKind::Mutex => "mutex_unlock",
-        }
+        let releases = self.releases();
+        releases[variant.min(releases.len() - 1)]
     }
 
     /// The release entry points: the hold of an acquisition ends at the
@@ -511,12 +490,37 @@ pub struct Rows {
     pub holds: (u64, u64),
 }
 
-fn fold(row: &mut Row, writers: u32, funcs: &[(String, u64)]) {
-    row.writers = row.writers.max(writers);
-    for (f, n) in funcs {
-        row.events += n;
-        *row.funcs.entry(f.clone()).or_insert(0) += n;
+/// One count of a shared object, on its way into a named row.
+struct Event<K> {
+    /// The line or lock (its address).
+    object: u64,
+    /// The row it belongs to.
+    key: K,
+    /// The function that did it.
+    func: String,
+    /// The vCPUs that wrote or took the object.
+    writers: u32,
+    /// How many.
+    n: u64,
+    /// Holds measured, and their instructions.
+    held: (u64, u64),
+}
+
+/// Named rows from events: each row's distinct objects counted once, its
+/// most writers, its events and holds summed, by function.
+fn fold<K: Ord + Clone + std::hash::Hash>(events: Vec<Event<K>>) -> BTreeMap<K, Row> {
+    let mut rows: BTreeMap<K, Row> = BTreeMap::new();
+    let mut seen: HashSet<(K, u64)> = HashSet::new();
+    for e in events {
+        let row = rows.entry(e.key.clone()).or_default();
+        row.objects += seen.insert((e.key, e.object)) as u64;
+        row.writers = row.writers.max(e.writers);
+        row.events += e.n;
+        row.holds += e.held.0;
+        row.hold_insns += e.held.1;
+        *row.funcs.entry(e.func).or_insert(0) += e.n;
     }
+    rows
 }
 
 impl Tally {
@@ -524,7 +528,7 @@ impl Tally {
     pub fn rows(&self, syms: &Symbols, data: &Data) -> Rows {
         let mut r = Rows {
             vcpus: self.seen.as_ref().map_or(0, Writers::count),
-            holds: (0, self.held_across),
+            holds: (self.held.values().map(|h| h.0).sum(), self.held_across),
             ..Rows::default()
         };
         let shared = |addr: u64, w: &Writers| data.is_static(addr) || w.count() >= 2;
@@ -532,7 +536,7 @@ impl Tally {
             self.lines.len() as u64,
             self.lines.iter().filter(|(l, w)| shared(*l * LINE, w)).count() as u64,
         );
-        let mut objects: HashMap<(Class, String), std::collections::HashSet<u64>> = HashMap::new();
+        let mut lines = Vec::new();
         for (&(addr, func), &n) in &self.rmws {
             let w = &self.lines[&(addr / LINE)];
             r.rmws.0 += n;
@@ -540,24 +544,24 @@ impl Tally {
                 continue;
             }
             r.rmws.1 += n;
-            let fname = syms.name(func).to_string();
-            let key = match data.name(addr) {
-                Some(s) => (Class::Static, s),
-                None => (Class::Heap, fname.clone()),
-            };
-            objects.entry(key.clone()).or_default().insert(addr / LINE);
-            fold(r.lines.entry(key).or_default(), w.count(), &[(fname, n)]);
+            let func = syms.name(func).to_string();
+            lines.push(Event {
+                object: addr / LINE,
+                key: data
+                    .name(addr)
+                    .map_or((Class::Heap, func.clone()), |s| (Class::Static, s)),
+                func,
+                writers: w.count(),
+                n,
+                held: (0, 0),
+            });
         }
-        for (k, set) in objects {
-            if let Some(row) = r.lines.get_mut(&k) {
-                row.objects = set.len() as u64;
-            }
-        }
+        r.lines = fold(lines);
         r.lock_count = (
             self.locks.len() as u64,
             self.locks.iter().filter(|((l, _), w)| shared(*l, w)).count() as u64,
         );
-        let mut objects: HashMap<(Class, String, LockKind), std::collections::HashSet<u64>> = HashMap::new();
+        let mut locks = Vec::new();
         for (&(lock, kind, caller), &n) in &self.acqs {
             let w = &self.locks[&(lock, kind)];
             r.acqs.0 += n;
@@ -565,25 +569,19 @@ impl Tally {
                 continue;
             }
             r.acqs.1 += n;
-            let cname = syms.name(caller).to_string();
-            let key = match data.name(lock) {
-                Some(s) => (Class::Static, s, kind),
-                None => (Class::Heap, cname.clone(), kind),
-            };
-            objects.entry(key.clone()).or_default().insert(lock);
-            let row = r.locks.entry(key).or_default();
-            fold(row, w.count(), &[(cname, n)]);
-            if let Some(&(h, i)) = self.held.get(&(lock, kind, caller)) {
-                row.holds += h;
-                row.hold_insns += i;
-            }
+            let func = syms.name(caller).to_string();
+            locks.push(Event {
+                object: lock,
+                key: data
+                    .name(lock)
+                    .map_or((Class::Heap, func.clone(), kind), |s| (Class::Static, s, kind)),
+                func,
+                writers: w.count(),
+                n,
+                held: self.held.get(&(lock, kind, caller)).copied().unwrap_or((0, 0)),
+            });
         }
-        for (k, set) in objects {
-            if let Some(row) = r.locks.get_mut(&k) {
-                row.objects = set.len() as u64;
-            }
-        }
-        r.holds.0 = self.held.values().map(|h| h.0).sum();
+        r.locks = fold(locks);
         r
     }
 }

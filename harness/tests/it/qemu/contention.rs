@@ -1,5 +1,5 @@
 //! Issue 45: contention seen on a host with none. One icount run at 2
-//! vCPUs, three boots an arm, real kernels with test patches: a global
+//! vCPUs, five boots an arm, real kernels with test patches: a global
 //! atomic added to every fork is `more contention` naming its variable at
 //! about one shared-line RMW per fork while the instruction verdict stays
 //! about the same; a per-CPU increment in the same place is not flagged; a
@@ -67,7 +67,7 @@ fn a_global_atomic_or_lock_is_more_contention_and_a_per_cpu_count_is_not() {
         variants,
         "",
         BENCHES,
-        "boots: 3, repetitions: 1, warmup_repetitions: 0",
+        "boots: 5, repetitions: 1, warmup_repetitions: 0",
         "",
     );
     let runs = dir.join("runs");

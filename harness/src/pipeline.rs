@@ -696,8 +696,11 @@ mod tests {
     fn a_kernel_gone_at_boot_time_is_a_host_fault_and_leaves_the_job_to_boot() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
+        // icount: its boots take the host-wide wall-clock lock shared, so
+        // another run's icount boots on this host do not make it wait (and
+        // record the wait)
         let yaml = "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: s, kind: doexec, timeout_s: 60}\n\
-                    sampling: {boots: 2, repetitions: 1}\n";
+                    sampling: {boots: 2, repetitions: 1}\nguest: {clock: icount}\n";
         let m = crate::config::parse(yaml, &dir.join("matrix.yaml"), None).unwrap();
         let run = Run::create(dir, "t").unwrap();
         let ui = Ui::new(0, true);

@@ -79,7 +79,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         match &contention {
             Some((d, m)) => {
                 println!("contention: {}", d.summary(3));
-                if let Some(n) = d.short_of(cell.vcpus) {
+                for n in [d.short_of(cell.vcpus), d.held_back()].into_iter().flatten() {
                     println!("{}", n.trim_start());
                 }
                 let top = a.top.unwrap_or(usize::MAX);

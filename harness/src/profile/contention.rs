@@ -325,8 +325,28 @@ pub struct Options {
     pub rel_floor: f64,
     /// Boots a side before anything is called.
     pub min_boots: usize,
+    /// Boots a side before a heap row is called. A heap row's count has
+    /// modes that follow where the scheduler put tasks in a boot (whether
+    /// a line had one writer or two: `heap line via do_wait` 2.0 or 0 per
+    /// fork-exec); three boots a side all in one mode against three in the
+    /// other fooled the rule in 8.7% (fork-exec) and 11% (stress-ng mmap)
+    /// of A/A comparisons, five in 0.2% and 0.55%, while no static row was
+    /// ever called (2,000 comparisons each; docs/profiles.md, "Contention").
+    pub heap_min_boots: usize,
     /// The two sides' boot ranges apart.
     pub separated: bool,
+}
+
+/// What the rule makes of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// Moved beyond its noise: called.
+    Called,
+    /// A heap row that moved beyond its noise with fewer than
+    /// [`Options::heap_min_boots`] a side: shown, not called.
+    HeldBack,
+    /// Within its noise (or too few boots for any row).
+    Within,
 }
 
 impl Default for Options {
@@ -336,8 +356,33 @@ impl Default for Options {
             abs_floor: 0.75,
             rel_floor: 0.1,
             min_boots: 3,
+            heap_min_boots: 5,
             separated: true,
         }
+    }
+}
+
+impl Options {
+    /// A row's threshold on |Δ median| from base's and the variant's boots
+    /// `b` and `v` (`fewest`: boots on the smaller side), and what the rule
+    /// makes of the row of `class`.
+    pub fn calls(&self, class: Class, b: &Stat, v: &Stat, fewest: usize) -> (f64, Call) {
+        let noise = b.range().max(v.range());
+        let threshold = (self.spread_factor * noise)
+            .max(self.abs_floor)
+            .max(self.rel_floor * b.median);
+        let apart = !self.separated || v.min > b.max || v.max < b.min;
+        let moved = (v.median - b.median).abs() > threshold && apart;
+        let least = match class {
+            Class::Static => self.min_boots,
+            Class::Heap => self.heap_min_boots.max(self.min_boots),
+        };
+        let call = match (moved, fewest >= least) {
+            (true, true) => Call::Called,
+            (true, false) if fewest >= self.min_boots => Call::HeldBack,
+            _ => Call::Within,
+        };
+        (threshold, call)
     }
 }
 
@@ -361,6 +406,10 @@ pub struct DiffRow {
     pub threshold: f64,
     /// Moved beyond its noise.
     pub called: bool,
+    /// A heap row that moved beyond its noise, shown but not called: too
+    /// few boots a side for a heap row ([`Options::heap_min_boots`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held_back: bool,
     /// Most vCPUs that wrote or took one of its objects, either side.
     pub writers: u32,
     /// Most distinct lines or locks folded into the row in a boot, either
@@ -372,6 +421,17 @@ pub struct DiffRow {
     pub hold: Option<Pair>,
     /// Per op by function, the most changed first (at most 4).
     pub funcs: Vec<(String, Pair)>,
+}
+
+impl DiffRow {
+    /// Its mark in text: `*` called, `?` held back, else a space.
+    pub fn mark(&self) -> char {
+        match (self.called, self.held_back) {
+            (true, _) => '*',
+            (false, true) => '?',
+            _ => ' ',
+        }
+    }
 }
 
 /// A cell's differential contention profile and verdict.
@@ -391,7 +451,8 @@ pub struct Diff {
     pub shared_acqs: (Stat, Stat),
     /// Rows whose counts differ between boots of one kernel (either side).
     pub varying: usize,
-    /// Rows: the called ones first, then the rest; each part largest |Δ| first.
+    /// Rows: the called ones first, then those held back, then the rest;
+    /// each part largest |Δ| first.
     pub rows: Vec<DiffRow>,
     /// The rule.
     pub options: Options,
@@ -406,6 +467,19 @@ impl Diff {
         (fewest < vcpus).then(|| {
             format!(
                 "    only {fewest} of {vcpus} vCPUs did an atomic or took a lock in some boot's windows: a window too short for every vCPU to run, whose lines may look private that are not"
+            )
+        })
+    }
+
+    /// A note when heap rows moved beyond their noise but were held back:
+    /// fewer boots a side than a heap row is called at.
+    pub fn held_back(&self) -> Option<String> {
+        let n = self.rows.iter().filter(|r| r.held_back).count();
+        (n > 0).then(|| {
+            format!(
+                "    {n} heap row(s) (marked ?) moved beyond their spread but are not called: a heap row's counts follow where the scheduler puts tasks, and it is called from {} boots a side (this cell has {})",
+                self.options.heap_min_boots,
+                self.boots.0.min(self.boots.1)
             )
         })
     }
@@ -446,19 +520,19 @@ fn row_events(boots: &[PerOp], k: &Key) -> Vec<f64> {
 /// Base against the variant, one [`PerOp`] per boot a side.
 pub fn diff(base: &[PerOp], variant: &[PerOp], o: &Options) -> Diff {
     let keys: BTreeSet<&Key> = base.iter().chain(variant).flat_map(|b| b.rows.keys()).collect();
-    let enough = base.len() >= o.min_boots && variant.len() >= o.min_boots;
+    let fewest = base.len().min(variant.len());
     let mut varying = 0;
     let mut rows: Vec<DiffRow> = keys
         .into_iter()
         .map(|k| {
             let (b, v) = (Stat::of(&row_events(base, k)), Stat::of(&row_events(variant, k)));
             varying += (b.range() > 0.0 || v.range() > 0.0) as usize;
-            row(k, base, variant, b, v, o, enough)
+            row(k, base, variant, b, v, o, fewest)
         })
         .collect();
     rows.sort_by(|x, y| {
-        y.called
-            .cmp(&x.called)
+        (y.called, y.held_back)
+            .cmp(&(x.called, x.held_back))
             .then(y.delta.abs().total_cmp(&x.delta.abs()))
             .then(x.key.cmp(&y.key))
     });
@@ -481,13 +555,11 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], o: &Options) -> Diff {
     }
 }
 
-fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options, enough: bool) -> DiffRow {
+fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options, fewest: usize) -> DiffRow {
     let both: Vec<f64> = row_events(base, k).into_iter().chain(row_events(variant, k)).collect();
     let pooled = crate::stats::median(&both).unwrap_or(0.0);
-    let noise = b.range().max(v.range());
-    let threshold = (o.spread_factor * noise).max(o.abs_floor).max(o.rel_floor * b.median);
+    let (threshold, call) = o.calls(k.class, &b, &v, fewest);
     let delta = v.median - b.median;
-    let called = enough && delta.abs() > threshold && (!o.separated || v.min > b.max || v.max < b.min);
     let med = |xs: Vec<f64>| crate::stats::median(&xs).unwrap_or(0.0);
     let hold = |boots: &[PerOp]| {
         let xs: Vec<f64> = boots.iter().filter_map(|p| p.rows.get(k)?.hold).collect();
@@ -547,13 +619,17 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
         delta,
         pooled,
         threshold,
-        called,
+        called: call == Call::Called,
+        held_back: call == Call::HeldBack,
         writers,
         objects,
         hold,
         funcs,
     }
 }
+
+mod aa;
+pub use aa::{aa_false_calls, AaCalls};
 
 #[cfg(test)]
 mod tests;

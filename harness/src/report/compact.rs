@@ -516,7 +516,7 @@ pub fn contention(r: &Report, width: usize) -> String {
         }
         let head = format!("  {}: {}", c.title(), c.diff.verdict.text());
         out.push_str(&wrap(&printable(&head), width, 4));
-        if let Some(n) = c.diff.short_of(c.vcpus) {
+        for n in [c.diff.short_of(c.vcpus), c.diff.held_back()].into_iter().flatten() {
             out.push_str(&wrap(&n, width, 6));
         }
         out.push_str(&contention_rows(&c.diff, CONTENTION_ROWS, width));
@@ -556,7 +556,7 @@ pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize, width
         "shared line or lock", "per op", "delta", "writers", "held insns"
     ));
     for r in d.rows.iter().take(limit) {
-        let mark = if r.called { '*' } else { ' ' };
+        let mark = r.mark();
         let per = format!("{}>{}", num(r.base.median), num(r.variant.median));
         let held = r
             .hold

@@ -136,7 +136,15 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
         }
         for row in shown {
             out.push(ContentionLine {
-                row: format!("{}{}", if row.called { "* " } else { "" }, row.text),
+                row: format!(
+                    "{}{}",
+                    if row.mark() == ' ' {
+                        String::new()
+                    } else {
+                        format!("{} ", row.mark())
+                    },
+                    row.text
+                ),
                 per_op: format!("{} → {}", super::num(row.base.median), super::num(row.variant.median)),
                 delta: format!("{:+.2}", row.delta),
                 writers: row.writers.to_string(),

@@ -136,6 +136,42 @@ fn the_rule_table() {
 }
 
 #[test]
+fn a_heap_row_is_called_from_five_boots_a_side_and_held_back_below() {
+    // the heap line via copy_process: 1.0 -> 4.0 per op, no spread; the
+    // static lock steady
+    let side = |n: usize, heap: u64| -> Vec<PerOp> { (0..n).map(|_| boot(0, 10, heap)).collect() };
+    for (boots, verdict, held) in [
+        (3, Verdict::Same, true),
+        (4, Verdict::Same, true),
+        (5, Verdict::More, false),
+    ] {
+        let d = diff(&side(boots, 10), &side(boots, 40), &Options::default());
+        assert_eq!(d.verdict, verdict, "{boots} boots a side");
+        let r = &d.rows[0];
+        assert_eq!(
+            (r.text.as_str(), r.called, r.held_back, r.mark()),
+            ("heap line via copy_process", !held, held, if held { '?' } else { '*' }),
+            "{boots} boots a side"
+        );
+        assert_eq!(d.held_back().is_some(), held, "{boots} boots a side");
+    }
+    let d = diff(&side(3, 10), &side(3, 40), &Options::default());
+    assert!(
+        d.held_back()
+            .unwrap()
+            .contains("1 heap row(s) (marked ?) moved beyond their spread but are not called")
+            && d.held_back()
+                .unwrap()
+                .contains("called from 5 boots a side (this cell has 3)"),
+        "{:?}",
+        d.held_back()
+    );
+    // a static row is called from three; with two nothing is held back either
+    let d = diff(&[boot(0, 10, 10), boot(0, 10, 10)], &side(2, 40), &Options::default());
+    assert_eq!((d.verdict, d.held_back()), (Verdict::Same, None));
+}
+
+#[test]
 fn a_lock_row_carries_its_hold_and_functions() {
     let with_hold = |acqs: u64, hold: u64| {
         let x = format!(
@@ -175,4 +211,34 @@ fn a_window_that_saw_fewer_vcpus_says_so() {
     assert_eq!(d.short_of(2), None);
     let n = d.short_of(8).unwrap();
     assert!(n.contains("only 2 of 8 vCPUs did an atomic or took a lock"), "{n}");
+}
+
+#[test]
+fn aa_false_calls_count_the_comparisons_a_heap_mode_jump_fools() {
+    // twelve boots of one kernel: the static rows never move; the heap line
+    // has two modes (10 or 40 RMWs in 10 ops) as the scheduler places tasks
+    let steady: Vec<PerOp> = (0..12).map(|_| boot(10, 40, 10)).collect();
+    let a = aa_false_calls(&steady, 3, 200, 7, &Options::default()).unwrap();
+    assert_eq!((a.trials, a.calling, a.by_row.len()), (200, 0, 0));
+    let modes: Vec<PerOp> = (0..12).map(|i| boot(10, 40, if i < 6 { 10 } else { 40 })).collect();
+    let a = aa_false_calls(&modes, 5, 400, 7, &Options::default()).unwrap();
+    // five boots a side from one mode against five of the other: the
+    // line's median moves by 3 per op with no spread on either side
+    assert!(a.calling > 0 && a.calling < 400, "{a:?}");
+    assert_eq!((a.heap_calling, a.static_calling), (a.calling, 0));
+    assert_eq!(a.by_row.keys().collect::<Vec<_>>(), ["heap line via copy_process"]);
+    assert_eq!(
+        a,
+        aa_false_calls(&modes, 5, 400, 7, &Options::default()).unwrap(),
+        "seeded"
+    );
+    // at three a side the heap row is held back, never called
+    assert_eq!(
+        aa_false_calls(&modes, 3, 400, 7, &Options::default()).unwrap().calling,
+        0
+    );
+    assert!(
+        aa_false_calls(&modes, 7, 10, 7, &Options::default()).is_none(),
+        "14 boots wanted"
+    );
 }

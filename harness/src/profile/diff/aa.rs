@@ -31,13 +31,8 @@ pub struct AaCalls {
 /// benchmark, one vCPU count) are compared as base and variant, seeded.
 /// None when there are fewer than `2 × per_side` boots.
 pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64, o: &Options) -> Option<AaCalls> {
-    use rand::{RngExt, SeedableRng};
-    if per_side == 0 || boots.len() < 2 * per_side {
-        return None;
-    }
+    let sides = disjoint_sides(boots.len(), per_side, trials, seed)?;
     let names: BTreeSet<&String> = boots.iter().flat_map(|p| p.functions.keys()).collect();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut order: Vec<usize> = (0..boots.len()).collect();
     let mut out = AaCalls {
         trials,
         per_side,
@@ -47,14 +42,10 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         counts_by_function: BTreeMap::new(),
         marking: 0,
     };
-    for _ in 0..trials {
-        for i in 0..2 * per_side {
-            let j = rng.random_range(i..order.len());
-            order.swap(i, j);
-        }
+    for (b, v) in sides {
         let (b, v): (Vec<&PerOp>, Vec<&PerOp>) = (
-            order[..per_side].iter().map(|&i| &boots[i]).collect(),
-            order[per_side..2 * per_side].iter().map(|&i| &boots[i]).collect(),
+            b.iter().map(|&i| &boots[i]).collect(),
+            v.iter().map(|&i| &boots[i]).collect(),
         );
         let op = med(&b.iter().map(|p| p.total_insns).collect::<Vec<_>>());
         let vals = |side: &[&PerOp], name: &str, pick: fn(&FnPerOp) -> f64| -> Vec<f64> {
@@ -89,4 +80,28 @@ pub fn aa_false_calls(boots: &[PerOp], per_side: usize, trials: usize, seed: u64
         out.marking += usize::from(any || any_count);
     }
     Some(out)
+}
+
+/// `trials` pairs of disjoint sides of `per_side` indices each, drawn at
+/// random (seeded) from `0..n`: the A/A comparisons of `n` boots of one
+/// kernel. None when `n < 2 × per_side` or `per_side` is 0.
+pub fn disjoint_sides(
+    n: usize,
+    per_side: usize,
+    trials: usize,
+    seed: u64,
+) -> Option<impl Iterator<Item = (Vec<usize>, Vec<usize>)>> {
+    use rand::{RngExt, SeedableRng};
+    if per_side == 0 || n < 2 * per_side {
+        return None;
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut order: Vec<usize> = (0..n).collect();
+    Some((0..trials).map(move |_| {
+        for i in 0..2 * per_side {
+            let j = rng.random_range(i..order.len());
+            order.swap(i, j);
+        }
+        (order[..per_side].to_vec(), order[per_side..2 * per_side].to_vec())
+    }))
 }

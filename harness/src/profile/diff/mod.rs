@@ -10,7 +10,7 @@ mod aa;
 mod tests;
 mod text;
 
-pub use aa::{aa_false_calls, AaCalls};
+pub use aa::{aa_false_calls, disjoint_sides, AaCalls};
 
 use super::{FnPerOp, PerOp};
 use crate::stats::median;

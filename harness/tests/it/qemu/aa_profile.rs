@@ -22,12 +22,10 @@ use harness::report::profiles::boots;
 use super::e2e::{harness, icount_doexec_matrix, icount_matrix, only_run_dir};
 use crate::common::{build_profiler, run_ok, scratch};
 
-/// The 24 profiled boots of one kernel at 2 vCPUs (arms base and
-/// base-again, 12 each) of `bench`: from the run directory `$env` names,
-/// else from a run of the matrix `make` writes into the fresh scratch
-/// directory `name`.
-fn aa_boots(env: &str, name: &str, bench: &str, make: impl FnOnce(&Path) -> PathBuf) -> Vec<PerOp> {
-    let run: PathBuf = match std::env::var_os(env) {
+/// The run directory `$env` names, else a run of the matrix `make` writes
+/// into the fresh scratch directory `name`.
+fn aa_run(env: &str, name: &str, make: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
+    match std::env::var_os(env) {
         Some(dir) => dir.into(),
         None => {
             build_profiler();
@@ -39,14 +37,24 @@ fn aa_boots(env: &str, name: &str, bench: &str, make: impl FnOnce(&Path) -> Path
             run_ok(c);
             only_run_dir(&runs)
         }
-    };
-    let events = harness::store::Run::open(&run).unwrap().events().unwrap();
+    }
+}
+
+/// The 24 profiled boots of one kernel at 2 vCPUs (arms base and
+/// base-again, 12 each) of `bench` in the run directory `run`.
+fn boots_of(run: &Path, bench: &str) -> Vec<PerOp> {
+    let events = harness::store::Run::open(run).unwrap().events().unwrap();
     let mut notes = Vec::new();
-    let mut all = boots(&run, &events, "base", 2, bench, &mut notes);
-    all.extend(boots(&run, &events, "base-again", 2, bench, &mut notes));
+    let mut all = boots(run, &events, "base", 2, bench, &mut notes);
+    all.extend(boots(run, &events, "base-again", 2, bench, &mut notes));
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(all.len(), 24, "24 profiled boots of one kernel");
     all
+}
+
+/// [`boots_of`] the run [`aa_run`] gives.
+fn aa_boots(env: &str, name: &str, bench: &str, make: impl FnOnce(&Path) -> PathBuf) -> Vec<PerOp> {
+    boots_of(&aa_run(env, name, make), bench)
 }
 
 /// The two arms of one kernel, 12 boots each.
@@ -130,4 +138,82 @@ fn aa_profiles_out_of_sample_call_nothing_at_the_shipped_rule() {
         "out of sample, at 5 boots a side the shipped rule marked a function in {}/2000 A/A comparisons (more than 1%)",
         marking[2]
     );
+}
+
+/// The contention rule's false verdicts (issue 45): 24 icount boots of base
+/// at 2 vCPUs (base and base-again, 12 each) running the contention test's
+/// benchmarks, fork-exec and stress-ng mmap with 2 workers; then 2,000
+/// seeded A/A comparisons of 3 to 6 boots a side each, at the shipped
+/// rule (heap rows called from 5 boots a side) and with heap rows called
+/// from 3, as static rows are. docs/profiles.md quotes the table it prints.
+/// `HARNESS_AA_CONT_RUN=<run dir>` reads a run made before.
+#[test]
+#[ignore = "on demand: 24 icount boots of two benchmarks, ~10 minutes"]
+fn aa_contention_rarely_calls_a_row() {
+    use harness::profile::contention;
+    let _g = crate::common::serial();
+    let run = aa_run("HARNESS_AA_CONT_RUN", "aa-contention", |dir| {
+        icount_matrix(dir, ARMS, "", super::contention::BENCHES, TWELVE, "")
+    });
+    let rules = [
+        ("shipped", contention::Options::default()),
+        (
+            "heap rows from 3 boots",
+            contention::Options {
+                heap_min_boots: 3,
+                ..Default::default()
+            },
+        ),
+        (
+            "heap rows from 3 boots, spread 5x",
+            contention::Options {
+                heap_min_boots: 3,
+                spread_factor: 5.0,
+                ..Default::default()
+            },
+        ),
+    ];
+    let mut shipped = Vec::new();
+    for bench in ["fork-exec", "stress-mmap"] {
+        let all: Vec<contention::PerOp> = boots_of(&run, bench)
+            .into_iter()
+            .map(|p| p.contention.expect("every boot profiled with contention counts"))
+            .collect();
+        for (rule, o) in &rules {
+            for per_side in [3, 4, 5, 6] {
+                let a = contention::aa_false_calls(&all, per_side, 2000, 0xC0, o).unwrap();
+                let mut top: Vec<(&String, &usize)> = a.by_row.iter().collect();
+                top.sort_by(|x, y| y.1.cmp(x.1));
+                top.truncate(4);
+                eprintln!(
+                    "{bench}, {rule}, {per_side} boots a side: {}/{} A/A comparisons not ≈ (static rows {}, heap rows {}) {top:?}",
+                    a.calling, a.trials, a.static_calling, a.heap_calling
+                );
+                if *rule != "shipped" && per_side == 3 {
+                    for (row, _) in &top {
+                        let per_boot: Vec<String> = all
+                            .iter()
+                            .map(|p| {
+                                let r = p.rows.iter().find(|(k, _)| k.text() == **row);
+                                format!("{:.2}", r.map_or(0.0, |(_, r)| r.events))
+                            })
+                            .collect();
+                        eprintln!("  {row} per op, boot by boot: {}", per_boot.join(" "));
+                    }
+                }
+                if *rule == "shipped" {
+                    shipped.push((bench, per_side, a.calling));
+                }
+            }
+        }
+    }
+    // measured 2026-12-06 (docs/profiles.md): no static row called at any
+    // boots a side; heap rows, called from 5, in 0.2% (fork-exec) and 0.55%
+    // (stress-ng mmap) of comparisons at 5
+    for (bench, per_side, n) in shipped {
+        assert!(
+            n <= 20,
+            "{bench}: at the shipped rule and {per_side} boots a side, {n}/2000 A/A comparisons were not ≈ (more than 1%)"
+        );
+    }
 }

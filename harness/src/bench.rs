@@ -13,6 +13,11 @@ use crate::config::{BenchKind, Benchmark, Link, Matrix};
 
 pub mod program;
 
+pub use crate::config::{
+    metric_names, per_call_metric, syscall_names, unit_of_work, works_in_syscalls, INSNS_PER_OP, SYSCALL_HANDLER,
+    VMALLOC_TESTS,
+};
+
 /// The guest shell command for one repetition.
 pub fn command(b: &Benchmark, nproc: u32) -> String {
     let t = b.timeout_s;
@@ -415,41 +420,6 @@ pub fn primary_metric(b: &Benchmark) -> Option<&str> {
     }
 }
 
-/// The kernel functions that are one benchmark's unit of work: their calls
-/// per op, from the kernel profile, must agree between the arms of a cell
-/// for its rate and per-op counts to be comparable under the
-/// instruction-counting clock (`profile::work`). fork-prlimit: its child's
-/// three syscalls (its op holds as many as fit in the parent's sleep);
-/// doexec: the exec; fork-exec: the fork and the exec (`copy_process` and
-/// `bprm_execve`, once each per op in a fork+exec profile); test_vmalloc:
-/// none (its work is a module's loop, outside the kernel's symbols).
-/// A `program` declares its own (`work:`).
-pub fn unit_of_work(b: &Benchmark) -> Vec<&str> {
-    match &b.kind {
-        BenchKind::ForkPrlimit { .. } => vec!["__x64_sys_prlimit64", "__x64_sys_getpriority", "__x64_sys_setpriority"],
-        BenchKind::Doexec { .. } => vec!["bprm_execve"],
-        BenchKind::ForkExec { .. } => vec!["copy_process", "bprm_execve"],
-        BenchKind::TestVmalloc { .. } => vec![],
-        BenchKind::Program { work, .. } => work.iter().map(String::as_str).collect(),
-    }
-}
-
-/// The prefix of a syscall handler's name in a unit of work
-/// (`__x64_sys_prlimit64`).
-pub const SYSCALL_HANDLER: &str = "__x64_sys_";
-
-/// The system calls of a unit of work: the names of its syscall handlers
-/// without [`SYSCALL_HANDLER`] (`prlimit64`).
-pub fn syscall_names<'a>(unit: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
-    unit.iter().filter_map(|f| f.strip_prefix(SYSCALL_HANDLER))
-}
-
-/// Whether `b`'s unit of work is system calls (then its boots count
-/// instructions per call: the plugin's `syscalls=on`).
-pub fn works_in_syscalls(b: &Benchmark) -> bool {
-    syscall_names(&unit_of_work(b)).next().is_some()
-}
-
 /// A benchmark whose worker count is the guest's CPU count (`workers: nproc`):
 /// its throughput against vCPUs can be read against linear scaling.
 pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
@@ -466,10 +436,6 @@ pub fn workers_follow_vcpus(b: &Benchmark) -> bool {
         BenchKind::ForkPrlimit { .. } | BenchKind::TestVmalloc { .. } => false,
     }
 }
-
-/// Metric names of a profiled window's instructions per benchmark
-/// operation: all instructions, kernel functions', user space's.
-pub const INSNS_PER_OP: [&str; 3] = ["insns_per_op", "kernel_insns_per_op", "user_insns_per_op"];
 
 /// Comparisons a report of the matrix makes, all in one Benjamini-Hochberg
 /// pass: every non-base variant's benchmarks × their metrics × vCPU counts.

@@ -110,7 +110,7 @@ pub fn metrics(p: &Profile, unit: &[&str]) -> Result<(u64, Vec<Measured>)> {
         };
         if s.calls > 0 && s.dropped * 20 <= s.calls + s.dropped {
             let value = s.insns as f64 / s.calls as f64;
-            ms.push(measured(format!("{name}_insns_per_call"), value, PER_CALL_UNIT));
+            ms.push(measured(crate::bench::per_call_metric(name), value, PER_CALL_UNIT));
         }
     }
     Ok((p.ops, ms))

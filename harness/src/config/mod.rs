@@ -5,6 +5,7 @@
 //! YAML errors carry `file:line:col`, validation errors name the YAML path
 //! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
 
+mod metrics;
 mod names;
 mod params;
 mod program;
@@ -17,6 +18,10 @@ mod variants;
 
 use std::path::{Path, PathBuf};
 
+pub use metrics::{
+    metric_names, per_call_metric, syscall_names, unit_of_work, works_in_syscalls, INSNS_PER_OP, SYSCALL_HANDLER,
+    VMALLOC_TESTS,
+};
 pub use params::{BenchKind, Count, Link, NprocWord};
 pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
 pub use program_check::{missing_program, not_installed};

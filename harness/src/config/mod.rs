@@ -5,6 +5,7 @@
 //! YAML errors carry `file:line:col`, validation errors name the YAML path
 //! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
 
+mod keys;
 mod metrics;
 mod names;
 mod params;

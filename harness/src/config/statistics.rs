@@ -26,14 +26,9 @@ fn fraction(f: &RawFraction, path: &str) -> Result<f64, String> {
 }
 
 /// `statistics`' thresholds and second stage checked into `s`; every
-/// problem pushed to `p` with its YAML path. `benchmarks` are the matrix's
-/// benchmark names (a per-metric key names one: `bench` or `bench.metric`).
-pub(super) fn thresholds(
-    mut s: Statistics,
-    raw: &RawStatistics,
-    benchmarks: &[String],
-    p: &mut Vec<String>,
-) -> Statistics {
+/// problem pushed to `p` with its YAML path (whether a per-metric key
+/// names a benchmark or its metric: `keys.rs`).
+pub(super) fn thresholds(mut s: Statistics, raw: &RawStatistics, p: &mut Vec<String>) -> Statistics {
     let take = |f: &RawFraction, path: &str, p: &mut Vec<String>| fraction(f, path).map_err(|e| p.push(e)).ok();
     s.threshold = match (&raw.threshold, &raw.floor) {
         (Some(_), Some(_)) => {
@@ -48,12 +43,6 @@ pub(super) fn thresholds(
         let path = format!("statistics.thresholds.{key}");
         if let Some(x) = take(f, &path, p) {
             s.thresholds.insert(key.clone(), x);
-        }
-        let bench = key.split('.').next().unwrap_or("");
-        if !benchmarks.iter().any(|b| b == bench) {
-            p.push(format!(
-                "{path}: `{key}` names no benchmark (write `benchmark` or `benchmark.metric`)"
-            ));
         }
     }
     if let Some(b) = raw.second_stage.as_ref().and_then(|x| x.boots) {

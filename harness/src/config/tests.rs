@@ -349,25 +349,25 @@ fn thresholds_are_declared_per_metric_with_stated_defaults() {
         (0.02, 0)
     );
     let text = format!(
-        "{GOOD}statistics:\n  threshold: 3%\n  thresholds: {{s: 0.05, v.usec: 1.5%}}\n  second_stage: {{boots: 4}}\n"
+        "{GOOD}statistics:\n  threshold: 3%\n  thresholds: {{s: 0.05, v.full_fit_alloc_test: 1.5%}}\n  second_stage: {{boots: 4}}\n"
     );
     let m = p(&text).unwrap();
     let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
     assert_eq!(
-        (t("s", "execs_per_s"), t("v", "usec"), t("v", "other")),
+        (t("s", "execs_per_s"), t("v", "full_fit_alloc_test"), t("v", "other")),
         (0.05, 0.015, 0.03)
     );
     assert_eq!(m.statistics.second_stage_boots, 4);
     // a profile's statistics replace the top level's threshold (`floor` is its older name) and add entries
     let prof = format!(
-        "{GOOD}  gate:\n    statistics: {{threshold: 1%, thresholds: {{v: 4%}}, second_stage: {{boots: 6}}}}\nstatistics:\n  floor: 3%\n  thresholds: {{s: 0.05, v.usec: 1.5%}}\n"
+        "{GOOD}  gate:\n    statistics: {{threshold: 1%, thresholds: {{v: 4%}}, second_stage: {{boots: 6}}}}\nstatistics:\n  floor: 3%\n  thresholds: {{s: 0.05, v.full_fit_alloc_test: 1.5%}}\n"
     );
     let m = parse(&prof, Path::new("/m/matrix.yaml"), Some("gate")).unwrap();
     let t = |b: &str, metric: &str| m.statistics.threshold_for(b, metric);
     assert_eq!(
         (
             t("s", "x"),
-            t("v", "usec"),
+            t("v", "full_fit_alloc_test"),
             t("v", "other"),
             m.statistics.threshold,
             m.statistics.second_stage_boots
@@ -427,6 +427,97 @@ fn bad_thresholds_are_named_by_their_yaml_path() {
             .any(|x| x.contains("statistics.floor: `floor` is the older name of `threshold`")),
         "{both:?}"
     );
+}
+
+/// Round five: a key metric's metric is one its benchmark can produce
+/// (`static-doexec.execs_per_sec` passed `check` and then matched no cell,
+/// so the gate judged nothing), named by its YAML path with the metrics
+/// there are; under some setting of the matrix is enough.
+#[test]
+fn a_key_metric_names_a_metric_its_benchmark_produces() {
+    let e = problems(&format!("{GOOD}key_metrics: [s.execs_per_sec, v, nope.rate]\n"));
+    assert_eq!(
+        e,
+        [
+            "key_metrics[0]: `s.execs_per_sec` names no metric of s (its metrics: execs_per_s)",
+            "key_metrics[2]: `nope.rate` names no benchmark (write `benchmark` or `benchmark.metric`)",
+        ]
+    );
+    // test_vmalloc's metrics are the tests its run_test_mask selects (7: the first three)
+    let e = problems(&format!("{GOOD}key_metrics: [v.random_size_alloc_test, v.usec]\n"));
+    let theirs =
+        "names no metric of v (its metrics: fix_size_alloc_test, full_fit_alloc_test, long_busy_list_alloc_test)";
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("key_metrics[0]: `v.random_size_alloc_test` ") && e[0].ends_with(theirs),
+        "{e:?}"
+    );
+    // a profile's run_test_mask, or its instruction-counting clock, can produce them
+    let wide = format!(
+        "{GOOD}  wide:\n    clock: icount\n    overrides:\n      v: {{run_test_mask: 15}}\n\
+         key_metrics: [v.random_size_alloc_test, s.insns_per_op, s.user_insns_per_op, s.execs_per_s]\n"
+    );
+    p(&wide).unwrap();
+    let m = parse(&wide, Path::new("/m/matrix.yaml"), Some("quick")).unwrap();
+    assert_eq!(
+        m.key_metrics,
+        ["s.insns_per_op", "s.user_insns_per_op", "s.execs_per_s"],
+        "v is not in quick"
+    );
+    // no setting counts instructions with kernel profiles: no per-op instructions
+    let e = problems(&wide.replace("benchmarks:\n", "guest: {kernel_profile: false}\nbenchmarks:\n"));
+    assert!(
+        e.iter()
+            .any(|x| x == "key_metrics[1]: `s.insns_per_op` names no metric of s (its metrics: execs_per_s)"),
+        "{e:?}"
+    );
+}
+
+/// The metrics of each kind: fork_prlimit's two and, profiled, its
+/// syscalls' instructions per call; a program's declared ones, or any name
+/// where it prints `sample` lines itself.
+#[test]
+fn each_kind_has_its_metrics_for_keys() {
+    let fork = "variants:\n  - name: base\nvcpus: [2]\nguest: {clock: icount, accel: tcg}\n\
+                benchmarks:\n  - {name: f, kind: fork_prlimit}\n";
+    p(&format!(
+        "{fork}key_metrics: [f.wall_s, f.iterations_per_s, f.prlimit64_insns_per_call, f.kernel_insns_per_op]\n"
+    ))
+    .unwrap();
+    let e = problems(&format!("{fork}key_metrics: [f.execs_per_s]\n"));
+    assert_eq!(
+        e,
+        ["key_metrics[0]: `f.execs_per_s` names no metric of f (its metrics: getpriority_insns_per_call, insns_per_op, iterations_per_s, kernel_insns_per_op, prlimit64_insns_per_call, setpriority_insns_per_call, user_insns_per_op, wall_s)"]
+    );
+    let declared = program("run: /bin/sh, metrics: [{name: rate, regex: 'rate (?P<value>[0-9.]+)', unit: op/s}]");
+    p(&format!("{declared}key_metrics: [p.rate]\n")).unwrap();
+    let e = problems(&format!("{declared}key_metrics: [p.rates]\n"));
+    assert_eq!(
+        e,
+        ["key_metrics[0]: `p.rates` names no metric of p (its metrics: rate)"]
+    );
+    // the sample protocol: names known only from the output (the gate says if one matched nothing)
+    p(&format!("{}key_metrics: [p.anything]\n", program("run: /bin/sh"))).unwrap();
+}
+
+/// Round five: a threshold's key names a metric its benchmark produces,
+/// the top level's and each profile's (checked whichever profile runs),
+/// else the default threshold silently replaced the one meant.
+#[test]
+fn a_threshold_names_a_metric_its_benchmark_produces() {
+    let text = format!(
+        "{GOOD}  gate:\n    statistics: {{thresholds: {{s.execs: 1%}}}}\nstatistics:\n  thresholds: {{s.nope: 5%, v.fix_size_alloc_test: 3%}}\n"
+    );
+    let want = [
+        "statistics.thresholds.s.nope: `s.nope` names no metric of s (its metrics: execs_per_s)",
+        "profiles.gate.statistics.thresholds.s.execs: `s.execs` names no metric of s (its metrics: execs_per_s)",
+    ];
+    assert_eq!(problems(&text), want);
+    let e = match parse(&text, Path::new("/m/matrix.yaml"), Some("gate")) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(e, want, "each said once, at its own path");
 }
 
 /// A matrix with one `program` benchmark whose keys are `keys` (YAML flow

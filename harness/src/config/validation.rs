@@ -12,20 +12,35 @@ use super::validated::{
 };
 use super::DEFAULT_SOURCE;
 
+use super::keys::{names_benchmark, Producible};
+
 use super::names::{check_name, files, valid_name, Rel};
 
-/// `key_metrics:`: each names a benchmark the matrix defines; those a
-/// profile left out are dropped.
-fn key_metrics(keys: &mut Vec<String>, defined: &[String], kept: &[String], p: &mut Vec<String>) {
+/// `key_metrics:`: each names a benchmark the matrix defines, or one of its
+/// metrics; those a profile left out are dropped.
+fn key_metrics(keys: &mut Vec<String>, producible: &Producible, kept: &[String], p: &mut Vec<String>) {
     for (i, k) in keys.iter().enumerate() {
-        let b = k.split('.').next().unwrap_or("");
-        if !defined.iter().any(|n| n == b) {
-            p.push(format!(
-                "key_metrics[{i}]: `{k}` names no benchmark (write `benchmark` or `benchmark.metric`)"
-            ));
+        if let Some(problem) = producible.problem(k) {
+            p.push(format!("key_metrics[{i}]: {problem}"));
         }
     }
-    keys.retain(|k| kept.iter().any(|n| Some(n.as_str()) == k.split('.').next()));
+    keys.retain(|k| kept.iter().any(|b| names_benchmark(k, b)));
+}
+
+/// The keys of `statistics.thresholds:`, the top level's and each
+/// profile's, each a benchmark or one of its metrics.
+fn threshold_keys(raw: &RawMatrix, producible: &Producible, p: &mut Vec<String>) {
+    let profiles = raw
+        .profiles
+        .iter()
+        .map(|(name, pr)| (format!("profiles.{name}.statistics"), pr.statistics.as_ref()));
+    for (at, s) in std::iter::once(("statistics".to_string(), Some(&raw.statistics))).chain(profiles) {
+        for key in s.and_then(|s| s.thresholds.as_ref()).into_iter().flat_map(|t| t.keys()) {
+            if let Some(problem) = producible.problem(key) {
+                p.push(format!("{at}.thresholds.{key}: {problem}"));
+            }
+        }
+    }
 }
 
 /// Raw matrix → validated matrix, one validator per section; every problem
@@ -33,8 +48,9 @@ fn key_metrics(keys: &mut Vec<String>, defined: &[String], kept: &[String], p: &
 pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Matrix, Vec<String>> {
     let mut p = Vec::new();
     let rel = Rel::of(path);
-    // Key metrics may name benchmarks a profile leaves out.
-    let defined_bench: Vec<String> = raw.benchmarks.iter().map(|b| b.name.clone()).collect();
+    // Key metrics and thresholds may name benchmarks a profile leaves out.
+    let producible = Producible::of(&raw);
+    threshold_keys(&raw, &producible, &mut p);
     for pname in raw.profiles.keys() {
         if !valid_name(pname) {
             p.push(format!(
@@ -66,8 +82,8 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     let guest = validate_guest(&raw.guest, &mut p);
     let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
     let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
-    let statistics = super::statistics::thresholds(statistics, &raw.statistics, &defined_bench, &mut p);
-    key_metrics(&mut raw.key_metrics, &defined_bench, &all_bench, &mut p);
+    let statistics = super::statistics::thresholds(statistics, &raw.statistics, &mut p);
+    key_metrics(&mut raw.key_metrics, &producible, &all_bench, &mut p);
     if !p.is_empty() {
         return Err(p);
     }
@@ -450,7 +466,7 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
 }
 
 /// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
-fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
+pub(super) fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
     let Some(allowed) = params::parameters(&b.kind) else {
         return Err(vec![format!(
             "kind: `{}` is not a benchmark kind ({})",

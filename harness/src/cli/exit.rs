@@ -8,7 +8,7 @@ use std::process::ExitCode;
 /// | code | meaning |
 /// |---|---|
 /// | 0 | done: the command finished (no gate failed; `bisect` found the first bad commit) |
-/// | 1 | `--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning) |
+/// | 1 | `--gate`: a key metric regressed, fails more, shows a kernel fault base does not, or matched no cell (with `--strict`, also a gate warning) |
 /// | 2 | bad input or a failure that stopped the harness (the message names the file, line or item); `check` found an error; `try`: the series does not apply, or a variant could not be patched, configured or built |
 /// | 3 | `bisect`: undecided, no commit could be named (the ends do not differ, or every segment stayed open) |
 /// | 1 | `nightly`: tonight found a change for the worse no earlier bisection answers, or a bisection it tells named a culprit |
@@ -77,7 +77,7 @@ impl Exit {
     pub const fn meaning(self) -> &'static str {
         match self {
             Exit::Done => "done: the command finished (no gate failed; `bisect` found the first bad commit)",
-            Exit::Regressed => "`--gate`: a key metric regressed, fails more, or shows a kernel fault base does not (with `--strict`, also a gate warning)",
+            Exit::Regressed => "`--gate`: a key metric regressed, fails more, shows a kernel fault base does not, or matched no cell (with `--strict`, also a gate warning)",
             Exit::NightRegressed => "`nightly`: tonight found a change for the worse, or a bisection it tells named a culprit",
             Exit::NightFailed => "`nightly`: a bisection failed tonight (tried again by the next nightly)",
             Exit::Error => "bad input or a failure that stopped the harness; `check` found an error",

@@ -119,7 +119,11 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
         }
     }
     let key = rb.meta()?.matrix.key_metrics;
-    Ok(a.gating.apply(&report::gate(rows.iter().map(|r| r.gate_item()), &key)))
+    let mut gate = report::gate(rows.iter().map(|r| r.gate_item()), &key);
+    let compared = rows.iter().map(|r| (r.benchmark.as_str(), r.metric.as_str()));
+    gate.failures
+        .extend(report::unmatched_keys(&key, compared).into_iter().map(|(_, t)| t));
+    Ok(a.gating.apply(&gate))
 }
 
 /// Adds a finished run to the history; a failure is a notice, never a failed run.

@@ -135,10 +135,51 @@ pub fn report_items(r: &Report) -> impl Iterator<Item = GateItem<'_>> {
     })
 }
 
-/// The gate over every compared cell of a report, and its contention
-/// cells.
+/// Each key metric (`benchmark.metric`) that names no metric of
+/// `reported`, the (benchmark, metric) of the run's rows, with the gate's
+/// failure naming the metrics its benchmark did report: a misspelt key
+/// judges nothing, and that is never a pass. A key that is a reported
+/// benchmark, or has no dot, names a benchmark (all its metrics) and is
+/// never unmatched.
+pub fn unmatched_keys<'k, 'a>(
+    key_metrics: &'k [String],
+    reported: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(&'k str, String)> {
+    let reported: Vec<(&str, &str)> = reported.into_iter().collect();
+    let mut out = Vec::new();
+    for k in key_metrics {
+        let hit = |(b, m): &(&str, &str)| k == b || k.strip_prefix(b).and_then(|r| r.strip_prefix('.')) == Some(m);
+        if !k.contains('.') || reported.iter().any(hit) {
+            continue;
+        }
+        // the longest reported benchmark the key starts with, else its part before the dot
+        let bench = reported
+            .iter()
+            .map(|(b, _)| *b)
+            .filter(|b| k.strip_prefix(b).is_some_and(|r| r.starts_with('.')))
+            .max_by_key(|b| b.len())
+            .unwrap_or_else(|| k.split('.').next().unwrap_or_default());
+        let mut metrics: Vec<&str> = reported.iter().filter(|(b, _)| *b == bench).map(|(_, m)| *m).collect();
+        metrics.sort_unstable();
+        metrics.dedup();
+        let did = if metrics.is_empty() {
+            "no metric".to_string()
+        } else {
+            metrics.join(", ")
+        };
+        let text = format!("key metric `{k}` matched no cell: {bench} reported {did} in this run");
+        out.push((k.as_str(), text));
+    }
+    out
+}
+
+/// The gate over every compared cell of a report, its contention cells,
+/// and each key metric that matched no row.
 pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
     let mut g = gate(report_items(r), key_metrics);
+    let rows = r.rows.iter().map(|row| (row.benchmark.as_str(), row.metric.as_str()));
+    g.failures
+        .extend(unmatched_keys(key_metrics, rows).into_iter().map(|(_, t)| t));
     for (_, call) in contention_calls(r, key_metrics) {
         match call {
             Some((Call::Fails, t)) => g.failures.push(t),

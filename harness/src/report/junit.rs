@@ -6,7 +6,8 @@
 //! a gate warning as the testcase's `<system-out>` (a failure with
 //! `--strict`). A key benchmark's contention cell is a testcase of its own
 //! (classname `benchmark.contention`), failed or warned as the gate calls
-//! `more contention`. The suite's `time` is the run's host seconds from its start
+//! `more contention`; a key metric that matched no row is a failed
+//! testcase (classname the key). The suite's `time` is the run's host seconds from its start
 //! to its last sample (absent when unknown); a testcase has none, as a
 //! cell's boots are spread over the whole run. Pure: built from the report
 //! and the gate's calls.
@@ -17,7 +18,7 @@
 
 use std::fmt::Write as _;
 
-use super::gate::{contention_calls, is_key, judge, report_items, Call};
+use super::gate::{contention_calls, is_key, judge, report_items, unmatched_keys, Call};
 use super::Report;
 use crate::stats::Verdict;
 
@@ -64,6 +65,10 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
             format!("{} at {} vCPUs", c.variant, c.vcpus),
             outcome,
         ));
+    }
+    let rows = r.rows.iter().map(|row| (row.benchmark.as_str(), row.metric.as_str()));
+    for (key, t) in unmatched_keys(key_metrics, rows) {
+        cases.push((key.to_string(), "matched no cell".into(), Outcome::Failed(t)));
     }
     let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
     let skipped = cases.iter().filter(|c| matches!(c.2, Outcome::Skipped(_))).count();

@@ -36,7 +36,7 @@ use crate::store::Run;
 
 pub use cells::{build_from, run_clock};
 pub use compact::{table, table_as};
-pub use gate::{gate, report_gate, second_stage_cells, Gate, GateItem};
+pub use gate::{gate, report_gate, second_stage_cells, unmatched_keys, Gate, GateItem};
 pub use rule::rule_text;
 pub use text::{cell_text, csv, decision_text, num};
 

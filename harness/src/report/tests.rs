@@ -183,6 +183,45 @@ fn cells_are_boots_with_verdicts_failures_and_gate() {
     assert!(r.complete, "every planned boot job ended");
 }
 
+/// Round five: a key metric that matched no row fails the gate in one line
+/// naming the metrics its benchmark did report (the misspelt key passed a
+/// regressed run in silence); a key naming a benchmark keeps its meaning.
+#[test]
+fn a_key_metric_that_matched_no_cell_fails_the_gate() {
+    let meta = meta_with(&["base", "slow"], "{boots: 5, repetitions: 2}");
+    let mut rec = (Vec::new(), Vec::new());
+    boots("base", 5, 100.0, &mut rec);
+    boots("slow", 5, 80.0, &mut rec);
+    let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let gate = |k: &str| report_gate(&r, &[k.to_string()]);
+    for k in ["d", "d.execs_per_s"] {
+        let g = gate(k);
+        assert!(
+            g.failures.len() == 1 && g.failures[0].starts_with("slow execs_per_s"),
+            "{k}: {g:?}"
+        );
+    }
+    assert_eq!(
+        gate("other"),
+        Gate::default(),
+        "a benchmark key that matches nothing is as before"
+    );
+    assert_eq!(
+        gate("d.execs_per_sec").failures,
+        ["key metric `d.execs_per_sec` matched no cell: d reported execs_per_s in this run"]
+    );
+    assert!(gate("d.execs_per_sec").fails(false));
+    assert_eq!(
+        gate("gone.rate").failures,
+        ["key metric `gone.rate` matched no cell: gone reported no metric in this run"]
+    );
+    let x = junit::junit(&r, &["d.execs_per_sec".into()], false);
+    assert!(
+        x.contains(r#"failures="1""#) && x.contains(r#"<testcase classname="d.execs_per_sec" name="matched no cell">"#),
+        "{x}"
+    );
+}
+
 #[test]
 fn resumed_boots_count_once() {
     let meta = meta_with(&["base", "v"], "{boots: 5, repetitions: 2}");

@@ -4,6 +4,7 @@ mod check;
 mod docs;
 mod history;
 mod html;
+mod keys;
 mod layers;
 mod record_types;
 mod report_files;

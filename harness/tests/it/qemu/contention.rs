@@ -41,6 +41,14 @@ fn called(c: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// The one called row of cell `c` whose words are `text`.
+fn the_called_row<'a>(c: &'a Value, text: &str) -> &'a Value {
+    let rows = called(c);
+    let named: Vec<&Value> = rows.iter().copied().filter(|r| r["text"] == text).collect();
+    assert_eq!(named.len(), 1, "one called row {text}: {rows:#?}");
+    named[0]
+}
+
 fn rate_verdict(report: &Value, variant: &str, bench: &str, metric: &str) -> String {
     let row = report["rows"]
         .as_array()
@@ -122,18 +130,13 @@ fn a_global_atomic_on_every_fork_is_more_contention_and_a_per_cpu_count_is_not()
     // the global atomic: more contention, its variable named, ~1 RMW a fork
     let atomic = cell(report, "fork-global-atomic", "fork-exec");
     assert_eq!(atomic["diff"]["verdict"], "more", "{:#}", atomic["diff"]["rows"][0]);
-    let rows = called(atomic);
-    let named: Vec<&&Value> = rows
-        .iter()
-        .filter(|r| r["key"]["name"] == "harness_fork_count+0x0" && r["key"]["object"] == "line")
-        .collect();
-    assert_eq!(named.len(), 1, "{rows:#?}");
-    let delta = named[0]["delta"].as_f64().unwrap();
+    let named = the_called_row(atomic, "line harness_fork_count+0x0");
+    let delta = named["delta"].as_f64().unwrap();
     assert!(
         (0.9..=1.2).contains(&delta),
         "{delta} shared-line RMWs per fork-exec, one added"
     );
-    assert_eq!(named[0]["funcs"][0][0], "copy_process", "{:#}", named[0]);
+    assert_eq!(named["funcs"][0][0], "copy_process", "{named:#}");
     // ... while the instructions per op do not move beyond the threshold
     let insns = rate_verdict(report, "fork-global-atomic", "fork-exec", "kernel_insns_per_op");
     assert!(
@@ -183,15 +186,10 @@ fn a_global_lock_in_do_mmap_is_more_contention_naming_the_lock() {
 
     let lock = cell(report, "mmap-global-lock", "stress-mmap");
     assert_eq!(lock["diff"]["verdict"], "more");
-    let rows = called(lock);
-    let named: Vec<&&Value> = rows
-        .iter()
-        .filter(|r| r["key"]["name"] == "harness_mmap_lock+0x0" && r["key"]["object"]["lock"] == "spin")
-        .collect();
-    assert_eq!(named.len(), 1, "{rows:#?}");
-    let acqs = named[0]["delta"].as_f64().unwrap();
+    let named = the_called_row(lock, "spin lock harness_mmap_lock+0x0");
+    let acqs = named["delta"].as_f64().unwrap();
     assert!(acqs >= 1.0, "{acqs} acquisitions of the lock per mmap op");
-    assert_eq!(named[0]["funcs"][0][0], "do_mmap", "{:#}", named[0]);
+    assert_eq!(named["funcs"][0][0], "do_mmap", "{named:#}");
     assert!(
         text.contains("stress-mmap at 2 vCPUs, mmap-global-lock: more contention"),
         "{text}"

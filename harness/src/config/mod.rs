@@ -87,8 +87,14 @@ pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let raw: RawMatrix = serde_yaml::from_str(&text).map_err(|e| yaml_error(e, path))?;
-    Ok(raw.profiles.contains_key(name))
+    Ok(raw_of(&text, path)?.profiles.contains_key(name))
+}
+
+/// The raw matrix of YAML `text` (a UTF-8 byte-order mark, which some
+/// editors write, left out), errors at `path`'s line and column.
+fn raw_of(text: &str, path: &Path) -> Result<RawMatrix, ConfigError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    serde_yaml::from_str(text).map_err(|e| yaml_error(e, path))
 }
 
 /// A YAML error at its file, line and column.
@@ -110,7 +116,7 @@ fn yaml_error(e: serde_yaml::Error, path: &Path) -> ConfigError {
 /// Parses and validates matrix text; `path` is used for messages and to
 /// resolve relative paths.
 pub fn parse(text: &str, path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
-    let raw: RawMatrix = serde_yaml::from_str(text).map_err(|e| yaml_error(e, path))?;
+    let raw = raw_of(text, path)?;
     validation::validate(raw, path, profile).map_err(|problems| ConfigError::Invalid {
         path: path.to_path_buf(),
         problems,

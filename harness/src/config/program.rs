@@ -174,8 +174,13 @@ pub fn build(errs: &mut Vec<String>, k: &str, v: Option<&RawBuild>) -> Option<Bu
 /// `user:`, a uid other than 0 the program runs as (some programs refuse
 /// root, like stress-ng's exec stressor).
 pub fn user(errs: &mut Vec<String>, k: &str, v: Option<&u32>) -> Option<u32> {
-    if v == Some(&0) {
-        errs.push(format!("{k}: 0 is root, the default; leave it out"));
+    match v {
+        Some(0) => errs.push(format!("{k}: 0 is root, the default; leave it out")),
+        // 65535 is the kernel's overflow uid and 4294967295 is (uid_t)-1
+        Some(&u) if u >= 65535 => errs.push(format!(
+            "{k}: {u} is not a user a guest runs as; use a uid from 1 to 65534"
+        )),
+        _ => {}
     }
     v.copied()
 }

@@ -601,6 +601,11 @@ fn a_program_benchmark_names_its_bad_parts_by_yaml_path() {
         ),
         ("run: sh, user: 0", "benchmarks[0].user: 0 is root"),
         (
+            "run: sh, user: 4294967295",
+            "benchmarks[0].user: 4294967295 is not a user a guest runs as; use a uid from 1 to 65534",
+        ),
+        ("run: sh, user: 65535", "benchmarks[0].user: 65535 is not a user"),
+        (
             "sources: [/nonexistent/x.c]",
             "benchmarks[0].sources[0]: no file `/nonexistent/x.c`",
         ),
@@ -663,4 +668,19 @@ fn contention_counts_are_on_unless_turned_off() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("guest.contention: invalid type"), "{e}");
+}
+
+/// Issue 47: a byte-order mark is left out; a guest's memory has a fixed
+/// bound, checked before anything is built.
+#[test]
+fn a_byte_order_mark_is_read_past_and_guest_memory_is_bounded() {
+    let m = p(&format!("\u{feff}{GOOD}")).unwrap();
+    assert_eq!(m.variants[0].name, "base");
+    let ps = problems(&format!("{GOOD}guest: {{memory_mib: 1000000000000}}\n"));
+    assert!(
+        ps.iter()
+            .any(|p| p.starts_with("guest.memory_mib: 1000000000000 is more than 4194304 (4 TiB)")),
+        "{ps:?}"
+    );
+    assert!(p(&format!("{GOOD}guest: {{memory_mib: 4194304}}\n")).is_ok());
 }

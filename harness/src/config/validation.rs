@@ -43,6 +43,11 @@ fn threshold_keys(raw: &RawMatrix, producible: &Producible, p: &mut Vec<String>)
     }
 }
 
+/// The most memory a guest may be given, in MiB (4 TiB): a fixed bound
+/// checked before anything is built; more than the host has is a warning
+/// of `check` only, since a shard host may have more.
+const MAX_MEMORY_MIB: u64 = 4 << 20;
+
 /// Raw matrix → validated matrix, one validator per section; every problem
 /// is collected, each naming its YAML path.
 pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -> Result<Matrix, Vec<String>> {
@@ -325,6 +330,11 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
     if memory_mib < 256 {
         p.push(format!(
             "guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"
+        ));
+    }
+    if memory_mib > MAX_MEMORY_MIB {
+        p.push(format!(
+            "guest.memory_mib: {memory_mib} is more than {MAX_MEMORY_MIB} (4 TiB), which no benchmark guest needs; QEMU would refuse it only after the builds"
         ));
     }
     for (i, w) in g.cmdline.iter().enumerate() {

@@ -79,7 +79,9 @@ pub fn notice(msg: &str) {
 }
 
 /// `s` with every control character escaped (`\x1b`, `\n`, `\u{9b}`), so
-/// a guest's escape sequences print as text on one line.
+/// a guest's escape sequences print as text on one line; so are the
+/// bidirectional overrides and isolates (`\u{202e}`), which would reorder
+/// the text around them.
 pub fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -88,16 +90,30 @@ pub fn printable(s: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push('\t'),
             c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if c.is_control() || is_bidi(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     out
 }
 
+/// The bidirectional marks, embeddings, overrides and isolates.
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bidi_overrides_are_escaped() {
+        assert_eq!(
+            printable("exec\u{202e}sdrawkcab\u{2066}x"),
+            "exec\\u{202e}sdrawkcab\\u{2066}x"
+        );
+        assert_eq!(printable("é ↑ ≈ — 1.5×"), "é ↑ ≈ — 1.5×");
+    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -991,3 +991,33 @@ fn cells_with_more_vcpus_than_host_cpus_are_marked_overcommitted_under_a_wall_cl
         assert!(r.host.ends_with("; guest.pin cores, hugepages off"), "{}", r.host);
     }
 }
+
+/// Issue 47: a huge value prints in scientific notation, not 309 digits.
+#[test]
+fn numbers_from_ten_to_the_fifteen_are_scientific() {
+    use super::text::num;
+    let cases = [
+        (0.0, "0"),
+        (0.012345, "0.0123"),
+        (2.5, "2.50"),
+        (123.45, "123.5"),
+        (2814.0, "2814"),
+        (999_999_999_999_999.0, "999999999999999"),
+        (1e15, "1.00e15"),
+        (1e308, "1.00e308"),
+        (-3.2e20, "-3.20e20"),
+    ];
+    for (x, want) in cases {
+        assert_eq!(num(x), want, "{x}");
+    }
+}
+
+/// Issue 47: raw ESC and OSC bytes from a guest never reach report.csv;
+/// line breaks stay (quoted), a formula is still neutralised.
+#[test]
+fn csv_cells_carry_no_control_bytes() {
+    use super::text::neutral;
+    assert_eq!(neutral("m\u{1b}]0;owned\u{7}x"), "m\\x1b]0;owned\\x07x");
+    assert_eq!(neutral("line 1\nline 2"), "line 1\nline 2");
+    assert_eq!(neutral("=1+1\u{1b}"), "'=1+1\\x1b");
+}

@@ -9,11 +9,15 @@ use super::{Cell, Report, Row};
 use crate::stats::{Decision, Summary, Verdict};
 use crate::ui::printable;
 
-/// Compact number: 3 significant digits or more for big values.
+/// Compact number: 3 significant digits or more for big values; from
+/// 10^15 in scientific notation (a guest's 1e308 would print 309 digits and
+/// widen every row of the table).
 pub fn num(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 {
         "0".to_string()
+    } else if a >= 1e15 {
+        format!("{x:.2e}")
     } else if a >= 1000.0 {
         format!("{x:.0}")
     } else if a >= 100.0 {
@@ -253,14 +257,17 @@ pub(super) fn profiles_text(r: &Report) -> String {
     out
 }
 
-/// A text cell of the CSV that a spreadsheet would take for a formula
+/// A text cell of the CSV. One that a spreadsheet would take for a formula
 /// (`=`, `+`, `-`, `@`, a tab or a carriage return first) gets a `'` in
 /// front, so guest text opened in a spreadsheet is text, never run.
+/// Its control characters but line breaks are escaped as in the terminal
+/// ([`printable_lines`]): a guest's ESC and OSC bytes never reach a viewer.
 pub fn neutral(s: &str) -> String {
+    let s = printable_lines(s);
     if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{s}")
     } else {
-        s.to_string()
+        s
     }
 }
 

@@ -338,7 +338,7 @@ impl Cmd {
             let how = if f.timed_out {
                 "timed out".to_string()
             } else {
-                format!("exited with {:?}", f.code)
+                exit_words(f.code)
             };
             let where_ = log.map(|l| format!(" (log: {})", l.display())).unwrap_or_default();
             bail!("run `{desc}`: {how}{where_}\n{}", tail.join("\n"));
@@ -471,6 +471,15 @@ impl Drop for Child {
     }
 }
 
+/// A process's end in words: `exited with status 2`, or `ended without an
+/// exit status (killed by a signal)` where there is none; never `Some(2)`.
+pub fn exit_words(code: Option<i32>) -> String {
+    match code {
+        Some(n) => format!("exited with status {n}"),
+        None => "ended without an exit status (killed by a signal)".to_string(),
+    }
+}
+
 /// Looks a program up on PATH.
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -491,6 +500,19 @@ pub fn check_interrupted() -> Result<()> {
 mod tests {
     use super::*;
     use std::os::fd::FromRawFd;
+
+    /// Issue 47: a failed tool's message says its status in words.
+    #[test]
+    fn a_failed_command_says_its_status_in_words() {
+        assert_eq!(exit_words(Some(2)), "exited with status 2");
+        assert_eq!(exit_words(None), "ended without an exit status (killed by a signal)");
+        let e = Cmd::new("sh").args(["-c", "exit 2"]).capture().run_ok().unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("exited with status 2") && !text.contains("Some("),
+            "{text}"
+        );
+    }
 
     #[test]
     fn captures_output_and_status() {

@@ -77,7 +77,7 @@ fn import(g: &Global, run_dirs: &[PathBuf]) -> Result<Exit> {
     for dir in run_dirs {
         let a = history::add(&mut db, dir, &g.work_dir, history::Sources::Records)
             .with_context(|| format!("add {} to the history", dir.display()))?;
-        let added = format!("{a:?}").to_lowercase();
+        let added = a.word().to_string();
         if g.json {
             print_json_line(&Imported { run_dir: dir, added })?;
         } else {

@@ -132,7 +132,7 @@ pub(super) fn add_to_history(g: &Global, run_dir: &Path) {
     let added =
         history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
     match added {
-        Ok(a) => eprintln!("history: {} {} ({a:?})", path.display(), run_dir.display()),
+        Ok(a) => eprintln!("history: {} {} ({})", path.display(), run_dir.display(), a.word()),
         Err(e) => crate::ui::notice(&format!("the run is not in the history: {e:#}")),
     }
 }

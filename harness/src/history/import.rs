@@ -29,6 +29,17 @@ pub enum Added {
     Replaced,
 }
 
+impl Added {
+    /// Its word in the CLI's output (`new`, `unchanged`, `replaced`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Added::New => "new",
+            Added::Unchanged => "unchanged",
+            Added::Replaced => "replaced",
+        }
+    }
+}
+
 /// Where the tree identity comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sources {

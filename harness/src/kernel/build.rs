@@ -246,7 +246,7 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     let how = if f.timed_out {
         "timed out".to_string()
     } else {
-        format!("exited with {:?}", f.code)
+        crate::proc::exit_words(f.code)
     };
     let tail: Vec<&str> = text
         .lines()

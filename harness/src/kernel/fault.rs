@@ -254,7 +254,7 @@ mod tests {
             assert!(is_host_fault(&e), "{e:#}");
         }
         assert!(!is_host_fault(&anyhow::anyhow!(
-            "make olddefconfig: exited with Some(2)"
+            "make olddefconfig: exited with status 2"
         )));
         // a compile error whose source says "killed" or "out of memory" is the kernel's
         let quoted = "mm/a.c:3:9: error: 'x' undeclared\n    3 |   pr_err(\"a: out of memory\", x);\n\

@@ -92,8 +92,10 @@ impl Boot<'_, '_> {
         std::fs::write(
             &log,
             format!(
-                "$ {cmd}\n# status {:?}\n{}\n# stderr\n{}",
-                out.status, out.stdout, out.stderr
+                "$ {cmd}\n# {}\n{}\n# stderr\n{}",
+                proc::exit_words(out.status),
+                out.stdout,
+                out.stderr
             ),
         )
         .with_context(|| format!("write {}", log.display()))?;
@@ -230,11 +232,11 @@ fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause
         (Some(124) | Some(137), _) => (Cause::BenchTimeout, format!("killed at its {} s timeout", b.timeout_s)),
         (status, None) => (
             Cause::BenchError,
-            format!("exited with {status:?}: {}", out.stderr.trim()),
+            format!("{}: {}", proc::exit_words(status), out.stderr.trim()),
         ),
         (status, Some(e)) => (
             Cause::BenchError,
-            format!("{e:#} (status {status:?}; {})", out.stderr.trim()),
+            format!("{e:#} ({}; {})", proc::exit_words(status), out.stderr.trim()),
         ),
     }
 }

@@ -39,7 +39,7 @@ pub fn open(path: &Path) -> Result<Connection> {
 /// Opens the database to read it, only when it exists (read-only when
 /// it cannot be written: [`schema::open_to_read`]).
 pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
-    if !path.is_file() {
+    if !path.exists() {
         return Ok(None);
     }
     schema::open_to_read(path).map(Some)

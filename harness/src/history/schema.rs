@@ -122,6 +122,7 @@ pub const VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Opens (creating it if missing) the database at `path` and migrates it.
 pub fn open(path: &Path) -> Result<Connection> {
+    a_file_or_none(path)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
@@ -130,9 +131,38 @@ pub fn open(path: &Path) -> Result<Connection> {
     // WAL: readers never block the writer, and a finishing run's write waits its turn
     let _mode: String = db
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .with_context(|| format!("use WAL in {}", path.display()))?;
+        .with_context(|| format!("the history database {} cannot be read; {REMEDY}", path.display()))?;
+    quick_check(&db, path)?;
     migrate(&mut db).with_context(|| format!("migrate the history database {}", path.display()))?;
     Ok(db)
+}
+
+/// Refuses a directory (or other non-file) where the database should be.
+fn a_file_or_none(path: &Path) -> Result<()> {
+    if path.exists() && !path.is_file() {
+        bail!("the history database {} is not a file; {REMEDY}", path.display());
+    }
+    Ok(())
+}
+
+/// What to do with a history database that cannot be read, in every error
+/// about one: the runs directories hold everything it was made from.
+const REMEDY: &str = "move it away, and `harness history import <runs dir>/*` rebuilds it from the run directories";
+
+/// SQLite's `quick_check` (every page and index, in time linear in the
+/// file): a database with damaged pages is refused before anything is
+/// written to it or read from it, naming the file and the remedy.
+fn quick_check(db: &Connection, path: &Path) -> Result<()> {
+    let first: String = db
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .with_context(|| format!("the history database {} cannot be read; {REMEDY}", path.display()))?;
+    if first != "ok" {
+        bail!(
+            "the history database {} is damaged (SQLite's quick_check: {first}); {REMEDY}",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Opens the database at `path` to read it: as [`open`] does when the file
@@ -145,6 +175,7 @@ pub fn open(path: &Path) -> Result<Connection> {
 /// it is opened `immutable` (no lock or `-shm` file, which a read-only
 /// place cannot hold).
 pub fn open_to_read(path: &Path) -> Result<Connection> {
+    a_file_or_none(path)?;
     if std::fs::OpenOptions::new().write(true).open(path).is_ok() {
         return open(path);
     }
@@ -165,6 +196,7 @@ pub fn open_to_read(path: &Path) -> Result<Connection> {
         }
     };
     readable(&db, path)?;
+    quick_check(&db, path)?;
     let have: u32 = db
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .with_context(|| format!("read {}", path.display()))?;

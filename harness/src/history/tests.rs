@@ -598,3 +598,51 @@ fn a_skewed_clock_does_not_move_a_run_to_another_night() {
     );
     assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);
 }
+
+/// Issue 47: a damaged database, or a directory in its place, is refused
+/// naming the file and the remedy, before anything is written or read.
+#[test]
+fn a_damaged_database_is_named_with_its_remedy() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = scratch("damaged");
+    let path = dir.path().join("history.sqlite");
+    {
+        let db = open(&path).unwrap();
+        db.execute_batch("CREATE TABLE filler (x BLOB); PRAGMA wal_checkpoint(TRUNCATE);")
+            .unwrap();
+        for _ in 0..64 {
+            db.execute("INSERT INTO filler VALUES (zeroblob(4000))", []).unwrap();
+        }
+        db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
+    }
+    assert!(open(&path).is_ok(), "a sound database opens");
+    let pages = std::fs::metadata(&path).unwrap().len() / 4096;
+    assert!(pages > 20, "{pages} pages");
+    // three zeroed pages mid-file
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.seek(SeekFrom::Start(4096 * (pages / 2))).unwrap();
+    f.write_all(&[0u8; 3 * 4096]).unwrap();
+    drop(f);
+    for e in [open(&path).unwrap_err(), open_existing(&path).unwrap_err()] {
+        let text = format!("{e:#}");
+        assert!(
+            text.contains(&format!("the history database {} is damaged", path.display()))
+                && text.contains("move it away, and `harness history import <runs dir>/*` rebuilds it"),
+            "{text}"
+        );
+    }
+    // a zeroed first page, and a directory in its place
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all(&[0u8; 4096]).unwrap();
+    drop(f);
+    let text = format!("{:#}", open(&path).unwrap_err());
+    assert!(
+        text.contains(&path.display().to_string()) && text.contains("move it away"),
+        "{text}"
+    );
+    let d = dir.path().join("dir.sqlite");
+    std::fs::create_dir(&d).unwrap();
+    for e in [open(&d).unwrap_err(), open_existing(&d).unwrap_err()] {
+        assert!(format!("{e:#}").contains("is not a file; move it away"), "{e:#}");
+    }
+}

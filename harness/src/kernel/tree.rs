@@ -152,6 +152,70 @@ pub fn pristine_files(source: &Path, files: &[String], dest: &Path, log: &Path) 
     }
 }
 
+/// The kernel source `source` (a tarball, a git tree's HEAD or a
+/// directory) unpacked into `tmp`.
+fn unpack(source: &Path, tmp: &Path, log: &Path) -> Result<()> {
+    let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
+    if meta.is_file() {
+        Cmd::new("tar")
+            .arg("-xf")
+            .arg(source)
+            .arg("-C")
+            .arg(tmp)
+            .arg("--strip-components=1")
+            .log(log)
+            .run_ok()
+            .context("unpack the kernel source")?;
+    } else if source.join(".git").exists() {
+        let tar = tmp.with_extension("tar");
+        Cmd::new("git")
+            .arg("-C")
+            .arg(source)
+            .args(["archive", "--format=tar", "-o"])
+            .arg(&tar)
+            .arg("HEAD")
+            .log(log)
+            .run_ok()
+            .context("export the git tree")?;
+        Cmd::new("tar")
+            .arg("-xf")
+            .arg(&tar)
+            .arg("-C")
+            .arg(tmp)
+            .log(log)
+            .run_ok()?;
+        std::fs::remove_file(&tar).ok();
+    } else {
+        Cmd::new("cp")
+            .arg("-a")
+            .arg(source.join("."))
+            .arg(tmp)
+            .log(log)
+            .run_ok()
+            .context("copy the source tree")?;
+    }
+    Ok(())
+}
+
+/// `e` with the filesystem named when a tool ran out of space writing
+/// under `dir` (tar's "Cannot write: No space left on device").
+fn full_named(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    let text = format!("{e:#}");
+    let full = text.contains("No space left on device")
+        || e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+        });
+    if !full {
+        return e;
+    }
+    let at = dir.parent().unwrap_or(dir);
+    e.context(format!(
+        "the filesystem holding {} is full while unpacking the kernel source (the partial tree was removed): free space there, or set HARNESS_WORK_DIR to a larger one",
+        at.display()
+    ))
+}
+
 /// [`pristine_files`] from a tarball with one top directory, whatever its
 /// name: the files it lacks are left out.
 fn pristine_from_tarball(source: &Path, files: &[String], dest: &Path, log: &Path) -> Result<()> {
@@ -335,44 +399,11 @@ impl Tree {
     fn extract(&self, source: &Path, log: &Path) -> Result<()> {
         let tmp = self.clear(log)?;
         std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
-        let meta = std::fs::metadata(source).with_context(|| format!("stat {}", source.display()))?;
-        if meta.is_file() {
-            Cmd::new("tar")
-                .arg("-xf")
-                .arg(source)
-                .arg("-C")
-                .arg(&tmp)
-                .arg("--strip-components=1")
-                .log(log)
-                .run_ok()
-                .context("unpack the kernel source")?;
-        } else if source.join(".git").exists() {
-            let tar = tmp.with_extension("tar");
-            Cmd::new("git")
-                .arg("-C")
-                .arg(source)
-                .args(["archive", "--format=tar", "-o"])
-                .arg(&tar)
-                .arg("HEAD")
-                .log(log)
-                .run_ok()
-                .context("export the git tree")?;
-            Cmd::new("tar")
-                .arg("-xf")
-                .arg(&tar)
-                .arg("-C")
-                .arg(&tmp)
-                .log(log)
-                .run_ok()?;
-            std::fs::remove_file(&tar).ok();
-        } else {
-            Cmd::new("cp")
-                .arg("-a")
-                .arg(source.join("."))
-                .arg(&tmp)
-                .log(log)
-                .run_ok()
-                .context("copy the source tree")?;
+        if let Err(e) = unpack(source, &tmp, log) {
+            // a cut-short copy is gigabytes nobody reads: gone, not left for gc
+            let _ = std::fs::remove_dir_all(&tmp);
+            let _ = std::fs::remove_file(tmp.with_extension("tar"));
+            return Err(full_named(e, &tmp));
         }
         if !tmp.join("Makefile").is_file() {
             bail!(
@@ -516,6 +547,42 @@ mod tests {
         )
         .unwrap();
         std::fs::write(root.join("mm/vmalloc.c"), "int vmap_lazy_nr;\n").unwrap();
+    }
+
+    /// Issue 47: an unpack cut short leaves no `.partial` tree, and a full
+    /// filesystem is named as such.
+    #[test]
+    fn a_failed_unpack_removes_its_partial_tree_and_names_a_full_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let src = dir.join("linux.tar.xz");
+        std::fs::write(&src, b"not a tarball").unwrap();
+        let work = dir.join("work");
+        let Err(e) = Tree::prepare(&src, &work, &dir.join("tree.log")) else {
+            panic!("a file that is no tarball unpacked");
+        };
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("unpack the kernel source") && text.contains("exited with status"),
+            "{text}"
+        );
+        let trees = WorkDir::at(&work).trees();
+        let left: Vec<_> = std::fs::read_dir(&trees).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        assert!(!text.contains("is full"), "{text}");
+        let full = full_named(
+            anyhow::anyhow!("tar: linux/mm/x.c: Cannot write: No space left on device"),
+            &trees.join("t.partial"),
+        );
+        assert!(
+            format!("{full:#}").starts_with(&format!(
+                "the filesystem holding {} is full while unpacking",
+                trees.display()
+            )),
+            "{full:#}"
+        );
+        let io = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(format!("{:#}", full_named(io, &trees.join("t.partial"))).contains("is full"));
     }
 
     #[test]

@@ -33,7 +33,7 @@ impl Producible {
             }
             let mut names = Some(BTreeSet::new());
             for s in &settings {
-                let Ok(kind) = super::validation::bench_kind(s) else {
+                let Ok(kind) = super::params::bench_kind(s) else {
                     continue; // its problem is said where the benchmark is checked
                 };
                 let bench = Benchmark {

@@ -320,3 +320,31 @@ bench_kinds! {
         user: Option<u32> = user(),
     }
 }
+
+/// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
+pub(super) fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
+    let Some(allowed) = parameters(&b.kind) else {
+        return Err(vec![format!(
+            "kind: `{}` is not a benchmark kind ({})",
+            b.kind,
+            KINDS.join(", ")
+        )]);
+    };
+    let mut errs: Vec<String> = b
+        .given()
+        .into_iter()
+        .filter(|k| !allowed.contains(k))
+        .map(|k| {
+            format!(
+                "{k}: not a parameter of {} (its parameters: {})",
+                b.kind,
+                allowed.join(", ")
+            )
+        })
+        .collect();
+    let kind = validate(b, &mut errs);
+    match kind {
+        Some(kind) if errs.is_empty() => Ok(kind),
+        _ => Err(errs),
+    }
+}

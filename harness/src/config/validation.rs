@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::params::{self, BenchKind};
+use super::params;
 use super::raw::{RawBenchmark, RawGuest, RawKernel, RawMatrix, RawProfile, RawSampling, RawStatistics};
 use super::validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, Kernel, Matrix, Pin, Sampling, Statistics,
@@ -283,7 +283,7 @@ fn validate_benchmarks(
     for (i, b) in raw.iter().enumerate() {
         let at = format!("benchmarks[{i}]");
         check_name(&b.name, &at, &mut seen, p);
-        match bench_kind(b) {
+        match params::bench_kind(b) {
             Ok(mut kind) => benchmarks.push(Benchmark {
                 kind: {
                     let missing = super::program_check::resolve(&mut kind, &at, &|f| rel.path(f), p);
@@ -473,34 +473,6 @@ fn validate_sampling(s: &RawSampling, t: &RawStatistics, p: &mut Vec<String>) ->
     }
     super::statistics::check_resamples(statistics.resamples, p);
     (sampling, statistics)
-}
-
-/// Builds a benchmark kind from the flat raw struct; errors are `key: message`.
-pub(super) fn bench_kind(b: &RawBenchmark) -> Result<BenchKind, Vec<String>> {
-    let Some(allowed) = params::parameters(&b.kind) else {
-        return Err(vec![format!(
-            "kind: `{}` is not a benchmark kind ({})",
-            b.kind,
-            params::KINDS.join(", ")
-        )]);
-    };
-    let mut errs: Vec<String> = b
-        .given()
-        .into_iter()
-        .filter(|k| !allowed.contains(k))
-        .map(|k| {
-            format!(
-                "{k}: not a parameter of {} (its parameters: {})",
-                b.kind,
-                allowed.join(", ")
-            )
-        })
-        .collect();
-    let kind = params::validate(b, &mut errs);
-    match kind {
-        Some(kind) if errs.is_empty() => Ok(kind),
-        _ => Err(errs),
-    }
 }
 
 /// The kernel's config targets that make a whole `.config` from Kconfig

@@ -41,7 +41,7 @@ pub struct KernelGone {
 /// does not apply).
 pub fn host_fault(tool: &str, code: Option<i32>, signal: Option<i32>, log: &str) -> Option<String> {
     let lower = log.to_ascii_lowercase();
-    if lower.contains("no space left on device") || lower.contains("disk quota exceeded") {
+    if out_of_space(log) {
         return Some("no space left on device".into());
     }
     if log.contains("Killed signal terminated program") || log.contains("internal compiler error: Killed") {
@@ -63,6 +63,12 @@ pub fn host_fault(tool: &str, code: Option<i32>, signal: Option<i32>, log: &str)
         });
     }
     None
+}
+
+/// Whether a tool's output says it ran out of disk space (or quota).
+pub fn out_of_space(log: &str) -> bool {
+    let lower = log.to_ascii_lowercase();
+    lower.contains("no space left on device") || lower.contains("disk quota exceeded")
 }
 
 /// The words (lowercase) of a file system that failed under a step, and

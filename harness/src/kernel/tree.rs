@@ -198,13 +198,13 @@ fn unpack(source: &Path, tmp: &Path, log: &Path) -> Result<()> {
 }
 
 /// `e` with the filesystem named when a tool ran out of space writing
-/// under `dir` (tar's "Cannot write: No space left on device").
+/// under `dir` (tar's "Cannot write: No space left on device";
+/// [`super::fault::out_of_space`], as the build's host faults are told).
 fn full_named(e: anyhow::Error, dir: &Path) -> anyhow::Error {
-    let text = format!("{e:#}");
-    let full = text.contains("No space left on device")
+    let full = super::fault::out_of_space(&format!("{e:#}"))
         || e.chain().any(|c| {
             c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+                .is_some_and(|io| matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
         });
     if !full {
         return e;

@@ -38,6 +38,10 @@ pub struct HostState {
     pub measured: String,
     /// IRQs whose `smp_affinity_list` includes a measured CPU.
     pub irqs_on_measured: Vec<u32>,
+    /// The CPUs carry `/proc/cpuinfo`'s `hypervisor` flag: this host is
+    /// itself a virtual machine, and a KVM guest on it is nested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor: Option<bool>,
 }
 
 fn read(root: &Path, rel: &str) -> Option<String> {
@@ -79,6 +83,7 @@ impl HostState {
             hugepages_free_mib: hugepages_free(root),
             measured: format_list(&measured),
             irqs_on_measured: irqs_on(root, &measured),
+            hypervisor: read(root, "proc/cpuinfo").and_then(|c| hypervisor_flag(&c)),
         }
     }
 
@@ -110,6 +115,13 @@ impl HostState {
             ("THP", opt(&self.thp)),
         ]
     }
+}
+
+/// Whether the first `flags` line of `/proc/cpuinfo` text has
+/// `hypervisor` (None without a flags line).
+fn hypervisor_flag(cpuinfo: &str) -> Option<bool> {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    Some(flags.split_whitespace().any(|w| w == "hypervisor"))
 }
 
 /// The bracketed word of `always [madvise] never`.
@@ -240,9 +252,28 @@ pub fn findings(s: &HostState, cpus: usize, need_mib: Option<u64>) -> Vec<Findin
         Some(x) => finding("THP", x.to_string(), None),
         None => finding("THP", "not reported".into(), None),
     });
+    f.extend(s.hypervisor.map(|vm| {
+        let what = if vm {
+            "a virtual machine (its CPUs carry the hypervisor flag): KVM guests here are nested, their wall clock is not a bare-metal host's"
+        } else {
+            "bare metal (no hypervisor flag)"
+        };
+        finding("virtualisation", what.into(), None)
+    }));
     f.extend(load_findings(s, cpus));
     f.extend(memory_findings(s, need_mib));
     f
+}
+
+/// The notice a run under KVM gives on a host that is itself a virtual
+/// machine: its numbers are a nested guest's.
+pub fn nested_kvm_notice(s: &HostState) -> Option<String> {
+    (s.hypervisor == Some(true)).then(|| {
+        "KVM here is nested: this host is itself a virtual machine (its CPUs carry the hypervisor flag), \
+         so each guest runs under two hypervisors and its wall clock is not a bare-metal host's; \
+         compare these numbers only with runs on this host"
+            .to_string()
+    })
 }
 
 fn load_findings(s: &HostState, cpus: usize) -> Vec<Finding> {

@@ -348,6 +348,11 @@ pub(super) fn record_host_state(ctx: &BootRun) -> Result<()> {
             }
         }
     }
+    if ctx.accel == Accel::Kvm {
+        if let Some(n) = host::state::nested_kvm_notice(&state) {
+            ctx.run.notice(ctx.ui, n)?;
+        }
+    }
     if ctx.run.shard.is_none() {
         let mut meta = ctx.run.meta()?;
         meta.host.state = Some(state.into());

@@ -52,6 +52,10 @@ pub struct HostState {
     pub measured: String,
     /// IRQs whose `smp_affinity_list` includes a measured CPU.
     pub irqs_on_measured: Vec<u32>,
+    /// The CPUs carry `/proc/cpuinfo`'s `hypervisor` flag: this host is
+    /// itself a virtual machine, and a KVM guest on it is nested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor: Option<bool>,
 }
 
 impl From<host::Host> for Host {
@@ -89,6 +93,7 @@ impl From<state::HostState> for HostState {
             hugepages_free_mib,
             measured,
             irqs_on_measured,
+            hypervisor,
         } = s;
         HostState {
             topology,
@@ -102,6 +107,7 @@ impl From<state::HostState> for HostState {
             hugepages_free_mib,
             measured,
             irqs_on_measured,
+            hypervisor,
         }
     }
 }
@@ -120,6 +126,7 @@ impl From<HostState> for state::HostState {
             hugepages_free_mib,
             measured,
             irqs_on_measured,
+            hypervisor,
         } = s;
         state::HostState {
             topology,
@@ -133,6 +140,7 @@ impl From<HostState> for state::HostState {
             hugepages_free_mib,
             measured,
             irqs_on_measured,
+            hypervisor,
         }
     }
 }
@@ -164,6 +172,7 @@ mod tests {
             hugepages_free_mib: Some(0),
             measured: "0-1".into(),
             irqs_on_measured: vec![9],
+            hypervisor: Some(true),
         };
         let h = host::Host {
             hostname: "h".into(),

@@ -103,3 +103,27 @@ fn a_quiet_host_has_nothing_to_fix_and_settings_tell_hosts_apart() {
         .collect();
     assert_eq!(differ, ["governor"], "the load is not a setting");
 }
+
+#[test]
+fn a_host_whose_cpus_carry_the_hypervisor_flag_is_a_virtual_machine() {
+    let cases = [
+        ("flags\t\t: fpu vme de pse hypervisor lahf_lm svm\n", Some(true)),
+        ("flags\t\t: fpu vme de pse lahf_lm svm\n", Some(false)),
+        ("processor\t: 0\n", None),
+    ];
+    for (cpuinfo, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        host(dir.path(), "performance", "0", "always madvise [never]", "0.00");
+        put(dir.path(), "proc/cpuinfo", &format!("processor\t: 0\n{cpuinfo}"));
+        let s = HostState::read(dir.path(), &[], 1);
+        assert_eq!(s.hypervisor, want, "{cpuinfo}");
+        let line = findings(&s, 4, None).into_iter().find(|f| f.what == "virtualisation");
+        assert_eq!(
+            line.as_ref().map(|f| f.message.starts_with("a virtual machine")),
+            want,
+            "{cpuinfo}"
+        );
+        assert!(line.is_none_or(|f| !f.warn), "not a fixable cost: {cpuinfo}");
+        assert_eq!(nested_kvm_notice(&s).is_some(), want == Some(true), "{cpuinfo}");
+    }
+}

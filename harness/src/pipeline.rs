@@ -162,10 +162,23 @@ pub fn resume(dir: &Path, opts: &Options) -> Result<PathBuf> {
         bail!("resume {}: it is split into shards (shards/{}-of-{n}): run them again with `harness run --shard K/{n} --run-dir {}`", dir.display(), s.shard.k, dir.display());
     }
     let (run, meta) = unchanged(run, opts)?;
+    let opts = &as_started(opts, meta.jobs);
     execute_fixed(&run, &meta.matrix, opts, &plan::boot_jobs(&meta.matrix), None)?;
     profile_boots::boot(&run, &meta, opts)?;
     coverage_step(&run, &meta.matrix, opts)?;
     Ok(run.dir)
+}
+
+/// `opts` for resuming a run that booted `started` jobs at once: without
+/// `--jobs` of its own, as many as the run did (its `--jobs`, or the
+/// default it had; more than one under a wall clock was allowed then).
+fn as_started(opts: &Options, started: Option<u32>) -> Options {
+    let mut o = opts.clone();
+    if let (None, Some(n)) = (o.jobs, started) {
+        o.jobs = Some(n);
+        o.allow_concurrent_wall |= n > 1;
+    }
+    o
 }
 
 /// The gate's second stage of a finished first stage (`run`/`try` with
@@ -366,7 +379,7 @@ fn at_once(ctx: &BootRun, opts: &Options) -> Result<u32> {
         ctx.m.guest.memory_mib,
     )?;
     let how = if opts.jobs.is_some() {
-        "--jobs"
+        "--jobs, or on --resume as many as the run started with"
     } else {
         "the default for the clock: under icount the host's CPUs and memory, else 1"
     };
@@ -599,6 +612,30 @@ fn boot_one(
 mod tests {
     use super::*;
     use crate::testutil::{scratch, write};
+
+    /// Issue 47: `--resume` without `--jobs` boots as many at once as the
+    /// run started with (its `--jobs`, or its default then); `--jobs` wins.
+    #[test]
+    fn a_resume_keeps_the_jobs_the_run_started_with() {
+        let opts = |jobs| Options {
+            work_dir: "w".into(),
+            runs_dir: "r".into(),
+            images_dir: "i".into(),
+            quiet: true,
+            jobs,
+            allow_concurrent_wall: false,
+        };
+        let cases = [
+            (None, Some(1), Some(1), false),
+            (None, Some(3), Some(3), true),
+            (Some(2), Some(3), Some(2), false),
+            (None, None, None, false),
+        ];
+        for (asked, started, jobs, allow) in cases {
+            let o = as_started(&opts(asked), started);
+            assert_eq!((o.jobs, o.allow_concurrent_wall), (jobs, allow), "{asked:?} {started:?}");
+        }
+    }
 
     /// A boot context of `run` for tests that never start QEMU.
     fn test_ctx<'a>(run: &'a Run, m: &'a Matrix, ui: &'a Ui, accel: crate::vm::Accel) -> BootRun<'a> {

@@ -485,7 +485,14 @@ pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(program))
-        .find(|p| p.is_file())
+        .find(|p| is_executable(p))
+}
+
+/// Whether `p` is a file someone may execute (any `x` bit), as `which`
+/// and `execve` see it.
+pub fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Returns an error when the run was interrupted.

@@ -31,6 +31,12 @@ pub fn resolve(kind: &mut BenchKind, at: &str, path: &dyn Fn(&str) -> PathBuf, p
             "{at}: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory)"
         ));
     }
+    if run.contains('/') && path(run).is_file() && !crate::proc::is_executable(&path(run)) {
+        p.push(format!(
+            "{at}.run: `{}` is not executable (make it so with chmod +x, or name an installed program)",
+            path(run).display()
+        ));
+    }
     if !run.is_empty() {
         match find_program(run, path) {
             Some(found) => *run = found.display().to_string(),
@@ -64,6 +70,7 @@ pub fn resolve(kind: &mut BenchKind, at: &str, path: &dyn Fn(&str) -> PathBuf, p
 fn find_program(run: &str, path: &dyn Fn(&str) -> PathBuf) -> Option<PathBuf> {
     if run.contains('/') {
         let p = path(run);
+        // a file that is not executable is a problem of its own (resolve)
         return p.is_file().then_some(p);
     }
     crate::proc::which(run)

@@ -568,6 +568,10 @@ fn a_program_benchmark_names_its_bad_parts_by_yaml_path() {
             "benchmarks[0].run: `no-such-program-here` is not installed on this host",
         ),
         (
+            "run: /etc/passwd",
+            "benchmarks[0].run: `/etc/passwd` is not executable (make it so with chmod +x, or name an installed program)",
+        ),
+        (
             "run: /bin/sh, sources: [a.c]",
             "benchmarks[0]: a program benchmark names exactly one of run",
         ),

@@ -137,6 +137,27 @@ pub fn sampling_power(m: &Matrix) -> Option<Item> {
     ))
 }
 
+/// Every profile of the matrix file but the one checked, validated: an
+/// error item per problem of each, naming the profile (`--profile <name>`
+/// would refuse it); none when they all validate.
+fn other_profiles(m: &Matrix) -> Vec<Item> {
+    match crate::config::other_profiles_problems(&m.path, m.profile.as_deref()) {
+        Err(e) => vec![item(Level::Error, "profiles", format!("{e:#}"))],
+        Ok(broken) => broken
+            .into_iter()
+            .flat_map(|(name, problems)| {
+                problems.into_iter().map(move |p| {
+                    item(
+                        Level::Error,
+                        "profile",
+                        format!("{name} (--profile {name} would refuse it): {p}"),
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
 /// Runs every check; `work` is the harness's work directory.
 pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     let mut out = Vec::new();
@@ -162,6 +183,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
             ),
         ));
     }
+    out.extend(other_profiles(m));
     out.extend(sampling_power(m));
     out.extend(tool_checks());
     let (qemu, q35_max) = qemu_check();

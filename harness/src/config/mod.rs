@@ -80,6 +80,29 @@ pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
     parse(&text, path, profile)
 }
 
+/// The problems of each profile of the matrix file at `path` but `asked`
+/// (the one already loaded), validated as `--profile <name>` would: a
+/// profile no run has asked for yet is found broken by `check`, not by
+/// the nightly that first selects it. Profiles without a problem are left
+/// out.
+pub fn other_profiles_problems(path: &Path, asked: Option<&str>) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let raw = raw_of(&text, path)?;
+    let names: Vec<String> = raw
+        .profiles
+        .keys()
+        .filter(|n| Some(n.as_str()) != asked)
+        .cloned()
+        .collect();
+    Ok(names
+        .into_iter()
+        .filter_map(|n| validation::validate(raw.clone(), path, Some(&n)).err().map(|p| (n, p)))
+        .collect())
+}
+
 /// Whether the matrix file at `path` defines profile `name` (the file read
 /// and parsed, not validated).
 pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {

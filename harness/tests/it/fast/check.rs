@@ -34,3 +34,46 @@ fn check_says_when_it_cannot_tell_what_runs_here() {
         "{stdout}"
     );
 }
+
+/// Issue 47: a profile no run selected yet is validated by `check` too,
+/// each problem an error naming the profile, so the nightly that first
+/// asks for it does not find it broken; the shipped matrix's profiles all
+/// validate.
+#[test]
+fn check_validates_every_profile_not_only_the_one_asked() {
+    let dir = scratch("check-profiles");
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        "kernel: {source: /usr/src/linux-source-6.12.tar.xz}\nvariants: [{name: base}]\nvcpus: [2]\n\
+         benchmarks: [{name: s, kind: doexec}]\nprofiles:\n  good: {vcpus: [4]}\n  broken: {benchmarks: [nope]}\n",
+    )
+    .unwrap();
+    let check = |m: &std::path::Path, profile: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+        c.arg("--work-dir")
+            .arg(dir.join("work"))
+            .arg("--json")
+            .arg("check")
+            .arg(m);
+        if let Some(p) = profile {
+            c.args(["--profile", p]);
+        }
+        let out = c.output().unwrap();
+        let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        items
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["what"] == "profile" && i["level"] == "error")
+            .map(|i| i["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let want = "broken (--profile broken would refuse it): profiles.broken.benchmarks[0]: no benchmark `nope`";
+    for profile in [None, Some("good")] {
+        let errors = check(&matrix, profile);
+        assert!(errors.iter().any(|e| e == want), "{profile:?}: {errors:?}");
+    }
+    let shipped = harness::config::other_profiles_problems(&repo().join("matrix.yaml"), None).unwrap();
+    assert!(shipped.is_empty(), "{shipped:?}");
+}

@@ -28,6 +28,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "images/profmark.c",
     "kconfigs/base.config",
     "kconfigs/bench.config",
+    "kconfigs/kvm-host.config",
     "kconfigs/lockdep.config",
     "kconfigs/profiling.config",
     "patches/README.md",

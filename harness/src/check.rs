@@ -210,12 +210,20 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
 /// calls per op the last run of this base kernel kept: a series no
 /// benchmark measures is a warning.
 fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
-    let (known, unknown) = match crate::pipeline::coverage::from_cache(m, work) {
+    let cached = match crate::pipeline::coverage::from_cache(m, work) {
         Ok(c) => c,
         Err(e) => return vec![item(Level::Warn, "coverage", format!("unknown: {e:#}"))],
     };
     let mut out = Vec::new();
-    for c in &known {
+    for (variant, why) in &cached.failed {
+        out.push(item(
+            Level::Warn,
+            format!("coverage {variant}"),
+            format!("cannot tell: {why}"),
+        ));
+    }
+    let unknown = cached.unknown;
+    for c in &cached.known {
         let what = format!("coverage {}", c.series);
         let text = crate::report::coverage::text(c);
         let level = if c.unmeasured() { Level::Warn } else { Level::Ok };
@@ -515,13 +523,20 @@ fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
 fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Vec<Item> {
     let mut out = Vec::new();
     let mut states = std::collections::BTreeMap::new();
+    let used = m.series_names();
     for s in names {
         let what = format!("series {s}");
         match patch::load_series(&m.series_dir, s).and_then(|ser| {
             let exp = ser.experimental;
             patch::classify(tree, &ser, scratch).map(|st| (st, exp))
         }) {
-            Err(e) => out.push(item(Level::Error, &what, format!("{e:#}"))),
+            Err(e) if used.contains(s) => out.push(item(Level::Error, &what, format!("{e:#}"))),
+            // a broken series no variant uses stops no run
+            Err(e) => out.push(item(
+                Level::Warn,
+                &what,
+                format!("{e:#} (no variant of this matrix uses it)"),
+            )),
             Ok((st, exp)) => {
                 let lvl = if matches!(st, State::Conflicts { .. }) {
                     Level::Warn
@@ -613,6 +628,8 @@ mod tests {
         let patch = "Subject: [PATCH] t\n\n---\n--- a/mm/vmalloc.c\n+++ b/mm/vmalloc.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
         write(&root.join("patches/s/0001-t.patch"), patch);
         write(&root.join("patches/s/series"), "0001-t.patch\n");
+        // issue 47: a broken series no variant uses is a warning, not an error
+        write(&root.join("patches/junk/series"), "0001-missing.patch\n");
         let yaml = format!(
             "kernel:\n  source: {}\n  fragments: []\nseries_dir: patches\nvariants:\n  - name: base\n  - name: v\n    apply: [s]\n\
              vcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
@@ -650,6 +667,11 @@ mod tests {
         );
         assert_eq!(find("series s").message, "applies (not in the base)");
         assert!(!items.iter().any(|i| i.what.starts_with("variants[")), "{items:?}");
+        let junk = find("series junk");
+        assert!(
+            junk.level == Level::Warn && junk.message.ends_with("(no variant of this matrix uses it)"),
+            "{junk:?}"
+        );
 
         // without a run, check uses (and rolls back) the work tree under the lock
         drop(run_lock);

@@ -633,7 +633,11 @@ mod tests {
         ];
         for (asked, started, jobs, allow) in cases {
             let o = as_started(&opts(asked), started);
-            assert_eq!((o.jobs, o.allow_concurrent_wall), (jobs, allow), "{asked:?} {started:?}");
+            assert_eq!(
+                (o.jobs, o.allow_concurrent_wall),
+                (jobs, allow),
+                "{asked:?} {started:?}"
+            );
         }
     }
 

@@ -158,7 +158,7 @@ fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
     for v in &mut m.variants {
         v.benchmarks = candidates.clone();
     }
-    let (known, _) = crate::pipeline::coverage::from_cache(m, work)?;
+    let known = crate::pipeline::coverage::from_cache(m, work)?.known;
     let Some(c) = known.first() else {
         bail!("--covering: no run has profiled base's benchmarks yet ({}); run them once under icount (e.g. `harness run --profile peers-icount`) or name --bench", candidates.join(", "));
     };

@@ -23,21 +23,19 @@ use crate::workdir::WorkDir;
 /// copies of the files they touch, kept under `files` (see [`source_files`]).
 pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<Vec<hunks::Changed>> {
     let mut diffs = Vec::new();
+    let mut touched: Vec<String> = Vec::new();
     for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
         for name in names {
-            let s = patch::load_series(&m.series_dir, name)?;
+            let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
             let mut diff = String::new();
             for p in &s.patches {
                 let text = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
                 diff.push_str(&String::from_utf8_lossy(&text));
                 diff.push('\n');
             }
+            touched.extend(patch::touched_files(&diff).with_context(|| format!("series {name}"))?);
             diffs.push((diff, reverse));
         }
-    }
-    let mut touched: Vec<String> = Vec::new();
-    for (d, _) in &diffs {
-        touched.extend(patch::touched_files(d)?);
     }
     touched.sort();
     touched.dedup();
@@ -187,17 +185,27 @@ pub fn base_identity(m: &Matrix) -> Result<String> {
     Ok(crate::util::hex(&h.finalize()[..8]))
 }
 
+/// What the coverage cache tells of a matrix's variants with series.
+#[derive(Debug, Default)]
+pub struct Cached {
+    /// The variants whose coverage is known.
+    pub known: Vec<Coverage>,
+    /// The variants none of whose benchmarks were profiled yet.
+    pub unknown: Vec<String>,
+    /// The variants whose series could not be read as diffs, each with why
+    /// (the series named): the others are still told.
+    pub failed: Vec<(String, String)>,
+}
+
 /// The coverage of each variant with series from the calls per op the
-/// last run of this base kernel kept (`work/coverage/`), for `check`;
-/// a variant none of whose benchmarks were profiled yet is left out, and
-/// so is its name given back.
-pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>)> {
+/// last run of this base kernel kept (`work/coverage/`), for `check`.
+pub fn from_cache(m: &Matrix, work: &Path) -> Result<Cached> {
     let id = base_identity(m)?;
     let symbols: Option<BTreeSet<String>> =
         std::fs::read_to_string(WorkDir::at(work).coverage().join(&id).join("symbols"))
             .ok()
             .map(|t| t.lines().map(String::from).collect());
-    let (mut out, mut unknown) = (Vec::new(), Vec::new());
+    let mut out = Cached::default();
     for v in m
         .variants
         .iter()
@@ -212,11 +220,17 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>
             })
             .collect();
         let Some(vcpus) = kept.values().map(|k| k.vcpus).min() else {
-            unknown.push(v.name.clone());
+            out.unknown.push(v.name.clone());
             continue;
         };
         let base = kept.into_iter().map(|(b, k)| (b, k.calls)).collect();
-        let changed = changed_functions(m, v, &source_files(m, work)?, &WorkDir::at(work).log("coverage"))?;
+        let changed = match changed_functions(m, v, &source_files(m, work)?, &WorkDir::at(work).log("coverage")) {
+            Ok(c) => c,
+            Err(e) => {
+                out.failed.push((v.name.clone(), format!("{e:#}")));
+                continue;
+            }
+        };
         let mut c = coverage::table(&v.name, vcpus, &changed, symbols.as_ref(), &base, &BTreeMap::new());
         // base's symbol table says nothing of a function the series adds
         for r in c
@@ -226,9 +240,9 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<(Vec<Coverage>, Vec<String>
         {
             r.symbol = Some(r.changed.function.clone());
         }
-        out.push(c);
+        out.known.push(c);
     }
-    Ok((out, unknown))
+    Ok(out)
 }
 
 /// Keeps each benchmark's calls per op of the base kernel `key`.
@@ -273,4 +287,51 @@ struct Kept {
     vcpus: u32,
     /// Function → calls per op.
     calls: CallsPerOp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::write;
+
+    /// Issue 47: one variant whose series is not a diff leaves the others'
+    /// coverage told; it is named with its series and why.
+    #[test]
+    fn a_series_that_is_not_a_diff_fails_its_variant_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let src = root.join("src");
+        write(&src.join("Makefile"), "VERSION = 6\n");
+        write(&src.join("mm/a.c"), "int f(void)\n{\n\treturn 1;\n}\n");
+        let diff = "--- a/mm/a.c\n+++ b/mm/a.c\n@@ -1,4 +1,4 @@\n int f(void)\n {\n-\treturn 1;\n+\treturn 2;\n }\n";
+        write(&root.join("patches/good/0001.patch"), diff);
+        write(&root.join("patches/good/series"), "0001.patch\n");
+        write(&root.join("patches/bad/0001.patch"), "just words, no diff\n");
+        write(&root.join("patches/bad/series"), "0001.patch\n");
+        let yaml = format!(
+            "kernel: {{source: {}, fragments: []}}\nseries_dir: patches\nvariants:\n  - name: base\n  - {{name: g, apply: [good]}}\n  - {{name: b, apply: [bad]}}\n\
+             vcpus: [2]\nbenchmarks: [{{name: d, kind: doexec}}]\n",
+            src.display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let work = root.join("work");
+        let kept = Kept {
+            vcpus: 2,
+            calls: [("f".to_string(), 3.0)].into_iter().collect(),
+        };
+        write(
+            &cache_file(&work, &base_identity(&m).unwrap(), "d"),
+            &serde_json::to_string(&kept).unwrap(),
+        );
+        let c = from_cache(&m, &work).unwrap();
+        assert_eq!(c.known.iter().map(|k| k.series.as_str()).collect::<Vec<_>>(), ["g"]);
+        assert!(c.unknown.is_empty());
+        assert_eq!(c.failed.len(), 1, "{:?}", c.failed);
+        let (variant, why) = &c.failed[0];
+        assert_eq!(variant, "b");
+        assert!(
+            why.starts_with("series bad: no file names found: not a unified diff"),
+            "{why}"
+        );
+    }
 }

@@ -73,11 +73,31 @@ pub enum ConfigError {
 
 /// Reads and validates a matrix file, applying `profile` if given.
 pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    parse(&read_text(path)?, path, profile)
+}
+
+/// The matrix file's text; bytes that are not UTF-8 are an error at their
+/// line and column, with the byte offset.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&text, path, profile)
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let b = e.as_bytes();
+        let line = b[..at].iter().filter(|&&c| c == b'\n').count() + 1;
+        let column = at - b[..at].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1) + 1;
+        ConfigError::Yaml {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: format!(
+                "byte 0x{:02x} at offset {at} is not UTF-8: save the matrix as UTF-8",
+                b[at]
+            ),
+        }
+    })
 }
 
 /// The problems of each profile of the matrix file at `path` but `asked`
@@ -86,11 +106,7 @@ pub fn load(path: &Path, profile: Option<&str>) -> Result<Matrix, ConfigError> {
 /// the nightly that first selects it. Profiles without a problem are left
 /// out.
 pub fn other_profiles_problems(path: &Path, asked: Option<&str>) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let raw = raw_of(&text, path)?;
+    let raw = raw_of(&read_text(path)?, path)?;
     let names: Vec<String> = raw
         .profiles
         .keys()
@@ -106,27 +122,31 @@ pub fn other_profiles_problems(path: &Path, asked: Option<&str>) -> Result<Vec<(
 /// Whether the matrix file at `path` defines profile `name` (the file read
 /// and parsed, not validated).
 pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(raw_of(&text, path)?.profiles.contains_key(name))
+    Ok(raw_of(&read_text(path)?, path)?.profiles.contains_key(name))
 }
 
 /// The raw matrix of YAML `text` (a UTF-8 byte-order mark, which some
 /// editors write, left out), errors at `path`'s line and column.
 fn raw_of(text: &str, path: &Path) -> Result<RawMatrix, ConfigError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    serde_yaml::from_str(text).map_err(|e| yaml_error(e, path))
+    serde_yaml::from_str(text).map_err(|e| yaml_error(e, text, path))
 }
 
-/// A YAML error at its file, line and column.
-fn yaml_error(e: serde_yaml::Error, path: &Path) -> ConfigError {
-    let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+/// A YAML error at its file, line and column (a duplicate key at its
+/// second occurrence, where serde_yaml gives its mapping's start).
+fn yaml_error(e: serde_yaml::Error, text: &str, path: &Path) -> ConfigError {
+    let (mut line, mut column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
     // serde_yaml appends " at line L column C"; the location leads instead
     let mut message = e.to_string();
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
+    }
+    let dup = message
+        .split("duplicate field `")
+        .nth(1)
+        .and_then(|r| r.split('`').next());
+    if let Some((l, c)) = dup.and_then(|key| duplicate_key_at(text, line, column, key)) {
+        (line, column) = (l, c);
     }
     ConfigError::Yaml {
         path: path.to_path_buf(),
@@ -134,6 +154,32 @@ fn yaml_error(e: serde_yaml::Error, path: &Path) -> ConfigError {
         column,
         message,
     }
+}
+
+/// Where `key` occurs the second time in the block mapping whose first key
+/// is at `line`:`column` (1-based): the lines at that indentation, up to
+/// the first line indented less. None for a flow mapping (`{…}`).
+fn duplicate_key_at(text: &str, line: usize, column: usize, key: &str) -> Option<(usize, usize)> {
+    let indent = column.checked_sub(1)?;
+    let mut seen = 0;
+    for (i, l) in text.lines().enumerate().skip(line.checked_sub(1)?) {
+        let body = l.trim_start_matches([' ', '-']);
+        let at = l.len() - body.len();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        if at < indent && i + 1 > line {
+            return None;
+        }
+        let is_key = body.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with(':'));
+        if at == indent && is_key {
+            seen += 1;
+            if seen == 2 {
+                return Some((i + 1, column));
+            }
+        }
+    }
+    None
 }
 
 /// Parses and validates matrix text; `path` is used for messages and to

@@ -688,3 +688,43 @@ fn a_byte_order_mark_is_read_past_and_guest_memory_is_bounded() {
     );
     assert!(p(&format!("{GOOD}guest: {{memory_mib: 4194304}}\n")).is_ok());
 }
+
+/// Issue 47: a duplicate key is located at its second occurrence (serde_yaml
+/// names the mapping's start), in the top-level mapping and in a variant's.
+#[test]
+fn a_duplicate_key_is_located_where_it_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "kernel: {source: /src}\nvariants: [{name: base}]\nvcpus: [2]\nbenchmarks: [{name: s, kind: doexec}]\nvcpus: [4]\n",
+            "5:1: duplicate field `vcpus`",
+        ),
+        (
+            "kernel: {source: /src}\nvariants:\n  - name: base\n  - name: v\n    apply: [x]\n    # again\n    apply: [y]\nvcpus: [2]\n",
+            "7:5: variants[1]: duplicate field `apply`",
+        ),
+    ];
+    for (text, want) in cases {
+        let path = dir.path().join("m.yaml");
+        std::fs::write(&path, text).unwrap();
+        let e = crate::config::load(&path, None).unwrap_err().to_string();
+        assert_eq!(e, format!("{}:{want}", path.display()), "{text}");
+    }
+}
+
+/// Issue 47: bytes that are not UTF-8 are named at their line, column and
+/// offset, with the remedy.
+#[test]
+fn a_matrix_that_is_not_utf8_is_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.yaml");
+    std::fs::write(&path, b"kernel: {source: /src}\nvariants: [{name: b\xe9}]\n").unwrap();
+    let e = crate::config::load(&path, None).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}:2:20: byte 0xe9 at offset 42 is not UTF-8: save the matrix as UTF-8",
+            path.display()
+        )
+    );
+}

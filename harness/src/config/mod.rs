@@ -129,7 +129,51 @@ pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
 /// editors write, left out), errors at `path`'s line and column.
 fn raw_of(text: &str, path: &Path) -> Result<RawMatrix, ConfigError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some(line) = alias_past_cap(text) {
+        return Err(ConfigError::Yaml {
+            path: path.to_path_buf(),
+            line,
+            column: 1,
+            message: format!(
+                "more than {MAX_ALIASES} YAML aliases (`*name`): each is expanded in full, so a few lines can \
+                 ask for gigabytes; write the values out, or use profiles and overrides"
+            ),
+        });
+    }
     serde_yaml::from_str(text).map_err(|e| yaml_error(e, text, path))
+}
+
+/// The most YAML aliases a matrix may use (the shipped one uses none): a
+/// file of 10,000 aliases to a 1 MB string took 69 s and ~20 GB to load.
+const MAX_ALIASES: usize = 256;
+
+/// The 1-based line of the alias past [`MAX_ALIASES`], if there is one:
+/// a `*` that starts a token outside quotes and comments.
+fn alias_past_cap(text: &str) -> Option<usize> {
+    if !text.contains('*') {
+        return None;
+    }
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        let (mut quote, mut prev) = (None, ' ');
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"') if " \t[{,:-".contains(prev) => quote = Some(c),
+                (None, '#') if prev == ' ' || prev == '\t' => break,
+                (None, '*') if " \t[{,:-".contains(prev) => {
+                    n += 1;
+                    if n > MAX_ALIASES {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+            prev = c;
+        }
+    }
+    None
 }
 
 /// A YAML error at its file, line and column (a duplicate key at its

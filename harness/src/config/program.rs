@@ -134,10 +134,22 @@ pub fn list(_: &mut Vec<String>, _: &str, v: Option<&Vec<String>>) -> Vec<String
     v.cloned().unwrap_or_default()
 }
 
-/// `args:`: each argument's `{…}` must be a known placeholder.
+/// The longest argument `args:` may give: the command goes to the guest
+/// over SSH as one line (a few hundred bytes in every shipped benchmark).
+pub const MAX_ARG_BYTES: usize = 4096;
+
+/// `args:`: each argument's `{…}` must be a known placeholder, and no
+/// argument longer than [`MAX_ARG_BYTES`].
 pub fn args(errs: &mut Vec<String>, k: &str, v: Option<&Vec<String>>) -> Vec<String> {
     let args = v.cloned().unwrap_or_default();
     for (i, a) in args.iter().enumerate() {
+        if a.len() > MAX_ARG_BYTES {
+            errs.push(format!(
+                "{k}[{i}]: {} bytes long, more than {MAX_ARG_BYTES}; put long input in a file (files:) and name it",
+                a.len()
+            ));
+            continue;
+        }
         let mut rest = a.as_str();
         while let Some(open) = rest.find('{') {
             let close = rest[open..].find('}').map(|c| open + c + 1);

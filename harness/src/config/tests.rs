@@ -728,3 +728,35 @@ fn a_matrix_that_is_not_utf8_is_located() {
         )
     );
 }
+
+/// Issue 47: past 256 YAML aliases a matrix is refused before anything is
+/// expanded (a few lines could ask for gigabytes); `*` in quotes, comments
+/// and inside words is no alias; an argument longer than 4096 bytes is
+/// refused at its YAML path.
+#[test]
+fn aliases_and_long_arguments_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.yaml");
+    let big = format!(
+        "kernel: {{source: /src}}\nvariants: [{{name: base}}]\nvcpus: [2]\n\
+         benchmarks: [{{name: s, kind: program, run: /bin/sh, args: [&s \"{}\", {}]}}]\n",
+        "x".repeat(1000),
+        vec!["*s"; 300].join(", ")
+    );
+    std::fs::write(&path, big).unwrap();
+    let t = std::time::Instant::now();
+    let e = crate::config::load(&path, None).unwrap_err().to_string();
+    assert!(e.contains(":4:1: more than 256 YAML aliases"), "{e}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    let few = "# a *comment\nvariants: [{name: base}]\nvcpus: [2]\nbenchmarks: [{name: s, kind: program, run: /bin/sh, args: ['*', \"a*b\", x*y]}]\n";
+    assert_eq!(super::alias_past_cap(&few.repeat(300)), None);
+    let ps = problems(&format!(
+        "variants: [{{name: base}}]\nvcpus: [2]\nbenchmarks: [{{name: s, kind: program, run: /bin/sh, args: [ok, {}]}}]\n",
+        "y".repeat(5000)
+    ));
+    assert!(
+        ps.iter()
+            .any(|p| p.starts_with("benchmarks[0].args[1]: 5000 bytes long, more than 4096")),
+        "{ps:?}"
+    );
+}

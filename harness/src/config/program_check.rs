@@ -97,3 +97,40 @@ pub fn missing_program(b: &Benchmark) -> Option<String> {
         _ => None,
     }
 }
+
+/// Each `program` benchmark's `files:` against the guest's memory: the
+/// guest image carries them in guest memory, so more than half of it is a
+/// problem at the benchmark's `files`, before any build (a 1.2 GB file
+/// used to pass, take 2.57 GB of host memory and a boot before QEMU said
+/// "initrd is too large").
+pub fn files_fit(benchmarks: &[Benchmark], memory_mib: u64, p: &mut Vec<String>) {
+    for (i, b) in benchmarks.iter().enumerate() {
+        let BenchKind::Program { files, .. } = &b.kind else {
+            continue;
+        };
+        let bytes: u64 = files.iter().map(|f| tree_bytes(std::path::Path::new(f))).sum();
+        if bytes > memory_mib << 19 {
+            p.push(format!(
+                "benchmarks[{i}].files: {} MiB in all, more than half the guest's {memory_mib} MiB of memory, \
+                 which holds them (raise guest.memory_mib or ship less)",
+                bytes >> 20
+            ));
+        }
+    }
+}
+
+/// The bytes of a file, or of every file under a directory, as the guest
+/// image takes them: links to files followed, links to directories not
+/// (so a link to a parent is no loop).
+fn tree_bytes(p: &std::path::Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return 0;
+    };
+    if meta.is_symlink() {
+        return std::fs::metadata(p).map_or(0, |m| if m.is_file() { m.len() } else { 0 });
+    }
+    if meta.is_file() {
+        return meta.len();
+    }
+    std::fs::read_dir(p).map_or(0, |rd| rd.flatten().map(|e| tree_bytes(&e.path())).sum())
+}

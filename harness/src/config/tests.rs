@@ -760,3 +760,33 @@ fn aliases_and_long_arguments_are_capped() {
         "{ps:?}"
     );
 }
+
+/// Issue 47: `files:` are counted as the guest image takes them (links
+/// into directories not followed, so a link to a parent is no loop), and
+/// more than half the guest's memory is refused at validation.
+#[test]
+fn files_beyond_half_the_guest_memory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::os::unix::fs::symlink("..", data.join("up")).unwrap();
+    let f = std::fs::File::create(data.join("big")).unwrap();
+    f.set_len(200 << 20).unwrap(); // sparse: 200 MiB of size, no disk
+    let yaml = |mib: u64| {
+        format!(
+            "kernel: {{source: /src}}\nvariants: [{{name: base}}]\nvcpus: [2]\nguest: {{memory_mib: {mib}}}\n\
+             benchmarks: [{{name: s, kind: program, run: /bin/sh, files: [{}]}}]\n",
+            data.display()
+        )
+    };
+    let path = dir.path().join("m.yaml");
+    std::fs::write(&path, yaml(256)).unwrap();
+    let e = crate::config::load(&path, None).unwrap_err().to_string();
+    assert!(
+        e.contains("benchmarks[0].files: 200 MiB in all, more than half the guest's 256 MiB of memory"),
+        "{e}"
+    );
+    std::fs::write(&path, yaml(512)).unwrap();
+    let ok = crate::config::load(&path, None);
+    assert!(ok.is_ok(), "{:?}", ok.err().map(|e| e.to_string()));
+}

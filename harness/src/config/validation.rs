@@ -85,6 +85,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
         }
     }
     let guest = validate_guest(&raw.guest, &mut p);
+    super::program_check::files_fit(&benchmarks, guest.memory_mib, &mut p);
     let vcpus = validate_vcpus(&raw.vcpus, &guest, &mut p);
     let (sampling, statistics) = validate_sampling(&raw.sampling, &raw.statistics, &mut p);
     let statistics = super::statistics::thresholds(statistics, &raw.statistics, &mut p);

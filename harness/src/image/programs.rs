@@ -94,9 +94,15 @@ fn built(name: &str, b: &Build, out: &Path, log: &Path) -> Result<PathBuf> {
 }
 
 /// A host file, or every regular file under a host directory, at the same
-/// guest paths (symbolic links are followed to their files).
+/// guest paths: symbolic links are followed to their files, never into
+/// directories (a link to a parent would copy it again and again), as
+/// validation counted them (`tree_bytes` in config/program_check.rs).
 fn walk(p: &Path, out: &mut Vec<GuestFile>) -> Result<()> {
+    let link = std::fs::symlink_metadata(p).with_context(|| format!("stat {}", p.display()))?;
     let meta = std::fs::metadata(p).with_context(|| format!("stat {}", p.display()))?;
+    if link.is_symlink() && meta.is_dir() {
+        return Ok(());
+    }
     if meta.is_file() {
         out.push(GuestFile {
             guest: p.display().to_string(),

@@ -4,6 +4,7 @@ mod aa_profile;
 mod contention;
 mod e2e;
 mod hang;
+mod kvm_box;
 mod nightly;
 mod pin;
 mod programs;

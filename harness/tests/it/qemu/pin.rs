@@ -123,6 +123,16 @@ fn kvm_missing(cpus: usize) -> Option<String> {
     (here < cpus).then(|| format!("{here} host CPUs here, the test needs {cpus}"))
 }
 
+/// How many KVM vCPU descriptors process `pid` holds (`anon_inode:kvm-vcpu:N`;
+/// QEMU also holds a `kvm-vcpu-stats:N` per vCPU, not counted).
+pub fn kvm_vcpu_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu:")))
+        .count()
+}
+
 fn skip(test: &str, why: &str) {
     eprintln!("skipped {test}: {why} (run it on a KVM host: docs/kvm-host.md)");
 }
@@ -155,12 +165,7 @@ fn kvm_vcpu_threads_are_pinned_at_26_vcpus() {
     assert_eq!(cores.len(), 26, "one core per vCPU: {p:?}");
     let s = spec(dir.path(), Accel::Kvm, 26, p);
     let vm = Vm::start(s.clone(), &dir.path().join("probe.log")).unwrap();
-    let vcpu_fds = std::fs::read_dir(format!("/proc/{}/fd", vm.pid()))
-        .unwrap()
-        .flatten()
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu")))
-        .count();
-    assert_eq!(vcpu_fds, 26, "QEMU runs its vCPUs in KVM");
+    assert_eq!(kvm_vcpu_fds(vm.pid()), 26, "QEMU runs its vCPUs in KVM");
     drop(vm);
     start_and_check(s);
 }

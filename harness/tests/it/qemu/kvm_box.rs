@@ -1,0 +1,406 @@
+//! The KVM path run for real, in a box (docs/kvm-host.md, section 7, and
+//! docs/measurements/2026-12-06-kvm-box.md): an L1 guest booted under TCG with `-cpu max`, whose
+//! emulated AMD SVM with nested paging gives it a working `/dev/kvm`, runs
+//! the harness as a user on a KVM host would, and the harness boots its L2
+//! kernels inside with `-accel kvm -cpu host`.
+//!
+//! L1's kernel is built by the harness itself (`kconfigs/kvm-host.config`
+//! on tinyconfig and `base.config`, `harness build`, the kernel cache). Its
+//! root is this host's `/`, read-only over virtio 9p: QEMU with its
+//! libraries and firmware, the toolchain Kconfig asks about, the harness
+//! binary, all at their own paths. The e2e work directory and the test's
+//! scratch directory are 9p shares mounted writable at the same paths; no
+//! disk image, no network, no download. The L2 kernels are built here
+//! first (`harness build`), so the harness in L1 finds them in the cache.
+//!
+//! L2's timer runs late in the box, so these tests check that the KVM path
+//! works, never what it measures. On demand, ~20 min for the three after
+//! L1's kernel (~5 min):
+//! `HARNESS_E2E_WORK=<work> cargo test --release --test it qemu::kvm_box -- --ignored --nocapture --test-threads 1`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::e2e::{events, harness, only_run_dir, report_of, work_dir};
+use crate::common::{repo, run_ok, scratch, serial};
+
+/// The L1 guest's CPUs and memory: two vCPUs of TCG threads on this
+/// host, memory for the harness, QEMU and one 1 GiB L2 guest.
+const L1_CPUS: u32 = 2;
+const L1_MEMORY_MIB: u32 = 6144;
+
+/// The L1 kernel (`bzImage` in the kernel cache), built once per process.
+fn l1_kernel() -> &'static Path {
+    static K: OnceLock<PathBuf> = OnceLock::new();
+    K.get_or_init(|| {
+        let dir = scratch("kvm-box-l1");
+        let matrix = dir.join("l1.yaml");
+        let yaml = format!(
+            "kernel:\n  source: /usr/src/linux-source-6.12.tar.xz\n  base_config: tinyconfig\n  \
+             fragments: [{r}/kconfigs/base.config, {r}/kconfigs/kvm-host.config]\n\
+             variants: [{{name: base}}]\nvcpus: [2]\n\
+             benchmarks: [{{name: fork-exec, kind: fork_exec, duration_s: 1}}]\n",
+            r = repo().display()
+        );
+        std::fs::write(&matrix, yaml).unwrap();
+        let built = prebuild(&matrix, None, &dir);
+        let key = built["variants"][0]["kernel"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the L1 kernel did not build: {built}"));
+        work_dir().join("kernels").join(key).join("bzImage")
+    })
+}
+
+/// `harness build` of `matrix` (with `profile`) here, so the harness in
+/// the box finds every kernel in the cache; its `--json` answer.
+fn prebuild(matrix: &Path, profile: Option<&str>, dir: &Path) -> Value {
+    let mut c = harness(&dir.join("runs"));
+    c.arg("--json").arg("build").arg(matrix);
+    if let Some(p) = profile {
+        c.args(["--profile", p]);
+    }
+    c.arg("--run-dir").arg(dir.join("prebuilt"));
+    let _ = std::fs::remove_dir_all(dir.join("prebuilt"));
+    serde_json::from_str(&run_ok(c)).unwrap()
+}
+
+/// L1's `/init`: the mounts a root file system would have, the shares at
+/// their own paths, the loopback interface (QEMU forwards the guest's SSH
+/// port on 127.0.0.1), then `cmd.sh` with its output in `out.log` and its
+/// status in `rc`; `no-kvm` with KVM's lines of the kernel log when
+/// `/dev/kvm` did not appear. init's exit ends L1 (`panic=-1`,
+/// `-no-reboot`).
+fn init_script(dir: &Path) -> String {
+    let work = work_dir();
+    let (d, w) = (dir.display(), work.display());
+    let path = std::env::var("PATH").unwrap_or_default();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let p9 = "-t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap";
+    format!(
+        "#!/bin/sh\nexport PATH='{path}' HOME='{home}'\n\
+         mount -t proc proc /proc\nmount -t sysfs sys /sys\n\
+         mountpoint -q /dev || mount -t devtmpfs dev /dev\n\
+         mount -t tmpfs tmp /tmp\nmount -t tmpfs run /run\n\
+         mount {p9} box '{d}'\nmount {p9} work '{w}'\n\
+         ip link set lo up\n\
+         if [ ! -c /dev/kvm ]; then dmesg | grep -i -E 'kvm|svm' > '{d}/no-kvm'; exit 0; fi\n\
+         cd '{r}'\nsh '{d}/cmd.sh' > '{d}/out.log' 2>&1\necho $? > '{d}/rc'\n",
+        r = repo().display()
+    )
+}
+
+/// What a box left: `cmd.sh`'s output and status, L1's console.
+struct Boxed {
+    out: String,
+    rc: Option<i32>,
+    console: String,
+}
+
+/// Boots L1 with `cpus` CPUs on `l1_kernel()`, runs `cmd` (shell) in it
+/// from the checkout, and waits at most `deadline`. None (the test then
+/// skips, saying why) when `/dev/kvm` did not appear in L1: this QEMU's
+/// TCG offers no SVM.
+fn in_box(dir: &Path, cpus: u32, cmd: &str, deadline: Duration) -> Option<Boxed> {
+    let init = dir.join("init.sh");
+    std::fs::write(&init, init_script(dir)).unwrap();
+    std::fs::write(dir.join("cmd.sh"), cmd).unwrap();
+    let mut perm = std::fs::metadata(&init).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&init, perm).unwrap();
+    let console = dir.join("l1-console.log");
+    let share = |tag: &str, path: &Path, ro: &str| {
+        format!("local,path={},mount_tag={tag},security_model=none{ro}", path.display())
+    };
+    let append = format!(
+        "console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,cache=loose,msize=512000 \
+         ro init={} panic=-1 quiet",
+        init.display()
+    );
+    let mut child = Command::new(harness::host::qemu_binary().unwrap())
+        .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-nographic", "-no-reboot"])
+        .args(["-smp", &cpus.to_string(), "-m", &L1_MEMORY_MIB.to_string()])
+        .arg("-kernel")
+        .arg(l1_kernel())
+        .args(["-append", &append])
+        .args(["-virtfs", &share("hostroot", Path::new("/"), ",readonly=on")])
+        .args(["-virtfs", &share("box", dir, "")])
+        .args(["-virtfs", &share("work", &work_dir(), "")])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&console).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + deadline;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the box ran past its {deadline:?}; its console:\n{}\ncmd.sh's output:\n{}",
+                tail(&console),
+                tail(&dir.join("out.log"))
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    if dir.join("no-kvm").exists() {
+        eprintln!(
+            "skipped: no /dev/kvm in the box (this QEMU's TCG offers no AMD SVM): {}",
+            read(&dir.join("no-kvm")).trim()
+        );
+        return None;
+    }
+    let b = Boxed {
+        out: read(&dir.join("out.log")),
+        rc: read(&dir.join("rc")).trim().parse().ok(),
+        console: read(&console),
+    };
+    eprintln!("cmd.sh in the box, status {:?}:\n{}", b.rc, b.out);
+    Some(b)
+}
+
+/// The last 4000 bytes of a file.
+fn tail(p: &Path) -> String {
+    let t = std::fs::read(p).unwrap_or_default();
+    String::from_utf8_lossy(&t[t.len().saturating_sub(4000)..]).into_owned()
+}
+
+/// `harness` in the box with the test's runs directory and a history
+/// database of its own.
+fn harness_in_box(dir: &Path) -> String {
+    format!(
+        "export HARNESS_WORK_DIR='{w}' HARNESS_RUNS_DIR='{d}/runs' HARNESS_HISTORY_DB=/tmp/history.sqlite \
+         HARNESS_NO_PROGRESS=1\nH='{h}'\n",
+        w = work_dir().display(),
+        d = dir.display(),
+        h = env!("CARGO_BIN_EXE_harness")
+    )
+}
+
+/// In the box, as on a KVM host: `harness check --quick` says KVM is usable
+/// and reads L1's facts (2 CPUs, no cpufreq, a virtual machine), and
+/// `harness run --quick` takes the KVM branch: the firmware check and the
+/// probe boot pass, the clock is `kvm-wall`, the quick profile's 2 and 4
+/// vCPUs boot under KVM (4 on L1's 2 CPUs labelled overcommitted, 2 pinned
+/// with every vCPU thread found over QMP), every cell has its boots'
+/// samples, and the report says KVM was nested. Its numbers are not
+/// asserted.
+#[test]
+#[ignore = "builds an L1 kernel and boots nested KVM under TCG, ~15 min: docs/kvm-host.md"]
+fn in_a_box_check_finds_kvm_and_a_quick_run_takes_the_kvm_branch() {
+    let _g = serial();
+    let dir = scratch("kvm-box-quick");
+    let matrix = repo().join("matrix.yaml");
+    prebuild(&matrix, Some("quick"), &dir);
+    let cmd = format!(
+        "{}\"$H\" check matrix.yaml --quick\necho \"check: status $?\"\n\"$H\" run matrix.yaml --quick\n",
+        harness_in_box(&dir)
+    );
+    let Some(b) = in_box(&dir, L1_CPUS, &cmd, Duration::from_secs(40 * 60)) else {
+        return;
+    };
+    for want in [
+        "ok    accel: /dev/kvm opens",
+        "ok    host state: topology 1 package(s), 2 core(s), 2 CPU(s), 1 node(s), governor none",
+        "ok    host virtualisation: a virtual machine",
+        "warn  pin 4 vCPUs: 4 vCPUs on 2 host CPUs: overcommitted, not pinned",
+        "0 error(s)",
+        "check: status 0",
+    ] {
+        assert!(b.out.contains(want), "`{want}` in check's output");
+    }
+    assert_eq!(b.rc, Some(0), "{}", b.console);
+    let run = only_run_dir(&dir.join("runs"));
+    let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["clock"], "kvm-wall");
+    assert_eq!(meta["host"]["state"]["hypervisor"], true);
+    let notices: Vec<String> = events(&run, "notice")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!notices.iter().any(|n| n.contains("KVM is not usable")), "{notices:#?}");
+    assert!(
+        notices.iter().any(|n| n.starts_with("KVM here is nested")),
+        "{notices:#?}"
+    );
+    let boots = events(&run, "boot");
+    assert_eq!(boots.len(), 16, "4 boots × 2 variants × 2 vCPU counts");
+    assert!(
+        boots.iter().all(|b| b["clock"] == "kvm-wall" && b["failed"].is_null()),
+        "{boots:#?}"
+    );
+    every_cell_measured_and_overcommit_labelled(&report_of(&run));
+    pinned_boots_name_their_vcpu_threads(&run);
+}
+
+/// Each of the quick profile's cells ended its 4 boots with values; the 4-vCPU
+/// cells (on L1's 2 CPUs) are overcommitted, the 2-vCPU ones not.
+fn every_cell_measured_and_overcommit_labelled(report: &Value) {
+    let rows = report["rows"].as_array().unwrap();
+    let mut cells = 0;
+    for row in rows.iter().filter(|r| r["metric"] == "execs_per_s") {
+        for c in row["cells"].as_array().unwrap() {
+            let vcpus = row["vcpus"].as_u64().unwrap();
+            assert_eq!(c["overcommitted"].as_bool().unwrap_or(false), vcpus == 4, "{c}");
+            assert_eq!(c["boots_ended"].as_u64(), Some(4), "{c}");
+            // a repetition may fail (recorded, with its stage and cause)
+            assert!(
+                c["n"].as_u64().unwrap() >= 1 && !c["values"].as_array().unwrap().is_empty(),
+                "{c}"
+            );
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, 4, "{report}");
+}
+
+/// Every 2-vCPU boot's `pin.json` has both vCPU threads (found over QMP)
+/// and no error.
+fn pinned_boots_name_their_vcpu_threads(run: &Path) {
+    let mut n = 0;
+    for e in std::fs::read_dir(run.join("logs/boots")).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().contains("-2cpu-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path().join("pin.json")).unwrap();
+        let p: harness::vm::pin::Pinned = serde_json::from_str(&text).unwrap();
+        assert!(p.error.is_none() && p.vcpu_threads.len() == 2, "{text}");
+        n += 1;
+    }
+    assert_eq!(n, 8, "2-vCPU boot directories");
+}
+
+/// In the box, under KVM, a 2-vCPU guest's vCPU threads are pinned one
+/// per L1 CPU as planned (QEMU's other threads share them: no CPU is
+/// left), read back from `/proc/<tid>/status` in L1 by
+/// [`inside_the_box_vcpu_threads_are_pinned_under_kvm`] (this test binary,
+/// run in the box). L1 stays at 2 CPUs: with 3 TCG vCPUs on this 2-core
+/// host it stalled in early boot (RCU: "timer wakeup didn't happen") in 1
+/// of 2 tries.
+#[test]
+#[ignore = "builds an L1 kernel and boots KVM in it under TCG, ~6 min: docs/kvm-host.md"]
+fn in_a_box_vcpu_threads_are_pinned_under_kvm() {
+    let _g = serial();
+    let dir = scratch("kvm-box-pin");
+    let me = std::env::current_exe().unwrap();
+    let cmd = format!(
+        "HARNESS_IN_KVM_BOX=1 '{}' --ignored --exact --nocapture qemu::kvm_box::inside_the_box_vcpu_threads_are_pinned_under_kvm\n",
+        me.display()
+    );
+    let Some(b) = in_box(&dir, L1_CPUS, &cmd, Duration::from_secs(10 * 60)) else {
+        return;
+    };
+    assert!(b.out.contains("test result: ok. 1 passed"), "{}\n{}", b.out, b.console);
+    assert!(
+        b.out.contains("inside the box: 2 vCPU threads under KVM"),
+        "the inner test ran"
+    );
+    assert_eq!(b.rc, Some(0));
+}
+
+/// Run by [`in_a_box_vcpu_threads_are_pinned_under_kvm`] in the box
+/// (`HARNESS_IN_KVM_BOX=1`; elsewhere it says so and does nothing): the
+/// pin test's guest under KVM, its vCPUs really in KVM (a `kvm-vcpu`
+/// descriptor each), pinned as placed; 4 vCPUs on L1's 2 CPUs are placed
+/// overcommitted and not pinned.
+#[test]
+#[ignore = "runs inside the KVM box only"]
+fn inside_the_box_vcpu_threads_are_pinned_under_kvm() {
+    use harness::config::Pin;
+    use harness::host::topology::{self, GuestShape, Topology};
+    if std::env::var_os("HARNESS_IN_KVM_BOX").is_none() {
+        eprintln!("not in the KVM box: nothing to do (in_a_box_vcpu_threads_are_pinned_under_kvm runs it there)");
+        return;
+    }
+    assert_eq!(harness::vm::kvm_precheck(), None, "/dev/kvm in the box");
+    let t = Topology::here().unwrap();
+    let shape = |vcpus| GuestShape {
+        vcpus,
+        sockets: 1,
+        numa_nodes: 0,
+    };
+    let over = topology::place(&t, shape(4), Pin::Cores);
+    assert!(over.overcommitted && !over.pinned(), "{over:?}");
+    let p = topology::place(&t, shape(2), Pin::Cores);
+    assert!(p.pinned() && !p.overcommitted, "{p:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let s = super::pin::spec(tmp.path(), harness::vm::Accel::Kvm, 2, p);
+    let vm = harness::vm::Vm::start(s.clone(), &tmp.path().join("probe.log")).unwrap();
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", vm.pid()))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .filter(|l| l.starts_with("anon_inode:kvm"))
+        .collect();
+    assert_eq!(
+        super::pin::kvm_vcpu_fds(vm.pid()),
+        2,
+        "QEMU runs its vCPUs in KVM: {fds:?}"
+    );
+    drop(vm);
+    let pinned = super::pin::start_and_check(s);
+    println!(
+        "inside the box: 2 vCPU threads under KVM pinned as {:?}",
+        pinned.vcpu_threads
+    );
+    std::io::stdout().flush().unwrap();
+}
+
+/// In the box, a probe kernel that panics at boot: KVM is not blamed (no
+/// failed probe is remembered), the boots run under KVM and each records
+/// the kernel's panic. `base` is the probe's kernel and takes no series, so
+/// its command line makes it panic: `rdinit=` and `init=` name no file, so
+/// the kernel panics with "Requested init /no-such-init failed" (with
+/// `rdinit=` alone it falls back to the image's `/sbin/init`, busybox's,
+/// and the boot times out on SSH instead: a probe failure that is not a
+/// panic, which sends the run to TCG).
+#[test]
+#[ignore = "builds an L1 kernel and boots nested KVM under TCG, ~5 min: docs/kvm-host.md"]
+fn in_a_box_a_kernel_that_panics_under_kvm_keeps_kvm_and_fails_its_cells() {
+    let _g = serial();
+    let dir = scratch("kvm-box-boom");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
+    let matrix = dir.join("matrix.yaml");
+    let yaml = format!(
+        "{}variants: [{{name: base}}]\nguest: {{memory_mib: 1024, boot_timeout_s: 120, cmdline: [rdinit=/no-such-init, init=/no-such-init]}}\n\
+         vcpus: [1]\nbenchmarks: [{{name: static-doexec, kind: doexec, duration_s: 1, warmup_s: 0, timeout_s: 60}}]\n\
+         sampling: {{boots: 2, repetitions: 1, warmup_repetitions: 0}}\n",
+        super::e2e::kernel_yaml(&fixtures)
+    );
+    std::fs::write(&matrix, yaml).unwrap();
+    prebuild(&matrix, None, &dir);
+    let remembered = || std::fs::read_dir(work_dir().join("kvm-probe")).map_or(0, |d| d.count());
+    let before = remembered();
+    let cmd = format!("{}\"$H\" run '{}'\n", harness_in_box(&dir), matrix.display());
+    let Some(b) = in_box(&dir, L1_CPUS, &cmd, Duration::from_secs(20 * 60)) else {
+        return;
+    };
+    assert_eq!(b.rc, Some(0), "{}", b.console);
+    assert_eq!(remembered(), before, "no failed probe remembered");
+    let run = only_run_dir(&dir.join("runs"));
+    let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["clock"], "kvm-wall");
+    let notices: Vec<String> = events(&run, "notice")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.starts_with("the KVM probe's kernel failed by itself")),
+        "{notices:#?}"
+    );
+    let boots = events(&run, "boot");
+    assert!(!boots.is_empty());
+    for boot in &boots {
+        assert_eq!(boot["clock"], "kvm-wall", "{boot}");
+        assert_eq!(boot["failed"]["cause"], "panic", "{boot}");
+    }
+}

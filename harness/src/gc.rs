@@ -61,20 +61,7 @@ pub fn disk_usage(p: &Path) -> u64 {
     n
 }
 
-/// `1.5 GiB`, `12.0 MiB`.
-pub fn human(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut i) = (bytes as f64, 0);
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", units[i])
-    }
-}
+pub use crate::util::human;
 
 fn mtime(p: &Path) -> Option<SystemTime> {
     std::fs::symlink_metadata(p).ok()?.modified().ok()

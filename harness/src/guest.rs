@@ -229,26 +229,7 @@ fn key_blob(line: &str) -> Result<Vec<u8>> {
         .split_whitespace()
         .nth(1)
         .context("no key field in the public key line")?;
-    let mut out = Vec::with_capacity(b64.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in b64.bytes().take_while(|&c| c != b'=') {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => bail!("`{}` is not base64", c as char),
-        };
-        acc = (acc << 6) | v as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Ok(out)
+    crate::util::base64_decode(b64.as_bytes()).map_err(|c| anyhow::anyhow!("`{}` is not base64", c as char))
 }
 
 fn is_timeout(e: &ssh2::Error) -> bool {

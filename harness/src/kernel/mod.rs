@@ -7,6 +7,7 @@ mod cache;
 pub mod fault;
 pub mod hunks;
 pub mod kconfig;
+pub mod mail;
 pub mod patch;
 pub mod series;
 pub mod stack;

@@ -76,6 +76,12 @@ pub fn load_series(dir: &Path, name: &str) -> Result<Series> {
 
 /// Files a unified diff touches (`-p1` stripped), checked to stay inside the tree.
 pub fn touched_files(diff: &str) -> Result<Vec<String>> {
+    if let Some(file) = binary_hunk(diff) {
+        bail!(
+            "{file} changes as a binary patch (git format-patch --binary): patch(1), which applies series here, \
+             cannot apply it; leave the binary file out of the series"
+        );
+    }
     let mut out: Vec<String> = Vec::new();
     for line in diff.lines() {
         let name = if let Some(r) = line.strip_prefix("+++ ") {
@@ -105,6 +111,19 @@ pub fn touched_files(diff: &str) -> Result<Vec<String>> {
         bail!("no file names found: not a unified diff");
     }
     Ok(out)
+}
+
+/// The file of the first `GIT binary patch` hunk in `diff`, if any.
+fn binary_hunk(diff: &str) -> Option<&str> {
+    let mut file = "a file";
+    for line in diff.lines() {
+        if let Some(r) = line.strip_prefix("diff --git ") {
+            file = r.rsplit(" b/").next().unwrap_or(r);
+        } else if line == "GIT binary patch" {
+            return Some(file);
+        }
+    }
+    None
 }
 
 /// Where a patch did not apply.
@@ -306,6 +325,16 @@ mod tests {
     fn touched_files_strip_one_level_and_skip_dev_null() {
         let d = "--- a/mm/memory.c\n+++ b/mm/memory.c\n@@ -1 +1 @@\n--- /dev/null\n+++ b/include/linux/new.h\n";
         assert_eq!(touched_files(d).unwrap(), vec!["mm/memory.c", "include/linux/new.h"]);
+    }
+
+    #[test]
+    fn a_binary_patch_is_named_with_its_file() {
+        let d = "diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\nGIT binary patch\nliteral 4\nLcmZ?d00001\n\n";
+        let e = touched_files(d).unwrap_err().to_string();
+        assert!(
+            e.starts_with("fw/blob.bin changes as a binary patch (git format-patch --binary)"),
+            "{e}"
+        );
     }
 
     #[test]

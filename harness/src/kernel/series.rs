@@ -43,6 +43,14 @@ impl Source {
         })
     }
 
+    /// The file, directory or range, as the user gave it.
+    fn named(&self) -> String {
+        match self {
+            Source::Mbox(p) | Source::PatchDir(p) | Source::Quilt(p) => p.display().to_string(),
+            Source::GitRange { range, .. } => range.clone(),
+        }
+    }
+
     /// The patches, as (file name, bytes), in order.
     pub fn patches(&self, log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         match self {
@@ -186,11 +194,17 @@ pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
     msgs.into_iter().filter(has_diff).collect()
 }
 
-/// Every source's patches, in order.
+/// Every source's patches, in order, each as `patch(1)` applies it: a
+/// mail's quoted-printable or base64 body decoded and a Latin-1 one made
+/// UTF-8 ([`super::mail::as_patch`]).
 pub fn collect(sources: &[Source], log: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut all = Vec::new();
     for src in sources {
-        all.extend(src.patches(log)?);
+        for (name, bytes) in src.patches(log)? {
+            let patch =
+                super::mail::as_patch(&bytes).map_err(|e| anyhow::anyhow!("read {}: {name}: {e}", src.named()))?;
+            all.push((name, patch));
+        }
     }
     Ok(all)
 }

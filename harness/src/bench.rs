@@ -223,6 +223,13 @@ pub fn parse_samples(out: &str) -> Result<Parsed> {
             }
         } else if let Some(r) = line.strip_prefix("sample ") {
             let (metric, unit, hib, point) = sample_line(r).map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
+            if by.len() == MAX_METRICS && !by.contains_key(&metric) {
+                bail!(
+                    "line {}: metric {metric}: more than {MAX_METRICS} distinct metric names in one repetition: \
+                     the benchmark prints a new name per value (keep the name fixed, vary the value)",
+                    i + 1
+                );
+            }
             by.entry(metric)
                 .or_insert_with(|| (unit, hib, Vec::new()))
                 .2
@@ -263,6 +270,12 @@ fn sample_line(r: &str) -> Result<(String, String, bool, Point)> {
     let warm = get("warmup") == Some("1");
     Ok((metric.to_string(), unit.to_string(), hib, (t, value, warm)))
 }
+
+/// The most distinct metric names one repetition may print (a few in
+/// every shipped benchmark): each name is a row of every report, so a
+/// guest printing 20,000 of them took the run's end 14 minutes and wrote a
+/// 38 MB report.html.
+pub const MAX_METRICS: usize = 256;
 
 /// The most per-interval values one metric of one repetition may print (a
 /// day of seconds): more is a guest printing in a loop, refused before it
@@ -565,6 +578,21 @@ mod tests {
         assert!(
             open.is_some() && close.is_some() && open < insmod && insmod < close,
             "{c}"
+        );
+    }
+
+    /// Issue 47: distinct metric names have a cap per repetition; the
+    /// repetition past it fails, naming the line and the metric.
+    #[test]
+    fn metric_names_past_the_cap_are_refused() {
+        let line = |n: usize| format!("sample metric=m{n} value=1 unit=x better=higher\n");
+        let at_cap: String = (0..MAX_METRICS).map(line).chain([line(0)]).collect();
+        assert_eq!(parse_samples(&at_cap).unwrap().metrics.len(), MAX_METRICS);
+        let over: String = (0..=MAX_METRICS).map(line).collect();
+        let e = format!("{:#}", parse_samples(&over).unwrap_err());
+        assert!(
+            e.starts_with("line 257: metric m256: more than 256 distinct metric names in one repetition"),
+            "{e}"
         );
     }
 

@@ -229,7 +229,7 @@ impl Boot<'_, '_> {
 fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause, String) {
     match (out.status, parsed) {
         (Some(0), Some(e)) if e.downcast_ref::<bench::NoProgress>().is_some() => (Cause::NoProgress, format!("{e:#}")),
-        (Some(124) | Some(137), _) => (Cause::BenchTimeout, format!("killed at its {} s timeout", b.timeout_s)),
+        (Some(124) | Some(137), _) => (Cause::BenchTimeout, timed_out(b, out)),
         (status, None) => (
             Cause::BenchError,
             format!("{}: {}", proc::exit_words(status), out.stderr.trim()),
@@ -238,5 +238,65 @@ fn failure(b: &Benchmark, out: &Output, parsed: Option<anyhow::Error>) -> (Cause
             Cause::BenchError,
             format!("{e:#} ({}; {})", proc::exit_words(status), out.stderr.trim()),
         ),
+    }
+}
+
+/// Output from which a benchmark killed at its timeout is called a flood:
+/// the shipped benchmarks print a few hundred bytes a repetition.
+const FLOOD_BYTES: usize = 1 << 20;
+
+/// Why a repetition was killed at its timeout; after a flood of output,
+/// how much it printed in how many guest seconds and its last line (under
+/// icount the guest's clock runs on while the host drains what it
+/// printed, so its timeout comes before the output cap).
+fn timed_out(b: &Benchmark, out: &Output) -> String {
+    let killed = format!("killed at its {} s timeout", b.timeout_s);
+    let printed = out.stdout.len() + out.stderr.len();
+    if printed < FLOOD_BYTES {
+        return killed;
+    }
+    let last = out
+        .stdout
+        .lines()
+        .chain(out.stderr.lines())
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    let last: String = crate::ui::printable(last).chars().take(200).collect();
+    format!(
+        "{killed} after printing {} in {} guest seconds, a flood of output (docs/benchmarks.md); its last line: {last}",
+        crate::util::human(printed as u64),
+        b.timeout_s
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 47: a repetition killed at its timeout after a flood of output
+    /// (as under icount, where the cap is never reached) says how much it
+    /// printed in how many guest seconds and its last line; a quiet one
+    /// says only that it was killed.
+    #[test]
+    fn a_timeout_after_a_flood_of_output_is_named_a_flood() {
+        let yaml = "variants: [{name: base}]\nvcpus: [2]\nbenchmarks: [{name: s, kind: doexec, timeout_s: 120}]\n";
+        let m = crate::config::parse(yaml, std::path::Path::new("/m.yaml"), None).unwrap();
+        let out = |stdout: String| Output {
+            stdout,
+            stderr: String::new(),
+            status: Some(124),
+            elapsed: Duration::from_secs(900),
+        };
+        let flood = format!("{}\nline 99999 \u{1b}[31m\n", "x".repeat(2 << 20));
+        let (cause, why) = failure(&m.benchmarks[0], &out(flood), None);
+        assert_eq!(cause, Cause::BenchTimeout);
+        assert_eq!(
+            why,
+            "killed at its 120 s timeout after printing 2.0 MiB in 120 guest seconds, a flood of output \
+             (docs/benchmarks.md); its last line: line 99999 \\x1b[31m"
+        );
+        let (_, quiet) = failure(&m.benchmarks[0], &out("ran\n".into()), None);
+        assert_eq!(quiet, "killed at its 120 s timeout");
     }
 }

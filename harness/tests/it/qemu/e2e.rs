@@ -95,6 +95,14 @@ pub(super) fn report_of(run: &Path) -> Value {
     serde_json::from_slice(&text).unwrap()
 }
 
+/// The messages of the run's notices, in order.
+pub(super) fn notices(run: &Path) -> Vec<String> {
+    events(run, "notice")
+        .iter()
+        .map(|n| n["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 pub(super) fn events(run: &Path, kind: &str) -> Vec<Value> {
     jsonl(&run.join("events.jsonl"))
         .into_iter()
@@ -142,10 +150,7 @@ fn quick_matrix_runs_end_to_end() {
             "{meta}"
         );
         assert_eq!(meta["clock"], "tcg-icount");
-        let notices: Vec<String> = events(&run, "notice")
-            .iter()
-            .map(|n| n["message"].as_str().unwrap().to_string())
-            .collect();
+        let notices = notices(&run);
         assert!(
             notices
                 .iter()

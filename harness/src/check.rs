@@ -507,8 +507,8 @@ fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
             continue;
         };
         for p in &ser.patches {
-            let Ok(text) = std::fs::read_to_string(p) else { continue };
-            for f in patch::touched_files(&text).unwrap_or_default() {
+            let Ok(bytes) = patch::read(p) else { continue };
+            for f in patch::touched_files(&String::from_utf8_lossy(&bytes)).unwrap_or_default() {
                 if !files.contains(&f) {
                     files.push(f);
                 }

@@ -164,6 +164,7 @@ pub struct Cmd {
     log: Option<PathBuf>,
     deadline: Option<Duration>,
     capture: bool,
+    stdin: Option<Vec<u8>>,
 }
 
 /// How a finished command ended.
@@ -199,6 +200,7 @@ impl Cmd {
             log: None,
             deadline: None,
             capture: false,
+            stdin: None,
         }
     }
     /// Appends one argument.
@@ -237,6 +239,12 @@ impl Cmd {
         self
     }
 
+    /// Feeds these bytes to its standard input (otherwise it reads /dev/null).
+    pub fn stdin_bytes(mut self, bytes: Vec<u8>) -> Self {
+        self.stdin = Some(bytes);
+        self
+    }
+
     /// One line describing the command, for logs and errors.
     pub fn describe(&self) -> String {
         let mut s = self.program.to_string_lossy().into_owned();
@@ -248,10 +256,11 @@ impl Cmd {
     }
 
     fn expression(&self) -> Result<duct::Expression> {
-        let mut e = duct::cmd(&self.program, &self.args)
-            .stdin_null()
-            .stderr_to_stdout()
-            .unchecked();
+        let mut e = duct::cmd(&self.program, &self.args).stderr_to_stdout().unchecked();
+        e = match &self.stdin {
+            Some(b) => e.stdin_bytes(b.clone()),
+            None => e.stdin_null(),
+        };
         if let Some(d) = &self.dir {
             e = e.dir(d);
         }

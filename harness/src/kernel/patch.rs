@@ -74,17 +74,34 @@ pub fn load_series(dir: &Path, name: &str) -> Result<Series> {
     })
 }
 
-/// Files a unified diff touches (`-p1` stripped), checked to stay inside the tree.
+/// A patch file's text as `patch(1)` and `git apply` take it: a patch
+/// saved from a mail has its quoted-printable or base64 body decoded and
+/// its ISO-8859-1 made UTF-8 ([`super::mail::as_patch`]); any other file
+/// is kept byte for byte. Errors name the file.
+pub fn read(p: &Path) -> Result<Vec<u8>> {
+    let raw = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
+    super::mail::as_patch(&raw).map_err(|e| anyhow::anyhow!("read {}: {e}", p.display()))
+}
+
+/// Files a unified diff touches (`-p1` stripped), checked to stay inside
+/// the tree; a file a `GIT binary patch` changes is named by its
+/// `diff --git` line, which is all such a section has.
 pub fn touched_files(diff: &str) -> Result<Vec<String>> {
-    if let Some(file) = binary_hunk(diff) {
-        bail!(
-            "{file} changes as a binary patch (git format-patch --binary): patch(1), which applies series here, \
-             cannot apply it; leave the binary file out of the series"
-        );
-    }
     let mut out: Vec<String> = Vec::new();
+    let mut git_header: Option<&str> = None;
     for line in diff.lines() {
-        let name = if let Some(r) = line.strip_prefix("+++ ") {
+        let held: String;
+        let name = if let Some(r) = line.strip_prefix("diff --git ") {
+            git_header = r.rsplit_once(" b/").map(|(_, b)| b);
+            continue;
+        } else if line == "GIT binary patch" {
+            let Some(b) = git_header else {
+                bail!("a `GIT binary patch` without its `diff --git` line: not a git diff");
+            };
+            // the b/ name with its prefix back on, for the checks below
+            held = format!("b/{b}");
+            &held
+        } else if let Some(r) = line.strip_prefix("+++ ") {
             r
         } else if let Some(r) = line.strip_prefix("--- ") {
             r
@@ -113,17 +130,10 @@ pub fn touched_files(diff: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The file of the first `GIT binary patch` hunk in `diff`, if any.
-fn binary_hunk(diff: &str) -> Option<&str> {
-    let mut file = "a file";
-    for line in diff.lines() {
-        if let Some(r) = line.strip_prefix("diff --git ") {
-            file = r.rsplit(" b/").next().unwrap_or(r);
-        } else if line == "GIT binary patch" {
-            return Some(file);
-        }
-    }
-    None
+/// Whether `diff` holds a `GIT binary patch` section, which only `git
+/// apply` applies.
+fn has_binary(diff: &str) -> bool {
+    diff.lines().any(|l| l == "GIT binary patch")
 }
 
 /// Where a patch did not apply.
@@ -189,8 +199,10 @@ pub fn parse_failures(output: &str) -> Vec<(String, Vec<u32>)> {
     out
 }
 
-/// Runs GNU patch on `tree`: strict (`--fuzz=0`), never asking, no backup or
-/// reject files. `Ok(Err(failure))` when the patch does not apply.
+/// Applies `patch` (as [`read`] gives it) to `tree` with GNU patch,
+/// strict (`--fuzz=0`), never asking, no backup or reject files; a patch
+/// with a `GIT binary patch` section goes to `git apply`, which alone
+/// applies those. `Ok(Err(failure))` when the patch does not apply.
 pub fn run_patch(
     tree: &Path,
     patch: &Path,
@@ -198,24 +210,16 @@ pub fn run_patch(
     dry_run: bool,
     log: Option<&Path>,
 ) -> Result<Result<(), Failure>> {
-    let text = std::fs::read_to_string(patch).with_context(|| format!("read {}", patch.display()))?;
+    let bytes = read(patch)?;
+    let text = String::from_utf8_lossy(&bytes);
     touched_files(&text).with_context(|| format!("check {}", patch.display()))?;
-    let abs = std::fs::canonicalize(patch).with_context(|| format!("resolve {}", patch.display()))?;
-    let base = |extra: &[&str]| {
-        let mut c = Cmd::new("patch")
-            .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-"])
-            .args(extra.iter().copied())
-            .arg("-d")
-            .arg(tree)
-            .arg("-i")
-            .arg(&abs)
-            .capture();
-        if reverse {
-            c = c.arg("-R");
-        }
-        c
-    };
-    let mut cmd = base(if dry_run { &["-s", "--dry-run"] } else { &["-s"] });
+    let tool = Tool::for_diff(&text);
+    let mut cmd = tool.cmd(
+        tree,
+        reverse,
+        if dry_run { Check::DryRun } else { Check::Apply },
+        &bytes,
+    )?;
     if let Some(l) = log {
         cmd = cmd.log(l);
     }
@@ -225,9 +229,9 @@ pub fn run_patch(
     }
     // a patch Ctrl-C stopped is an interruption; one the disk or a signal stopped is the host's, not a conflict
     crate::proc::check_interrupted()?;
-    if let Some(why) = super::fault::host_fault("patch", f.code, f.signal, &f.output) {
+    if let Some(why) = super::fault::host_fault(tool.name(), f.code, f.signal, &f.output) {
         let log = log.map_or_else(
-            || format!("what patch said: {}", f.output.trim()),
+            || format!("what {} said: {}", tool.name(), f.output.trim()),
             |l| l.display().to_string(),
         );
         return Err(super::fault::HostFault {
@@ -238,12 +242,86 @@ pub fn run_patch(
         .into());
     }
     // -s suppressed the "checking file" lines that say where it failed: ask again
-    let v = base(&["--dry-run"]).run()?;
+    let v = tool.cmd(tree, reverse, Check::Explain, &bytes)?.run()?;
     Ok(Err(Failure {
         patch: patch.to_path_buf(),
-        files: parse_failures(&v.output),
+        files: match tool {
+            Tool::Patch => parse_failures(&v.output),
+            Tool::GitApply => Vec::new(),
+        },
         output: v.output.trim().to_string(),
     }))
+}
+
+/// What applies a patch.
+#[derive(Clone, Copy)]
+enum Tool {
+    /// GNU patch: every text patch.
+    Patch,
+    /// `git apply`: a patch with binary sections.
+    GitApply,
+}
+
+/// How far a run of the tool goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    /// Apply it, quietly.
+    Apply,
+    /// Only check that it would apply, quietly.
+    DryRun,
+    /// Check again, saying where it fails.
+    Explain,
+}
+
+impl Tool {
+    fn for_diff(text: &str) -> Tool {
+        if has_binary(text) {
+            Tool::GitApply
+        } else {
+            Tool::Patch
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Tool::Patch => "patch",
+            Tool::GitApply => "git apply",
+        }
+    }
+
+    /// The command, the patch on its standard input.
+    fn cmd(self, tree: &Path, reverse: bool, check: Check, bytes: &[u8]) -> Result<Cmd> {
+        let mut c = match self {
+            Tool::Patch => {
+                let c = Cmd::new("patch")
+                    .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-"])
+                    .arg("-d")
+                    .arg(tree);
+                match check {
+                    Check::Apply => c.arg("-s"),
+                    Check::DryRun => c.args(["-s", "--dry-run"]),
+                    Check::Explain => c.arg("--dry-run"),
+                }
+            }
+            Tool::GitApply => {
+                let tree = std::fs::canonicalize(tree).with_context(|| format!("resolve {}", tree.display()))?;
+                // a tree inside another repository (a work directory in a checkout) stays its own root
+                let ceiling = tree.parent().unwrap_or(&tree).to_path_buf();
+                let c = Cmd::new("git")
+                    .args(["apply", "-p1", "--whitespace=nowarn"])
+                    .dir(&tree)
+                    .env("GIT_CEILING_DIRECTORIES", ceiling);
+                match check {
+                    Check::Apply => c,
+                    Check::DryRun | Check::Explain => c.arg("--check"),
+                }
+            }
+        };
+        if reverse {
+            c = c.arg("-R");
+        }
+        Ok(c.stdin_bytes(bytes.to_vec()).capture())
+    }
 }
 
 /// A series' state against a tree.
@@ -294,7 +372,7 @@ fn trial(tree: &Path, series: &Series, scratch: &Path, reverse: bool) -> Result<
     }
     std::fs::create_dir_all(scratch).with_context(|| format!("create {}", scratch.display()))?;
     for p in &series.patches {
-        let text = std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
+        let text = String::from_utf8_lossy(&read(p)?).into_owned();
         for f in touched_files(&text).with_context(|| format!("check {}", p.display()))? {
             let src = tree.join(&f);
             let dst = scratch.join(&f);
@@ -328,12 +406,83 @@ mod tests {
     }
 
     #[test]
-    fn a_binary_patch_is_named_with_its_file() {
-        let d = "diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\nGIT binary patch\nliteral 4\nLcmZ?d00001\n\n";
-        let e = touched_files(d).unwrap_err().to_string();
+    fn a_binary_section_is_named_by_its_diff_git_line() {
+        let d = "diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\nGIT binary patch\nliteral 4\nLcmZ?d00001\n\n\
+                 diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n";
+        assert_eq!(touched_files(d).unwrap(), vec!["fw/blob.bin", "f.c"]);
+        let e = touched_files("diff --git a/x b/../x\nGIT binary patch\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("leaves the tree"), "{e}");
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let f = Cmd::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args.iter().copied())
+            .dir(dir)
+            .capture()
+            .run_ok()
+            .unwrap();
+        f.output
+    }
+
+    #[test]
+    fn a_binary_patch_applies_through_git_apply_even_in_a_tree_inside_a_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        write(&repo.join("f.c"), "one\ntwo\n");
+        std::fs::create_dir_all(repo.join("fw")).unwrap();
+        std::fs::write(repo.join("fw/blob.bin"), [0u8, 1, 2, 3, 0, 255]).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-qm", "base"]);
+        // the tree: a copy of base, untracked inside the repository (as a work directory in a checkout is)
+        let tree = repo.join("work/tree");
+        write(&tree.join("f.c"), "one\ntwo\n");
+        std::fs::create_dir_all(tree.join("fw")).unwrap();
+        std::fs::write(tree.join("fw/blob.bin"), [0u8, 1, 2, 3, 0, 255]).unwrap();
+        std::fs::write(repo.join("fw/blob.bin"), [9u8, 0, 8, 0, 7]).unwrap();
+        write(&repo.join("f.c"), "one\nTWO\n");
+        git(&repo, &["commit", "-qam", "change"]);
+        let p = tmp.path().join("0001-change.patch");
+        std::fs::write(&p, git(&repo, &["format-patch", "--binary", "--stdout", "-1"])).unwrap();
+
+        assert_eq!(run_patch(&tree, &p, false, true, None).unwrap(), Ok(()));
+        assert_eq!(
+            std::fs::read(tree.join("fw/blob.bin")).unwrap(),
+            [0u8, 1, 2, 3, 0, 255],
+            "a dry run"
+        );
+        assert_eq!(run_patch(&tree, &p, false, false, None).unwrap(), Ok(()));
+        assert_eq!(std::fs::read(tree.join("fw/blob.bin")).unwrap(), [9u8, 0, 8, 0, 7]);
+        assert_eq!(std::fs::read_to_string(tree.join("f.c")).unwrap(), "one\nTWO\n");
+        // applied twice: git's words, naming the file
+        let f = run_patch(&tree, &p, false, true, None).unwrap().unwrap_err();
         assert!(
-            e.starts_with("fw/blob.bin changes as a binary patch (git format-patch --binary)"),
-            "{e}"
+            f.to_string()
+                .starts_with(&format!("{} does not apply: error: ", p.display())),
+            "{f}"
+        );
+        assert_eq!(run_patch(&tree, &p, true, false, None).unwrap(), Ok(()));
+        assert_eq!(std::fs::read(tree.join("fw/blob.bin")).unwrap(), [0u8, 1, 2, 3, 0, 255]);
+        assert_eq!(std::fs::read_to_string(tree.join("f.c")).unwrap(), "one\ntwo\n");
+    }
+
+    #[test]
+    fn a_patch_saved_from_a_quoted_printable_mail_applies_decoded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        write(&tree.join("f.c"), "a = 1;\nb  = 2;\n");
+        let mail = "From x\nSubject: [PATCH] t\nContent-Type: text/plain; charset=iso-8859-1\n\
+                    Content-Transfer-Encoding: quoted-printable\n\n---\n--- a/f.c\n+++ b/f.c\n\
+                    @@ -1,2 +1,2 @@\n a =3D 1;\n-b  =3D 2;\n+b  =3D 3; /* Gr=FC=DFe */\n";
+        let p = tmp.path().join("0001-t.patch");
+        std::fs::write(&p, mail).unwrap();
+        assert_eq!(run_patch(&tree, &p, false, false, None).unwrap(), Ok(()));
+        assert_eq!(
+            std::fs::read_to_string(tree.join("f.c")).unwrap(),
+            "a = 1;\nb  = 3; /* Grüße */\n"
         );
     }
 

@@ -83,7 +83,8 @@ impl Stack {
     /// Records `p` (its bytes copied, the files it touches in `tree`
     /// hashed) before it lands, and returns the copy to apply.
     pub fn push(&self, tree: &Path, p: &Path, reverse: bool) -> Result<PathBuf> {
-        let data = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
+        // the copy holds the patch as it applies, decoded when it was saved from a mail
+        let data = patch::read(p)?;
         let mut before = BTreeMap::new();
         for f in
             patch::touched_files(&String::from_utf8_lossy(&data)).with_context(|| format!("check {}", p.display()))?

@@ -29,7 +29,7 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
             let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
             let mut diff = String::new();
             for p in &s.patches {
-                let text = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
+                let text = patch::read(p)?;
                 diff.push_str(&String::from_utf8_lossy(&text));
                 diff.push('\n');
             }

@@ -84,3 +84,80 @@ fn check_validates_every_profile_not_only_the_one_asked() {
     let shipped = harness::config::other_profiles_problems(&repo().join("matrix.yaml"), None).unwrap();
     assert!(shipped.is_empty(), "{shipped:?}");
 }
+
+/// Issue 47: series in `series_dir` as they arrive by mail — a
+/// quoted-printable body, an ISO-8859-1 8bit body, a `git format-patch
+/// --binary` patch — are each found to apply by `check`, where they were
+/// "does not apply", "not valid UTF-8" and "not a unified diff".
+#[test]
+fn check_finds_that_mailed_and_binary_series_apply() {
+    let dir = scratch("check-mail-series");
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("kernel")).unwrap();
+    std::fs::write(src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 0\n").unwrap();
+    std::fs::write(src.join("kernel/sys.c"), "int a = 1;\nint b = 2;\n").unwrap();
+    let patches = dir.join("patches");
+    let series = |name: &str, patch: &[u8]| {
+        std::fs::create_dir_all(patches.join(name)).unwrap();
+        std::fs::write(patches.join(name).join("0001-p.patch"), patch).unwrap();
+        std::fs::write(patches.join(name).join("series"), "0001-p.patch\n").unwrap();
+    };
+    let head = |cs: &str, cte: &str| {
+        format!(
+            "From 1 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nSubject: [PATCH] p\n\
+             Content-Type: text/plain; charset={cs}\nContent-Transfer-Encoding: {cte}\n\n---\n"
+        )
+    };
+    let diff = "--- a/kernel/sys.c\n+++ b/kernel/sys.c\n@@ -1,2 +1,2 @@\n int a = 1;\n-int b = 2;\n";
+    series(
+        "qp",
+        format!(
+            "{}{}+int b =3D 3; /* Gr=FC=DFe */\n",
+            head("iso-8859-1", "quoted-printable"),
+            diff.replace(" = ", " =3D ")
+        )
+        .as_bytes(),
+    );
+    let mut latin1 = format!("{}{diff}+int b = 3; /* Gr", head("iso-8859-1", "8bit")).into_bytes();
+    latin1.extend_from_slice(b"\xfc\xdfe */\n");
+    series("latin1", &latin1);
+    series(
+        "binary",
+        b"From 1 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] blob\n\n---\n\
+          diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\n\
+          index 0000000000000000000000000000000000000000..f971a5e28b6c4cb237ca3c7349e33bb600dbc907\n\
+          GIT binary patch\nliteral 4\nLcmZQzWcm*P0SW;F\n\nliteral 0\nHcmV?d00001\n\n-- \n2.47.3\n",
+    );
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "kernel: {{source: {}}}\nseries_dir: {}\nvcpus: [2]\nbenchmarks: [{{name: s, kind: doexec}}]\n\
+             variants: [{{name: base}}, {{name: q, apply: [qp]}}, {{name: l, apply: [latin1]}}, {{name: b, apply: [binary]}}]\n",
+            src.display(),
+            patches.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .args(["--json", "check"])
+        .arg(&matrix)
+        .output()
+        .unwrap();
+    let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = |what: &str| {
+        items
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["what"] == what)
+            .map(|i| format!("{} {}", i["level"].as_str().unwrap(), i["message"].as_str().unwrap()))
+            .unwrap_or_default()
+    };
+    for s in ["qp", "latin1", "binary"] {
+        let got = said(&format!("series {s}"));
+        assert!(got.starts_with("ok applies"), "series {s}: {got}\n{items:#}");
+    }
+}

@@ -226,7 +226,11 @@ fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
     for c in &cached.known {
         let what = format!("coverage {}", c.series);
         let text = crate::report::coverage::text(c);
-        let level = if c.unmeasured() { Level::Warn } else { Level::Ok };
+        let level = if c.unmeasured() || c.cannot_tell() {
+            Level::Warn
+        } else {
+            Level::Ok
+        };
         out.push(item(level, what, text.trim_end().replace('\n', "\n      ")));
     }
     if !unknown.is_empty() {

@@ -21,7 +21,7 @@ use crate::workdir::WorkDir;
 
 /// The functions variant `v`'s series change, read against pristine
 /// copies of the files they touch, kept under `files` (see [`source_files`]).
-pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<Vec<hunks::Changed>> {
+pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<coverage::Changes> {
     let mut diffs = Vec::new();
     let mut touched: Vec<String> = Vec::new();
     for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
@@ -39,6 +39,7 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
     }
     touched.sort();
     touched.dedup();
+    let all = touched.clone();
     // files already copied from this source are kept: a tarball's cost is its decompression
     touched.retain(|f| !files.join(f).is_file());
     // without the base's files (a source that cannot give them) only the hunks' own lines are read
@@ -52,7 +53,10 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
         .collect();
     out.sort();
     out.dedup();
-    Ok(out)
+    Ok(coverage::Changes {
+        functions: out,
+        files: all,
+    })
 }
 
 /// Writes `coverage.json` of `run` (matrix `m`): one entry per variant

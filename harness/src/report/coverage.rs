@@ -43,9 +43,20 @@ pub struct Coverage {
     pub benchmarks: Vec<String>,
     /// One row per changed function.
     pub rows: Vec<Row>,
+    /// Files the series changes that no row stands for (a header, a
+    /// Kconfig or Makefile, a change outside any function body): what
+    /// such a change reaches is not traced to functions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untold: Vec<String>,
 }
 
 impl Coverage {
+    /// Whether the series changes only what coverage cannot trace: no
+    /// function body, but files (headers, Kconfig, Makefiles).
+    pub fn cannot_tell(&self) -> bool {
+        self.rows.is_empty() && !self.untold.is_empty()
+    }
+
     /// Whether no benchmark executes any changed function.
     pub fn unmeasured(&self) -> bool {
         !self.rows.is_empty() && self.rows.iter().all(|r| r.benchmarks.is_empty())
@@ -80,18 +91,20 @@ fn candidates(function: &str) -> Vec<String> {
     }
 }
 
-/// The coverage of `changed` from per-benchmark calls per op of base
-/// (`base`) and of the variant (`variant`, for functions the series
-/// adds); `symbols` is the variant's symbol table (None: unknown).
+/// The coverage of `changed` (the functions, and every file the series
+/// touches) from per-benchmark calls per op of base (`base`) and of the
+/// variant (`variant`, for functions the series adds); `symbols` is the
+/// variant's symbol table (None: unknown).
 pub fn table(
     series: &str,
     vcpus: u32,
-    changed: &[Changed],
+    changed: &Changes,
     symbols: Option<&BTreeSet<String>>,
     base: &BTreeMap<String, CallsPerOp>,
     variant: &BTreeMap<String, CallsPerOp>,
 ) -> Coverage {
-    let rows = changed
+    let rows: Vec<Row> = changed
+        .functions
         .iter()
         .map(|c| {
             let names = candidates(&c.function);
@@ -124,8 +137,49 @@ pub fn table(
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect(),
+        untold: changed
+            .files
+            .iter()
+            .filter(|f| !rows.iter().any(|r| &r.changed.file == *f))
+            .cloned()
+            .collect(),
         rows,
     }
+}
+
+/// What a series changes: the functions its hunks show, and every file it
+/// touches.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Changes {
+    /// The functions, from [`crate::kernel::hunks`].
+    pub functions: Vec<Changed>,
+    /// Every file, relative to the tree's top.
+    pub files: Vec<String>,
+}
+
+/// A file's kind, as the text names it.
+fn kind(file: &str) -> &'static str {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    if name.ends_with(".h") {
+        "a header"
+    } else if name.starts_with("Kconfig") {
+        "Kconfig"
+    } else if name == "Makefile" || name == "Kbuild" || name.ends_with(".mk") {
+        "a Makefile"
+    } else if name.ends_with(".c") {
+        "outside any function body"
+    } else {
+        "not C"
+    }
+}
+
+/// `file (kind), …`.
+fn untold_list(files: &[String]) -> String {
+    files
+        .iter()
+        .map(|f| format!("{f} ({})", kind(f)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The mean calls per op over `boots` (one kernel, one benchmark) of
@@ -150,6 +204,14 @@ pub fn text(c: &Coverage) -> String {
         "what {} changes, and which benchmarks execute it (calls per op in the kernel profiles at {} vCPUs):\n",
         c.series, c.vcpus
     );
+    if c.cannot_tell() {
+        out.push_str(&format!(
+            "  coverage cannot tell: the series changes no function body, only {}; \
+             which benchmarks reach such a change is not traced to functions\n",
+            untold_list(&c.untold)
+        ));
+        return out;
+    }
     if c.rows.is_empty() {
         out.push_str("  no function: the series changes no function body the hunks show\n");
         return out;
@@ -157,6 +219,12 @@ pub fn text(c: &Coverage) -> String {
     let width = c.rows.iter().map(|r| label(r).len()).max().unwrap_or(0);
     for r in &c.rows {
         out.push_str(&format!("  {:width$}  {}\n", label(r), measured_by(r)));
+    }
+    if !c.untold.is_empty() {
+        out.push_str(&format!(
+            "  also changes {}: coverage cannot tell which benchmarks reach that\n",
+            untold_list(&c.untold)
+        ));
     }
     if c.unmeasured() {
         out.push_str(&format!(
@@ -228,7 +296,11 @@ mod tests {
             ch("unrun", Change::Modified),
             ch("inlined_helper", Change::Modified),
         ];
-        let c = table("s", 2, &changed, Some(&symbols), &base, &variant);
+        let of = |functions: &[Changed]| Changes {
+            functions: functions.to_vec(),
+            files: vec!["f.c".into()],
+        };
+        let c = table("s", 2, &of(&changed), Some(&symbols), &base, &variant);
         let got: Vec<(Option<&str>, Vec<&str>)> = c
             .rows
             .iter()
@@ -260,12 +332,73 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("warning"), "{t}");
-        let only = table("s", 2, &changed[3..4], Some(&symbols), &base, &variant);
+        let only = table("s", 2, &of(&changed[3..4]), Some(&symbols), &base, &variant);
         assert!(only.unmeasured());
         assert!(
             text(&only).contains("warning: not measured by any benchmark here"),
             "{}",
             text(&only)
         );
+    }
+
+    #[test]
+    fn a_change_no_function_stands_for_is_said_to_be_beyond_coverage() {
+        let empty = BTreeMap::new();
+        let files = |fs: &[&str]| fs.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        // a header, Kconfig and Makefile only: cannot tell, not "no function"
+        let c = table(
+            "hdr",
+            2,
+            &Changes {
+                functions: vec![],
+                files: files(&["include/linux/mm_types.h", "mm/Kconfig", "mm/Makefile"]),
+            },
+            None,
+            &empty,
+            &empty,
+        );
+        assert!(c.cannot_tell() && !c.unmeasured());
+        let t = text(&c);
+        assert!(
+            t.contains(
+                "coverage cannot tell: the series changes no function body, only include/linux/mm_types.h (a header), \
+                 mm/Kconfig (Kconfig), mm/Makefile (a Makefile)"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("no function:"), "{t}");
+        // beside a function: the function's row, and the header said apart
+        let c = table(
+            "mixed",
+            2,
+            &Changes {
+                functions: vec![ch("f", Change::Modified)],
+                files: files(&["f.c", "include/linux/f.h"]),
+            },
+            None,
+            &empty,
+            &empty,
+        );
+        assert_eq!(c.untold, ["include/linux/f.h"]);
+        assert!(!c.cannot_tell());
+        assert!(
+            text(&c).contains("also changes include/linux/f.h (a header): coverage cannot tell"),
+            "{}",
+            text(&c)
+        );
+        // C only: nothing untold, and nothing new in the JSON
+        let c = table(
+            "c",
+            2,
+            &Changes {
+                functions: vec![ch("f", Change::Modified)],
+                files: files(&["f.c"]),
+            },
+            None,
+            &empty,
+            &empty,
+        );
+        assert!(c.untold.is_empty());
+        assert!(!serde_json::to_string(&c).unwrap().contains("untold"));
     }
 }

@@ -341,10 +341,16 @@ fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
     let what = format!("vcpus {n}");
     if let Some((max, ver)) = &lim.q35_max {
         if n > *max {
+            // a newer QEMU helps only while one raises the limit
+            let remedy = if *max < vm::q35_max_cpus(u32::MAX, 0) {
+                "install QEMU >= 9 (bookworm-backports)".to_string()
+            } else {
+                format!("no QEMU release boots more there: ask for at most {max} vCPUs")
+            };
             out.push(item(
                 Level::Error,
                 &what,
-                format!("QEMU {ver}'s q35 machine boots at most {max} vCPUs; install QEMU >= 9 (bookworm-backports)"),
+                format!("QEMU {ver}'s q35 machine boots at most {max} vCPUs; {remedy}"),
             ));
         }
     }
@@ -771,6 +777,36 @@ mod tests {
                 .any(|i| format!("{i:?}").contains(&format!("needs ~{asks} MiB on the host"))),
             "slurm asks {asks} MiB; check said {items:?}"
         );
+    }
+
+    /// Issue 47: past QEMU 10's 4096 the remedy is fewer vCPUs, not a
+    /// newer QEMU; under QEMU 8.0's 288 it is QEMU >= 9.
+    #[test]
+    fn a_vcpu_count_past_qemus_limit_gets_the_remedy_that_helps() {
+        let y = "variants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {name: s, kind: doexec}\n";
+        let m = crate::config::parse(y, Path::new("/nonexistent/m.yaml"), None).unwrap();
+        let said = |n: u32, max: u32, ver: &str| {
+            let lim = Limits {
+                q35_max: Some((max, ver.into())),
+                nr_cpus: (u32::MAX, "test".into()),
+                kvm: None,
+                kvm_max: None,
+                host_mem: None,
+            };
+            vcpu_checks(&m, n, &lim)
+                .into_iter()
+                .map(|i| i.message)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert!(
+            said(100_000, 4096, "10.0").contains(
+                "QEMU 10.0's q35 machine boots at most 4096 vCPUs; no QEMU release boots more there: ask for at most 4096 vCPUs"
+            ),
+            "{}",
+            said(100_000, 4096, "10.0")
+        );
+        assert!(said(448, 288, "8.0").contains("boots at most 288 vCPUs; install QEMU >= 9 (bookworm-backports)"));
     }
 
     #[test]

@@ -97,6 +97,13 @@ pub fn printable(s: &str) -> String {
     out
 }
 
+/// `s` as [`printable`] makes it, but for its line breaks, which are
+/// kept: a message of several lines that may quote the user's or a
+/// guest's bytes.
+pub fn printable_lines(s: &str) -> String {
+    s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+}
+
 /// The bidirectional marks, embeddings, overrides and isolates.
 fn is_bidi(c: char) -> bool {
     matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
@@ -105,6 +112,14 @@ fn is_bidi(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_keep_their_breaks_and_lose_their_escapes() {
+        assert_eq!(
+            printable_lines("1 problem(s):\n  name: `a\u{202e}b\x1b[2J`\r"),
+            "1 problem(s):\n  name: `a\\u{202e}b\\x1b[2J`\\r"
+        );
+    }
 
     #[test]
     fn bidi_overrides_are_escaped() {

@@ -48,7 +48,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
                 check::Level::Warn => "warn ",
                 check::Level::Error => "ERROR",
             };
-            println!("{tag} {}: {}", i.what, i.message);
+            let line = format!("{tag} {}: {}", i.what, i.message);
+            println!("{}", crate::ui::printable_lines(&line));
         }
         println!("{errors} error(s)");
     }

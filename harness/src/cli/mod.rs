@@ -155,7 +155,8 @@ pub fn main() -> ExitCode {
 /// first, each once, joined with ": ".
 fn error_text(e: &anyhow::Error) -> String {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    format!("error: {}", chain.join(": "))
+    // a fragment may quote the user's bytes (a name with U+202E in it)
+    format!("error: {}", crate::ui::printable_lines(&chain.join(": ")))
 }
 
 /// One line per command: its arguments to its `run`.

@@ -11,6 +11,12 @@ fn an_error_prints_its_chain_once_after_error() {
         .context("read run.json")
         .context("resume /tmp/r");
     assert_eq!(error_text(&e), "error: resume /tmp/r: read run.json: no such file");
+    // issue 47: a name quoting U+202E would reorder the terminal's line
+    let e = anyhow::anyhow!("1 problem(s):\n  benchmarks[0].name: `a\u{202e}b` must be ...").context("load the matrix");
+    assert_eq!(
+        error_text(&e),
+        "error: load the matrix: 1 problem(s):\n  benchmarks[0].name: `a\\u{202e}b` must be ..."
+    );
 }
 
 #[test]

@@ -339,12 +339,7 @@ pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()>
     let path = probe_path(work, key);
     let dir = path.parent().unwrap_or(work);
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    // the file's name is the host's; the process and a counter make the temporary one private
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&p)?).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
+    crate::util::write_whole(&path, &serde_json::to_vec_pretty(&p)?)
 }
 
 #[cfg(test)]

@@ -335,22 +335,14 @@ impl Cmd {
         let log = self.log.clone();
         let f = self.run()?;
         if !f.success() {
-            let tail: Vec<&str> = f
-                .output
-                .lines()
-                .rev()
-                .take(15)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
+            let tail = tail_lines(&f.output, 15);
             let how = if f.timed_out {
                 "timed out".to_string()
             } else {
                 exit_words(f.code)
             };
             let where_ = log.map(|l| format!(" (log: {})", l.display())).unwrap_or_default();
-            bail!("run `{desc}`: {how}{where_}\n{}", tail.join("\n"));
+            bail!("run `{desc}`: {how}{where_}\n{}", tail);
         }
         Ok(f)
     }
@@ -480,6 +472,23 @@ impl Drop for Child {
     }
 }
 
+/// The last `n` lines of `text` (all of it when it has fewer), as one
+/// slice: a failed command's output or a log, shown at its end.
+pub fn tail_lines(text: &str, n: usize) -> &str {
+    let body = text.trim_end_matches('\n');
+    if n == 0 {
+        return "";
+    }
+    let mut at = body.len();
+    for _ in 0..n {
+        match body[..at].rfind('\n') {
+            Some(i) => at = i,
+            None => return body,
+        }
+    }
+    &body[at + 1..]
+}
+
 /// A process's end in words: `exited with status 2`, or `ended without an
 /// exit status (killed by a signal)` where there is none; never `Some(2)`.
 pub fn exit_words(code: Option<i32>) -> String {
@@ -515,6 +524,21 @@ pub fn check_interrupted() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_lines_keeps_the_last_n() {
+        for (text, n, want) in [
+            ("a\nb\nc\n", 2, "b\nc"),
+            ("a\nb\nc", 2, "b\nc"),
+            ("a\nb\nc\n", 3, "a\nb\nc"),
+            ("a\nb\nc\n", 9, "a\nb\nc"),
+            ("a\n\nc\n\n", 2, "\nc"),
+            ("", 3, ""),
+            ("only", 0, ""),
+        ] {
+            assert_eq!(tail_lines(text, n), want, "{text:?} {n}");
+        }
+    }
     use std::os::fd::FromRawFd;
 
     /// Issue 47: a failed tool's message says its status in words.

@@ -71,6 +71,24 @@ fn private_name(dir: &Path, what: &str) -> std::path::PathBuf {
     dir.with_file_name(format!("{name}.{what}-{}-{n}", std::process::id()))
 }
 
+/// Writes `data` to `path` whole: into a temporary file beside it, under a
+/// name no other process or thread uses ([`private_name`]), synced, then
+/// renamed into place, so a reader sees the old file or the new one, never
+/// a torn one, and two writers never share a temporary file. The
+/// temporary file is removed when anything fails; the error names `path`.
+/// The directory must exist.
+pub fn write_whole(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = private_name(path, "tmp");
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("write {}", path.display()));
+    }
+    Ok(())
+}
+
 /// Makes `dir` hold `files` (paths relative to it, and their bytes), safe
 /// against every other process doing the same at once: each writer fills a
 /// private temporary directory, writes the completion marker last and
@@ -260,6 +278,27 @@ pub fn base64_decode(text: &[u8]) -> Result<Vec<u8>, u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_whole_replaces_and_leaves_no_temporary_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("run.json");
+        write_whole(&p, b"one").unwrap();
+        write_whole(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["run.json"]);
+        // a failed rename (a directory in the way) removes the temporary file and names the file
+        let d = tmp.path().join("dir.json");
+        std::fs::create_dir_all(d.join("inside")).unwrap();
+        let e = write_whole(&d, b"x").unwrap_err();
+        assert_eq!(e.to_string(), format!("write {}", d.display()));
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
 
     #[test]
     fn rfc3339_known_dates() {

@@ -21,10 +21,7 @@ pub(super) const BAD: &str = "bad";
 pub(super) const CAND: &str = "mid";
 
 pub(super) fn save(dir: &Path, s: &State) -> Result<()> {
-    let p = dir.join("state.json");
-    let tmp = p.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(s)?).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).with_context(|| format!("write {}", p.display()))
+    crate::util::write_whole(&dir.join("state.json"), &serde_json::to_vec_pretty(s)?)
 }
 
 pub(super) fn load(dir: &Path) -> Result<State> {

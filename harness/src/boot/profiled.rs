@@ -74,9 +74,7 @@ pub fn supply_ops(path: &std::path::Path, n: u64) -> Result<()> {
         &text[..at],
         &text[at + "\nops 0 missing 1\n".len()..]
     );
-    let tmp = path.with_extension("ops-tmp");
-    std::fs::write(&tmp, fixed).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("rename {}", tmp.display()))
+    crate::util::write_whole(path, fixed.as_bytes())
 }
 
 /// A window's op count and its instructions per op (total, kernel, user),

@@ -178,7 +178,7 @@ pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
         art: art.clone(),
         files,
     };
-    cache::write_synced(&dir.join("artifact.json"), &serde_json::to_vec_pretty(&entry)?)
+    crate::util::write_whole(&dir.join("artifact.json"), &serde_json::to_vec_pretty(&entry)?)
 }
 
 /// Loads a cached kernel and records its use (for `harness gc`): only an
@@ -248,15 +248,8 @@ fn make_ok(cmd: Cmd, what: &str, log: &Path) -> Result<()> {
     } else {
         crate::proc::exit_words(f.code)
     };
-    let tail: Vec<&str> = text
-        .lines()
-        .rev()
-        .take(15)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    anyhow::bail!("{what}: {how} (log: {})\n{}", log.display(), tail.join("\n"))
+    let tail = crate::proc::tail_lines(&text, 15);
+    anyhow::bail!("{what}: {how} (log: {})\n{tail}", log.display())
 }
 
 /// Why a failed make `f` (its log `text`) was the host's doing: what

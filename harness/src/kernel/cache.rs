@@ -2,7 +2,7 @@
 //! and SHA-256 of every file stored beside it (`bzImage`, `vmlinux`,
 //! `config`, the modules), written synced, and checked before each use.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -79,13 +79,6 @@ pub fn verify(dir: &Path, files: &[Stored]) -> bool {
         std::fs::metadata(&p).is_ok_and(|m| m.len() == f.size)
             && digest(&p).is_ok_and(|(size, sha)| size == f.size && sha == f.sha256)
     })
-}
-
-/// Writes `data` to `path` and syncs it.
-pub fn write_synced(path: &Path, data: &[u8]) -> Result<()> {
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
-        .with_context(|| format!("write {}", path.display()))
 }
 
 /// Syncs a directory's entries (a rename into it, a file made in it); best

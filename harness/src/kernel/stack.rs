@@ -75,9 +75,7 @@ impl Stack {
     }
 
     fn write(&self, s: &[Landed]) -> Result<()> {
-        let tmp = self.file.with_extension("tmp");
-        write_synced(&tmp, &serde_json::to_vec(s)?)?;
-        std::fs::rename(&tmp, &self.file).with_context(|| format!("write {}", self.file.display()))
+        crate::util::write_whole(&self.file, &serde_json::to_vec(s)?)
     }
 
     /// Records `p` (its bytes copied, the files it touches in `tree`
@@ -101,7 +99,7 @@ impl Stack {
                 .unwrap_or_default()
         );
         let copy = self.copies.join(name);
-        write_synced(&copy, &data)?;
+        crate::util::write_whole(&copy, &data)?;
         let patch = std::fs::canonicalize(p).with_context(|| format!("resolve {}", p.display()))?;
         stack.push(Landed {
             patch,
@@ -166,14 +164,6 @@ impl Stack {
             _ => Ok(()),
         }
     }
-}
-
-/// Writes `data` to `p` and syncs it.
-fn write_synced(p: &Path, data: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(p).with_context(|| format!("write {}", p.display()))?;
-    f.write_all(data).with_context(|| format!("write {}", p.display()))?;
-    f.sync_all().with_context(|| format!("sync {}", p.display()))
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
         ));
     }
     let path = run.dir.join(coverage::FILE);
-    std::fs::write(&path, serde_json::to_vec_pretty(&out)?).with_context(|| format!("write {}", path.display()))?;
+    crate::util::write_whole(&path, &serde_json::to_vec_pretty(&out)?)?;
     Ok(out)
 }
 
@@ -261,9 +261,7 @@ fn remember(
         if let Some(d) = f.parent() {
             std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
         }
-        let tmp = f.with_extension("tmp");
-        std::fs::write(&tmp, data).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &f).with_context(|| format!("rename {}", tmp.display()))
+        crate::util::write_whole(&f, &data)
     };
     for (b, calls) in base {
         write(

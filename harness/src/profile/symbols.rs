@@ -176,7 +176,7 @@ fn write_file(vmlinux: &Path, out: &Path, read: fn(&[u8]) -> Result<Vec<Sym>>, w
     if syms.is_empty() {
         anyhow::bail!("{} has no {what} symbols (stripped?)", vmlinux.display());
     }
-    std::fs::write(out, render(&syms)).with_context(|| format!("write {}", out.display()))?;
+    crate::util::write_whole(out, render(&syms).as_bytes())?;
     Ok(syms.len())
 }
 
@@ -196,9 +196,9 @@ pub fn ensure_all(vmlinux: &Path, dir: &Path) -> Result<()> {
 }
 
 /// Writes the symbols file of `vmlinux` to `out` unless it is there
-/// already (written whole to a temporary file of this process and call,
-/// then renamed, so a reader never sees half of one and runs sharing the
-/// kernel may write it at once). Returns whether it wrote it.
+/// already (written whole, [`crate::util::write_whole`], so a reader never
+/// sees half of one and runs sharing the kernel may write it at once).
+/// Returns whether it wrote it.
 pub fn ensure(vmlinux: &Path, out: &Path) -> Result<bool> {
     ensure_with(vmlinux, out, write_symbols)
 }
@@ -207,15 +207,7 @@ fn ensure_with(vmlinux: &Path, out: &Path, write: fn(&Path, &Path) -> Result<usi
     if out.is_file() {
         return Ok(false);
     }
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = out.with_extension(format!("partial-{}-{n}", std::process::id()));
-    let written = write(vmlinux, &tmp)
-        .and_then(|_| std::fs::rename(&tmp, out).with_context(|| format!("write {}", out.display())));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map(|()| true)
+    write(vmlinux, out).map(|_| true)
 }
 
 #[cfg(test)]

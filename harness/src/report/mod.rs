@@ -320,18 +320,8 @@ pub fn files(r: &Report) -> Result<Vec<(&'static str, Vec<u8>)>> {
 /// The first file that cannot be written is the error (its temporary file
 /// removed).
 pub fn write_files(dir: &std::path::Path, files: &[(&str, Vec<u8>)]) -> Result<()> {
-    use anyhow::Context;
-    use std::io::Write;
     for (name, data) in files {
-        let p = dir.join(name);
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let written = std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
-            .and_then(|()| std::fs::rename(&tmp, &p));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e).with_context(|| format!("write {}", p.display()));
-        }
+        crate::util::write_whole(&dir.join(name), data)?;
     }
     Ok(())
 }

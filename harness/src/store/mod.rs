@@ -216,10 +216,7 @@ impl Run {
 
     /// Writes `run.json`.
     pub fn write_meta(&self, m: &RunMeta) -> Result<()> {
-        let p = self.dir.join("run.json");
-        let tmp = p.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(m)?).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &p).with_context(|| format!("write {}", p.display()))
+        crate::util::write_whole(&self.dir.join("run.json"), &serde_json::to_vec_pretty(m)?)
     }
 
     /// A log path under `logs/` (of the shard, for a shard's handle).

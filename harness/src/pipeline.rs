@@ -115,6 +115,26 @@ pub fn start(m: Matrix, opts: &Options) -> Result<Started> {
     start_as(m, opts, &plan)
 }
 
+/// Starts the run of `m` (made for this host by [`for_this_host`]); when
+/// its probe boot finds KVM unusable before anything booted
+/// ([`Started::RestartAs`]), once more with the matrix `again` makes then
+/// (the failed probe is remembered, so it is the profile's `without_kvm:`
+/// substitute; the given-up run directory, builds and the probe only, is
+/// removed). `run` and `try` start this way; the restart is said as a
+/// notice.
+pub fn start_for_this_host(m: Matrix, again: impl Fn() -> Result<Matrix>, opts: &Options) -> Result<PathBuf> {
+    let (restart, dir) = match start(m, opts)? {
+        Started::Done(dir) => return Ok(dir),
+        Started::RestartAs { restart, dir } => (restart, dir),
+    };
+    crate::ui::notice(&format!(
+        "{restart}; starting again as `{}` (the kernels are cached)",
+        restart.instead
+    ));
+    std::fs::remove_dir_all(&dir).with_context(|| format!("remove the given-up run {}", dir.display()))?;
+    start_fixed(again()?, opts)
+}
+
 /// Starts a new run of `m` that goes on under TCG after a failed probe
 /// boot (`try --clock`, `bisect`, `calibrate`, the nightly).
 pub fn start_fixed(m: Matrix, opts: &Options) -> Result<PathBuf> {
@@ -183,16 +203,17 @@ fn as_started(opts: &Options, started: Option<u32>) -> Options {
 
 /// The gate's second stage of a finished first stage (`run`/`try` with
 /// `--gate` when the matrix plans one): the key cells its first stage sent
-/// ([`report::second_stage_cells`]) boot again, base and their variants
-/// only, in the seeded plan of [`plan::second_stage_jobs`]; jobs already
-/// done are skipped, so a resumed run continues the second stage. Gives
-/// the cells sent and the jobs planned.
-pub fn second_stage(dir: &Path, opts: &Options) -> Result<(Vec<CellKey>, usize)> {
+/// ([`report::second_stage_cells`], of the report with `floors`, those the
+/// gate will judge with) boot again, base and their variants only, in the
+/// seeded plan of [`plan::second_stage_jobs`]; jobs already done are
+/// skipped, so a resumed run continues the second stage. Gives the cells
+/// sent and the jobs planned.
+pub fn second_stage(dir: &Path, opts: &Options, floors: &crate::report::Floors) -> Result<(Vec<CellKey>, usize)> {
     let meta = Run::open(dir)?.meta()?;
     if meta.matrix.statistics.second_stage_boots == 0 {
         return Ok((Vec::new(), 0));
     }
-    let r = crate::report::build(&Run::open(dir)?, &crate::report::Floors::none("none"))?;
+    let r = crate::report::build(&Run::open(dir)?, floors)?;
     let sent = crate::report::second_stage_cells(&r);
     let jobs = plan::second_stage_jobs(&meta.matrix, &sent);
     if !jobs.is_empty() {

@@ -20,6 +20,9 @@ use crate::records::{Cause, Event, Stage};
 use crate::store::Run;
 use crate::workdir::WorkDir;
 
+mod workflow;
+pub use workflow::{run, Tried};
+
 /// The name of the series, and of the variant that applies it.
 pub const SERIES: &str = "series";
 

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::report::{write_junit, write_report_files, Gating};
+use super::report::{ending, print_junit, Gating};
 use super::{print_json, run_options, Exit, Global, MatrixArgs};
-use crate::history;
 use crate::nightly::{self, real::Real};
+use crate::{finish, history};
 
 /// `harness nightly`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -98,8 +98,12 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     };
     let (o, telling) = nightly::night(&mut db, &key, &dir, &tonight, &mut robot, locks, &|s| eprintln!("{s}"))?;
     let run_dir = nightly::state::run_dir(&db, o.night.run_id.as_deref().unwrap_or_default())?;
-    let (_, meta, r) = write_report_files(&run_dir, g)?;
-    let cells = nightly::mail::key_cells(&r, &meta.matrix.key_metrics);
+    let done = finish::finish(&run_dir, &ending(g, Gating::default(), a.junit.as_deref()))?;
+    if let Err(e) = &done.files {
+        eprintln!("warning: the report files were not written: {e}");
+    }
+    let (r, meta) = (&done.reported.report, &done.reported.meta);
+    let cells = nightly::mail::key_cells(r, &meta.matrix.key_metrics);
     let (text, file) = nightly::mail::write(&dir, &o, &cells)?;
     nightly::told(&db, &o, telling)?;
     if g.json {
@@ -112,9 +116,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         print!("{text}");
         println!("report: {}", file.display());
     }
-    if let Some(p) = &a.junit {
-        write_junit(&r, &meta.matrix.key_metrics, Gating::default(), p)?;
-    }
+    print_junit(&done)?;
     Ok(exit(&o))
 }
 

@@ -7,10 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{print_json, Exit, Global};
-use crate::{history, report, store};
+use crate::finish::{self, Ending, Finished, GateMode};
+use crate::{report, store};
 
 /// `harness report`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -48,37 +49,48 @@ pub(super) struct Gating {
 }
 
 impl Gating {
-    /// `--gate` was given.
-    pub(super) fn asked(self) -> bool {
-        self.gate
-    }
-
-    /// The gate's outcome: [`Exit::Regressed`] when it is asked for and fails.
-    pub(super) fn exit(self, g: &report::Gate) -> Exit {
-        if self.gate && g.fails(self.strict) {
-            Exit::Regressed
-        } else {
-            Exit::Done
+    /// The gate as the library takes it.
+    pub(super) fn mode(self) -> GateMode {
+        match (self.gate, self.strict) {
+            (false, _) => GateMode::Off,
+            (true, false) => GateMode::On,
+            (true, true) => GateMode::Strict,
         }
     }
+}
 
-    /// Prints the gate's findings (when asked for) and gives its outcome.
-    pub(super) fn apply(self, g: &report::Gate) -> Exit {
-        if !self.gate {
-            return Exit::Done;
-        }
-        for f in &g.failures {
-            eprintln!("gate: fails: {f}");
-        }
-        let tag = if self.strict {
-            "fails (--strict)"
-        } else {
-            "warning (fatal with --strict)"
-        };
-        for w in &g.warnings {
-            eprintln!("gate: {tag}: {w}");
-        }
-        self.exit(g)
+/// The end the command asked for: this host's work directory and history,
+/// the gate, the JUnit file.
+pub(super) fn ending(g: &Global, gating: Gating, junit: Option<&Path>) -> Ending {
+    Ending {
+        work_dir: g.work_dir.clone(),
+        history_db: g.history_path(),
+        gate: gating.mode(),
+        junit: junit.map(Path::to_path_buf),
+    }
+}
+
+/// Prints the gate's findings (when asked for) and gives its outcome:
+/// [`Exit::Regressed`] when it fails.
+fn apply(mode: GateMode, g: &report::Gate) -> Exit {
+    if !mode.asked() {
+        return Exit::Done;
+    }
+    for f in &g.failures {
+        eprintln!("gate: fails: {f}");
+    }
+    let tag = if mode == GateMode::Strict {
+        "fails (--strict)"
+    } else {
+        "warning (fatal with --strict)"
+    };
+    for w in &g.warnings {
+        eprintln!("gate: {tag}: {w}");
+    }
+    if mode.fails(g) {
+        Exit::Regressed
+    } else {
+        Exit::Done
     }
 }
 
@@ -90,19 +102,17 @@ pub(super) fn table(r: &report::Report, g: &Global) -> String {
 
 /// Tabulates the run again and writes its report files.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
-    finish_report(&a.run_dir, g, a.gating, a.junit.as_deref())
-}
-
-/// A run's report with the floors of the stored calibration that fits it.
-fn build_report(run: &store::Run, work_dir: &Path) -> Result<report::Report> {
-    let floors = crate::calibrate::floors_for_run(work_dir, &run.meta()?, &run.events()?);
-    report::build(run, &floors)
+    let e = ending(g, a.gating, a.junit.as_deref());
+    print_finished(&finish::finish(&a.run_dir, &e)?, g, e.gate)
 }
 
 /// The same cells of two runs, B against A, gated on B's key metrics.
 pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     let (ra, rb) = (store::Run::open(&a.run_a)?, store::Run::open(&a.run_b)?);
-    let (ma, mb) = (build_report(&ra, &g.work_dir)?, build_report(&rb, &g.work_dir)?);
+    let (ma, mb) = (
+        finish::with_floors(&ra, &g.work_dir)?,
+        finish::with_floors(&rb, &g.work_dir)?,
+    );
     report::compare::same_clock(&ma, &mb)?;
     let rows = report::compare::compare(&ma, &mb, &mb.rule);
     if g.json {
@@ -123,108 +133,45 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     let compared = rows.iter().map(|r| (r.benchmark.as_str(), r.metric.as_str()));
     gate.failures
         .extend(report::unmatched_keys(&key, compared).into_iter().map(|(_, t)| t));
-    Ok(a.gating.apply(&gate))
+    Ok(apply(a.gating.mode(), &gate))
 }
 
-/// Adds a finished run to the history; a failure is a notice, never a failed run.
-pub(super) fn add_to_history(g: &Global, run_dir: &Path) {
-    let path = g.history_path();
-    let added =
-        history::open(&path).and_then(|mut db| history::add(&mut db, run_dir, &g.work_dir, history::Sources::Live));
-    match added {
-        Ok(a) => eprintln!("history: {} {} ({})", path.display(), run_dir.display(), a.word()),
-        Err(e) => crate::ui::notice(&format!("the run is not in the history: {e:#}")),
-    }
-}
-
-/// Writes each key cell's standing against the history (when one exists)
-/// into the report; a failure is a note, never a failed report.
-fn annotate_history(r: &mut report::Report, g: &Global, run: &store::Run) {
-    let done = history::open_existing(&g.history_path()).and_then(|db| match db {
-        Some(db) => history::annotate(r, &db, &run.meta()?, &run.events()?),
-        None => Ok(()),
-    });
-    if let Err(e) = done {
-        r.notes.push(format!("history not consulted: {e:#}"));
-    }
-}
-
-/// With `--gate`, the matrix's second stage for the cells the first stage
-/// left undecided (said on stderr); nothing without `--gate`.
-pub(super) fn second_stage(run_dir: &Path, opts: &crate::pipeline::Options, gating: Gating) -> Result<()> {
-    if !gating.asked() {
-        return Ok(());
-    }
-    let (sent, jobs) = crate::pipeline::second_stage(run_dir, opts)?;
-    if jobs > 0 {
-        let what: Vec<String> = sent.iter().map(ToString::to_string).collect();
-        eprintln!("gate: second stage: {jobs} boot jobs for {} (their first stage ended unsure or ~ reaching past the threshold)", what.join(", "));
-    }
-    Ok(())
-}
-
-/// Builds the report of a run, prints it, then writes
-/// report.json/report.csv/report.html into it (a warning where it cannot),
-/// applies the gate, and writes the JUnit XML when asked (last: an
-/// unwritable path loses nothing the run directory holds).
-pub(super) fn finish_report(run_dir: &Path, g: &Global, gating: Gating, junit: Option<&Path>) -> Result<Exit> {
-    let (run, meta, r) = report_of(run_dir, g)?;
+/// Prints a finished report (the table, or the JSON object with
+/// `--json`), where its files went, the gate's findings and the JUnit
+/// file, and gives the gate's outcome; a JUnit file that could not be
+/// written is the error, after all the rest.
+pub(super) fn print_finished(f: &Finished, g: &Global, mode: GateMode) -> Result<Exit> {
+    let r = &f.reported.report;
     if g.json {
-        print_json(&r)?;
+        print_json(r)?;
     } else {
-        print!("{}", table(&r, g));
+        print!("{}", table(r, g));
     }
-    if write_or_warn(&run, &r) && !g.json {
-        println!("report files: {}/report.{{json,csv,html}}", run.dir.display());
-    }
-    let exit = gating.apply(&report::report_gate(&r, &meta.matrix.key_metrics));
-    if let Some(p) = junit {
-        write_junit(&r, &meta.matrix.key_metrics, gating, p)?;
-    }
+    print_files(f, g);
+    let exit = apply(mode, &f.gate);
+    print_junit(f)?;
     Ok(exit)
 }
 
-/// Builds the report of a run: the floors of the calibration that fits,
-/// the history's standings.
-fn report_of(run_dir: &Path, g: &Global) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
-    let run = store::Run::open(run_dir)?;
-    let meta = run.meta()?;
-    let mut r = build_report(&run, &g.work_dir)?;
-    annotate_history(&mut r, g, &run);
-    Ok((run, meta, r))
-}
-
-/// Writes report.json/report.csv/report.html into the run (each whole,
-/// through a temporary file); where they cannot be written (a read-only
-/// run directory) a warning says so and the report stands as printed.
-/// Whether they were written.
-fn write_or_warn(run: &store::Run, r: &report::Report) -> bool {
-    match report::files(r).and_then(|f| report::write_files(&run.dir, &f)) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("warning: the report files were not written: {e:#}");
-            false
-        }
+/// Where the report files went, or the warning that they did not.
+pub(super) fn print_files(f: &Finished, g: &Global) {
+    match &f.files {
+        Ok(()) if !g.json => println!(
+            "report files: {}/report.{{json,csv,html}}",
+            f.reported.run.dir.display()
+        ),
+        Ok(()) => {}
+        Err(e) => eprintln!("warning: the report files were not written: {e}"),
     }
 }
 
-/// Builds the report of a run (floors of the calibration that fits, the
-/// history's standings) and writes report.json/report.csv/report.html into
-/// it, or warns that it cannot.
-pub(super) fn write_report_files(
-    run_dir: &Path,
-    g: &Global,
-) -> Result<(store::Run, crate::records::RunMeta, report::Report)> {
-    let (run, meta, r) = report_of(run_dir, g)?;
-    write_or_warn(&run, &r);
-    Ok((run, meta, r))
-}
-
-/// Writes the JUnit XML of a report into `path`; the error names the path.
-pub(super) fn write_junit(r: &report::Report, key_metrics: &[String], gating: Gating, path: &Path) -> Result<()> {
-    let xml = report::junit::junit(r, key_metrics, gating.strict);
-    std::fs::write(path, xml).with_context(|| format!("write the junit report {}", path.display()))?;
-    eprintln!("junit: {}", path.display());
+/// The JUnit file written, or the error that it was not.
+pub(super) fn print_junit(f: &Finished) -> Result<()> {
+    match &f.junit {
+        Some(Ok(p)) => eprintln!("junit: {}", p.display()),
+        Some(Err(e)) => return Err(anyhow::anyhow!("{e:#}")),
+        None => {}
+    }
     Ok(())
 }
 
@@ -242,11 +189,11 @@ mod tests {
             failures: vec![],
             warnings: vec!["static-doexec unsure".into()],
         };
-        let gating = |gate, strict| Gating { gate, strict };
-        assert_eq!(gating(false, false).exit(&failing), Exit::Done);
-        assert_eq!(gating(true, false).exit(&failing), Exit::Regressed);
-        assert_eq!(gating(true, false).exit(&warning), Exit::Done);
-        assert_eq!(gating(true, true).exit(&warning), Exit::Regressed);
+        let gating = |gate, strict| Gating { gate, strict }.mode();
+        assert_eq!(apply(gating(false, false), &failing), Exit::Done);
+        assert_eq!(apply(gating(true, false), &failing), Exit::Regressed);
+        assert_eq!(apply(gating(true, false), &warning), Exit::Done);
+        assert_eq!(apply(gating(true, true), &warning), Exit::Regressed);
         assert_eq!(Exit::Regressed.code(), 1);
     }
 }

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::report::{add_to_history, finish_report, second_stage, Gating};
+use super::report::{ending, print_finished, Gating};
 use super::{print_json, run_options, Exit, Global, MatrixArgs};
-use crate::{config, pipeline, plan, store};
+use crate::{finish, pipeline, plan, store};
 
 /// `harness run`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -63,50 +63,22 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     }
     let (matrix, profile) = a.m.resolve()?;
     crate::proc::install_signal_handler()?;
-    let (run_dir, opts) = match a.resume {
+    let (start, opts) = match a.resume {
         Some(dir) => {
             let meta = store::Run::open(&dir)?.meta()?;
-            let opts = at_once(run_options(g, &meta.matrix.path, a.quiet)?);
-            eprintln!("resuming {}", dir.display());
-            (pipeline::resume(&dir, &opts)?, opts)
+            (
+                finish::Start::Resume(dir),
+                at_once(run_options(g, &meta.matrix.path, a.quiet)?),
+            )
         }
         None => {
             let opts = at_once(run_options(g, &matrix, a.quiet)?);
-            let load = || {
-                pipeline::for_this_host(
-                    config::load(&matrix, profile.as_deref()).context("load the matrix")?,
-                    &opts.work_dir,
-                )
-            };
-            (start_for_this_host(load()?, load, &opts)?, opts)
+            (finish::Start::Matrix { path: matrix, profile }, opts)
         }
     };
-    second_stage(&run_dir, &opts, a.gating)?;
-    add_to_history(g, &run_dir);
-    finish_report(&run_dir, g, a.gating, a.junit.as_deref())
-}
-
-/// Starts the run of `m` (made for this host); when its probe boot finds
-/// KVM unusable before anything booted ([`pipeline::Started::RestartAs`]),
-/// once more with the matrix `again` makes then (the failed probe is
-/// remembered, so it is the profile's `without_kvm:` substitute; the
-/// given-up run directory, builds and the probe only, is removed). `run`
-/// and `try` start this way.
-pub(super) fn start_for_this_host(
-    m: config::Matrix,
-    again: impl Fn() -> Result<config::Matrix>,
-    opts: &pipeline::Options,
-) -> Result<PathBuf> {
-    let (restart, dir) = match pipeline::start(m, opts)? {
-        pipeline::Started::Done(dir) => return Ok(dir),
-        pipeline::Started::RestartAs { restart, dir } => (restart, dir),
-    };
-    eprintln!(
-        "notice: {restart}; starting again as `{}` (the kernels are cached)",
-        restart.instead
-    );
-    std::fs::remove_dir_all(&dir).with_context(|| format!("remove the given-up run {}", dir.display()))?;
-    pipeline::start_fixed(again()?, opts)
+    let e = ending(g, a.gating, a.junit.as_deref());
+    let done = finish::run(start, &opts, &e, &|line| eprintln!("{line}"))?;
+    print_finished(&done, g, e.gate)
 }
 
 /// `harness run --shard K/N --json`: the shard that finished.

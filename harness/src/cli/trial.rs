@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::report::{finish_report, second_stage, Gating};
+use super::report::{ending, print_finished, Gating};
 use super::{print_json, run_options, Exit, Global};
-use crate::{bisect, config, pipeline, store, trial};
+use crate::trial::{self, Tried};
+use crate::{bisect, config};
 
 /// `harness try`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -142,33 +143,28 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         },
     ) = a.request();
     crate::proc::install_signal_handler()?;
-    let m = trial::matrix(&req, &g.work_dir)?;
-    let scratch = crate::workdir::WorkDir::at(&g.work_dir).try_preflight(std::process::id());
-    if let Some(why) = trial::preflight(&m, &scratch)? {
-        eprintln!("try: {}", crate::ui::printable(&why.to_string()));
-        if g.json {
-            print_json(&Refused { does_not_apply: &why })?;
+    let e = ending(g, gating, junit.as_deref());
+    let options = |m: &std::path::Path| run_options(g, m, quiet);
+    match trial::run(&req, per_patch, &options, &e, &|line| eprintln!("{line}"))? {
+        Tried::DoesNotApply(why) => {
+            eprintln!("try: {}", crate::ui::printable(&why));
+            if g.json {
+                print_json(&Refused { does_not_apply: &why })?;
+            }
+            Ok(Exit::DoesNotApply)
         }
-        return Ok(Exit::DoesNotApply);
+        Tried::PerPatch(m) => {
+            let dir = bisect::start_series(*m, None, bisect::Rule::default(), &g.runs_dir)?;
+            super::bisect::finish(&dir, g, quiet)
+        }
+        Tried::Measured { failures, finished } => {
+            for f in &failures {
+                eprintln!("try: {}", crate::ui::printable(&f.to_string()));
+            }
+            let gated = print_finished(&finished, g, e.gate)?;
+            Ok(exit(&failures, gated))
+        }
     }
-    if per_patch {
-        let dir = bisect::start_series(m, None, bisect::Rule::default(), &g.runs_dir)?;
-        return super::bisect::finish(&dir, g, quiet);
-    }
-    let opts = run_options(g, &m.path, quiet)?;
-    let dir = if req.clock.is_none() {
-        // made again (for the substitute) only after a failed probe
-        super::run::start_for_this_host(m, || trial::matrix(&req, &g.work_dir), &opts)?
-    } else {
-        pipeline::start_fixed(m, &opts)?
-    };
-    second_stage(&dir, &opts, gating)?;
-    let failures = trial::failures(&store::Run::open(&dir)?)?;
-    for f in &failures {
-        eprintln!("try: {}", crate::ui::printable(&f.to_string()));
-    }
-    let gated = finish_report(&dir, g, gating, junit.as_deref())?;
-    Ok(exit(&failures, gated))
 }
 
 /// `try`'s outcome: a variant that could not be made outranks the gate.

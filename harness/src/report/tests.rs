@@ -551,6 +551,38 @@ fn the_report_prints_what_a_regressed_call_can_detect() {
     );
 }
 
+/// Issue 46: the second stage picks its cells from the report the gate
+/// judges, with the calibrated floors (`finish::second_stage`). A
+/// calibrated floor is a noise band the interval already carries, never a
+/// raised threshold, so the cells sent are those a report without floors
+/// sends: picking with or without them cannot disagree with the gate.
+#[test]
+fn calibrated_floors_do_not_move_the_cells_the_second_stage_sends() {
+    let mut meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 1}");
+    meta.matrix.statistics.second_stage_boots = 6;
+    let mut rec = (Vec::new(), Vec::new());
+    let v = [97.0, 103.0, 99.0, 101.5, 98.0, 102.0];
+    for (i, x) in [100.0, 101.0, 99.0, 100.5, 99.5, 100.2].iter().enumerate() {
+        rec.0.push(sample("base", &format!("base-2cpu-b{i}"), 1, *x, false));
+        rec.0.push(sample("v", &format!("v-2cpu-b{i}"), 1, v[i], false));
+        for v in ["base", "v"] {
+            let id = format!("{v}-2cpu-b{i}");
+            rec.1.push(boot(v, &id, None));
+            rec.1.push(boot_end(v, &id, None));
+        }
+    }
+    let without = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
+    let mut floors = Floors::none("test floors");
+    let row = &without.rows[0];
+    floors
+        .by_cell
+        .insert((row.benchmark.clone(), row.metric.clone(), row.vcpus), 0.30);
+    let with = build_from(&meta, &rec.0, &rec.1, &floors);
+    let sent = super::second_stage_cells(&without);
+    assert!(!sent.is_empty(), "the cell is undecided and reaches past 2%");
+    assert_eq!(super::second_stage_cells(&with), sent);
+}
+
 #[test]
 fn csv_quotes_guest_text() {
     use super::text::csv;

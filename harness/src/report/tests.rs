@@ -509,9 +509,9 @@ fn thresholds_apply_per_metric_and_a_calibrated_floor_is_not_added() {
     assert!(r.rule_text.contains("test floors") && table(&r).contains("floors: test floors"));
 }
 
-#[test]
-fn the_report_prints_what_a_regressed_call_can_detect() {
-    let meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 1}");
+/// Six boots a side of `base` and `v`, `v` within ±3% of base: a cell
+/// no verdict decides, whose interval reaches past 2%.
+fn undecided_pair() -> (Vec<Sample>, Vec<Event>) {
     let mut rec = (Vec::new(), Vec::new());
     let v = [97.0, 103.0, 99.0, 101.5, 98.0, 102.0];
     for (i, x) in [100.0, 101.0, 99.0, 100.5, 99.5, 100.2].iter().enumerate() {
@@ -523,6 +523,13 @@ fn the_report_prints_what_a_regressed_call_can_detect() {
             rec.1.push(boot_end(v, &id, None));
         }
     }
+    rec
+}
+
+#[test]
+fn the_report_prints_what_a_regressed_call_can_detect() {
+    let meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 1}");
+    let rec = undecided_pair();
     let r = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let d = verdict_of(&r, 1);
     let det = d.detectable.unwrap();
@@ -560,17 +567,7 @@ fn the_report_prints_what_a_regressed_call_can_detect() {
 fn calibrated_floors_do_not_move_the_cells_the_second_stage_sends() {
     let mut meta = meta_with(&["base", "v"], "{boots: 6, repetitions: 1}");
     meta.matrix.statistics.second_stage_boots = 6;
-    let mut rec = (Vec::new(), Vec::new());
-    let v = [97.0, 103.0, 99.0, 101.5, 98.0, 102.0];
-    for (i, x) in [100.0, 101.0, 99.0, 100.5, 99.5, 100.2].iter().enumerate() {
-        rec.0.push(sample("base", &format!("base-2cpu-b{i}"), 1, *x, false));
-        rec.0.push(sample("v", &format!("v-2cpu-b{i}"), 1, v[i], false));
-        for v in ["base", "v"] {
-            let id = format!("{v}-2cpu-b{i}");
-            rec.1.push(boot(v, &id, None));
-            rec.1.push(boot_end(v, &id, None));
-        }
-    }
+    let rec = undecided_pair();
     let without = build_from(&meta, &rec.0, &rec.1, &Floors::none("none"));
     let mut floors = Floors::none("test floors");
     let row = &without.rows[0];

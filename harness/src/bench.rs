@@ -153,14 +153,7 @@ pub struct Measured {
     pub warmup_series: Vec<f64>,
 }
 
-/// CPU time split over a sample window, from two `/proc/stat` cpu lines.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
-pub struct CpuWindow {
-    /// Fraction of CPU time idle (idle + iowait).
-    pub idle: f64,
-    /// Fraction stolen by the hypervisor.
-    pub steal: f64,
-}
+pub use crate::vocab::CpuWindow;
 
 /// Everything parsed from one repetition.
 #[derive(Debug, Clone, Default, PartialEq)]

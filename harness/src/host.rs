@@ -224,24 +224,7 @@ pub fn harness_revision() -> Option<String> {
         .map(|f| f.output.trim().to_string())
 }
 
-/// Facts about the host, as `run.json` records them.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct Host {
-    /// hostname.
-    pub hostname: String,
-    /// Online CPUs.
-    pub cpus: u32,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Host kernel release.
-    pub kernel: String,
-    /// QEMU version line.
-    pub qemu: String,
-    /// Governor, boost, SMT, THP, load, other QEMUs, free memory, IRQs on
-    /// the measured CPUs, at the run's start (absent in older runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<state::HostState>,
-}
+pub use crate::vocab::Host;
 
 impl Host {
     /// This host's facts, with the version of the QEMU at `qemu`.

@@ -33,4 +33,5 @@ pub mod trial;
 pub mod ui;
 pub mod util;
 pub mod vm;
+pub mod vocab;
 pub mod workdir;

@@ -79,7 +79,7 @@ fn new_run(m: Matrix, opts: &Options, at: Option<&Path>) -> Result<(Run, RunMeta
         id: run.id.clone(),
         started: crate::util::now_rfc3339(),
         matrix: m,
-        host: Host::here(&qemu).into(),
+        host: Host::here(&qemu),
         harness_revision: host::harness_revision(),
         clock: None,
         inputs: Some(inputs),

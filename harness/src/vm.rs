@@ -21,15 +21,7 @@ mod qmp;
 pub use console::{read_console, scan_console, Finding, Trouble, MAX_CONSOLE};
 pub use plugin::{find_profiler, Plugin, PROFILER_ENV, PROFILER_SO};
 
-/// The accelerator a guest runs under.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Accel {
-    /// Hardware virtualisation.
-    Kvm,
-    /// Software emulation, multi-threaded.
-    Tcg,
-}
+pub use crate::vocab::Accel;
 
 /// Everything a guest boot depends on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

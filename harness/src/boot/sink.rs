@@ -53,7 +53,7 @@ impl<'a> RunSink<'a> {
             vcpus: j.vcpus,
             boot: j.boot,
             boot_id: s.boot_id.clone(),
-            accel: s.accel.into(),
+            accel: s.accel,
             clock: Some(s.clock),
             wall_per_guest_s,
             // a boot that never reached SSH records no command line
@@ -67,7 +67,7 @@ impl<'a> RunSink<'a> {
             ready_s: if failed.is_some() { None } else { self.ready_s },
             env,
             error,
-            findings: crate::records::seen::findings(findings),
+            findings,
             retried,
             failed,
         })
@@ -103,7 +103,7 @@ impl<'a> RunSink<'a> {
                 warmup,
                 value: mt.value,
                 series: mt.series,
-                cpu: cpu.map(Into::into),
+                cpu,
                 clock: Some(s.clock),
                 timestamp: at.to_string(),
             })?;
@@ -211,7 +211,7 @@ impl<'a> RunSink<'a> {
             vcpus: j.vcpus,
             boot: j.boot,
             boot_id,
-            findings: crate::records::seen::findings(findings),
+            findings,
             error,
             busy_wall_per_guest_s,
             failed,

@@ -9,40 +9,11 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::topology::{format_list, parse_list, Topology};
 
-/// What `run.json` records of the host's state (`host.state`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct HostState {
-    /// Packages, cores, CPUs and nodes ([`Topology::describe`]).
-    pub topology: String,
-    /// The distinct `scaling_governor`s of the online CPUs (empty: no cpufreq).
-    pub governors: Vec<String>,
-    /// Boost/turbo on (`cpufreq/boost`, or `intel_pstate/no_turbo` = 0).
-    pub boost: Option<bool>,
-    /// `smt/control` (`on`, `off`, `forceoff`, `notsupported`, …).
-    pub smt: Option<String>,
-    /// Transparent huge pages: the chosen word of `enabled`.
-    pub thp: Option<String>,
-    /// The 1-minute load average.
-    pub load: Option<f64>,
-    /// Other QEMU and harness processes (`name pid`).
-    pub others: Vec<String>,
-    /// Free memory of each NUMA node in MiB.
-    pub node_free_mib: Vec<(u32, u64)>,
-    /// Free huge pages in MiB (`HugePages_Free` × `Hugepagesize`).
-    pub hugepages_free_mib: Option<u64>,
-    /// The CPUs the IRQ count is about (the measured ones).
-    pub measured: String,
-    /// IRQs whose `smp_affinity_list` includes a measured CPU.
-    pub irqs_on_measured: Vec<u32>,
-    /// The CPUs carry `/proc/cpuinfo`'s `hypervisor` flag: this host is
-    /// itself a virtual machine, and a KVM guest on it is nested.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hypervisor: Option<bool>,
-}
+pub use crate::vocab::HostState;
 
 fn read(root: &Path, rel: &str) -> Option<String> {
     std::fs::read_to_string(root.join(rel))

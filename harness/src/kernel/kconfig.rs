@@ -104,17 +104,7 @@ pub fn render(c: &Config) -> String {
     s
 }
 
-/// A requested symbol that `olddefconfig` changed (a missing dependency, a
-/// typo, a symbol that does not exist in this tree).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Lost {
-    /// The symbol.
-    pub symbol: String,
-    /// What a fragment asked for.
-    pub requested: String,
-    /// What the final config has (`n` when absent).
-    pub actual: String,
-}
+pub use crate::vocab::Lost;
 
 impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

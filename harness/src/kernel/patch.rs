@@ -136,16 +136,7 @@ fn has_binary(diff: &str) -> bool {
     diff.lines().any(|l| l == "GIT binary patch")
 }
 
-/// Where a patch did not apply.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Failure {
-    /// The patch file.
-    pub patch: PathBuf,
-    /// `(file, failed hunk numbers)` pairs, from patch's output.
-    pub files: Vec<(String, Vec<u32>)>,
-    /// patch's own words, trimmed.
-    pub output: String,
-}
+pub use crate::vocab::Failure;
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -324,22 +315,7 @@ impl Tool {
     }
 }
 
-/// A series' state against a tree.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum State {
-    /// Applies forward: the tree does not contain it.
-    Applies,
-    /// Reverse-applies: the tree already contains it.
-    Contained,
-    /// Neither.
-    Conflicts {
-        /// Why the forward application failed.
-        forward: Failure,
-        /// Why the reverse application failed.
-        reverse: Failure,
-    },
-}
+pub use crate::vocab::State;
 
 impl std::fmt::Display for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

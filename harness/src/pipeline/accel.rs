@@ -355,7 +355,7 @@ pub(super) fn record_host_state(ctx: &BootRun) -> Result<()> {
     }
     if ctx.run.shard.is_none() {
         let mut meta = ctx.run.meta()?;
-        meta.host.state = Some(state.into());
+        meta.host.state = Some(state);
         ctx.run.write_meta(&meta)?;
     }
     Ok(())

@@ -49,7 +49,7 @@ pub(super) fn build_variants(
     for (s, st) in &states {
         run.event(&Event::Series {
             series: s.clone(),
-            state: st.clone().into(),
+            state: st.clone(),
         })?;
     }
     let mut out = BTreeMap::new();
@@ -278,7 +278,7 @@ impl Step<'_> {
     fn patch_failed(&self, failure: Option<patch::Failure>, error: String) -> Event {
         Event::Patch {
             variant: self.v.name.clone(),
-            failure: failure.map(Into::into),
+            failure,
             error: Some(error),
             failed: Some(Failed::new(Stage::Patch, Cause::Conflict)),
         }
@@ -333,7 +333,7 @@ impl Step<'_> {
         }
         self.run.event(&Event::Config {
             variant: self.v.name.clone(),
-            lost: cfg.lost.iter().cloned().map(Into::into).collect(),
+            lost: cfg.lost.to_vec(),
             error: None,
             failed: None,
         })?;

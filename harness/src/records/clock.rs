@@ -1,30 +1,10 @@
-//! The accelerator a boot ran under and the clock its numbers are in, as
-//! the run files hold them: owned here, so an edit of `vm`'s own [`vm::Accel`]
-//! cannot change the files.
+//! The clock a boot's numbers are in, as the run files hold it: the
+//! accelerator ([`Accel`], the vocabulary's) and the guest clock together.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Clock;
-use crate::vm;
-
-/// The accelerator a guest runs under.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Accel {
-    /// Hardware virtualisation.
-    Kvm,
-    /// Software emulation, multi-threaded.
-    Tcg,
-}
-
-impl From<vm::Accel> for Accel {
-    fn from(a: vm::Accel) -> Accel {
-        match a {
-            vm::Accel::Kvm => Accel::Kvm,
-            vm::Accel::Tcg => Accel::Tcg,
-        }
-    }
-}
+use crate::vocab::Accel;
 
 /// The clock a number was measured in: the accelerator and the guest clock
 /// together. Numbers of different clocks are never compared.
@@ -41,8 +21,8 @@ pub enum MeasureClock {
 
 impl MeasureClock {
     /// The clock of a guest run under `accel` with the guest clock `clock`.
-    pub fn of(accel: vm::Accel, clock: Clock) -> MeasureClock {
-        match (Accel::from(accel), clock) {
+    pub fn of(accel: Accel, clock: Clock) -> MeasureClock {
+        match (accel, clock) {
             (Accel::Kvm, _) => MeasureClock::KvmWall,
             (Accel::Tcg, Clock::Wall) => MeasureClock::TcgWall,
             (Accel::Tcg, Clock::Icount) => MeasureClock::TcgIcount,
@@ -111,9 +91,9 @@ mod tests {
 
     #[test]
     fn a_clock_is_the_accelerator_and_the_guest_clock() {
-        assert_eq!(MeasureClock::of(vm::Accel::Tcg, Clock::Icount).name(), "tcg-icount");
-        assert_eq!(MeasureClock::of(vm::Accel::Kvm, Clock::Icount), MeasureClock::KvmWall);
-        assert_eq!(MeasureClock::of(vm::Accel::Tcg, Clock::Wall), MeasureClock::TcgWall);
+        assert_eq!(MeasureClock::of(Accel::Tcg, Clock::Icount).name(), "tcg-icount");
+        assert_eq!(MeasureClock::of(Accel::Kvm, Clock::Icount), MeasureClock::KvmWall);
+        assert_eq!(MeasureClock::of(Accel::Tcg, Clock::Wall), MeasureClock::TcgWall);
         let icount = MeasureClock::TcgIcount;
         assert_eq!(
             [
@@ -129,8 +109,8 @@ mod tests {
 
     #[test]
     fn accelerators_keep_their_names_in_the_files() {
-        let names: Vec<String> = [vm::Accel::Kvm, vm::Accel::Tcg]
-            .map(|a| serde_json::to_string(&Accel::from(a)).unwrap())
+        let names: Vec<String> = [Accel::Kvm, Accel::Tcg]
+            .map(|a| serde_json::to_string(&a).unwrap())
             .to_vec();
         assert_eq!(names, ["\"kvm\"", "\"tcg\""]);
     }

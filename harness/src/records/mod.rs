@@ -4,18 +4,13 @@
 //! Pure types and checks; reading and writing them is `store`'s.
 
 pub mod clock;
-pub mod facts;
 pub mod inputs;
 pub mod outcome;
 pub mod schema;
-pub mod seen;
-pub mod variant;
 
-pub use clock::{Accel, MeasureClock};
-pub use facts::{Host, HostState};
+pub use crate::vocab::{Accel, CpuWindow, Failure, Finding, Host, HostState, Lost, State, Trouble};
+pub use clock::MeasureClock;
 pub use outcome::{Cause, Failed, Stage};
-pub use seen::{CpuWindow, Finding, Trouble};
-pub use variant::{Failure, Lost, State};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};

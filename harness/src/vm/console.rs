@@ -5,41 +5,9 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+pub use crate::vocab::Trouble;
 
-/// Kinds of trouble a console can show.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Trouble {
-    /// Kernel panic.
-    Panic,
-    /// Oops / general protection fault.
-    Oops,
-    /// BUG: (other than soft lockup and sleeping-in-atomic).
-    Bug,
-    /// WARNING: at/CPU.
-    Warn,
-    /// Lockdep report.
-    Lockdep,
-    /// Soft lockup.
-    SoftLockup,
-    /// RCU stall.
-    RcuStall,
-    /// Hung task.
-    HungTask,
-}
-
-/// One finding: its kind and a one-line signature (kind + first function of
-/// the call trace).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    /// Kind.
-    pub kind: Trouble,
-    /// The console line that announced it.
-    pub line: String,
-    /// `kind: function` when a call trace followed.
-    pub signature: String,
-}
+pub use crate::vocab::Finding;
 
 fn classify_line(l: &str) -> Option<Trouble> {
     if l.contains("Kernel panic - not syncing") {

@@ -14,14 +14,11 @@ use crate::bench::comparison_count;
 use crate::config::{AccelChoice, BaseConfig, Clock, Matrix};
 use crate::host;
 use crate::kernel::kconfig;
-use crate::kernel::patch::{self, State};
-use crate::kernel::tree::{pristine_files, Tree};
 use crate::proc;
 use crate::vm;
-use crate::workdir::WorkDir;
-use crate::workdir::WorkLock;
 
 mod noise;
+mod series;
 
 /// Severity of a finding.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -201,7 +198,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
     }
     out.extend(noise::items(m));
     out.extend(ref_checks(m));
-    out.extend(series_checks(m, work));
+    out.extend(series::checks(m, work));
     out.extend(coverage_checks(m, work));
     out
 }
@@ -337,6 +334,14 @@ fn accel_check(m: &Matrix, lim: &Limits) -> Item {
 /// Whether a guest of `n` vCPUs can boot here: QEMU's and the kernel's
 /// limits, KVM's, host memory, and each benchmark's guest memory.
 fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
+    let mut out = limit_checks(m, n, lim);
+    out.extend(memory_checks(m, n, lim));
+    out
+}
+
+/// QEMU's q35 limit, the kernel's `CONFIG_NR_CPUS`, KVM's per-VM limit,
+/// and the x2APIC note, for a guest of `n` vCPUs.
+fn limit_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
     let mut out = Vec::new();
     let what = format!("vcpus {n}");
     if let Some((max, ver)) = &lim.q35_max {
@@ -378,6 +383,14 @@ fn vcpu_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
             "above 255: x2APIC with interrupt remapping (intel-iommu, split irqchip)",
         ));
     }
+    out
+}
+
+/// The host memory a guest of `n` vCPUs needs, and each benchmark's guest
+/// memory at that count.
+fn memory_checks(m: &Matrix, n: u32, lim: &Limits) -> Vec<Item> {
+    let mut out = Vec::new();
+    let what = format!("vcpus {n}");
     let need = host::guest_need_mib(m.guest.memory_mib, n);
     if let Some(avail) = lim.host_mem.filter(|&a| need > a) {
         out.push(item(
@@ -434,152 +447,6 @@ fn ref_checks(m: &Matrix) -> Vec<Item> {
     out
 }
 
-/// Series states against the base tree. The work tree is used under the
-/// work-directory lock; while a run holds the lock, its tree (patched
-/// mid-build) and `work/scratch` are left alone and the series are tried
-/// on a private copy of the files they touch, taken from the source itself.
-fn series_checks(m: &Matrix, work: &Path) -> Vec<Item> {
-    let mut out = Vec::new();
-    let names = every_series(m);
-    let lock = match WorkLock::try_acquire(work, "check") {
-        Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
-        Ok(l) => l,
-    };
-    let log = WorkDir::at(work).log("check");
-    let (tree_dir, scratch, private) = match &lock {
-        Ok(_) => match Tree::prepare(&m.kernel.source, work, &log) {
-            Err(e) => return vec![item(Level::Error, "kernel tree", format!("{e:#}"))],
-            Ok(tree) => {
-                out.push(item(
-                    Level::Ok,
-                    "kernel tree",
-                    format!(
-                        "{} ({}) at {}",
-                        tree.version().unwrap_or_default(),
-                        m.kernel.source.display(),
-                        tree.dir.display()
-                    ),
-                ));
-                (tree.dir, WorkDir::at(work).scratch(), None)
-            }
-        },
-        Err(holder) => {
-            let private = std::env::temp_dir().join(format!("harness-check-{}", std::process::id()));
-            let files = touched_by(&m.series_dir, &names);
-            let _ = std::fs::remove_dir_all(&private);
-            if let Err(e) = pristine_files(
-                &m.kernel.source,
-                &files,
-                &private.join("tree"),
-                &private.join("check.log"),
-            ) {
-                return vec![item(Level::Error, "kernel tree", format!("{e:#}"))];
-            }
-            out.push(item(
-                Level::Ok,
-                "kernel tree",
-                format!("a run holds the work directory ({holder}); its tree is left alone and the series are tried on the {} files they touch, from {}", files.len(), m.kernel.source.display()),
-            ));
-            (private.join("tree"), private.join("scratch"), Some(private))
-        }
-    };
-    out.extend(classify_all(m, &names, &tree_dir, &scratch));
-    if let Some(p) = private {
-        let _ = std::fs::remove_dir_all(p);
-    }
-    drop(lock);
-    out
-}
-
-/// The matrix's series, then every other series directory (sorted), so a
-/// maintainer sees all of them.
-fn every_series(m: &Matrix) -> Vec<String> {
-    let mut names: Vec<String> = m.series_names();
-    if let Ok(rd) = std::fs::read_dir(&m.series_dir) {
-        let mut extra: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("series").is_file())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !names.contains(n))
-            .collect();
-        extra.sort();
-        names.extend(extra);
-    }
-    names
-}
-
-/// Every file the named series touch (unreadable series are reported by
-/// [`classify_all`]).
-fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
-    let mut files: Vec<String> = Vec::new();
-    for s in names {
-        let Ok(ser) = patch::load_series(series_dir, s) else {
-            continue;
-        };
-        for p in &ser.patches {
-            let Ok(bytes) = patch::read(p) else { continue };
-            for f in patch::touched_files(&String::from_utf8_lossy(&bytes)).unwrap_or_default() {
-                if !files.contains(&f) {
-                    files.push(f);
-                }
-            }
-        }
-    }
-    files
-}
-
-/// Classifies each series against `tree` and checks that every variant can
-/// apply or revert what it names.
-fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Vec<Item> {
-    let mut out = Vec::new();
-    let mut states = std::collections::BTreeMap::new();
-    let used = m.series_names();
-    for s in names {
-        let what = format!("series {s}");
-        match patch::load_series(&m.series_dir, s).and_then(|ser| {
-            let exp = ser.experimental;
-            patch::classify(tree, &ser, scratch).map(|st| (st, exp))
-        }) {
-            Err(e) if used.contains(s) => out.push(item(Level::Error, &what, format!("{e:#}"))),
-            // a broken series no variant uses stops no run
-            Err(e) => out.push(item(
-                Level::Warn,
-                &what,
-                format!("{e:#} (no variant of this matrix uses it)"),
-            )),
-            Ok((st, exp)) => {
-                let lvl = if matches!(st, State::Conflicts { .. }) {
-                    Level::Warn
-                } else {
-                    Level::Ok
-                };
-                let tag = if exp { " [experimental]" } else { "" };
-                out.push(item(lvl, &what, format!("{st}{tag}")));
-                states.insert(s.clone(), st);
-            }
-        }
-    }
-    for (i, v) in m.variants.iter().enumerate() {
-        for (key, list, want) in [("revert", &v.revert, "contained"), ("apply", &v.apply, "applies")] {
-            for (j, s) in list.iter().enumerate() {
-                let Some(st) = states.get(s) else { continue };
-                let good = matches!(
-                    (st, want),
-                    (State::Contained, "contained") | (State::Applies, "applies")
-                );
-                if !good {
-                    out.push(item(
-                        Level::Error,
-                        format!("variants[{}].{key}[{j}]", i),
-                        format!("variant {} cannot {key} {s}: {st}", v.name),
-                    ));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Disk use of the work directory's kernels and trees and of the runs
 /// directory, and the free space left where the work directory lives.
 pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
@@ -621,7 +488,10 @@ fn free_bytes(p: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::patch;
+    use crate::kernel::tree::Tree;
     use crate::testutil::{scratch, write};
+    use crate::workdir::WorkLock;
 
     /// A run holds the lock and has a series applied mid-build: check must
     /// leave its tree and scratch alone and still classify the series

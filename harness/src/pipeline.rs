@@ -10,22 +10,21 @@
 
 mod accel;
 pub mod coverage;
+mod guest_image;
+use guest_image::{guest_parts, initrds, warn_guest_memory, GuestParts, Kernels};
 mod parallel;
 pub mod profile_boots;
 mod profiling;
 mod variants;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::bench;
 use crate::boot::{self, BootRun, Learned};
 use crate::config::Matrix;
 use crate::host::{self, Host};
-use crate::image::{self, Archive};
-use crate::kernel::build::Artifact;
 use crate::plan::{self, BootJob, CellKey, JobId, Shard};
 use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
@@ -309,9 +308,6 @@ fn builds_dir(run: &Run) -> &Path {
     }
 }
 
-/// Each variant's kernel and initramfs, or why it could not be made.
-type Kernels = BTreeMap<String, Result<(Artifact, PathBuf), String>>;
-
 /// Every job that ended.
 type Ended = BTreeSet<JobId>;
 
@@ -342,7 +338,7 @@ fn execute(
     let qemu = host::qemu_binary()?;
     plan.tell(run, &ui)?;
     warn_guest_memory(run, m, &ui)?;
-    let guest = guest_parts(run, m, opts, &ui)?;
+    let guest = guest_parts(run, m, &opts.images_dir, &opts.work_dir, &ui)?;
     let needed: BTreeSet<&str> = jobs
         .iter()
         .filter(|j| !is_done(&done, j))
@@ -431,94 +427,6 @@ fn ended_jobs(run: &Run) -> Result<Ended> {
 
 fn is_done(done: &Ended, job: &BootJob) -> bool {
     done.contains(&job.job_id())
-}
-
-/// A notice for each benchmark that will not fit in the guest's memory
-/// (test_vmalloc's need grows with threads and CPUs).
-fn warn_guest_memory(run: &Run, m: &Matrix, ui: &Ui) -> Result<()> {
-    for &n in &m.vcpus {
-        for (b, need) in bench::short_of_memory(m, n) {
-            let msg = format!(
-                "{} at {n} vCPUs needs ~{need} MiB of guest memory but guest.memory_mib is {}; expect failures or lower its threads/workers",
-                b.name, m.guest.memory_mib
-            );
-            run.notice(ui, msg)?;
-        }
-    }
-    Ok(())
-}
-
-/// What every guest image of a run shares, and where its images go.
-struct GuestParts {
-    /// The private directory of the keys and images.
-    dir: PathBuf,
-    /// The run's SSH keys.
-    keys: image::Keys,
-    /// The initramfs part shared by every kernel (newc cpio).
-    common: Vec<u8>,
-}
-
-/// Compiles the benchmarks and makes the SSH keys. Private keys, and the
-/// images that hold the host key, stay in the work directory.
-fn guest_parts(run: &Run, m: &Matrix, opts: &Options, ui: &Ui) -> Result<GuestParts> {
-    ui.stage("image", "compiling benchmarks, making the SSH keys");
-    let benches = image::compile_benchmarks(
-        &opts.images_dir,
-        &run.records().join("image/bin"),
-        &run.log("image.log"),
-    )?;
-    let dir = match run.shard {
-        Some(s) => private_dir(&opts.work_dir, &run.id).join(format!("shard-{}-of-{}", s.k, s.n)),
-        None => private_dir(&opts.work_dir, &run.id),
-    };
-    let keys = image::make_keys(&dir, &run.log("image.log"))?;
-    let programs = image::program_files(
-        m,
-        &opts.images_dir,
-        &run.records().join("image/bin"),
-        &run.log("image.log"),
-    )?;
-    let common = image::common_archive(&image::HostBins::find()?, &benches, &programs, &keys)?.to_cpio();
-    pin_image(run)?;
-    Ok(GuestParts { dir, keys, common })
-}
-
-/// Writes the guest image's host files, as the image was just made of
-/// them, into `run.json` (a shard's run is pinned by its build; a resume
-/// was refused if they changed).
-fn pin_image(run: &Run) -> Result<()> {
-    if run.shard.is_some() {
-        return Ok(());
-    }
-    let mut meta = run.meta()?;
-    let Some(inputs) = meta.inputs.as_mut() else {
-        return Ok(());
-    };
-    inputs.set_image_parts(image::image_parts()?);
-    run.write_meta(&meta)
-}
-
-/// Each built kernel with its initramfs: the shared part and the kernel's
-/// modules, written to `<variant>.cpio`.
-fn initrds(guest: &GuestParts, arts: Built<Artifact>) -> Result<Kernels> {
-    let mut kernels: Kernels = BTreeMap::new();
-    for (name, art) in arts {
-        let r = match art {
-            Ok(art) => {
-                let initrd = guest.dir.join(format!("{name}.cpio"));
-                let mut data = guest.common.clone();
-                match &art.modules {
-                    Some(mods) => data.extend(image::modules_archive(mods, &art.release)?.to_cpio()),
-                    None => data.extend(Archive::default().to_cpio()),
-                }
-                std::fs::write(&initrd, data).with_context(|| format!("write {}", initrd.display()))?;
-                Ok((art, initrd))
-            }
-            Err(e) => Err(e),
-        };
-        kernels.insert(name, r);
-    }
-    Ok(kernels)
 }
 
 /// Boots the jobs `n` at a time.
@@ -632,6 +540,7 @@ fn boot_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::build::Artifact;
     use crate::testutil::{scratch, write};
 
     /// Issue 47: `--resume` without `--jobs` boots as many at once as the

@@ -147,6 +147,10 @@ fn raw_of(text: &str, path: &Path) -> Result<RawMatrix, ConfigError> {
 /// file of 10,000 aliases to a 1 MB string took 69 s and ~20 GB to load.
 const MAX_ALIASES: usize = 256;
 
+/// What a token follows in YAML: a blank, a flow opener or separator
+/// (`[`, `{` written `\u{7b}`, `,`), a block mapping's `:` or a sequence's `-`.
+const TOKEN_AFTER: [char; 7] = [' ', '\t', '[', '\u{7b}', ',', ':', '-'];
+
 /// The 1-based line of the alias past [`MAX_ALIASES`], if there is one:
 /// a `*` that starts a token outside quotes and comments.
 fn alias_past_cap(text: &str) -> Option<usize> {
@@ -160,9 +164,9 @@ fn alias_past_cap(text: &str) -> Option<usize> {
             match (quote, c) {
                 (Some(q), c) if c == q => quote = None,
                 (Some(_), _) => {}
-                (None, '\'' | '"') if " \t[{,:-".contains(prev) => quote = Some(c),
+                (None, '\'' | '"') if TOKEN_AFTER.contains(&prev) => quote = Some(c),
                 (None, '#') if prev == ' ' || prev == '\t' => break,
-                (None, '*') if " \t[{,:-".contains(prev) => {
+                (None, '*') if TOKEN_AFTER.contains(&prev) => {
                     n += 1;
                     if n > MAX_ALIASES {
                         return Some(i + 1);

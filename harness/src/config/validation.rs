@@ -313,10 +313,9 @@ fn validate_benchmarks(
     (benchmarks, not_installed)
 }
 
-/// `guest:`: accelerator, clock, memory, command line, boot path, topology.
-fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
-    let accel = guest_accel(g.accel.as_deref(), p);
-    let clock = match g.clock.as_deref().unwrap_or("wall") {
+/// `guest.clock`: wall (the default) or icount, which only TCG counts.
+fn guest_clock(v: Option<&str>, accel: AccelChoice, p: &mut Vec<String>) -> Clock {
+    let clock = match v.unwrap_or("wall") {
         "wall" => Clock::Wall,
         "icount" => Clock::Icount,
         other => {
@@ -327,7 +326,13 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
     if clock == Clock::Icount && accel == AccelChoice::Kvm {
         p.push("guest.clock: icount counts instructions under TCG only; set guest.accel to tcg or auto".into());
     }
-    let memory_mib = g.memory_mib.unwrap_or(2048);
+    clock
+}
+
+/// `guest.memory_mib`: 2048 by default, at least 256, at most
+/// [`MAX_MEMORY_MIB`].
+fn guest_memory(v: Option<u64>, p: &mut Vec<String>) -> u64 {
+    let memory_mib = v.unwrap_or(2048);
     if memory_mib < 256 {
         p.push(format!(
             "guest.memory_mib: {memory_mib} is too small; the guest needs at least 256"
@@ -338,6 +343,14 @@ fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
             "guest.memory_mib: {memory_mib} is more than {MAX_MEMORY_MIB} (4 TiB), which no benchmark guest needs; QEMU would refuse it only after the builds"
         ));
     }
+    memory_mib
+}
+
+/// `guest:`: accelerator, clock, memory, command line, boot path, topology.
+fn validate_guest(g: &RawGuest, p: &mut Vec<String>) -> Guest {
+    let accel = guest_accel(g.accel.as_deref(), p);
+    let clock = guest_clock(g.clock.as_deref(), accel, p);
+    let memory_mib = guest_memory(g.memory_mib, p);
     for (i, w) in g.cmdline.iter().enumerate() {
         if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"') {
             p.push(format!(

@@ -91,7 +91,15 @@ pub fn as_patch(msg: &[u8]) -> Result<Vec<u8>, Undecodable> {
     } else {
         decoded
     };
-    let mut out = Vec::with_capacity(at + body.len());
+    let mut out = headers_rewritten(&head);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// The mail's header lines with its transfer encoding and content type
+/// said anew (`8bit`, `text/plain; charset=UTF-8`): its body is decoded.
+fn headers_rewritten(head: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(head.len());
     let mut replaced = false;
     for line in head.lines() {
         let lower = line.to_ascii_lowercase();
@@ -113,8 +121,7 @@ pub fn as_patch(msg: &[u8]) -> Result<Vec<u8>, Undecodable> {
         }
         replaced = new.is_some();
     }
-    out.extend_from_slice(&body);
-    Ok(out)
+    out
 }
 
 /// Quoted-printable (RFC 2045) decoded: `=XX` is the byte XX, `=` at a

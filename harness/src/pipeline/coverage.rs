@@ -68,11 +68,7 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
         return Ok(Vec::new());
     };
     let events = run.events()?;
-    let keys: BTreeMap<String, String> = m
-        .variants
-        .iter()
-        .filter_map(|v| kernel_key(&events, &v.name).map(|k| (v.name.clone(), k)))
-        .collect();
+    let keys = kernel_keys(m, &events);
     let (dir, events, _) = profiles::source(run, events)?;
     let arm = |v: &Variant| -> BTreeMap<String, CallsPerOp> {
         let mut notes = Vec::new();
@@ -119,6 +115,14 @@ pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
     let path = run.dir.join(coverage::FILE);
     crate::util::write_whole(&path, &serde_json::to_vec_pretty(&out)?)?;
     Ok(out)
+}
+
+/// Each variant's kernel cache key, as its build event says.
+fn kernel_keys(m: &Matrix, events: &[Event]) -> BTreeMap<String, String> {
+    m.variants
+        .iter()
+        .filter_map(|v| kernel_key(events, &v.name).map(|k| (v.name.clone(), k)))
+        .collect()
 }
 
 /// The kernel cache key `variant` was built or found under.

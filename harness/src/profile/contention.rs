@@ -482,18 +482,56 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
     let pooled = crate::stats::median(&both).unwrap_or(0.0);
     let (threshold, call) = o.calls(k.class, &b, &v, fewest);
     let delta = v.median - b.median;
-    let med = |xs: Vec<f64>| crate::stats::median(&xs).unwrap_or(0.0);
+    let most = |pick: fn(&RowPerOp) -> u64| {
+        base.iter()
+            .chain(variant)
+            .filter_map(|p| p.rows.get(k))
+            .map(pick)
+            .max()
+            .unwrap_or(0)
+    };
+    let (writers, objects) = (most(|r| r.writers as u64) as u32, most(|r| r.objects));
+    DiffRow {
+        key: k.clone(),
+        text: k.text(),
+        base: b,
+        variant: v,
+        delta,
+        pooled,
+        threshold,
+        called: call == Call::Called,
+        held_back: call == Call::HeldBack,
+        writers,
+        objects,
+        hold: held(k, base, variant),
+        funcs: top_functions(k, base, variant),
+    }
+}
+
+/// The median of `xs`, 0 when empty.
+fn med(xs: Vec<f64>) -> f64 {
+    crate::stats::median(&xs).unwrap_or(0.0)
+}
+
+/// The median instructions row `k`'s lock was held, base against variant
+/// (None when neither side held it).
+fn held(k: &Key, base: &[PerOp], variant: &[PerOp]) -> Option<Pair> {
     let hold = |boots: &[PerOp]| {
         let xs: Vec<f64> = boots.iter().filter_map(|p| p.rows.get(k)?.hold).collect();
         (!xs.is_empty()).then(|| med(xs))
     };
-    let hold = match (hold(base), hold(variant)) {
+    match (hold(base), hold(variant)) {
         (None, None) => None,
         (hb, hv) => Some(Pair {
             base: hb.unwrap_or(0.0),
             variant: hv.unwrap_or(0.0),
         }),
-    };
+    }
+}
+
+/// The four functions whose counts on row `k` changed most, base against
+/// variant (ties: the larger variant count, then the name).
+fn top_functions(k: &Key, base: &[PerOp], variant: &[PerOp]) -> Vec<(String, Pair)> {
     let fnames: BTreeSet<&String> = base
         .iter()
         .chain(variant)
@@ -524,30 +562,7 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
             .then(x.0.cmp(&y.0))
     });
     funcs.truncate(4);
-    let most = |pick: fn(&RowPerOp) -> u64| {
-        base.iter()
-            .chain(variant)
-            .filter_map(|p| p.rows.get(k))
-            .map(pick)
-            .max()
-            .unwrap_or(0)
-    };
-    let (writers, objects) = (most(|r| r.writers as u64) as u32, most(|r| r.objects));
-    DiffRow {
-        key: k.clone(),
-        text: k.text(),
-        base: b,
-        variant: v,
-        delta,
-        pooled,
-        threshold,
-        called: call == Call::Called,
-        held_back: call == Call::HeldBack,
-        writers,
-        objects,
-        hold,
-        funcs,
-    }
+    funcs
 }
 
 mod aa;

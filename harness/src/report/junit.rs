@@ -32,6 +32,33 @@ enum Outcome {
 
 /// The JUnit XML document of a report's key cells (`strict`: gate warnings fail).
 pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
+    let cases = cases(r, key_metrics, strict);
+    let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
+    let skipped = cases.iter().filter(|c| matches!(c.2, Outcome::Skipped(_))).count();
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
+    let id = escape(&r.run_id);
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"harness {id}\" id=\"{id}\" timestamp=\"{}\"{} tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
+        escape(&r.started),
+        // host seconds from the run's start to its last sample
+        r.wall_s.map(|s| format!(" time=\"{s:.3}\"")).unwrap_or_default(),
+        cases.len()
+    );
+    let _ = writeln!(
+        x,
+        "    <properties>\n      <property name=\"run_id\" value=\"{id}\"/>\n    </properties>"
+    );
+    for (class, name, outcome) in &cases {
+        testcase(&mut x, class, name, outcome);
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+/// Each key cell, each key cell's contention verdict and each key that
+/// matched no cell as (class, name, outcome).
+fn cases(r: &Report, key_metrics: &[String], strict: bool) -> Vec<(String, String, Outcome)> {
     let cases: Vec<(String, String, Outcome)> = report_items(r)
         .filter(|it| is_key(key_metrics, it.benchmark, it.metric))
         .map(|it| {
@@ -70,27 +97,7 @@ pub fn junit(r: &Report, key_metrics: &[String], strict: bool) -> String {
     for (key, t) in unmatched_keys(key_metrics, rows) {
         cases.push((key.to_string(), "matched no cell".into(), Outcome::Failed(t)));
     }
-    let failures = cases.iter().filter(|c| matches!(c.2, Outcome::Failed(_))).count();
-    let skipped = cases.iter().filter(|c| matches!(c.2, Outcome::Skipped(_))).count();
-    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
-    let id = escape(&r.run_id);
-    let _ = writeln!(
-        x,
-        "  <testsuite name=\"harness {id}\" id=\"{id}\" timestamp=\"{}\"{} tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
-        escape(&r.started),
-        // host seconds from the run's start to its last sample
-        r.wall_s.map(|s| format!(" time=\"{s:.3}\"")).unwrap_or_default(),
-        cases.len()
-    );
-    let _ = writeln!(
-        x,
-        "    <properties>\n      <property name=\"run_id\" value=\"{id}\"/>\n    </properties>"
-    );
-    for (class, name, outcome) in &cases {
-        testcase(&mut x, class, name, outcome);
-    }
-    x.push_str("  </testsuite>\n</testsuites>\n");
-    x
+    cases
 }
 
 /// One `<testcase>` element.

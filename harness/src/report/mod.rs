@@ -15,6 +15,7 @@ pub mod coverage;
 pub mod gate;
 pub mod html;
 pub mod junit;
+pub mod layout;
 pub mod plots;
 pub mod profiles;
 mod rule;

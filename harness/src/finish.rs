@@ -80,13 +80,6 @@ pub struct Finished {
     pub junit: Option<Result<PathBuf>>,
 }
 
-impl Finished {
-    /// Whether the gate fails the command.
-    pub fn gate_fails(&self, mode: GateMode) -> bool {
-        mode.fails(&self.gate)
-    }
-}
-
 /// The floors of the stored calibration that fits `run` (none when none fits).
 pub fn floors(run: &store::Run, work_dir: &Path) -> Result<Floors> {
     Ok(calibrate::floors_for_run(work_dir, &run.meta()?, &run.events()?))
@@ -131,7 +124,7 @@ pub fn finish(run_dir: &Path, e: &Ending) -> Result<Finished> {
 
 /// Writes `report.{json,csv,html}` into the run, each whole; the error in
 /// words.
-pub fn write_files(r: &Reported) -> Result<(), String> {
+fn write_files(r: &Reported) -> Result<(), String> {
     report::files(&r.report)
         .and_then(|f| report::write_files(&r.run.dir, &f))
         .map_err(|err| format!("{err:#}"))
@@ -152,8 +145,7 @@ pub fn second_stage(run_dir: &Path, opts: &Options, e: &Ending) -> Result<Option
     if !e.gate.asked() {
         return Ok(None);
     }
-    let floors = floors(&store::Run::open(run_dir)?, &e.work_dir)?;
-    pipeline::second_stage(run_dir, opts, &floors).map(Some)
+    pipeline::second_stage(run_dir, opts, |run| floors(run, &e.work_dir)).map(Some)
 }
 
 /// Adds a finished run to the history.

@@ -30,7 +30,6 @@ use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
-use crate::workdir::WorkDir;
 
 pub use accel::{for_this_host, kvm_unusable, Plan, Restart};
 pub use parallel::jobs_at_once;
@@ -207,12 +206,17 @@ fn as_started(opts: &Options, started: Option<u32>) -> Options {
 /// seeded plan of [`plan::second_stage_jobs`]; jobs already done are
 /// skipped, so a resumed run continues the second stage. Gives the cells
 /// sent and the jobs planned.
-pub fn second_stage(dir: &Path, opts: &Options, floors: &crate::report::Floors) -> Result<(Vec<CellKey>, usize)> {
-    let meta = Run::open(dir)?.meta()?;
+pub fn second_stage(
+    dir: &Path,
+    opts: &Options,
+    floors: impl FnOnce(&Run) -> Result<crate::report::Floors>,
+) -> Result<(Vec<CellKey>, usize)> {
+    let run = Run::open(dir)?;
+    let meta = run.meta()?;
     if meta.matrix.statistics.second_stage_boots == 0 {
         return Ok((Vec::new(), 0));
     }
-    let r = crate::report::build(&Run::open(dir)?, floors)?;
+    let r = crate::report::build(&run, &floors(&run)?)?;
     let sent = crate::report::second_stage_cells(&r);
     let jobs = plan::second_stage_jobs(&meta.matrix, &sent);
     if !jobs.is_empty() {
@@ -290,13 +294,6 @@ fn work_lock(opts: &Options) -> Result<crate::workdir::WorkLock> {
         crate::workdir::BRIEF_HOLDER_WAIT,
         crate::ui::notice,
     )
-}
-
-/// `work/keys/<run-id>/`: a run's private keys and the initramfs images
-/// that carry its host key. Never under `runs/`, which travels with
-/// archived runs.
-pub fn private_dir(work: &Path, run_id: &str) -> PathBuf {
-    WorkDir::at(work).run_keys(run_id)
 }
 
 /// The run directory whose build events name `run`'s kernels: its own;

@@ -50,11 +50,11 @@ pub(super) struct GuestParts {
 pub(super) fn guest_parts(run: &Run, m: &Matrix, images: &Path, work: &Path, ui: &Ui) -> Result<GuestParts> {
     ui.stage("image", "compiling benchmarks, making the SSH keys");
     let benches = image::compile_benchmarks(images, &run.records().join("image/bin"), &run.log("image.log"))?;
+    // `work/keys/<run-id>/`, never under `runs/`, which travels with archived runs
+    let keys_dir = WorkDir::at(work).run_keys(&run.id);
     let dir = match run.shard {
-        Some(s) => WorkDir::at(work)
-            .run_keys(&run.id)
-            .join(format!("shard-{}-of-{}", s.k, s.n)),
-        None => WorkDir::at(work).run_keys(&run.id),
+        Some(s) => keys_dir.join(format!("shard-{}-of-{}", s.k, s.n)),
+        None => keys_dir,
     };
     let keys = image::make_keys(&dir, &run.log("image.log"))?;
     let programs = image::program_files(m, images, &run.records().join("image/bin"), &run.log("image.log"))?;

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::diff::{Pair, Stat};
+use super::diff::{med, Pair, Stat};
 
 /// What a row counts.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -479,7 +479,7 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], o: &Options) -> Diff {
 
 fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options, fewest: usize) -> DiffRow {
     let both: Vec<f64> = row_events(base, k).into_iter().chain(row_events(variant, k)).collect();
-    let pooled = crate::stats::median(&both).unwrap_or(0.0);
+    let pooled = med(&both);
     let (threshold, call) = o.calls(k.class, &b, &v, fewest);
     let delta = v.median - b.median;
     let most = |pick: fn(&RowPerOp) -> u64| {
@@ -508,17 +508,12 @@ fn row(k: &Key, base: &[PerOp], variant: &[PerOp], b: Stat, v: Stat, o: &Options
     }
 }
 
-/// The median of `xs`, 0 when empty.
-fn med(xs: Vec<f64>) -> f64 {
-    crate::stats::median(&xs).unwrap_or(0.0)
-}
-
 /// The median instructions row `k`'s lock was held, base against variant
 /// (None when neither side held it).
 fn held(k: &Key, base: &[PerOp], variant: &[PerOp]) -> Option<Pair> {
     let hold = |boots: &[PerOp]| {
         let xs: Vec<f64> = boots.iter().filter_map(|p| p.rows.get(k)?.hold).collect();
-        (!xs.is_empty()).then(|| med(xs))
+        (!xs.is_empty()).then(|| med(&xs))
     };
     match (hold(base), hold(variant)) {
         (None, None) => None,
@@ -539,10 +534,11 @@ fn top_functions(k: &Key, base: &[PerOp], variant: &[PerOp]) -> Vec<(String, Pai
         .flat_map(|r| r.funcs.keys())
         .collect();
     let side = |boots: &[PerOp], f: &str| {
-        med(boots
+        let xs: Vec<f64> = boots
             .iter()
             .map(|p| p.rows.get(k).and_then(|r| r.funcs.get(f)).copied().unwrap_or(0.0))
-            .collect())
+            .collect();
+        med(&xs)
     };
     let mut funcs: Vec<(String, Pair)> = fnames
         .into_iter()

@@ -342,7 +342,7 @@ fn execute(
         .map(|j| j.variant.as_str())
         .collect();
     let arts = match cached {
-        None => variants::build_variants(run, m, opts, &needed, &ui)?,
+        None => variants::built_before_or_now(run, m, opts, &needed, &ui)?,
         Some(events) => from_cache(events, &opts.work_dir, &needed, builds_dir(run))?,
     };
     let kernels = initrds(&guest, arts)?;

@@ -88,6 +88,48 @@ pub(super) fn build_variants(
     Ok(out)
 }
 
+/// The kernels of `needed`: those this run built before (it is resumed,
+/// started again under another clock, or boots its second stage) taken from
+/// the cache by the keys its build events recorded, the rest built. Its
+/// inputs are pinned ([`check_unchanged`](crate::records::inputs::check_unchanged)),
+/// so building again would only make the same keys, at the cost of
+/// preparing the tree and configuring each variant once more (minutes in a
+/// slow guest); a variant whose build failed is tried again.
+pub(super) fn built_before_or_now(
+    run: &Run,
+    m: &Matrix,
+    opts: &Options,
+    needed: &BTreeSet<&str>,
+    ui: &Ui,
+) -> Result<Built<Artifact>> {
+    let mut have = built_before(&run.events()?, &opts.work_dir, needed);
+    for v in have.keys() {
+        ui.stage("build", &format!("{v}: built earlier in this run, in the kernel cache"));
+    }
+    let rest: BTreeSet<&str> = needed.iter().filter(|v| !have.contains_key(**v)).copied().collect();
+    if rest.is_empty() {
+        m.variants.iter().for_each(|_| ui.inc());
+    } else {
+        have.extend(build_variants(run, m, opts, &rest, ui)?);
+    }
+    Ok(have)
+}
+
+/// The variants of `needed` whose last build event in `events` names a
+/// kernel the cache still holds intact.
+fn built_before(events: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
+    let mut last: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for e in events {
+        if let Event::Build { variant, key, error, .. } = e {
+            last.insert(variant, key.as_deref().filter(|_| error.is_none()));
+        }
+    }
+    last.into_iter()
+        .filter(|(v, _)| needed.contains(v))
+        .filter_map(|(v, key)| Some((v.to_string(), Ok(build::cached(work, key?)?))))
+        .collect()
+}
+
 /// The run's turn at the shared kernel trees (`work/locks/tree`): other
 /// runs on the work directory wait while one prepares, patches, builds in
 /// and rolls back a tree (a run that died let go with its process; the next
@@ -606,6 +648,54 @@ mod tests {
     /// Two runs on one work directory that need the same kernel: the
     /// shared tree is used by one at a time, the kernel is built once, and
     /// the second run takes it from the cache.
+    /// Issue 48: a resumed run took 4 to 6 minutes in a slow guest to
+    /// prepare the tree and configure kernels it had built. Now the kernels
+    /// its build events name are taken from the cache untouched; one the
+    /// cache lost is built again.
+    #[test]
+    fn a_run_that_goes_on_takes_the_kernels_it_built_from_the_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let configured = root.join("configured");
+        let makefile = format!(
+            "tinyconfig olddefconfig:\n\ttouch .config\n\techo $@ >> {}\n\
+             bzImage vmlinux &:\n\tmkdir -p arch/x86/boot include/config\n\
+             \techo img > arch/x86/boot/bzImage\n\techo elf > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n",
+            configured.display()
+        );
+        write(&root.join("linux/Makefile"), &makefile);
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join("linux").display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let opts = Options {
+            work_dir: root.join("work"),
+            runs_dir: root.join("runs"),
+            images_dir: root.join("images"),
+            quiet: true,
+            jobs: None,
+            allow_concurrent_wall: false,
+        };
+        let run = Run::create(&opts.runs_dir, "a").unwrap();
+        let needed: BTreeSet<&str> = ["base"].into();
+        let ui = Ui::new(0, true);
+        let makes = || std::fs::read_to_string(&configured).unwrap_or_default().lines().count();
+        let first = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();
+        let key = first["base"].as_ref().expect("built").key.clone();
+        let after_first = makes();
+        assert!(after_first > 0, "the fake make never ran");
+
+        let again = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();
+        assert_eq!(again["base"].as_ref().expect("from the cache").key, key);
+        assert_eq!(makes(), after_first, "the tree was configured again for a kernel the run built");
+
+        std::fs::remove_file(WorkDir::at(&opts.work_dir).kernel(&key).join("bzImage")).unwrap();
+        let rebuilt = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();
+        assert_eq!(rebuilt["base"].as_ref().expect("built again").key, key);
+        assert!(makes() > after_first, "a kernel the cache lost was not built again");
+    }
+
     #[test]
     fn two_runs_needing_one_kernel_build_it_once() {
         let tmp = tempfile::tempdir().unwrap();

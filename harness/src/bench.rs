@@ -57,7 +57,7 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             ops = u64::from(nr_threads.resolve(nproc)) * u64::from(*test_loop_count) * u64::from(*test_repeat_count),
         ),
         BenchKind::Program {
-            run,
+            executable,
             args,
             workers,
             duration_s,
@@ -66,8 +66,7 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             ..
         } => program::command(
             &program::Invocation {
-                name: &b.name,
-                run,
+                program: &executable.guest_path(&b.name),
                 args,
                 workers: *workers,
                 duration_s: *duration_s,

@@ -6,14 +6,13 @@
 use anyhow::{bail, Result};
 
 use super::{parse_samples, Measured, Parsed};
-use crate::config::{program_guest_path as guest_path, Count, MetricSpec, Pattern};
+use crate::config::{Count, MetricSpec, Pattern};
 
 /// The program's parts the command needs.
 pub struct Invocation<'a> {
-    /// The benchmark's name.
-    pub name: &'a str,
-    /// The installed program, or empty for a compiled or built one.
-    pub run: &'a str,
+    /// The program's path in the guest
+    /// ([`Executable::guest_path`](crate::config::Executable::guest_path)).
+    pub program: &'a str,
     /// Arguments as written.
     pub args: &'a [String],
     /// What `{workers}` stands for.
@@ -41,7 +40,7 @@ pub fn command(p: &Invocation, timeout_s: u64, nproc: u32) -> String {
     if let Some(uid) = p.user {
         words.extend(["-u".into(), uid.to_string()]);
     }
-    words.push(quote(&guest_path(p.name, p.run)));
+    words.push(quote(p.program));
     let workers = p.workers.resolve(nproc).to_string();
     for a in p.args {
         let a = a
@@ -152,8 +151,7 @@ mod tests {
 
     fn inv<'a>(args: &'a [String], user: Option<u32>, counts_ops: bool) -> Invocation<'a> {
         Invocation {
-            name: "p",
-            run: "/usr/bin/stress-ng",
+            program: "/usr/bin/stress-ng",
             args,
             workers: Count::Named(NprocWord::Nproc),
             duration_s: 7,
@@ -190,7 +188,7 @@ mod tests {
             assert_eq!(command(&i, 60, 4), want);
         }
         let built = Invocation {
-            run: "",
+            program: "/bench/prog/p",
             ..inv(&[], None, false)
         };
         assert_eq!(

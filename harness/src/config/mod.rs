@@ -24,7 +24,7 @@ pub use metrics::{
     VMALLOC_TESTS,
 };
 pub use params::{BenchKind, Count, Link, NprocWord};
-pub use program::{guest_path as program_guest_path, Build, MetricSpec, Pattern, PLACEHOLDERS};
+pub use program::{Build, Executable, MetricSpec, Pattern, PLACEHOLDERS};
 pub use program_check::{missing_program, not_installed};
 pub use validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, InsteadOf, Kernel, Matrix, Pin, Sampling,

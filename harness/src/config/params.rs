@@ -16,7 +16,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::program::{args, build, list, metrics, ops, user, Build, MetricSpec, Pattern, RawBuild, RawMetric};
+use super::program::{
+    args, executable, list, metrics, ops, user, Executable, MetricSpec, Pattern, RawBuild, RawMetric,
+};
 
 /// A count that may be the literal `nproc` (the guest's CPU count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -79,8 +81,8 @@ macro_rules! bench_kinds {
             $(#[doc = $kdoc:literal])*
             $kind:ident $tag:literal {
                 $(
-                    $(#[doc = $pdoc:literal])*
-                    $param:ident : $pty:ty = $check:ident ( $($arg:expr),* )
+                    $(#[$pmeta:meta])*
+                    $param:ident : $pty:ty = $check:ident ( $($arg:expr),* ) $( from ( $($raw:ident),+ ) )?
                 ),* $(,)?
             }
         )*
@@ -131,17 +133,18 @@ macro_rules! bench_kinds {
             $(
                 $(#[doc = $kdoc])*
                 #[serde(rename = $tag)]
-                $kind { $( $(#[doc = $pdoc])* $param: $pty ),* },
+                $kind { $( $(#[$pmeta])* $param: $pty ),* },
             )*
         }
 
         /// Every kind's YAML word, in table order.
         pub(super) const KINDS: &[&str] = &[$($tag),*];
 
-        /// The parameters of kind `kind`, or None when there is no such kind.
-        pub(super) fn parameters(kind: &str) -> Option<&'static [&'static str]> {
+        /// The keys of kind `kind`'s parameters, or None when there is no
+        /// such kind.
+        pub(super) fn parameters(kind: &str) -> Option<Vec<&'static str>> {
             match kind {
-                $( $tag => Some(&[$(stringify!($param)),*]), )*
+                $( $tag => Some([$( &raw_keys!($param $(; $($raw),+)?)[..] ),*].concat()), )*
                 _ => None,
             }
         }
@@ -150,20 +153,37 @@ macro_rules! bench_kinds {
         /// absent); problems are `key: message`. None for an unknown kind.
         pub(super) fn validate(b: &RawBenchmark, errs: &mut Vec<String>) -> Option<BenchKind> {
             Some(match b.kind.as_str() {
-                $( $tag => BenchKind::$kind { $( $param: $check(errs, stringify!($param), b.$param.as_ref() $(, $arg)*) ),* }, )*
+                $( $tag => BenchKind::$kind { $( $param: $check(errs, stringify!($param), raw_values!(b, $param $(; $($raw),+)?) $(, $arg)*) ),* }, )*
                 _ => return None,
             })
         }
     };
 }
 
+/// The YAML keys of one parameter: its name, or with `from (…)` the keys
+/// it is made of.
+macro_rules! raw_keys {
+    ($param:ident) => {
+        [stringify!($param)]
+    };
+    ($param:ident; $($raw:ident),+) => {
+        [$(stringify!($raw)),+]
+    };
+}
+
+/// What the raw benchmark `b` gives one parameter: its key's value, or with
+/// `from (…)` a tuple of the values of the keys it is made of.
+macro_rules! raw_values {
+    ($b:ident, $param:ident) => {
+        $b.$param.as_ref()
+    };
+    ($b:ident, $param:ident; $($raw:ident),+) => {
+        ($($b.$raw.as_ref()),+)
+    };
+}
+
 /// Keys every kind takes (checked with the benchmark, not its kind).
 const EVERY_KIND: &[&str] = &["timeout_s"];
-
-/// The text, or empty when absent.
-fn text(_: &mut Vec<String>, _: &str, v: Option<&String>) -> String {
-    v.cloned().unwrap_or_default()
-}
 
 /// The value, or `default` when absent; anything goes.
 fn or<T: Clone>(_: &mut Vec<String>, _: &str, v: Option<&T>, default: T) -> T {
@@ -294,12 +314,10 @@ bench_kinds! {
     /// installed on the host (copied with its libraries), C sources
     /// compiled like `images/`, or a directory built on the host.
     Program "program" {
-        /// An installed host program: a name on `PATH` or a path.
-        run: String = text(),
-        /// C sources compiled statically like `images/` (with `bench-common.h`).
-        sources: Vec<String> = list(),
-        /// A directory built on the host: `{dir, command: [...], binary}`.
-        build: Option<Build> = build(),
+        /// What runs: `run:` (an installed program), `sources:` (C files)
+        /// or `build:` (a directory built on the host).
+        #[serde(flatten)]
+        executable: Executable = executable() from (run, sources, build),
         /// Extra host files or directories the guest gets at the same paths.
         files: Vec<String> = list(),
         /// The arguments, passed literally but for `{nproc}`, `{workers}`, `{duration_s}`.

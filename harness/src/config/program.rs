@@ -65,13 +65,135 @@ pub struct MetricSpec {
     pub higher_is_better: bool,
 }
 
-/// Where a `program` benchmark's executable is in the guest: an installed
-/// program at its host path, a compiled or built one under `/bench/prog/`.
-pub fn guest_path(name: &str, run: &str) -> String {
-    if run.is_empty() {
-        format!("/bench/prog/{name}")
-    } else {
-        run.to_string()
+/// What a `program` benchmark runs: exactly one of `run:`, `sources:` and
+/// `build:`, chosen once when the matrix is validated; its paths are made
+/// absolute then ([`resolve`](super::program_check::resolve)). In
+/// `run.json` it is the three keys it was written as
+/// ([`ExecutableRecord`]), so the format did not change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "ExecutableRecord", from = "ExecutableRecord")]
+pub enum Executable {
+    /// `run:`, a program installed on the host: the name or path as
+    /// written, and where it is here (None: not installed, a problem only
+    /// where a variant runs it).
+    Installed {
+        /// As written.
+        name: String,
+        /// The absolute path found.
+        found: Option<PathBuf>,
+    },
+    /// `sources:`, C files compiled statically like `images/`.
+    Sources(Vec<PathBuf>),
+    /// `build:`, a directory built on the host.
+    Built(Build),
+}
+
+impl Executable {
+    /// Where it is in the guest: an installed program at its host path, a
+    /// compiled or built one under `/bench/prog/`.
+    pub fn guest_path(&self, bench: &str) -> String {
+        match self {
+            Executable::Installed { found: Some(p), .. } => p.display().to_string(),
+            Executable::Installed { name, found: None } => name.clone(),
+            Executable::Sources(_) | Executable::Built(_) => format!("/bench/prog/{bench}"),
+        }
+    }
+}
+
+/// How `run.json` records an [`Executable`]: the keys as written, the one
+/// given non-empty (`run` holds the path found, or the name when it was
+/// not; a run.json of an older harness reads the same).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExecutableRecord {
+    /// An installed host program: a name on `PATH` or a path.
+    run: String,
+    /// C sources compiled statically like `images/` (with `bench-common.h`).
+    sources: Vec<String>,
+    /// A directory built on the host: `{dir, command: [...], binary}`.
+    build: Option<Build>,
+}
+
+impl From<Executable> for ExecutableRecord {
+    fn from(e: Executable) -> Self {
+        let mut r = ExecutableRecord {
+            run: String::new(),
+            sources: Vec::new(),
+            build: None,
+        };
+        match e {
+            Executable::Installed { name, found } => r.run = found.map_or(name, |p| p.display().to_string()),
+            Executable::Sources(s) => r.sources = s.iter().map(|p| p.display().to_string()).collect(),
+            Executable::Built(b) => r.build = Some(b),
+        }
+        r
+    }
+}
+
+impl From<ExecutableRecord> for Executable {
+    fn from(r: ExecutableRecord) -> Self {
+        match (r.run, r.build) {
+            (run, _) if !run.is_empty() => Executable::Installed {
+                found: std::path::Path::new(&run).is_absolute().then(|| PathBuf::from(&run)),
+                name: run,
+            },
+            (_, Some(b)) => Executable::Built(b),
+            _ => Executable::Sources(r.sources.into_iter().map(PathBuf::from).collect()),
+        }
+    }
+}
+
+impl schemars::JsonSchema for Executable {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        ExecutableRecord::schema_name()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ExecutableRecord::json_schema(g)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// `run:`, `sources:` and `build:` as written: exactly one of them makes
+/// the [`Executable`] (its paths made absolute later, in
+/// [`resolve`](super::program_check::resolve)).
+pub fn executable(
+    errs: &mut Vec<String>,
+    k: &str,
+    (run, sources, build): (Option<&String>, Option<&Vec<String>>, Option<&RawBuild>),
+) -> Executable {
+    let run = run.filter(|r| !r.is_empty());
+    let sources = sources.filter(|s| !s.is_empty());
+    let given: Vec<&str> = [
+        ("run", run.is_some()),
+        ("sources", sources.is_some()),
+        ("build", build.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(key, set)| set.then_some(key))
+    .collect();
+    // the kind is what asks for one: none of the three keys is to blame alone
+    let _ = k;
+    if given.len() != 1 {
+        errs.push(format!(
+            "kind: a program benchmark names exactly one of run (an installed program), sources (C files) or build \
+             (a directory); this one names {}",
+            if given.is_empty() {
+                "none".to_string()
+            } else {
+                given.join(" and ")
+            }
+        ));
+    }
+    match (run, sources, build) {
+        (Some(name), _, _) => Executable::Installed {
+            name: name.clone(),
+            found: None,
+        },
+        (_, _, Some(b)) => Executable::Built(self::build(errs, "build", Some(b)).expect("given")),
+        (_, s, None) => Executable::Sources(s.into_iter().flatten().map(PathBuf::from).collect()),
     }
 }
 

@@ -5,75 +5,104 @@
 use std::path::PathBuf;
 
 use super::params::BenchKind;
+use super::program::{Build, Executable};
 use super::validated::{Benchmark, Matrix};
 
-/// The second pass over a `program` benchmark at `at`: exactly one of
-/// `run`, `sources` and `build`; an installed program found on the host's
-/// `PATH`; sources, files and the build directory made absolute and
-/// checked to exist. `path` makes a matrix-relative name absolute. A
-/// program not installed here is given back, not put in `p`: it is a
-/// problem only where a variant runs the benchmark.
-pub fn resolve(kind: &mut BenchKind, at: &str, path: &dyn Fn(&str) -> PathBuf, p: &mut Vec<String>) -> Option<String> {
+/// The second pass over a `program` benchmark at `at`: an installed
+/// program looked up on the host's `PATH`; sources, files and the build
+/// directory made absolute and checked to exist. `path` makes a
+/// matrix-relative name absolute. Gives the kind with its paths resolved
+/// and, for a program not installed here, why: that is a problem only
+/// where a variant runs the benchmark, so it is not put in `p`.
+pub fn resolve(
+    kind: BenchKind,
+    at: &str,
+    path: &dyn Fn(&str) -> PathBuf,
+    p: &mut Vec<String>,
+) -> (BenchKind, Option<String>) {
     let BenchKind::Program {
-        run,
-        sources,
-        build,
+        executable,
         files,
-        ..
+        args,
+        workers,
+        duration_s,
+        metrics,
+        ops,
+        work,
+        user,
     } = kind
     else {
-        return None;
+        return (kind, None);
+    };
+    let absolute = |what: &str, names: &[String], p: &mut Vec<String>| -> Vec<PathBuf> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let fp = path(f);
+                if !fp.exists() {
+                    p.push(format!("{at}.{what}[{i}]: no file `{}`", fp.display()));
+                }
+                fp
+            })
+            .collect()
     };
     let mut missing = None;
-    let given = [!run.is_empty(), !sources.is_empty(), build.is_some()];
-    if given.iter().filter(|g| **g).count() != 1 {
-        p.push(format!(
-            "{at}: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory)"
-        ));
-    }
-    if run.contains('/') && path(run).is_file() && !crate::proc::is_executable(&path(run)) {
-        p.push(format!(
-            "{at}.run: `{}` is not executable (make it so with chmod +x, or name an installed program)",
-            path(run).display()
-        ));
-    }
-    if !run.is_empty() {
-        match find_program(run, path) {
-            Some(found) => *run = found.display().to_string(),
-            None => {
+    let executable = match executable {
+        Executable::Installed { name, .. } => {
+            let found = installed(&name, at, path, p);
+            if found.is_none() {
                 missing = Some(format!(
-                    "{at}.run: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
-                ))
+                    "{at}.run: `{name}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
+                ));
             }
+            Executable::Installed { name, found }
         }
-    }
-    for (what, names) in [("sources", sources), ("files", files)] {
-        for (i, f) in names.iter_mut().enumerate() {
-            let fp = path(f);
-            if !fp.exists() {
-                p.push(format!("{at}.{what}[{i}]: no file `{}`", fp.display()));
+        Executable::Sources(s) => {
+            let names: Vec<String> = s.iter().map(|f| f.display().to_string()).collect();
+            Executable::Sources(absolute("sources", &names, p))
+        }
+        Executable::Built(b) => {
+            let dir = path(&b.dir.display().to_string());
+            if !dir.is_dir() {
+                p.push(format!("{at}.build.dir: no directory `{}`", dir.display()));
             }
-            *f = fp.display().to_string();
+            Executable::Built(Build { dir, ..b })
         }
-    }
-    if let Some(b) = build {
-        b.dir = path(&b.dir.display().to_string());
-        if !b.dir.is_dir() {
-            p.push(format!("{at}.build.dir: no directory `{}`", b.dir.display()));
-        }
-    }
-    missing
+    };
+    let files = absolute("files", &files, p)
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let kind = BenchKind::Program {
+        executable,
+        files,
+        args,
+        workers,
+        duration_s,
+        metrics,
+        ops,
+        work,
+        user,
+    };
+    (kind, missing)
 }
 
-/// An installed program: a path (made absolute) that is a file, or a name
-/// found on `PATH`.
-fn find_program(run: &str, path: &dyn Fn(&str) -> PathBuf) -> Option<PathBuf> {
-    if run.contains('/') {
-        let p = path(run);
-        // a file that is not executable is a problem of its own (resolve)
-        return p.is_file().then_some(p);
+/// An installed program `run`: a path (made absolute) that is an
+/// executable file, or a name found on `PATH`. A file that is not
+/// executable is a problem in `p`.
+fn installed(run: &str, at: &str, path: &dyn Fn(&str) -> PathBuf, p: &mut Vec<String>) -> Option<PathBuf> {
+    if !run.contains('/') {
+        return crate::proc::which(run);
     }
-    crate::proc::which(run)
+    let f = path(run);
+    if f.is_file() && !crate::proc::is_executable(&f) {
+        p.push(format!(
+            "{at}.run: `{}` is not executable (make it so with chmod +x, or name an installed program)",
+            f.display()
+        ));
+    }
+    f.is_file().then_some(f)
 }
 
 /// The first `program` benchmark a variant of `m` runs whose program is
@@ -90,8 +119,11 @@ pub fn not_installed(m: &Matrix) -> Option<String> {
 /// found when the matrix was validated.
 pub fn missing_program(b: &Benchmark) -> Option<String> {
     match &b.kind {
-        BenchKind::Program { run, .. } if !run.is_empty() && !std::path::Path::new(run).is_absolute() => Some(format!(
-            "benchmark {}: `{run}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh)",
+        BenchKind::Program {
+            executable: Executable::Installed { name, found: None },
+            ..
+        } => Some(format!(
+            "benchmark {}: `{name}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh)",
             b.name
         )),
         _ => None,

@@ -536,7 +536,7 @@ fn a_program_benchmark_validates_with_its_path_metrics_and_arguments() {
     ))
     .unwrap();
     let BenchKind::Program {
-        run,
+        executable,
         args,
         metrics,
         ops,
@@ -547,7 +547,13 @@ fn a_program_benchmark_validates_with_its_path_metrics_and_arguments() {
     else {
         panic!("{:?}", m.benchmarks[0].kind)
     };
-    assert_eq!(run, "/bin/sh");
+    assert_eq!(
+        executable,
+        &Executable::Installed {
+            name: "/bin/sh".into(),
+            found: Some("/bin/sh".into())
+        }
+    );
     assert_eq!(args[1], "echo x; rm -rf /", "metacharacters are kept as written");
     assert_eq!(
         metrics
@@ -573,11 +579,11 @@ fn a_program_benchmark_names_its_bad_parts_by_yaml_path() {
         ),
         (
             "run: /bin/sh, sources: [a.c]",
-            "benchmarks[0]: a program benchmark names exactly one of run",
+            "benchmarks[0].kind: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory); this one names run and sources",
         ),
         (
             "args: [x]",
-            "benchmarks[0]: a program benchmark names exactly one of run",
+            "benchmarks[0].kind: a program benchmark names exactly one of run (an installed program), sources (C files) or build (a directory); this one names none",
         ),
         (
             "run: sh, metrics: [{name: r, regex: 'a(b'}]",
@@ -789,4 +795,64 @@ fn files_beyond_half_the_guest_memory_are_refused() {
     std::fs::write(&path, yaml(512)).unwrap();
     let ok = crate::config::load(&path, None);
     assert!(ok.is_ok(), "{:?}", ok.err().map(|e| e.to_string()));
+}
+
+/// Issue 46: what a program benchmark runs is one of three, chosen once;
+/// run.json keeps the three keys it had, and reads back the same choice.
+#[test]
+fn a_program_executable_is_one_choice_kept_as_its_three_keys() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("p.c"), "int main(void) { return 0; }\n").unwrap();
+    let matrix = root.path().join("matrix.yaml");
+    let table = [
+        ("run: sh", ""),
+        (
+            "run: no-such-program-here",
+            r#""run":"no-such-program-here","sources":[],"build":null"#,
+        ),
+        ("sources: [p.c]", ""),
+    ];
+    for (keys, record) in table {
+        let mut text = program(keys);
+        if keys.starts_with("run: no-such") {
+            // a program not installed is a problem only where a variant runs it
+            text = text.replace("  - name: base\n", "  - name: base\n    benchmarks: [d]\n")
+                + "  - {name: d, kind: doexec}\n";
+        }
+        let m = parse(&text, &matrix, None).unwrap_or_else(|e| panic!("{keys}: {e}"));
+        let BenchKind::Program { executable, .. } = &m.benchmarks[0].kind else {
+            panic!("{keys}")
+        };
+        let json = serde_json::to_string(&m.benchmarks[0].kind).unwrap();
+        match executable {
+            Executable::Installed { found: Some(p), .. } => {
+                assert!(p.is_absolute(), "{keys}");
+                assert_eq!(executable.guest_path("p"), p.display().to_string());
+                assert!(
+                    json.contains(&format!(r#""run":"{}","sources":[],"build":null"#, p.display())),
+                    "{json}"
+                );
+            }
+            Executable::Installed { found: None, .. } => {
+                assert_eq!(executable.guest_path("p"), "no-such-program-here");
+                assert!(json.contains(record), "{json}");
+            }
+            Executable::Sources(s) => {
+                assert_eq!(s, &[root.path().join("p.c")], "made absolute");
+                assert_eq!(executable.guest_path("p"), "/bench/prog/p");
+                assert!(
+                    json.contains(&format!(r#""run":"","sources":["{}"],"build":null"#, s[0].display())),
+                    "{json}"
+                );
+            }
+            Executable::Built(_) => panic!("{keys}: built"),
+        }
+        // read back, the same choice with the same paths
+        let back: BenchKind = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json, "{keys}");
+        let BenchKind::Program { executable: again, .. } = &back else {
+            panic!("{json}")
+        };
+        assert_eq!(again.guest_path("p"), executable.guest_path("p"), "{json}");
+    }
 }

@@ -285,9 +285,9 @@ fn validate_benchmarks(
         let at = format!("benchmarks[{i}]");
         check_name(&b.name, &at, &mut seen, p);
         match params::bench_kind(b) {
-            Ok(mut kind) => benchmarks.push(Benchmark {
+            Ok(kind) => benchmarks.push(Benchmark {
                 kind: {
-                    let missing = super::program_check::resolve(&mut kind, &at, &|f| rel.path(f), p);
+                    let (kind, missing) = super::program_check::resolve(kind, &at, &|f| rel.path(f), p);
                     not_installed.extend(missing.map(|m| (b.name.clone(), m)));
                     kind
                 },

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::config::{program_guest_path as guest_path, BenchKind, Build, Matrix};
+use crate::config::{BenchKind, Build, Executable, Matrix};
 use crate::proc::Cmd;
 
 /// A host file and where the guest gets it.
@@ -26,24 +26,23 @@ pub fn program_files(m: &Matrix, images: &Path, out: &Path, log: &Path) -> Resul
     let used = |name: &str| m.variants.iter().any(|v| v.benchmarks.iter().any(|b| b == name));
     for b in m.benchmarks.iter().filter(|b| used(&b.name)) {
         let BenchKind::Program {
-            run,
-            sources,
-            build,
+            executable,
             files: extra,
             ..
         } = &b.kind
         else {
             continue;
         };
-        let host = if !run.is_empty() {
-            PathBuf::from(run)
-        } else if let Some(bd) = build {
-            built(&b.name, bd, out, log)?
-        } else {
-            compiled(&b.name, sources, images, out, log)?
+        let host = match executable {
+            Executable::Installed { found: Some(p), .. } => p.clone(),
+            Executable::Installed { name, found: None } => {
+                anyhow::bail!("benchmark {}: `{name}` is not installed on this host", b.name)
+            }
+            Executable::Built(bd) => built(&b.name, bd, out, log)?,
+            Executable::Sources(sources) => compiled(&b.name, sources, images, out, log)?,
         };
         files.push(GuestFile {
-            guest: guest_path(&b.name, run),
+            guest: executable.guest_path(&b.name),
             host,
         });
         for f in extra {
@@ -54,7 +53,7 @@ pub fn program_files(m: &Matrix, images: &Path, out: &Path, log: &Path) -> Resul
 }
 
 /// C sources compiled statically as `images/` programs are, into `out`.
-fn compiled(name: &str, sources: &[String], images: &Path, out: &Path, log: &Path) -> Result<PathBuf> {
+fn compiled(name: &str, sources: &[PathBuf], images: &Path, out: &Path, log: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     let dst = out.join(format!("prog-{name}"));
     Cmd::new("gcc")

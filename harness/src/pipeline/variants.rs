@@ -120,7 +120,10 @@ pub(super) fn built_before_or_now(
 fn built_before(events: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
     let mut last: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     for e in events {
-        if let Event::Build { variant, key, error, .. } = e {
+        if let Event::Build {
+            variant, key, error, ..
+        } = e
+        {
             last.insert(variant, key.as_deref().filter(|_| error.is_none()));
         }
     }
@@ -688,7 +691,11 @@ mod tests {
 
         let again = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();
         assert_eq!(again["base"].as_ref().expect("from the cache").key, key);
-        assert_eq!(makes(), after_first, "the tree was configured again for a kernel the run built");
+        assert_eq!(
+            makes(),
+            after_first,
+            "the tree was configured again for a kernel the run built"
+        );
 
         std::fs::remove_file(WorkDir::at(&opts.work_dir).kernel(&key).join("bzImage")).unwrap();
         let rebuilt = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();

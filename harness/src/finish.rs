@@ -132,7 +132,7 @@ fn write_files(r: &Reported) -> Result<(), String> {
 
 /// Writes the key cells of `r` as JUnit XML into `path`; the error names it.
 fn write_junit(r: &Reported, gate: GateMode, path: &Path) -> Result<PathBuf> {
-    let xml = report::junit::junit(&r.report, &r.meta.matrix.key_metrics, gate == GateMode::Strict);
+    let xml = report::render::junit::junit(&r.report, &r.meta.matrix.key_metrics, gate == GateMode::Strict);
     std::fs::write(path, xml).with_context(|| format!("write the junit report {}", path.display()))?;
     Ok(path.to_path_buf())
 }

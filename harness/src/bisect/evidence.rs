@@ -28,7 +28,7 @@ pub fn profile_of(dir: &Path, point: &str, top: usize) -> Result<String> {
         st.bench,
         st.vcpus,
         run.display(),
-        crate::report::compact::diff_text(&d, top)
+        crate::report::render::compact::diff_text(&d, top)
     ))
 }
 

@@ -83,8 +83,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
                     println!("{}", n.trim_start());
                 }
                 let top = a.top.unwrap_or(usize::MAX);
-                print!("{}", crate::report::compact::contention_rows(d, top, 100));
-                print!("{}", crate::report::compact::model_text(m, 100));
+                print!("{}", crate::report::render::compact::contention_rows(d, top, 100));
+                print!("{}", crate::report::render::compact::model_text(m, 100));
             }
             None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
         }

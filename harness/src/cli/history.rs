@@ -104,12 +104,12 @@ fn show(g: &Global, f: &history::Filter, html: Option<&Path>) -> Result<Exit> {
     if g.json {
         print_json(&series)?;
     } else {
-        print!("{}", report::trend::table(&history::trends(&series, None)));
+        print!("{}", report::render::trend::table(&history::trends(&series, None)));
         println!("{} series; {}", series.len(), history::method_text(&p));
     }
     if let Some(file) = html {
         let file = std::path::absolute(file).context("resolve --html")?;
-        let page = report::trend::render(&history::trends(&series, file.parent()), &history::method_text(&p))?;
+        let page = report::render::trend::render(&history::trends(&series, file.parent()), &history::method_text(&p))?;
         std::fs::write(&file, page).with_context(|| format!("write {}", file.display()))?;
         eprintln!("trends: {}", file.display());
     }

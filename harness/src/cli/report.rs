@@ -97,7 +97,7 @@ fn apply(mode: GateMode, g: &report::Gate) -> Exit {
 /// The report as text at the terminal's width: compact, or every cell's
 /// full text with `--verbose`.
 pub(super) fn table(r: &report::Report, g: &Global) -> String {
-    report::table_as(r, report::compact::terminal_width(), g.verbose)
+    report::table_as(r, report::render::compact::terminal_width(), g.verbose)
 }
 
 /// Tabulates the run again and writes its report files.
@@ -122,7 +122,7 @@ pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
         let floors = format!("floors: A {}; B {}", ma.floor_source, mb.floor_source);
         print!(
             "{}",
-            report::compact::wrap(&floors, report::compact::terminal_width(), 2)
+            report::render::compact::wrap(&floors, report::render::compact::terminal_width(), 2)
         );
         if let Some(line) = report::compare::host_differs(&ra.meta()?, &rb.meta()?) {
             println!("{line}");

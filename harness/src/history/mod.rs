@@ -4,7 +4,7 @@
 //! [`schema`] owns the layout and its migrations, [`import`] adds a run,
 //! [`query`] reads series back and judges a new report against them. The
 //! statistics are [`crate::stats::changepoint`]; the pictures are drawn by
-//! [`crate::report::trend`]. Never spawns anything but `git` (through
+//! [`crate::report::render::trend`]. Never spawns anything but `git` (through
 //! [`crate::proc`]) to name a finished run's tree.
 
 pub mod import;
@@ -108,8 +108,8 @@ pub fn change_text(c: &Change, higher_is_better: bool) -> String {
 }
 
 /// The series as trends to draw, links relative to `page_dir` when given.
-pub fn trends(series: &[Series], page_dir: Option<&Path>) -> Vec<crate::report::trend::Trend> {
-    use crate::report::trend::{Trend, TrendMark, TrendPoint};
+pub fn trends(series: &[Series], page_dir: Option<&Path>) -> Vec<crate::report::render::trend::Trend> {
+    use crate::report::render::trend::{Trend, TrendMark, TrendPoint};
     series
         .iter()
         .map(|s| {

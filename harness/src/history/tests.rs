@@ -380,9 +380,9 @@ fn trends_link_to_run_reports_relative_to_the_page() {
     let t = trends(&s, Some(&root));
     assert_eq!(t[0].points[0].link, "runs/r1/report.html");
     assert!(trends(&s, None)[0].points[0].link.starts_with("file:///"));
-    let page = crate::report::trend::render(&t, &method_text(&Params::default())).unwrap();
+    let page = crate::report::render::trend::render(&t, &method_text(&Params::default())).unwrap();
     assert!(page.contains("runs/r1/report.html") && page.contains("p ≤ 0.001"));
-    assert!(crate::report::trend::table(&t).contains("no change point over 1 night(s)"));
+    assert!(crate::report::render::trend::table(&t).contains("no change point over 1 night(s)"));
 }
 
 #[test]

@@ -138,7 +138,7 @@ pub fn text(o: &Outcome, cells: &[String]) -> String {
 /// indented by two, a code block's line by eight (still in its block), a
 /// paragraph from its margin; headings stay whole.
 fn fit(s: &str) -> String {
-    use crate::report::compact::{wrap, DEFAULT_WIDTH};
+    use crate::report::render::compact::{wrap, DEFAULT_WIDTH};
     s.lines()
         .map(|l| match l {
             h if h.starts_with('#') => format!("{h}\n"),
@@ -195,7 +195,7 @@ fn bisection(b: &Bisection) -> String {
 pub fn write(dir: &Path, o: &Outcome, cells: &[String]) -> Result<(String, PathBuf)> {
     // commit subjects, guest units and failure texts are not ours: their
     // control characters are written out, never sent to a terminal or a mail
-    let text = crate::report::text::printable_lines(&text(o, cells));
+    let text = crate::report::render::text::printable_lines(&text(o, cells));
     let reports = dir.join("reports");
     std::fs::create_dir_all(&reports).with_context(|| format!("create {}", reports.display()))?;
     let file = reports.join(format!("{}-{}.md", crate::util::stamp(), short(&o.tonight.commit)));

@@ -178,7 +178,7 @@ impl Compared {
 
 /// The comparison as a terminal table at the terminal's width.
 pub fn table(a: &str, b: &str, rows: &[Compared]) -> String {
-    table_at(a, b, rows, super::compact::terminal_width())
+    table_at(a, b, rows, super::render::compact::terminal_width())
 }
 
 /// The comparison of runs `a` and `b` drawn to `width`: one line per
@@ -209,13 +209,13 @@ pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
                 m(&r.b),
             ];
             match r.method {
-                Method::RatioOfRatios => cells.extend(super::compact::decision_cells(Some(&r.decision))),
+                Method::RatioOfRatios => cells.extend(super::render::compact::decision_cells(Some(&r.decision))),
                 Method::NoControl => cells.push("not compared".into()),
             }
             cells
         })
         .collect();
-    let mut out = super::compact::lines_table(&header, lines, &[2, 4, 5], width);
+    let mut out = super::render::compact::lines_table(&header, lines, &[2, 4, 5], width);
     // every row of one comparison allows the same (its runs' clock's)
     let allow = rows
         .first()
@@ -227,7 +227,7 @@ pub fn table_at(a: &str, b: &str, rows: &[Compared], width: usize) -> String {
         })
         .unwrap_or_default();
     let notes = format!("A: run {a}, B: run {b} (medians); change: B's variant-to-base ratio against A's, ± its 95% interval; not compared: no control across runs. {METHOD_TEXT}{allow}");
-    out.push_str(&super::compact::wrap(&notes, width, 2));
+    out.push_str(&super::render::compact::wrap(&notes, width, 2));
     out
 }
 

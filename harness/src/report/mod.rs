@@ -2,28 +2,24 @@
 //! × variant) with the boot as the unit (each boot summarised by the median of
 //! its repetitions), each variant compared with `base` under the decision rule
 //! of [`crate::stats`], failure rates and failed steps shown as cells. Reads
-//! the run's records only; never spawns. Text, CSV and the gate live in
-//! [`text`] and [`gate`], JUnit XML for CI in [`junit`], the HTML page in [`html`], nightly trends in
-//! [`trend`]; a sharded run's shards are accounted in [`shards`]. What the
-//! events say is read in `scan`, cells and the one BH pass are made in
-//! `cells`, and the rule is put in words in `rule`.
+//! the run's records only; never spawns. This module and its siblings are
+//! the model: what the events say is read in `scan`, cells and the one BH
+//! pass are made in `cells`, the gate in [`gate`], differential profiles in
+//! [`profiles`], coverage in [`coverage`], two runs compared in
+//! [`compare`], a sharded run's shards accounted in [`shards`], and the
+//! rule put in words in `rule`. Everything that draws the model (text,
+//! CSV, the terminal table, HTML and SVG, JUnit XML, nightly trends) is in
+//! [`render`].
 
 mod cells;
-pub mod compact;
 pub mod compare;
 pub mod coverage;
 pub mod gate;
-pub mod html;
-pub mod junit;
-pub mod layout;
-pub mod plots;
 pub mod profiles;
+pub mod render;
 mod rule;
 mod scan;
 pub mod shards;
-pub mod svg;
-pub mod text;
-pub mod trend;
 
 use std::collections::BTreeMap;
 
@@ -36,10 +32,10 @@ use crate::stats::{Decision, Rule, Summary};
 use crate::store::Run;
 
 pub use cells::{build_from, run_clock};
-pub use compact::{table, table_as};
 pub use gate::{gate, report_gate, second_stage_cells, unmatched_keys, Gate, GateItem};
+pub use render::compact::{table, table_as};
+pub use render::text::{cell_text, csv, decision_text, num};
 pub use rule::rule_text;
-pub use text::{cell_text, csv, decision_text, num};
 
 /// One variant's cell in a row.
 #[derive(Debug, Clone, Serialize)]
@@ -311,7 +307,7 @@ pub fn files(r: &Report) -> Result<Vec<(&'static str, Vec<u8>)>> {
     Ok(vec![
         ("report.json", serde_json::to_vec_pretty(r)?),
         ("report.csv", csv(r).into_bytes()),
-        ("report.html", html::render(r)?.into_bytes()),
+        ("report.html", render::html::render(r)?.into_bytes()),
     ])
 }
 

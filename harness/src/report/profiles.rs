@@ -517,9 +517,9 @@ mod tests {
         let g = crate::report::report_gate(&r, &meta.matrix.key_metrics);
         assert!(g.failures.is_empty() && g.warnings.len() == 1, "{g:?}");
         assert!(g.warnings[0].contains("not comparable under this clock"), "{g:?}");
-        let x = crate::report::junit::junit(&r, &meta.matrix.key_metrics, false);
+        let x = crate::report::render::junit::junit(&r, &meta.matrix.key_metrics, false);
         assert!(x.contains("work per op differs") && x.contains("failures=\"0\""), "{x}");
-        let html = crate::report::html::render(&r).unwrap();
+        let html = crate::report::render::html::render(&r).unwrap();
         assert!(html.contains("class=\"num workdiffers\""), "the HTML cell is marked");
         assert!(html.contains("work per op differs"), "and labelled");
     }
@@ -665,7 +665,7 @@ mod tests {
         let text = crate::report::table_as(&r, 100, true);
         assert!(text.contains("why slow changed: d at 2 vCPUs, kernel profile against base (top 8; all: harness explain r --variant slow --bench d --vcpus 2)"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("* f ")), "{text}");
-        let html = crate::report::html::render(&r).unwrap();
+        let html = crate::report::render::html::render(&r).unwrap();
         assert!(
             html.contains("Why cells changed: kernel profiles") && html.contains(r#"<rect class="delta""#),
             "a bar chart of the top functions"
@@ -756,12 +756,12 @@ mod tests {
             crate::report::report_gate(&r, &["other".into()]).warnings.is_empty(),
             "only key benchmarks"
         );
-        let x = crate::report::junit::junit(&r, &[], false);
+        let x = crate::report::render::junit::junit(&r, &[], false);
         assert!(
             x.contains("classname=\"d.contention\" name=\"atomic at 2 vCPUs\">") && x.contains("gate warning"),
             "{x}"
         );
-        let html = crate::report::html::render(&r).unwrap();
+        let html = crate::report::render::html::render(&r).unwrap();
         assert!(
             html.contains("Contention: shared cache lines and locks per operation"),
             "a section"
@@ -781,7 +781,7 @@ mod tests {
             (1, 0),
             "statistics.contention: fail"
         );
-        let x = crate::report::junit::junit(&r, &[], false);
+        let x = crate::report::render::junit::junit(&r, &[], false);
         assert!(x.contains("failures=\"1\""), "{x}");
     }
 

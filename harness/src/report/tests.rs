@@ -215,7 +215,7 @@ fn a_key_metric_that_matched_no_cell_fails_the_gate() {
         gate("gone.rate").failures,
         ["key metric `gone.rate` matched no cell: gone reported no metric in this run"]
     );
-    let x = junit::junit(&r, &["d.execs_per_sec".into()], false);
+    let x = render::junit::junit(&r, &["d.execs_per_sec".into()], false);
     assert!(
         x.contains(r#"failures="1""#) && x.contains(r#"<testcase classname="d.execs_per_sec" name="matched no cell">"#),
         "{x}"
@@ -582,7 +582,7 @@ fn calibrated_floors_do_not_move_the_cells_the_second_stage_sends() {
 
 #[test]
 fn csv_quotes_guest_text() {
-    use super::text::csv;
+    use super::render::text::csv;
     let meta = meta_with(&["base", "broken"], "{boots: 1, repetitions: 1}");
     let events = vec![
         Event::Build {
@@ -841,7 +841,7 @@ fn a_given_up_cell_reads_failed_in_every_boot() {
 
 #[test]
 fn guest_text_is_escaped_in_the_table_and_neutralised_in_the_csv() {
-    use super::text::csv;
+    use super::render::text::csv;
     let meta = meta_with(&["base", "broken"], "{boots: 1, repetitions: 1}");
     let events = vec![
         Event::Build {
@@ -880,7 +880,7 @@ fn guest_text_is_escaped_in_the_table_and_neutralised_in_the_csv() {
         ("ok", "ok"),
         ("", ""),
     ] {
-        assert_eq!(super::text::neutral(text), want);
+        assert_eq!(super::render::text::neutral(text), want);
     }
 }
 
@@ -1024,7 +1024,7 @@ fn cells_with_more_vcpus_than_host_cpus_are_marked_overcommitted_under_a_wall_cl
 /// Issue 47: a huge value prints in scientific notation, not 309 digits.
 #[test]
 fn numbers_from_ten_to_the_fifteen_are_scientific() {
-    use super::text::num;
+    use super::render::text::num;
     let cases = [
         (0.0, "0"),
         (0.012345, "0.0123"),
@@ -1045,7 +1045,7 @@ fn numbers_from_ten_to_the_fifteen_are_scientific() {
 /// line breaks stay (quoted), a formula is still neutralised.
 #[test]
 fn csv_cells_carry_no_control_bytes() {
-    use super::text::neutral;
+    use super::render::text::neutral;
     assert_eq!(neutral("m\u{1b}]0;owned\u{7}x"), "m\\x1b]0;owned\\x07x");
     assert_eq!(neutral("line 1\nline 2"), "line 1\nline 2");
     assert_eq!(neutral("=1+1\u{1b}"), "'=1+1\\x1b");

@@ -104,7 +104,7 @@ fn html_report_renders_its_plots_in_a_browser() {
     // a 10% drop with 1% noise over 5 vs 5 boots is a regression
     let d = r.rows[0].cells[1].decision.as_ref().unwrap();
     assert_eq!(d.verdict, harness::stats::Verdict::Regressed, "{d:?}");
-    let html = report::html::render(&r).unwrap();
+    let html = report::render::html::render(&r).unwrap();
     assert!(html.contains("Decision rule") && html.contains("bootstrap seed"));
 
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html");

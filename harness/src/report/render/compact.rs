@@ -8,7 +8,7 @@
 
 pub use super::layout::{lines_table, terminal_width, wrap, DEFAULT_WIDTH};
 use super::text::{boots_text, num, p_text, shorten};
-use super::{Cell, Report, Row};
+use crate::report::{Cell, Report, Row};
 use crate::stats::Decision;
 use crate::ui::printable;
 
@@ -313,7 +313,7 @@ pub fn lines_of(r: &Report, width: usize) -> String {
         if let Some(d) = c.decision.as_ref().filter(|d| d.work.is_some()) {
             let what = format!("{} {} at {} vCPUs, {}", row.benchmark, row.metric, row.vcpus, c.variant);
             out.push_str(&wrap(
-                &format!("{}: {}", printable(&what), super::decision_text(d)),
+                &format!("{}: {}", printable(&what), crate::report::decision_text(d)),
                 width,
                 2,
             ));
@@ -337,7 +337,7 @@ pub fn profiles(r: &Report, width: usize) -> String {
             p.benchmark,
             p.vcpus,
             p.from_clause(),
-            super::profiles::TEXT_ROWS
+            crate::report::profiles::TEXT_ROWS
         );
         let all = format!(
             "all: harness explain {} --variant {} --bench {} --vcpus {}",
@@ -345,7 +345,7 @@ pub fn profiles(r: &Report, width: usize) -> String {
         );
         out.push_str(&wrap(&printable(&head), width, 2));
         out.push_str(&wrap(&format!("  {}", printable(&all)), width, 4));
-        out.push_str(&diff_text(&p.diff, super::profiles::TEXT_ROWS));
+        out.push_str(&diff_text(&p.diff, crate::report::profiles::TEXT_ROWS));
     }
     out
 }
@@ -473,7 +473,7 @@ pub fn contention_rows(d: &crate::profile::contention::Diff, limit: usize, width
 
 /// A cell's model in lines: its label (constants) and, at each CPU count,
 /// the throughput ratio band variant/base and what bounds it.
-pub fn model_text(m: &super::profiles::CellModel, width: usize) -> String {
+pub fn model_text(m: &crate::report::profiles::CellModel, width: usize) -> String {
     let mut out = wrap(
         &format!(
             "    {} (throughput of N CPUs each looping on the op: exact mean-value analysis under 1/(largest serial demand))",
@@ -522,11 +522,12 @@ pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
         out.push_str(&profiles(r, width));
     }
     out.push_str(&contention(r, width));
-    for line in r
-        .coverage
-        .iter()
-        .flat_map(|c| super::coverage::text(c).lines().map(String::from).collect::<Vec<_>>())
-    {
+    for line in r.coverage.iter().flat_map(|c| {
+        crate::report::coverage::text(c)
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    }) {
         out.push_str(&wrap(&line, width, 4));
     }
     let wrap = |s: &str| wrap(s, width, 2);

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use comfy_table::{presets, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::num;
+use crate::report::num;
 use crate::ui::printable;
 
 /// One night of a trend.

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::svg::{self, Point};
-use super::{cell_text, num, Cell, Report, Row};
+use crate::report::{cell_text, num, Cell, Report, Row};
 use crate::stats::Verdict;
 
 #[derive(Serialize)]
@@ -145,12 +145,16 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
                     },
                     row.text
                 ),
-                per_op: format!("{} → {}", super::num(row.base.median), super::num(row.variant.median)),
+                per_op: format!(
+                    "{} → {}",
+                    crate::report::num(row.base.median),
+                    crate::report::num(row.variant.median)
+                ),
                 delta: format!("{:+.2}", row.delta),
                 writers: row.writers.to_string(),
                 held: row
                     .hold
-                    .map(|h| format!("{} → {}", super::num(h.base), super::num(h.variant)))
+                    .map(|h| format!("{} → {}", crate::report::num(h.base), crate::report::num(h.variant)))
                     .unwrap_or_default(),
                 by: row.funcs.first().map(|f| f.0.clone()).unwrap_or_default(),
                 ..blank()
@@ -170,7 +174,7 @@ struct ProfileChart {
 /// Functions in a cell's chart.
 const CHART_ROWS: usize = 12;
 
-fn profile_chart(p: &super::profiles::CellProfile) -> ProfileChart {
+fn profile_chart(p: &crate::report::profiles::CellProfile) -> ProfileChart {
     let bars: Vec<svg::Bar> = p
         .diff
         .rows

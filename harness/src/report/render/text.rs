@@ -5,7 +5,7 @@
 
 use comfy_table::{presets, ContentArrangement, Table};
 
-use super::{Cell, Report, Row};
+use crate::report::{Cell, Report, Row};
 use crate::stats::{Decision, Summary, Verdict};
 use crate::ui::printable;
 
@@ -246,13 +246,13 @@ pub(super) fn profiles_text(r: &Report) -> String {
             p.benchmark,
             p.vcpus,
             p.from_clause(),
-            super::profiles::TEXT_ROWS,
+            crate::report::profiles::TEXT_ROWS,
             r.run_id,
             p.variant,
             p.benchmark,
             p.vcpus
         ));
-        out.push_str(&p.diff.text(super::profiles::TEXT_ROWS));
+        out.push_str(&p.diff.text(crate::report::profiles::TEXT_ROWS));
     }
     out
 }

@@ -18,8 +18,8 @@
 
 use std::fmt::Write as _;
 
-use super::gate::{contention_calls, is_key, judge, report_items, unmatched_keys, Call};
-use super::Report;
+use crate::report::gate::{contention_calls, is_key, judge, report_items, unmatched_keys, Call};
+use crate::report::Report;
 use crate::stats::Verdict;
 
 /// What one testcase holds beside its names.
@@ -68,7 +68,7 @@ fn cases(r: &Report, key_metrics: &[String], strict: bool) -> Vec<(String, Strin
                 Some((Call::Warns, t)) => Outcome::Warned(t),
                 None if it.decision.verdict == Verdict::Insufficient => Outcome::Skipped(format!(
                     "insufficient: {}",
-                    super::decision_text(it.decision).replace('\n', "; ")
+                    crate::report::decision_text(it.decision).replace('\n', "; ")
                 )),
                 None => Outcome::Passed,
             };

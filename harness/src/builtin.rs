@@ -57,7 +57,7 @@ pub fn dir(work: &Path) -> PathBuf {
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    WorkDir::at(work).builtin().join(crate::util::hex(&h.finalize()[..8]))
+    WorkDir::at(work).builtin_version(&crate::util::hex(&h.finalize()[..8]))
 }
 
 /// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,

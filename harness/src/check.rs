@@ -207,7 +207,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
 /// calls per op the last run of this base kernel kept: a series no
 /// benchmark measures is a warning.
 fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
-    let cached = match crate::pipeline::coverage::from_cache(m, work) {
+    let cached = match crate::coverage::from_cache(m, work) {
         Ok(c) => c,
         Err(e) => return vec![item(Level::Warn, "coverage", format!("unknown: {e:#}"))],
     };
@@ -222,7 +222,7 @@ fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
     let unknown = cached.unknown;
     for c in &cached.known {
         let what = format!("coverage {}", c.series);
-        let text = crate::report::coverage::text(c);
+        let text = crate::coverage::text(c);
         let level = if c.unmeasured() || c.cannot_tell() {
             Level::Warn
         } else {

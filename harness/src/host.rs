@@ -291,10 +291,7 @@ pub fn load_per_cpu() -> Option<f64> {
 /// hosts holds one file per host, so no host rewrites another's.
 pub fn probe_path(work: &Path, key: &str) -> PathBuf {
     use sha2::Digest;
-    crate::workdir::WorkDir::at(work).kvm_probe().join(format!(
-        "{}.json",
-        crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8])
-    ))
+    crate::workdir::WorkDir::at(work).kvm_probe_record(&crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8]))
 }
 
 /// Host name, host kernel and QEMU version: a failed probe holds for its

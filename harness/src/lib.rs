@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod coverage;
 pub mod finish;
 pub mod gc;
 pub mod guest;

@@ -161,7 +161,7 @@ fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
     for v in &mut m.variants {
         v.benchmarks = candidates.clone();
     }
-    let known = crate::pipeline::coverage::from_cache(m, work)?.known;
+    let known = crate::coverage::from_cache(m, work)?.known;
     let Some(c) = known.first() else {
         bail!("--covering: no run has profiled base's benchmarks yet ({}); run them once under icount (e.g. `harness run --profile peers-icount`) or name --bench", candidates.join(", "));
     };
@@ -172,7 +172,7 @@ fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
     if pick.is_empty() {
         bail!(
             "--covering: no benchmark of the matrix executes a function the series changes:\n{}",
-            crate::report::coverage::text(c)
+            crate::coverage::text(c)
         );
     }
     for v in &mut m.variants {
@@ -418,19 +418,19 @@ mod tests {
         );
         // what a run of base kept: stress-pipe calls pipe_write, doexec does not
         let probe = base_matrix(&req, &work).unwrap();
-        let files = crate::pipeline::coverage::source_files(&probe, &work).unwrap();
+        let files = crate::coverage::source_files(&probe, &work).unwrap();
         std::fs::create_dir_all(files.join("fs")).unwrap();
         std::fs::write(
             files.join("fs/pipe.c"),
             "static ssize_t\npipe_write(struct kiocb *iocb)\n{\n\treturn 0;\n}\n",
         )
         .unwrap();
-        let id = crate::pipeline::coverage::base_identity(&probe).unwrap();
+        let id = crate::coverage::base_identity(&probe).unwrap();
         for (b, calls) in [
             ("stress-pipe", r#"{"vcpus": 2, "calls": {"pipe_write": 2.0}}"#),
             ("static-doexec", r#"{"vcpus": 2, "calls": {"bprm_execve": 1.0}}"#),
         ] {
-            let f = crate::pipeline::coverage::cache_file(&work, &id, b);
+            let f = crate::coverage::cache_file(&work, &id, b);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, calls).unwrap();
         }

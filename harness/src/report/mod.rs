@@ -5,7 +5,7 @@
 //! the run's records only; never spawns. This module and its siblings are
 //! the model: what the events say is read in `scan`, cells and the one BH
 //! pass are made in `cells`, the gate in [`gate`], differential profiles in
-//! [`profiles`], coverage in [`coverage`], two runs compared in
+//! [`profiles`], coverage from [`crate::coverage`], two runs compared in
 //! [`compare`], a sharded run's shards accounted in [`shards`], and the
 //! rule put in words in `rule`. Everything that draws the model (text,
 //! CSV, the terminal table, HTML and SVG, JUnit XML, nightly trends) is in
@@ -13,7 +13,6 @@
 
 mod cells;
 pub mod compare;
-pub mod coverage;
 pub mod gate;
 pub mod profiles;
 pub mod render;
@@ -239,7 +238,7 @@ pub struct Report {
     /// Which benchmarks execute the functions a series changes (`try`
     /// writes it: `coverage.json`); empty when unknown.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub coverage: Vec<coverage::Coverage>,
+    pub coverage: Vec<crate::coverage::Coverage>,
     /// Seconds from the run's start to its last sample (the HTML summary
     /// line's wall time; not in `report.json`).
     #[serde(skip)]
@@ -297,7 +296,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.contention = profiles::contention_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.notes.extend(notes);
-    r.coverage = coverage::read(&run.dir)?;
+    r.coverage = crate::coverage::read(&run.dir)?;
     Ok(r)
 }
 

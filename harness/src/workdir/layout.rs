@@ -51,18 +51,18 @@ pub const ENTRIES: &[Entry] = &[
     entry("try", "the series `try` was given, by content", Keep::Aged),
     entry(
         "builtin",
-        "the built-in matrix and files, by harness version",
+        "the built-in matrix and files, by harness version: builtin/<version>/",
         Keep::Aged,
     ),
     entry(
         "coverage",
-        "which benchmarks run the functions a series changes",
+        "the coverage cache: coverage/<base kernel>/<benchmark>.json and symbols, coverage/source/<source>/",
         Keep::Always,
     ),
     entry("ccache", "the compiler cache, when ccache is installed", Keep::Always),
     entry(
         "kvm-probe",
-        "a failed KVM probe per host, remembered for a day",
+        "a failed KVM probe per host, remembered for a day: kvm-probe/<host>.json",
         Keep::Always,
     ),
     entry(
@@ -184,9 +184,32 @@ impl WorkDir {
         self.join("builtin")
     }
 
-    /// `coverage/`: the coverage step's results.
+    /// `builtin/<version>/`: one harness version's embedded files
+    /// (`version` a digest of them).
+    pub fn builtin_version(&self, version: &str) -> PathBuf {
+        self.builtin().join(version)
+    }
+
+    /// `coverage/`: the coverage cache.
     pub fn coverage(&self) -> PathBuf {
         self.join("coverage")
+    }
+
+    /// `coverage/<base>/<benchmark>.json`: base kernel `base`'s calls per
+    /// op in one benchmark, as its last run kept them.
+    pub fn coverage_kept(&self, base: &str, benchmark: &str) -> PathBuf {
+        self.coverage().join(base).join(format!("{benchmark}.json"))
+    }
+
+    /// `coverage/<base>/symbols`: base kernel `base`'s function names.
+    pub fn coverage_symbols(&self, base: &str) -> PathBuf {
+        self.coverage().join(base).join("symbols")
+    }
+
+    /// `coverage/source/<source>/`: pristine copies of the files series
+    /// touch, as kernel source `source` holds them.
+    pub fn coverage_source(&self, source: &str) -> PathBuf {
+        self.coverage().join("source").join(source)
     }
 
     /// `ccache/`: the compiler cache.
@@ -197,6 +220,12 @@ impl WorkDir {
     /// `kvm-probe/`: remembered KVM probe failures.
     pub fn kvm_probe(&self) -> PathBuf {
         self.join("kvm-probe")
+    }
+
+    /// `kvm-probe/<host>.json`: the failed KVM probe of one host, host
+    /// kernel and QEMU (`host` a digest of the three).
+    pub fn kvm_probe_record(&self, host: &str) -> PathBuf {
+        self.kvm_probe().join(format!("{host}.json"))
     }
 
     /// `calibration.json`.

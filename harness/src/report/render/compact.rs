@@ -522,12 +522,11 @@ pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
         out.push_str(&profiles(r, width));
     }
     out.push_str(&contention(r, width));
-    for line in r.coverage.iter().flat_map(|c| {
-        crate::report::coverage::text(c)
-            .lines()
-            .map(String::from)
-            .collect::<Vec<_>>()
-    }) {
+    for line in r
+        .coverage
+        .iter()
+        .flat_map(|c| crate::coverage::text(c).lines().map(String::from).collect::<Vec<_>>())
+    {
         out.push_str(&wrap(&line, width, 4));
     }
     let wrap = |s: &str| wrap(s, width, 2);

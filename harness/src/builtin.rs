@@ -50,21 +50,21 @@ pub const FILES: &[(&str, &[u8])] = files![
 
 /// `<work>/builtin/<hash>/`: where this harness's embedded files go (the
 /// hash is over every file), written or not.
-pub fn dir(work: &Path) -> PathBuf {
+pub fn dir(work: &WorkDir) -> PathBuf {
     let mut h = Sha256::new();
     for (p, data) in FILES {
         h.update(p.as_bytes());
         h.update((data.len() as u64).to_le_bytes());
         h.update(data);
     }
-    WorkDir::at(work).builtin_version(&crate::util::hex(&h.finalize()[..8]))
+    work.builtin_version(&crate::util::hex(&h.finalize()[..8]))
 }
 
 /// Writes the embedded files under `<work>/builtin/<hash>/` (once, whole,
 /// verified at every use: [`crate::util::write_dir_once`]; the hash is over
 /// every file, so a new harness gets a new directory) and returns
 /// that directory: `matrix.yaml`, `images/`, `kconfigs/`, `patches/`.
-pub fn materialise(work: &Path) -> Result<PathBuf> {
+pub fn materialise(work: &WorkDir) -> Result<PathBuf> {
     let dir = dir(work);
     crate::util::write_dir_once(&dir, FILES).context("write the embedded files")?;
     Ok(dir)
@@ -72,7 +72,7 @@ pub fn materialise(work: &Path) -> Result<PathBuf> {
 
 /// The benchmark sources: `flag` when given, else `images/` beside the
 /// matrix when it exists (a checkout), else the embedded copy.
-pub fn images_dir(flag: Option<&Path>, matrix: &Path, work: &Path) -> Result<PathBuf> {
+pub fn images_dir(flag: Option<&Path>, matrix: &Path, work: &WorkDir) -> Result<PathBuf> {
     if let Some(d) = flag {
         return Ok(d.to_path_buf());
     }
@@ -127,21 +127,28 @@ mod tests {
     fn the_embedded_matrix_loads_from_its_own_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().to_path_buf();
-        let dir = materialise(&work).unwrap();
-        assert_eq!(materialise(&work).unwrap(), dir, "written once, found again");
+        let dir = materialise(&WorkDir::at(&work)).unwrap();
+        assert_eq!(
+            materialise(&WorkDir::at(&work)).unwrap(),
+            dir,
+            "written once, found again"
+        );
         let m = crate::config::load(&dir.join("matrix.yaml"), Some("premerge")).unwrap();
         assert_eq!(m.vcpus, vec![26]);
         assert!(m.kernel.fragments.iter().all(|f| f.starts_with(&dir) && f.is_file()));
         let elsewhere = work.join("elsewhere/matrix.yaml");
-        assert_eq!(images_dir(None, &elsewhere, &work).unwrap(), dir.join("images"));
+        assert_eq!(
+            images_dir(None, &elsewhere, &WorkDir::at(&work)).unwrap(),
+            dir.join("images")
+        );
         assert!(dir.join("images/doexec.c").is_file());
         let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         assert_eq!(
-            images_dir(None, &top.join("matrix.yaml"), &work).unwrap(),
+            images_dir(None, &top.join("matrix.yaml"), &WorkDir::at(&work)).unwrap(),
             top.join("images")
         );
         assert_eq!(
-            images_dir(Some(Path::new("/x")), &elsewhere, &work).unwrap(),
+            images_dir(Some(Path::new("/x")), &elsewhere, &WorkDir::at(&work)).unwrap(),
             PathBuf::from("/x")
         );
     }
@@ -155,11 +162,11 @@ mod tests {
     #[test]
     fn a_half_written_directory_is_not_reused() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = materialise(tmp.path()).unwrap();
+        let dir = materialise(&WorkDir::at(tmp.path())).unwrap();
         // what a harness killed while writing (or racing another) left behind
         std::fs::remove_file(dir.join("images/doexec.c")).unwrap();
         std::fs::write(dir.join("images/forkexec.c"), "torn").unwrap();
-        let again = materialise(tmp.path()).unwrap();
+        let again = materialise(&WorkDir::at(tmp.path())).unwrap();
         assert!(holds_every_file(&again), "a damaged directory is written afresh");
     }
 
@@ -169,7 +176,7 @@ mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let work = tmp.path().to_path_buf();
             let got: Vec<Result<PathBuf>> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| materialise(&work))).collect();
+                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| materialise(&WorkDir::at(&work)))).collect();
                 hs.into_iter().map(|h| h.join().unwrap()).collect()
             });
             for g in got {

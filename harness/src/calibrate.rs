@@ -288,7 +288,7 @@ pub fn floors_of(cal: &Calibration, clock: &str) -> Floors {
 
 /// The floors a run's report should use: those of the stored calibration
 /// that fits it, else none with the reason (which the report prints).
-pub fn floors_for_run(work: &Path, meta: &RunMeta, events: &[Event]) -> Floors {
+pub fn floors_for_run(work: &WorkDir, meta: &RunMeta, events: &[Event]) -> Floors {
     let run = fingerprint(meta, events);
     match load_all(work) {
         Err(e) => Floors::none(&format!("none ({e:#}; re-run `harness calibrate`)")),
@@ -300,12 +300,12 @@ pub fn floors_for_run(work: &Path, meta: &RunMeta, events: &[Event]) -> Floors {
 }
 
 /// Where calibrations live.
-pub fn path(work: &Path) -> PathBuf {
-    WorkDir::at(work).calibration()
+pub fn path(work: &WorkDir) -> PathBuf {
+    work.calibration()
 }
 
 /// Every stored calibration (none when there is no file).
-pub fn load_all(work: &Path) -> Result<Vec<Calibration>> {
+pub fn load_all(work: &WorkDir) -> Result<Vec<Calibration>> {
     let p = path(work);
     let data = match std::fs::read(&p) {
         Ok(d) => d,
@@ -325,8 +325,8 @@ pub fn load_all(work: &Path) -> Result<Vec<Calibration>> {
 
 /// Stores a calibration, replacing one with the same fingerprint (an
 /// unreadable older file is replaced).
-pub fn save(work: &Path, c: &Calibration) -> Result<()> {
-    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
+pub fn save(work: &WorkDir, c: &Calibration) -> Result<()> {
+    work.create()?;
     let mut cals = load_all(work).unwrap_or_default();
     cals.retain(|x| x.fingerprint != c.fingerprint);
     cals.push(c.clone());
@@ -475,13 +475,17 @@ mod tests {
         let (cal, aa_meta, events) = calibration();
         let mut run = aa_meta.clone();
         run.matrix.profile = Some("quick".into());
-        assert!(floors_for_run(&work, &run, &events)
+        assert!(floors_for_run(&WorkDir::at(&work), &run, &events)
             .source
             .starts_with("none (no calibration"));
-        save(&work, &cal).unwrap();
-        save(&work, &cal).unwrap();
-        assert_eq!(load_all(&work).unwrap().len(), 1, "same fingerprint: replaced");
-        let applied = floors_for_run(&work, &run, &events);
+        save(&WorkDir::at(&work), &cal).unwrap();
+        save(&WorkDir::at(&work), &cal).unwrap();
+        assert_eq!(
+            load_all(&WorkDir::at(&work)).unwrap().len(),
+            1,
+            "same fingerprint: replaced"
+        );
+        let applied = floors_for_run(&WorkDir::at(&work), &run, &events);
         assert_eq!(
             (applied.by_cell.len(), applied.source.starts_with("calibration r of")),
             (2, true),
@@ -489,14 +493,18 @@ mod tests {
             applied.source
         );
         run.matrix.sampling.repetitions = 3;
-        let refused = floors_for_run(&work, &run, &events);
+        let refused = floors_for_run(&WorkDir::at(&work), &run, &events);
         assert!(
             refused.by_cell.is_empty() && refused.source.contains("refused"),
             "{}",
             refused.source
         );
-        std::fs::write(path(&work), r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#).unwrap();
-        let old = floors_for_run(&work, &run, &events);
+        std::fs::write(
+            path(&WorkDir::at(&work)),
+            r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#,
+        )
+        .unwrap();
+        let old = floors_for_run(&WorkDir::at(&work), &run, &events);
         assert!(
             old.by_cell.is_empty() && old.source.contains("an older or damaged file"),
             "{}",

@@ -16,6 +16,7 @@ use crate::host;
 use crate::kernel::kconfig;
 use crate::proc;
 use crate::vm;
+use crate::workdir::WorkDir;
 
 mod noise;
 mod series;
@@ -156,7 +157,7 @@ fn other_profiles(m: &Matrix) -> Vec<Item> {
 }
 
 /// Runs every check; `work` is the harness's work directory.
-pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
+pub fn run(m: &Matrix, work: &WorkDir) -> Vec<Item> {
     let mut out = Vec::new();
     out.push(item(
         Level::Ok,
@@ -206,7 +207,7 @@ pub fn run(m: &Matrix, work: &std::path::Path) -> Vec<Item> {
 /// Which benchmarks execute what each variant's series change, from the
 /// calls per op the last run of this base kernel kept: a series no
 /// benchmark measures is a warning.
-fn coverage_checks(m: &Matrix, work: &Path) -> Vec<Item> {
+fn coverage_checks(m: &Matrix, work: &WorkDir) -> Vec<Item> {
     let cached = match crate::coverage::from_cache(m, work) {
         Ok(c) => c,
         Err(e) => return vec![item(Level::Warn, "coverage", format!("unknown: {e:#}"))],
@@ -449,7 +450,7 @@ fn ref_checks(m: &Matrix) -> Vec<Item> {
 
 /// Disk use of the work directory's kernels and trees and of the runs
 /// directory, and the free space left where the work directory lives.
-pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
+pub fn disk(work: &WorkDir, runs: &Path) -> Vec<Item> {
     let mut out: Vec<Item> = crate::gc::usage(work, runs)
         .into_iter()
         .map(|(what, bytes, n)| {
@@ -460,7 +461,7 @@ pub fn disk(work: &Path, runs: &Path) -> Vec<Item> {
             )
         })
         .collect();
-    if let Some(free) = free_bytes(work) {
+    if let Some(free) = free_bytes(work.root()) {
         // a 6.12 tree copy is 1.7 GB, an in-tree build ~1 GB more
         let lvl = if free < 10 << 30 { Level::Warn } else { Level::Ok };
         out.push(item(
@@ -519,14 +520,14 @@ mod tests {
         let work = root.join("work");
 
         // the run: lock, tree, series applied, scratch in use
-        let run_lock = WorkLock::share_waiting(&work, "run", std::time::Duration::ZERO, |_| {}).unwrap();
+        let run_lock = WorkLock::share_waiting(&WorkDir::at(&work), "run", std::time::Duration::ZERO, |_| {}).unwrap();
         let log = root.join("run.log");
-        let tree = Tree::prepare(&src, &work, &log).unwrap();
+        let tree = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
         let series = patch::load_series(&m.series_dir, "s").unwrap();
         tree.apply_series(&series, false, &log).unwrap().unwrap();
         write(&work.join("scratch/in-use"), "x");
 
-        let items = run(&m, &work);
+        let items = run(&m, &WorkDir::at(&work));
         let find = |w: &str| {
             items
                 .iter()
@@ -555,7 +556,7 @@ mod tests {
 
         // without a run, check uses (and rolls back) the work tree under the lock
         drop(run_lock);
-        let items = run(&m, &work);
+        let items = run(&m, &WorkDir::at(&work));
         assert!(
             items
                 .iter()
@@ -566,7 +567,7 @@ mod tests {
             std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(),
             "one\ntwo\nthree\n"
         );
-        WorkLock::acquire(&work, "run").expect("check released the lock");
+        WorkLock::acquire(&WorkDir::at(&work), "run").expect("check released the lock");
         std::fs::remove_dir_all(root).ok();
     }
 

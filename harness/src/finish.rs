@@ -15,6 +15,7 @@ use crate::pipeline::{self, Options};
 use crate::plan::CellKey;
 use crate::records::RunMeta;
 use crate::report::{self, Floors, Report};
+use crate::workdir::WorkDir;
 use crate::{calibrate, history, store};
 
 /// How the gate judges a report: not at all, on its failures, or on its
@@ -47,7 +48,7 @@ impl GateMode {
 #[derive(Debug, Clone)]
 pub struct Ending {
     /// The work directory.
-    pub work_dir: PathBuf,
+    pub work_dir: WorkDir,
     /// The history database.
     pub history_db: PathBuf,
     /// The gate.
@@ -81,12 +82,12 @@ pub struct Finished {
 }
 
 /// The floors of the stored calibration that fits `run` (none when none fits).
-pub fn floors(run: &store::Run, work_dir: &Path) -> Result<Floors> {
+pub fn floors(run: &store::Run, work_dir: &WorkDir) -> Result<Floors> {
     Ok(calibrate::floors_for_run(work_dir, &run.meta()?, &run.events()?))
 }
 
 /// A run's report with the floors of the calibration that fits it.
-pub fn with_floors(run: &store::Run, work_dir: &Path) -> Result<Report> {
+pub fn with_floors(run: &store::Run, work_dir: &WorkDir) -> Result<Report> {
     report::build(run, &floors(run, work_dir)?)
 }
 

@@ -88,9 +88,9 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Kernels: `kernels/<key>/` (last use: its `last-used` file, else the
 /// directory); `<key>.partial` is an interrupted build.
-fn kernels(work: &Path, needed: &Needed, out: &mut Vec<Victim>) -> Vec<Unit> {
+fn kernels(work: &WorkDir, needed: &Needed, out: &mut Vec<Victim>) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (name, p) in entries(&WorkDir::at(work).kernels()) {
+    for (name, p) in entries(&work.kernels()) {
         if needed.kernels.contains_key(&name) {
             continue;
         }
@@ -116,8 +116,8 @@ fn kernels(work: &Path, needed: &Needed, out: &mut Vec<Victim>) -> Vec<Unit> {
 
 /// Trees: `tree/<key>/` with its companions `tree/<key>.*` (patch stack,
 /// cached base configs, `last-used`); `<key>.partial` is an interrupted copy.
-fn trees(work: &Path, out: &mut Vec<Victim>) -> Vec<Unit> {
-    let all = entries(&WorkDir::at(work).trees());
+fn trees(work: &WorkDir, out: &mut Vec<Victim>) -> Vec<Unit> {
+    let all = entries(&work.trees());
     let mut units = Vec::new();
     for (name, p) in &all {
         if name.ends_with(".partial") {
@@ -169,9 +169,9 @@ fn busy(runs: &Path, id: &str) -> bool {
 /// Run images: the `work/keys/<run-id>/*.cpio` files of each run and of
 /// its shards (`shard-K-of-N/*.cpio`; they carry its host key; remade by
 /// `--resume`). The keys themselves stay.
-fn run_images(work: &Path, runs: &Path, needed: &Needed) -> Vec<Unit> {
+fn run_images(work: &WorkDir, runs: &Path, needed: &Needed) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (name, p) in entries(&WorkDir::at(work).keys()) {
+    for (name, p) in entries(&work.keys()) {
         let mut cpios: Vec<PathBuf> = cpios(&p).collect();
         for (_, shard) in entries(&p)
             .into_iter()
@@ -241,8 +241,8 @@ fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
 }
 
 /// The companions `tree/<key>.*` of a tree copy no longer there.
-fn orphans(work: &Path, out: &mut Vec<Victim>) {
-    let wd = WorkDir::at(work);
+fn orphans(work: &WorkDir, out: &mut Vec<Victim>) {
+    let wd = work;
     for (name, p) in &entries(&wd.trees()) {
         let Some((key, _)) = name.split_once('.') else { continue };
         if !name.ends_with(".partial") && !wd.tree(key).is_dir() {
@@ -257,7 +257,7 @@ fn orphans(work: &Path, out: &mut Vec<Victim>) {
 
 /// Everything `policy` lets go under `work` and `runs`, as of `now`, but
 /// what unfinished runs still need.
-pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime, needed: &Needed) -> Vec<Victim> {
+pub fn plan(work: &WorkDir, runs: &Path, policy: Policy, now: SystemTime, needed: &Needed) -> Vec<Victim> {
     let mut out = Vec::new();
     let k = kernels(work, needed, &mut out);
     let before = out.len();
@@ -278,16 +278,10 @@ pub fn plan(work: &Path, runs: &Path, policy: Policy, now: SystemTime, needed: &
     select(t, "tree", policy, now, &mut out);
     orphans(work, &mut out);
     select(run_images(work, runs, needed), "image of run", policy, now, &mut out);
-    select(
-        dirs(&WorkDir::at(work).try_series(), None),
-        "try series",
-        policy,
-        now,
-        &mut out,
-    );
+    select(dirs(&work.try_series(), None), "try series", policy, now, &mut out);
     let current = crate::builtin::dir(work);
     select(
-        dirs(&WorkDir::at(work).builtin(), Some(&current)),
+        dirs(&work.builtin(), Some(&current)),
         "embedded files of another harness",
         policy,
         now,
@@ -316,14 +310,14 @@ pub fn delete(victims: &[Victim]) -> Result<()> {
 
 /// Disk use of the work directory's kernels and trees and of the runs
 /// directory: `(what, bytes, entries)`.
-pub fn usage(work: &Path, runs: &Path) -> Vec<(String, u64, usize)> {
+pub fn usage(work: &WorkDir, runs: &Path) -> Vec<(String, u64, usize)> {
     let count = |d: &Path| {
         entries(d)
             .iter()
             .filter(|(n, p)| p.is_dir() && !n.ends_with(".partial"))
             .count()
     };
-    let wd = WorkDir::at(work);
+    let wd = work;
     let (k, t) = (wd.kernels(), wd.trees());
     let mut v = vec![
         (format!("{} (kernels)", k.display()), disk_usage(&k), count(&k)),
@@ -383,7 +377,7 @@ mod tests {
         }
 
         let v = plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy { keep: 1, days: None },
             SystemTime::now(),
@@ -413,7 +407,7 @@ mod tests {
         );
         // younger than 15 days is kept too
         let v = plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy {
                 keep: 1,
@@ -447,7 +441,7 @@ mod tests {
             "only images go"
         );
         assert!(plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy {
                 keep: 1,
@@ -460,7 +454,7 @@ mod tests {
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
         assert!(plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy { keep: 0, days: None },
             SystemTime::now(),
@@ -469,7 +463,7 @@ mod tests {
         .iter()
         .all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
-        let u = usage(&work, &runs);
+        let u = usage(&WorkDir::at(&work), &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
         assert!(u[0].1 >= 10_000);
     }
@@ -504,7 +498,7 @@ mod tests {
             put(&work.join("try").join(h).join("series"), 10);
             age(&work.join("try").join(h), days);
         }
-        let current = crate::builtin::dir(&work);
+        let current = crate::builtin::dir(&WorkDir::at(&work));
         put(&current.join("matrix.yaml"), 10);
         age(&current, 50);
         for (h, days) in [("b1", 2), ("b2", 30)] {
@@ -518,11 +512,14 @@ mod tests {
             put(&work.join("kernels").join(key).join("bzImage"), 5000);
             put(&work.join("kernels").join(key).join(LAST_USED), 1);
             age(&work.join("kernels").join(key).join(LAST_USED), days);
-            put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
+            put(
+                &crate::workdir::lock_path(&WorkDir::at(&work), &format!("kernel-{key}")),
+                0,
+            );
         }
 
         let v = plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy { keep: 1, days: None },
             SystemTime::now(),
@@ -562,14 +559,14 @@ mod tests {
         put(&work.join("my-notes/todo"), 10);
         age(&work.join("my-notes"), 400);
         let again = plan(
-            &work,
+            &WorkDir::at(&work),
             &runs,
             Policy { keep: 0, days: None },
             SystemTime::now(),
             &Needed::default(),
         );
         assert!(again.iter().all(|v| !v.path.starts_with(work.join("my-notes"))));
-        assert!(usage(&work, &runs)
+        assert!(usage(&WorkDir::at(&work), &runs)
             .iter()
             .any(|(what, _, _)| what.contains("my-notes (not the harness's")));
     }
@@ -583,7 +580,10 @@ mod tests {
         for (key, days) in [("k1", 1), ("k2", 30)] {
             put(&work.join("kernels").join(key).join(LAST_USED), 1);
             age(&work.join("kernels").join(key).join(LAST_USED), days);
-            put(&crate::workdir::lock_path(&work, &format!("kernel-{key}")), 0);
+            put(
+                &crate::workdir::lock_path(&WorkDir::at(&work), &format!("kernel-{key}")),
+                0,
+            );
         }
         for id in ["r1", "r2"] {
             put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 10);
@@ -591,7 +591,7 @@ mod tests {
         }
         let policy = Policy { keep: 0, days: None };
         let gone = |needed: &Needed| -> Vec<String> {
-            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), needed)
+            let mut v: Vec<String> = plan(&WorkDir::at(&work), &runs, policy, SystemTime::now(), needed)
                 .iter()
                 .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
                 .collect();
@@ -643,10 +643,16 @@ mod tests {
         }
         ahead(&work.join("kernels/k1").join(LAST_USED));
         let names = |policy: Policy| -> Vec<String> {
-            let mut v: Vec<String> = plan(&work, &runs, policy, SystemTime::now(), &Needed::default())
-                .iter()
-                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
-                .collect();
+            let mut v: Vec<String> = plan(
+                &WorkDir::at(&work),
+                &runs,
+                policy,
+                SystemTime::now(),
+                &Needed::default(),
+            )
+            .iter()
+            .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+            .collect();
             v.sort();
             v
         };

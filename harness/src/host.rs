@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::proc::{self, Cmd};
+use crate::workdir::WorkDir;
 
 pub mod state;
 pub mod topology;
@@ -289,9 +290,9 @@ pub fn load_per_cpu() -> Option<f64> {
 /// `work/kvm-probe/<hash of key>.json`: the failed KVM probe of one host,
 /// host kernel and QEMU ([`probe_key`]); a work directory shared by several
 /// hosts holds one file per host, so no host rewrites another's.
-pub fn probe_path(work: &Path, key: &str) -> PathBuf {
+pub fn probe_path(work: &WorkDir, key: &str) -> PathBuf {
     use sha2::Digest;
-    crate::workdir::WorkDir::at(work).kvm_probe_record(&crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8]))
+    work.kvm_probe_record(&crate::util::hex(&sha2::Sha256::digest(key.as_bytes())[..8]))
 }
 
 /// Host name, host kernel and QEMU version: a failed probe holds for its
@@ -302,14 +303,14 @@ pub fn probe_key(qemu: &Path) -> String {
 
 /// The failed probe remembered in `work` for `key`, if any still holds
 /// ([`FailedProbe::holds_at`]).
-pub fn failed_probe(work: &Path, key: &str) -> Option<FailedProbe> {
+pub fn failed_probe(work: &WorkDir, key: &str) -> Option<FailedProbe> {
     let p: FailedProbe = serde_json::from_slice(&std::fs::read(probe_path(work, key)).ok()?).ok()?;
     (p.key == key && p.holds_at(now_s())).then_some(p)
 }
 
 /// Remembers a probe boot that failed on KVM's account for `key` (written
 /// whole: a temporary file of this process and thread renamed into place).
-pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()> {
+pub fn remember_failed_probe(work: &WorkDir, key: &str, reason: &str) -> Result<()> {
     let p = FailedProbe {
         key: key.to_string(),
         when: crate::util::now_rfc3339(),
@@ -317,7 +318,7 @@ pub fn remember_failed_probe(work: &Path, key: &str, reason: &str) -> Result<()>
         at_s: Some(now_s()),
     };
     let path = probe_path(work, key);
-    let dir = path.parent().unwrap_or(work);
+    let dir = path.parent().unwrap_or(work.root());
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     crate::util::write_whole(&path, &serde_json::to_vec_pretty(&p)?)
 }
@@ -400,11 +401,11 @@ mod tests {
     #[test]
     fn a_failed_probe_holds_for_its_key_only() {
         let work = tempfile::tempdir().unwrap();
-        assert!(failed_probe(work.path(), "6.1 / QEMU 10").is_none());
-        remember_failed_probe(work.path(), "6.1 / QEMU 10", "kvm: entry failed").unwrap();
-        let p = failed_probe(work.path(), "6.1 / QEMU 10").unwrap();
+        assert!(failed_probe(&WorkDir::at(work.path()), "6.1 / QEMU 10").is_none());
+        remember_failed_probe(&WorkDir::at(work.path()), "6.1 / QEMU 10", "kvm: entry failed").unwrap();
+        let p = failed_probe(&WorkDir::at(work.path()), "6.1 / QEMU 10").unwrap();
         assert_eq!(p.reason, "kvm: entry failed");
-        assert!(failed_probe(work.path(), "6.2 / QEMU 10").is_none());
+        assert!(failed_probe(&WorkDir::at(work.path()), "6.2 / QEMU 10").is_none());
     }
 
     /// Issue 30: a failed probe is forgotten after a day (and one whose time
@@ -414,22 +415,29 @@ mod tests {
     fn a_failed_probe_expires_after_a_day() {
         let work = tempfile::tempdir().unwrap();
         let key = "lab / 6.1 / QEMU 10";
-        remember_failed_probe(work.path(), key, "no console output").unwrap();
-        let p = failed_probe(work.path(), key).expect("fresh");
+        remember_failed_probe(&WorkDir::at(work.path()), key, "no console output").unwrap();
+        let p = failed_probe(&WorkDir::at(work.path()), key).expect("fresh");
         let at = p.at_s.unwrap();
         assert!(p.holds_at(at + 23 * 3600));
         assert!(!p.holds_at(at + 24 * 3600), "a day old");
         assert!(!p.holds_at(at - 60), "ahead of the clock");
         let rewrite = |at_s: Option<u64>| {
             let old = FailedProbe { at_s, ..p.clone() };
-            std::fs::write(probe_path(work.path(), key), serde_json::to_vec(&old).unwrap()).unwrap();
+            std::fs::write(
+                probe_path(&WorkDir::at(work.path()), key),
+                serde_json::to_vec(&old).unwrap(),
+            )
+            .unwrap();
         };
         rewrite(Some(at - 2 * 24 * 3600));
-        assert!(failed_probe(work.path(), key).is_none(), "two days old");
+        assert!(failed_probe(&WorkDir::at(work.path()), key).is_none(), "two days old");
         rewrite(None);
-        assert!(failed_probe(work.path(), key).is_none(), "a file without its time");
+        assert!(
+            failed_probe(&WorkDir::at(work.path()), key).is_none(),
+            "a file without its time"
+        );
         rewrite(Some(at));
-        assert!(failed_probe(work.path(), key).is_some());
+        assert!(failed_probe(&WorkDir::at(work.path()), key).is_some());
     }
 
     /// Hosts sharing a work directory remember their probes at once: each
@@ -444,13 +452,19 @@ mod tests {
                 let (start, w) = (&start, work.path());
                 s.spawn(move || {
                     start.wait();
-                    remember_failed_probe(w, k, "kvm: entry failed").unwrap();
+                    remember_failed_probe(&WorkDir::at(w), k, "kvm: entry failed").unwrap();
                 });
             }
         });
-        let lost: Vec<&String> = keys.iter().filter(|k| failed_probe(work.path(), k).is_none()).collect();
+        let lost: Vec<&String> = keys
+            .iter()
+            .filter(|k| failed_probe(&WorkDir::at(work.path()), k).is_none())
+            .collect();
         assert!(lost.is_empty(), "lost {lost:?}");
-        assert_ne!(probe_path(work.path(), &keys[0]), probe_path(work.path(), &keys[1]));
+        assert_ne!(
+            probe_path(&WorkDir::at(work.path()), &keys[0]),
+            probe_path(&WorkDir::at(work.path()), &keys[1])
+        );
     }
 
     #[test]
@@ -461,16 +475,16 @@ mod tests {
         );
         // one work directory on a shared file system, two hosts
         let work = tempfile::tempdir().unwrap();
-        remember_failed_probe(work.path(), "lab1 / 6.1 / QEMU 10", "kvm: entry failed").unwrap();
-        remember_failed_probe(work.path(), "lab2 / 6.1 / QEMU 10", "KVM internal error").unwrap();
+        remember_failed_probe(&WorkDir::at(work.path()), "lab1 / 6.1 / QEMU 10", "kvm: entry failed").unwrap();
+        remember_failed_probe(&WorkDir::at(work.path()), "lab2 / 6.1 / QEMU 10", "KVM internal error").unwrap();
         assert_eq!(
-            failed_probe(work.path(), "lab1 / 6.1 / QEMU 10")
+            failed_probe(&WorkDir::at(work.path()), "lab1 / 6.1 / QEMU 10")
                 .map(|p| p.reason)
                 .as_deref(),
             Some("kvm: entry failed")
         );
         assert_eq!(
-            failed_probe(work.path(), "lab2 / 6.1 / QEMU 10")
+            failed_probe(&WorkDir::at(work.path()), "lab2 / 6.1 / QEMU 10")
                 .map(|p| p.reason)
                 .as_deref(),
             Some("KVM internal error")

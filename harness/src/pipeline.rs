@@ -30,6 +30,7 @@ use crate::proc;
 use crate::records::{Cause, Event, Failed, RunMeta, Stage};
 use crate::store::Run;
 use crate::ui::Ui;
+use crate::workdir::WorkDir;
 
 pub use accel::{for_this_host, kvm_unusable, Plan, Restart};
 pub use parallel::jobs_at_once;
@@ -39,7 +40,7 @@ pub use variants::{from_cache, Built};
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Work directory (tree, kernel cache, lock).
-    pub work_dir: PathBuf,
+    pub work_dir: WorkDir,
     /// Where run directories go.
     pub runs_dir: PathBuf,
     /// Directory with the benchmark sources (`images/`).
@@ -545,7 +546,7 @@ mod tests {
     #[test]
     fn a_resume_keeps_the_jobs_the_run_started_with() {
         let opts = |jobs| Options {
-            work_dir: "w".into(),
+            work_dir: WorkDir::at(Path::new("w")),
             runs_dir: "r".into(),
             images_dir: "i".into(),
             quiet: true,
@@ -639,7 +640,7 @@ mod tests {
         ];
         let run_dir = work.join("runs/r");
         let needed: BTreeSet<&str> = ["base", "broken", "conflicts", "never"].into();
-        let got = from_cache(&events, &work, &needed, &run_dir).unwrap();
+        let got = from_cache(&events, &WorkDir::at(&work), &needed, &run_dir).unwrap();
         assert_eq!(got["base"].as_ref().unwrap().key, "k1");
         let missing = "kernel not in the cache: run `harness build` first";
         assert_eq!(got["never"].as_ref().unwrap_err(), missing);
@@ -647,7 +648,7 @@ mod tests {
         assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
         assert!(!work.join("tree").exists(), "a shard made a work tree");
         let needed: BTreeSet<&str> = ["base", "gone"].into();
-        let e = from_cache(&events, &work, &needed, &run_dir).unwrap_err();
+        let e = from_cache(&events, &WorkDir::at(&work), &needed, &run_dir).unwrap_err();
         assert!(crate::kernel::fault::is_host_fault(&e), "{e:#}");
         let text = format!("{e:#}");
         assert!(
@@ -725,7 +726,7 @@ mod tests {
         };
         writer.write_meta(&meta).unwrap();
         let opts = |w: &str| Options {
-            work_dir: root.join(w),
+            work_dir: WorkDir::at(&root.join(w)),
             runs_dir: root.join("runs"),
             images_dir: root.join("images"),
             quiet: true,
@@ -782,7 +783,7 @@ mod tests {
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let opts = Options {
-            work_dir: root.join("work"),
+            work_dir: WorkDir::at(&root.join("work")),
             runs_dir: root.join("runs"),
             images_dir: root.join("images"),
             quiet: true,

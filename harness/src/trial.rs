@@ -68,19 +68,17 @@ pub fn parse_clock(s: &str) -> Result<Clock, String> {
 
 /// The two-variant matrix of a request; the series is written under
 /// `<work>/try/<hash of its patches>/series/`.
-pub fn matrix(req: &Request, work: &Path) -> Result<Matrix> {
+pub fn matrix(req: &Request, work: &WorkDir) -> Result<Matrix> {
     let mut m = base_matrix(req, work)?;
     let (sources, base_ref) = sources(req, &mut m)?;
-    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-    let patches = series::collect(&sources, &WorkDir::at(work).log("try-format-patch"))?;
+    work.create()?;
+    let patches = series::collect(&sources, &work.log("try-format-patch"))?;
     let mut h = Sha256::new();
     for (name, data) in &patches {
         h.update(name.as_bytes());
         h.update(data);
     }
-    m.series_dir = WorkDir::at(work)
-        .try_series()
-        .join(crate::util::hex(&h.finalize()[..8]));
+    m.series_dir = work.try_series().join(crate::util::hex(&h.finalize()[..8]));
     series::write_quilt(&patches, &m.series_dir, SERIES)?;
     // the benchmarks the profile's variants run (`--bench`: those named)
     let benchmarks: Vec<String> = m
@@ -151,7 +149,7 @@ fn sources(req: &Request, m: &mut Matrix) -> Result<(Vec<Source>, Option<String>
 /// here) that execute a function the series changes, from the calls per
 /// op kept by the last run of this base kernel; refused when none is known
 /// or none executes one.
-fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
+fn covering(m: &mut Matrix, work: &WorkDir) -> Result<()> {
     let candidates: Vec<String> = m
         .benchmarks
         .iter()
@@ -185,7 +183,7 @@ fn covering(m: &mut Matrix, work: &Path) -> Result<()> {
 
 /// The matrix (`--matrix` or the built-in one) with its profile, narrowed
 /// by the command line; its variants are the caller's to replace.
-pub fn base_matrix(req: &Request, work: &Path) -> Result<Matrix> {
+pub fn base_matrix(req: &Request, work: &WorkDir) -> Result<Matrix> {
     let path = match &req.matrix {
         Some(p) => std::path::absolute(p).context("resolve --matrix")?,
         None => crate::builtin::materialise(work)?.join("matrix.yaml"),
@@ -411,14 +409,14 @@ mod tests {
             ..Request::default()
         };
         let work = tmp.path().join("work");
-        let e = format!("{:#}", matrix(&req, &work).unwrap_err());
+        let e = format!("{:#}", matrix(&req, &WorkDir::at(&work)).unwrap_err());
         assert!(
             e.contains("--covering: no run has profiled base's benchmarks yet"),
             "{e}"
         );
         // what a run of base kept: stress-pipe calls pipe_write, doexec does not
-        let probe = base_matrix(&req, &work).unwrap();
-        let files = crate::coverage::source_files(&probe, &work).unwrap();
+        let probe = base_matrix(&req, &WorkDir::at(&work)).unwrap();
+        let files = crate::coverage::source_files(&probe, &WorkDir::at(&work)).unwrap();
         std::fs::create_dir_all(files.join("fs")).unwrap();
         std::fs::write(
             files.join("fs/pipe.c"),
@@ -430,11 +428,11 @@ mod tests {
             ("stress-pipe", r#"{"vcpus": 2, "calls": {"pipe_write": 2.0}}"#),
             ("static-doexec", r#"{"vcpus": 2, "calls": {"bprm_execve": 1.0}}"#),
         ] {
-            let f = crate::coverage::cache_file(&work, &id, b);
+            let f = crate::coverage::cache_file(&WorkDir::at(&work), &id, b);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, calls).unwrap();
         }
-        let m = matrix(&req, &work).unwrap();
+        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
         assert_eq!(m.variants[1].benchmarks, ["stress-pipe"]);
         assert_eq!(m.variants[0].benchmarks, ["stress-pipe"]);
     }
@@ -458,16 +456,19 @@ mod tests {
             "test-vmalloc",
         ];
         // the built-in matrix's real suites are run only where asked for
-        let m = matrix(&req, &work).unwrap();
+        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
         assert_eq!(m.variants[1].benchmarks, seeds);
         let named = Request {
             bench: vec!["stress-pipe".into()],
             ..req.clone()
         };
         if crate::proc::which("stress-ng").is_some() {
-            assert_eq!(matrix(&named, &work).unwrap().variants[1].benchmarks, ["stress-pipe"]);
+            assert_eq!(
+                matrix(&named, &WorkDir::at(&work)).unwrap().variants[1].benchmarks,
+                ["stress-pipe"]
+            );
         } else {
-            let e = format!("{:#}", matrix(&named, &work).unwrap_err());
+            let e = format!("{:#}", matrix(&named, &WorkDir::at(&work)).unwrap_err());
             assert!(e.contains("`stress-ng` is not installed on this host"), "{e}");
         }
     }
@@ -492,7 +493,7 @@ mod tests {
             ..Request::default()
         };
         let work = root.join("work");
-        let m = matrix(&req, &work).unwrap();
+        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
         let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["base", "series"]);
         assert_eq!(m.variants[1].apply, vec!["series".to_string()]);
@@ -516,7 +517,7 @@ mod tests {
                     bench: vec!["nope".into()],
                     ..req.clone()
                 },
-                &work
+                &WorkDir::at(&work)
             )
             .unwrap_err()
         );
@@ -528,7 +529,7 @@ mod tests {
                     series: vec![],
                     ..req.clone()
                 },
-                &work
+                &WorkDir::at(&work)
             )
             .unwrap_err()
         );

@@ -37,7 +37,7 @@ pub const SHARED_HOLDERS: &str = "runs or shards are using its tree and kernels"
 
 impl WorkLock {
     /// Takes the lock exclusively for the command `what` or explains who holds it.
-    pub fn acquire(work: &Path, what: &str) -> Result<WorkLock> {
+    pub fn acquire(work: &WorkDir, what: &str) -> Result<WorkLock> {
         match WorkLock::try_acquire(work, what)? {
             Ok(l) => Ok(l),
             Err(holder) if holder == SHARED_HOLDERS => {
@@ -55,13 +55,13 @@ impl WorkLock {
     /// seconds to minutes) has it exclusively, waits up to `limit`, saying
     /// so once through `notice`.
     pub fn share_waiting(
-        work: &Path,
+        work: &WorkDir,
         what: &str,
         limit: std::time::Duration,
         notice: impl Fn(&str),
     ) -> Result<WorkLock> {
-        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        let p = WorkDir::at(work).lock_file();
+        work.create()?;
+        let p = work.lock_file();
         let until = std::time::Instant::now() + limit;
         let mut told = false;
         loop {
@@ -87,9 +87,9 @@ impl WorkLock {
 
     /// Takes the lock exclusively if it is free; `Ok(Err(holder))` names
     /// who holds it ([`SHARED_HOLDERS`] when runs do).
-    pub fn try_acquire(work: &Path, what: &str) -> Result<std::result::Result<WorkLock, String>> {
-        std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-        let p = WorkDir::at(work).lock_file();
+    pub fn try_acquire(work: &WorkDir, what: &str) -> Result<std::result::Result<WorkLock, String>> {
+        work.create()?;
+        let p = work.lock_file();
         Ok(match Flock::try_take(&p, what)? {
             Ok(l) => Ok(WorkLock { _lock: l }),
             // a shared lock is to be had: only runs hold it (they write no name)
@@ -100,18 +100,18 @@ impl WorkLock {
 }
 
 /// `work/locks/<name>`: the lock files of steps runs take turns at.
-pub fn lock_path(work: &Path, name: &str) -> std::path::PathBuf {
-    WorkDir::at(work).locks().join(name)
+pub fn lock_path(work: &WorkDir, name: &str) -> std::path::PathBuf {
+    work.locks().join(name)
 }
 
 /// Takes the exclusive lock `work/locks/<name>` on `what` (the shared
 /// kernel tree, one kernel's cache key) for `by` (the holder's name in the
 /// lock file: `run <id>`), waiting for as long as another run holds it,
 /// saying so once through `notice`; an interruption ends the wait.
-pub fn lock_waiting(work: &Path, name: &str, what: &str, by: &str, notice: impl Fn(&str)) -> Result<Flock> {
+pub fn lock_waiting(work: &WorkDir, name: &str, what: &str, by: &str, notice: impl Fn(&str)) -> Result<Flock> {
     let p = lock_path(work, name);
-    std::fs::create_dir_all(p.parent().unwrap_or(work))
-        .with_context(|| format!("create {}", WorkDir::at(work).locks().display()))?;
+    std::fs::create_dir_all(p.parent().unwrap_or(work.root()))
+        .with_context(|| format!("create {}", work.locks().display()))?;
     let mut told = false;
     loop {
         match Flock::try_take(&p, by)? {
@@ -138,23 +138,27 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let wait = std::time::Duration::from_secs(5);
-        let a = WorkLock::share_waiting(&dir, "run", wait, |_| {}).unwrap();
+        let a = WorkLock::share_waiting(&WorkDir::at(&dir), "run", wait, |_| {}).unwrap();
         let t = std::time::Instant::now();
-        let b = WorkLock::share_waiting(&dir, "run", wait, |_| {}).expect("a second run shares the work directory");
+        let b = WorkLock::share_waiting(&WorkDir::at(&dir), "run", wait, |_| {})
+            .expect("a second run shares the work directory");
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "the second run waited");
-        let e = WorkLock::acquire(&dir, "gc")
+        let e = WorkLock::acquire(&WorkDir::at(&dir), "gc")
             .err()
             .expect("gc --yes while runs live")
             .to_string();
         assert!(e.contains("runs or shards are using its tree and kernels"), "{e}");
         drop(a);
         assert!(
-            WorkLock::try_acquire(&dir, "gc").unwrap().is_err(),
+            WorkLock::try_acquire(&WorkDir::at(&dir), "gc").unwrap().is_err(),
             "one run still holds it"
         );
         drop(b);
-        let gc = WorkLock::acquire(&dir, "gc").unwrap();
-        let e = WorkLock::acquire(&dir, "check").err().unwrap().to_string();
+        let gc = WorkLock::acquire(&WorkDir::at(&dir), "gc").unwrap();
+        let e = WorkLock::acquire(&WorkDir::at(&dir), "check")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("another harness (pid") && e.contains("harness gc"), "{e}");
         drop(gc);
     }
@@ -164,14 +168,14 @@ mod tests {
     fn run_waits_for_check() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let check = WorkLock::acquire(&dir, "check").unwrap();
+        let check = WorkLock::acquire(&WorkDir::at(&dir), "check").unwrap();
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(700));
             drop(check);
         });
         let told = std::cell::RefCell::new(Vec::new());
         let t = std::time::Instant::now();
-        let _run = WorkLock::share_waiting(&dir, "run", std::time::Duration::from_secs(30), |m| {
+        let _run = WorkLock::share_waiting(&WorkDir::at(&dir), "run", std::time::Duration::from_secs(30), |m| {
             told.borrow_mut().push(m.to_string())
         })
         .unwrap();
@@ -186,12 +190,12 @@ mod tests {
     fn a_step_lock_waits_for_its_holder() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let held = lock_waiting(&dir, "tree", "the kernel tree", "run a", |_| {}).unwrap();
+        let held = lock_waiting(&WorkDir::at(&dir), "tree", "the kernel tree", "run a", |_| {}).unwrap();
         let d = dir.clone();
         let other = std::thread::spawn(move || {
             let told = std::cell::RefCell::new(Vec::new());
             let t = std::time::Instant::now();
-            let _l = lock_waiting(&d, "tree", "the kernel tree", "run b", |m| {
+            let _l = lock_waiting(&WorkDir::at(&d), "tree", "the kernel tree", "run b", |m| {
                 told.borrow_mut().push(m.to_string())
             })
             .unwrap();

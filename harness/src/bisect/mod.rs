@@ -33,6 +33,7 @@ pub use evidence::{profile_of, profile_or_why};
 use crate::config::Matrix;
 use crate::pipeline::Options;
 use crate::proc::Cmd;
+use crate::workdir::WorkDir;
 
 pub use rule::Rule;
 pub use search::{Arms, Culprit, Found};
@@ -124,7 +125,7 @@ fn git(tree: &Path) -> Cmd {
 }
 
 /// Sets up a new bisection of a git history under `runs` and returns its directory.
-pub fn start(req: &Request, runs: &Path, work: &Path) -> Result<PathBuf> {
+pub fn start(req: &Request, runs: &Path, work: &WorkDir) -> Result<PathBuf> {
     let tree = std::path::absolute(&req.git).context("resolve --git")?;
     let good = crate::kernel::tree::resolve_ref(&tree, &req.good)?;
     let bad = crate::kernel::tree::resolve_ref(&tree, &req.bad)?;
@@ -240,7 +241,7 @@ pub fn start_series(mut m: Matrix, metric: Option<String>, rule: Rule, runs: &Pa
 }
 
 /// The matrix of a request (one benchmark, one vCPU count), profile `bisect`.
-fn matrix_for(req: &Request, work: &Path) -> Result<Matrix> {
+fn matrix_for(req: &Request, work: &WorkDir) -> Result<Matrix> {
     if req.trial.vcpus.len() != 1 || req.trial.bench.len() != 1 {
         bail!("bisect needs one --bench and one --vcpus count");
     }

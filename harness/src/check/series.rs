@@ -15,14 +15,14 @@ use crate::workdir::{WorkDir, WorkLock};
 /// work-directory lock; while a run holds the lock, its tree (patched
 /// mid-build) and `work/scratch` are left alone and the series are tried
 /// on a private copy of the files they touch, taken from the source itself.
-pub(super) fn checks(m: &Matrix, work: &Path) -> Vec<Item> {
+pub(super) fn checks(m: &Matrix, work: &WorkDir) -> Vec<Item> {
     let mut out = Vec::new();
     let names = every_series(m);
     let lock = match WorkLock::try_acquire(work, "check") {
         Err(e) => return vec![item(Level::Error, "work directory", format!("{e:#}"))],
         Ok(l) => l,
     };
-    let log = WorkDir::at(work).log("check");
+    let log = work.log("check");
     let (tree_dir, scratch, private) = match &lock {
         Ok(_) => match Tree::prepare(&m.kernel.source, work, &log) {
             Err(e) => return vec![item(Level::Error, "kernel tree", format!("{e:#}"))],
@@ -37,7 +37,7 @@ pub(super) fn checks(m: &Matrix, work: &Path) -> Vec<Item> {
                         tree.dir.display()
                     ),
                 ));
-                (tree.dir, WorkDir::at(work).scratch(), None)
+                (tree.dir, work.scratch(), None)
             }
         },
         Err(holder) => {

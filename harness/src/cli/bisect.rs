@@ -179,7 +179,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let quiet = a.quiet;
     let dir = match a.resume.clone() {
         Some(d) => d,
-        None => bisect::start(&a.request(), &g.runs_dir, &g.work_dir)?,
+        None => bisect::start(&a.request(), &g.runs_dir, &g.work())?,
     };
     finish(&dir, g, quiet)
 }

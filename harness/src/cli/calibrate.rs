@@ -38,7 +38,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         &report::Floors::none("none (this is the A/A run)"),
     );
     let cal = crate::calibrate::compute(&r, &meta, &events, m.profile.clone());
-    crate::calibrate::save(&g.work_dir, &cal)?;
+    crate::calibrate::save(&g.work(), &cal)?;
     if g.json {
         print_json(&cal)?;
         return Ok(Exit::Done);
@@ -47,7 +47,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     print_floors(&cal, &m.statistics);
     println!(
         "stored in {} for runs of this matrix and profile on this host",
-        crate::calibrate::path(&g.work_dir).display()
+        crate::calibrate::path(&g.work()).display()
     );
     Ok(Exit::Done)
 }

@@ -22,11 +22,11 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     // what runs here: a profile's `without_kvm:` where KVM is not usable
     // (without QEMU there is nothing to probe: the matrix is checked as
     // written, the first item says why, the QEMU item what is missing)
-    let (m, unknown) = match pipeline::for_this_host(m.clone(), &g.work_dir) {
+    let (m, unknown) = match pipeline::for_this_host(m.clone(), &g.work()) {
         Ok(here) => (here, None),
         Err(e) => (m, Some(e)),
     };
-    let mut items = check::run(&m, &g.work_dir);
+    let mut items = check::run(&m, &g.work());
     if let Some(e) = unknown {
         items.insert(
             0,
@@ -37,7 +37,7 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             },
         );
     }
-    items.extend(check::disk(&g.work_dir, &g.runs_dir));
+    items.extend(check::disk(&g.work(), &g.runs_dir));
     let errors = items.iter().filter(|i| i.level == check::Level::Error).count();
     if g.json {
         print_json(&items)?;

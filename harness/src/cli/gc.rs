@@ -28,12 +28,12 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         days: a.days,
     };
     let _lock = if a.yes {
-        Some(crate::workdir::WorkLock::acquire(&g.work_dir, "gc")?)
+        Some(crate::workdir::WorkLock::acquire(&g.work(), "gc")?)
     } else {
         None
     };
     let needed = crate::store::pending::needed(&g.runs_dir);
-    let victims = gc::plan(&g.work_dir, &g.runs_dir, policy, std::time::SystemTime::now(), &needed);
+    let victims = gc::plan(&g.work(), &g.runs_dir, policy, std::time::SystemTime::now(), &needed);
     let total: u64 = victims.iter().map(|v| v.bytes).sum();
     if g.json {
         print_json(&victims)?;

@@ -75,7 +75,7 @@ fn import(g: &Global, run_dirs: &[PathBuf]) -> Result<Exit> {
     let path = g.history_path();
     let mut db = history::open(&path)?;
     for dir in run_dirs {
-        let a = history::add(&mut db, dir, &g.work_dir, history::Sources::Records)
+        let a = history::add(&mut db, dir, &g.work(), history::Sources::Records)
             .with_context(|| format!("add {} to the history", dir.display()))?;
         let added = a.word().to_string();
         if g.json {

@@ -30,6 +30,7 @@ use clap::{Parser, Subcommand};
 pub use exit::Exit;
 
 use crate::pipeline;
+use crate::workdir::WorkDir;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -71,7 +72,12 @@ struct Global {
 impl Global {
     /// The history database's path.
     fn history_path(&self) -> PathBuf {
-        crate::history::path(self.history_db.as_deref(), &self.work_dir)
+        crate::history::path(self.history_db.as_deref(), &self.work())
+    }
+
+    /// The work directory (`--work-dir`, made absolute in `dispatch`).
+    fn work(&self) -> WorkDir {
+        WorkDir::at(&self.work_dir)
     }
 }
 
@@ -187,9 +193,9 @@ fn dispatch(mut cli: Cli) -> Result<Exit> {
 /// or the copy embedded in the binary ([`crate::builtin`]).
 fn run_options(g: &Global, matrix: &Path, quiet: bool) -> Result<pipeline::Options> {
     Ok(pipeline::Options {
-        work_dir: g.work_dir.clone(),
+        work_dir: g.work(),
         runs_dir: g.runs_dir.clone(),
-        images_dir: crate::builtin::images_dir(g.images_dir.as_deref(), matrix, &g.work_dir)?,
+        images_dir: crate::builtin::images_dir(g.images_dir.as_deref(), matrix, &g.work())?,
         quiet,
         jobs: None,
         allow_concurrent_wall: false,

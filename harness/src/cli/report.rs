@@ -63,7 +63,7 @@ impl Gating {
 /// the gate, the JUnit file.
 pub(super) fn ending(g: &Global, gating: Gating, junit: Option<&Path>) -> Ending {
     Ending {
-        work_dir: g.work_dir.clone(),
+        work_dir: g.work(),
         history_db: g.history_path(),
         gate: gating.mode(),
         junit: junit.map(Path::to_path_buf),
@@ -110,8 +110,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 pub(super) fn compare(a: CompareArgs, g: &Global) -> Result<Exit> {
     let (ra, rb) = (store::Run::open(&a.run_a)?, store::Run::open(&a.run_b)?);
     let (ma, mb) = (
-        finish::with_floors(&ra, &g.work_dir)?,
-        finish::with_floors(&rb, &g.work_dir)?,
+        finish::with_floors(&ra, &g.work())?,
+        finish::with_floors(&rb, &g.work())?,
     );
     report::compare::same_clock(&ma, &mb)?;
     let rows = report::compare::compare(&ma, &mb, &mb.rule);

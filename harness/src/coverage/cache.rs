@@ -58,7 +58,7 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
 
 /// The function names of a kernel's symbol table, from its kernel cache
 /// entry (the profiler's symbols file, else its vmlinux).
-pub fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
+pub fn kernel_symbols(work: &WorkDir, key: &str) -> Option<BTreeSet<String>> {
     let art = build::cached(work, key)?;
     let file = art.dir.join(symbols::FILE);
     let names: Vec<String> = match std::fs::read_to_string(&file) {
@@ -79,16 +79,16 @@ pub fn kernel_symbols(work: &Path, key: &str) -> Option<BTreeSet<String>> {
 
 /// `work/coverage/source/<source key>/`: files as the matrix's kernel
 /// source holds them, copied the first time a series touches them.
-pub fn source_files(m: &Matrix, work: &Path) -> Result<PathBuf> {
+pub fn source_files(m: &Matrix, work: &WorkDir) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     let key = Sha256::digest(tree::source_key(&m.kernel.source)?.as_bytes());
-    Ok(WorkDir::at(work).coverage_source(&crate::util::hex(&key[..8])))
+    Ok(work.coverage_source(&crate::util::hex(&key[..8])))
 }
 
 /// `work/coverage/<base identity>/<benchmark>.json`: a base kernel's calls
 /// per op in one benchmark.
-pub fn cache_file(work: &Path, key: &str, benchmark: &str) -> PathBuf {
-    WorkDir::at(work).coverage_kept(key, benchmark)
+pub fn cache_file(work: &WorkDir, key: &str, benchmark: &str) -> PathBuf {
+    work.coverage_kept(key, benchmark)
 }
 
 /// The base kernel as the matrix describes it, without building it: its
@@ -127,9 +127,9 @@ pub struct Cached {
 
 /// The coverage of each variant with series from the calls per op the
 /// last run of this base kernel kept (`work/coverage/`), for `check`.
-pub fn from_cache(m: &Matrix, work: &Path) -> Result<Cached> {
+pub fn from_cache(m: &Matrix, work: &WorkDir) -> Result<Cached> {
     let id = base_identity(m)?;
-    let symbols: Option<BTreeSet<String>> = std::fs::read_to_string(WorkDir::at(work).coverage_symbols(&id))
+    let symbols: Option<BTreeSet<String>> = std::fs::read_to_string(work.coverage_symbols(&id))
         .ok()
         .map(|t| t.lines().map(String::from).collect());
     let mut out = Cached::default();
@@ -151,7 +151,7 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<Cached> {
             continue;
         };
         let base = kept.into_iter().map(|(b, k)| (b, k.calls)).collect();
-        let changed = match changed_functions(m, v, &source_files(m, work)?, &WorkDir::at(work).log("coverage")) {
+        let changed = match changed_functions(m, v, &source_files(m, work)?, &work.log("coverage")) {
             Ok(c) => c,
             Err(e) => {
                 out.failed.push((v.name.clone(), format!("{e:#}")));
@@ -174,7 +174,7 @@ pub fn from_cache(m: &Matrix, work: &Path) -> Result<Cached> {
 
 /// Keeps each benchmark's calls per op of the base kernel `key`.
 pub fn remember(
-    work: &Path,
+    work: &WorkDir,
     key: &str,
     vcpus: u32,
     base: &BTreeMap<String, CallsPerOp>,
@@ -197,7 +197,7 @@ pub fn remember(
     }
     if let Some(s) = symbols {
         let names: Vec<&str> = s.iter().map(String::as_str).collect();
-        write(WorkDir::at(work).coverage_symbols(key), names.join("\n").into_bytes())?;
+        write(work.coverage_symbols(key), names.join("\n").into_bytes())?;
     }
     Ok(())
 }
@@ -242,10 +242,10 @@ mod tests {
             calls: [("f".to_string(), 3.0)].into_iter().collect(),
         };
         write(
-            &cache_file(&work, &base_identity(&m).unwrap(), "d"),
+            &cache_file(&WorkDir::at(&work), &base_identity(&m).unwrap(), "d"),
             &serde_json::to_string(&kept).unwrap(),
         );
-        let c = from_cache(&m, &work).unwrap();
+        let c = from_cache(&m, &WorkDir::at(&work)).unwrap();
         assert_eq!(c.known.iter().map(|k| k.series.as_str()).collect::<Vec<_>>(), ["g"]);
         assert!(c.unknown.is_empty());
         assert_eq!(c.failed.len(), 1, "{:?}", c.failed);

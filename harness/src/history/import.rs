@@ -156,7 +156,7 @@ fn content_hash(run: &Run) -> Result<String> {
 /// shards merged and the jobs a failed shard owes counted as failed. The
 /// write transaction is taken at once (`BEGIN IMMEDIATE`), so a busy
 /// database makes it wait rather than fail midway.
-pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &Path, sources: Sources) -> Result<Added> {
+pub fn add(db: &mut Connection, run_dir: &Path, work_dir: &WorkDir, sources: Sources) -> Result<Added> {
     let run = Run::open(run_dir)?;
     let dir = std::fs::canonicalize(&run.dir).with_context(|| format!("resolve {}", run.dir.display()))?;
     let meta = run.meta()?;
@@ -335,7 +335,7 @@ fn insert_variants(
     tx: &Transaction,
     meta: &RunMeta,
     events: &[Event],
-    work_dir: &Path,
+    work_dir: &WorkDir,
     sources: Sources,
 ) -> Result<()> {
     let m = &meta.matrix;
@@ -349,7 +349,7 @@ fn insert_variants(
         let (key, release) = build.unwrap_or_default();
         let config_hash = key
             .as_ref()
-            .and_then(|k| std::fs::read(WorkDir::at(work_dir).kernel(k).join("config")).ok())
+            .and_then(|k| std::fs::read(work_dir.kernel(k).join("config")).ok())
             .map(|c| hex(&Sha256::digest(c)[..8]));
         let series: BTreeMap<String, Option<String>> = match sources {
             Sources::Live => v

@@ -11,6 +11,7 @@ pub mod import;
 pub mod query;
 pub mod schema;
 
+use crate::workdir::WorkDir;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -26,9 +27,8 @@ pub const FILE: &str = "history.sqlite";
 pub const WINDOW: usize = 50;
 
 /// The database path: `--history-db` if given, else `<work-dir>/history.sqlite`.
-pub fn path(flag: Option<&Path>, work_dir: &Path) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .unwrap_or_else(|| crate::workdir::WorkDir::at(work_dir).history_db())
+pub fn path(flag: Option<&Path>, work_dir: &WorkDir) -> PathBuf {
+    flag.map(Path::to_path_buf).unwrap_or_else(|| work_dir.history_db())
 }
 
 /// Opens the database, creating and migrating it as needed.

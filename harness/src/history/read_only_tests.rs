@@ -55,7 +55,7 @@ fn a_read_only_copy_of_the_database_can_be_read() {
         add(
             &mut db,
             &write_run(&root, &records("r1", 0, 100.0, |_| {})),
-            &root,
+            &WorkDir::at(&root),
             Sources::Records,
         )
         .unwrap();
@@ -83,7 +83,7 @@ fn a_read_only_copy_with_its_write_ahead_log_reads_every_run() {
     let mut db = open(&path).unwrap();
     for (i, id) in ["r1", "r2", "r3"].into_iter().enumerate() {
         let dir = write_run(&root, &records(id, i as u64, 100.0, |_| {}));
-        add(&mut db, &dir, &root, Sources::Records).unwrap();
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap();
     }
     let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
     let shm = |p: &Path| PathBuf::from(format!("{}-shm", p.display()));

@@ -87,16 +87,22 @@ fn adding_a_run_again_changes_nothing() {
     let root = root_dir.path().to_path_buf();
     let mut db = open(&root.join("h.sqlite")).unwrap();
     let dir = write_run(&root, &records("n1", 0, 100.0, |_| {}));
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
+    assert_eq!(
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::New
+    );
     let before = dump(&db);
     assert_eq!(
         before.iter().filter(|l| l.starts_with("boots:")).count(),
         10,
         "one value per boot and cell"
     );
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Unchanged);
     assert_eq!(
-        add(&mut db, &dir, &root, Sources::Live).unwrap(),
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::Unchanged
+    );
+    assert_eq!(
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Live).unwrap(),
         Added::Unchanged,
         "same records: nothing is rewritten"
     );
@@ -107,7 +113,10 @@ fn adding_a_run_again_changes_nothing() {
         std::fs::read_to_string(dir.join("events.jsonl")).unwrap() + "{\"event\":\"notice\",\"message\":\"x\"}\n",
     )
     .unwrap();
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::Replaced);
+    assert_eq!(
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::Replaced
+    );
     assert_eq!(dump(&db).len(), before.len());
 }
 
@@ -123,7 +132,10 @@ fn a_reimport_that_does_not_extend_the_stored_run_is_refused() {
         &root.join("a"),
         &records("n1", 0, 100.0, |m| m.uid = Some("u-1".into())),
     );
-    assert_eq!(add(&mut db, &full, &root, Sources::Records).unwrap(), Added::New);
+    assert_eq!(
+        add(&mut db, &full, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::New
+    );
     let before = dump(&db);
     let copy = |name: &str, keep: f64, uid: &str| {
         let dir = root.join(name).join("n1");
@@ -143,7 +155,10 @@ fn a_reimport_that_does_not_extend_the_stored_run_is_refused() {
         dir
     };
     let half = copy("b", 0.5, "u-1");
-    let e = format!("{:#}", add(&mut db, &half, &root, Sources::Records).unwrap_err());
+    let e = format!(
+        "{:#}",
+        add(&mut db, &half, &WorkDir::at(&root), Sources::Records).unwrap_err()
+    );
     assert!(
         e.contains(&half.canonicalize().unwrap().display().to_string())
             && e.contains(&full.canonicalize().unwrap().display().to_string())
@@ -151,7 +166,10 @@ fn a_reimport_that_does_not_extend_the_stored_run_is_refused() {
         "{e}"
     );
     let other = copy("c", 1.0, "u-2");
-    let e = format!("{:#}", add(&mut db, &other, &root, Sources::Records).unwrap_err());
+    let e = format!(
+        "{:#}",
+        add(&mut db, &other, &WorkDir::at(&root), Sources::Records).unwrap_err()
+    );
     assert!(
         e.contains("another run with the same id (uid u-2, the stored one's u-1)"),
         "{e}"
@@ -159,7 +177,10 @@ fn a_reimport_that_does_not_extend_the_stored_run_is_refused() {
     assert_eq!(dump(&db), before, "the stored run is kept as it was");
     // the complete copy elsewhere is the same run: nothing to refuse, nothing to write
     let moved = copy("d", 1.0, "u-1");
-    assert_eq!(add(&mut db, &moved, &root, Sources::Records).unwrap(), Added::Unchanged);
+    assert_eq!(
+        add(&mut db, &moved, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::Unchanged
+    );
 }
 
 /// The schema of version 1, written by hand as that harness wrote it.
@@ -210,7 +231,10 @@ fn a_version_1_database_is_migrated() {
         .unwrap();
     assert_eq!((tree, variants), (None, 0), "new columns and tables, old rows kept");
     let new = write_run(&root, &records("new", 1, 100.0, |_| {}));
-    assert_eq!(add(&mut db, &new, &root, Sources::Records).unwrap(), Added::New);
+    assert_eq!(
+        add(&mut db, &new, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::New
+    );
     let s = series(
         &db,
         &Filter {
@@ -252,7 +276,7 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
                 &root,
                 &records(&format!("{name}-{night}"), (day * 2 + night) as u64, 100.0, tweak),
             );
-            add(&mut db, &dir, &root, Sources::Records).unwrap();
+            add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap();
         }
     }
     // accelerator: same clock name, boots under another accelerator
@@ -262,7 +286,7 @@ fn clocks_hosts_accelerators_matrices_and_profiles_never_mix() {
             *accel = crate::records::Accel::Kvm;
         }
     }
-    add(&mut db, &write_run(&root, &kvm), &root, Sources::Records).unwrap();
+    add(&mut db, &write_run(&root, &kvm), &WorkDir::at(&root), Sources::Records).unwrap();
     let s = series(
         &db,
         &Filter {
@@ -302,7 +326,7 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
     let mut db = open(&root.join("h.sqlite")).unwrap();
     for i in 0..24u64 {
         let dir = write_run(&root, &records(&format!("night{i:02}"), i, level(i, 14, 0.05), |_| {}));
-        add(&mut db, &dir, &root, Sources::Records).unwrap();
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap();
     }
     let s = series(
         &db,
@@ -343,7 +367,7 @@ fn a_step_in_the_nights_is_found_with_the_runs_around_it_and_reported() {
         add(
             &mut flat,
             &write_run(&flat_root, &records(&format!("f{i}"), i, level(i, 99, 0.0), |_| {})),
-            &flat_root,
+            &WorkDir::at(&flat_root),
             Sources::Records,
         )
         .unwrap();
@@ -375,7 +399,7 @@ fn trends_link_to_run_reports_relative_to_the_page() {
     let mut db = open(&root.join("h.sqlite")).unwrap();
     let dir = write_run(&root.join("runs"), &records("r1", 0, 100.0, |_| {}));
     std::fs::write(dir.join("report.html"), "<html></html>").unwrap();
-    add(&mut db, &dir, &root, Sources::Records).unwrap();
+    add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap();
     let s = series(&db, &Filter::default(), &Params::default()).unwrap();
     let t = trends(&s, Some(&root));
     assert_eq!(t[0].points[0].link, "runs/r1/report.html");
@@ -396,10 +420,16 @@ fn a_copied_or_renamed_run_directory_imports_once() {
     for f in ["run.json", "samples.jsonl", "events.jsonl"] {
         std::fs::copy(dir.join(f), copy.join(f)).unwrap();
     }
-    assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::New);
-    assert_eq!(add(&mut db, &copy, &root, Sources::Records).unwrap(), Added::Unchanged);
     assert_eq!(
-        add(&mut db, &dir, &root, Sources::Records).unwrap(),
+        add(&mut db, &copy, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::New
+    );
+    assert_eq!(
+        add(&mut db, &copy, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::Unchanged
+    );
+    assert_eq!(
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
         Added::Unchanged,
         "the original after its copy"
     );
@@ -447,7 +477,10 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
         std::fs::write(shard.join("events.jsonl"), lines(e)).unwrap();
     };
     write(true);
-    assert_eq!(add(&mut db, &dir, &root, Sources::Records).unwrap(), Added::New);
+    assert_eq!(
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
+        Added::New
+    );
     let failed = |db: &Connection| -> (i64, i64) {
         db.query_row("SELECT n, boots_failed FROM cells WHERE variant = 'v'", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -457,7 +490,7 @@ fn a_sharded_run_is_updated_when_its_shards_finish() {
     assert_eq!(failed(&db), (0, 5), "the jobs a dead shard owes count as failed");
     write(false);
     assert_eq!(
-        add(&mut db, &dir, &root, Sources::Records).unwrap(),
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap(),
         Added::Replaced,
         "the shard's records changed"
     );
@@ -559,7 +592,7 @@ fn a_skewed_clock_does_not_move_a_run_to_another_night() {
             }
         });
         let dir = write_run(&root, &rec);
-        add(&mut db, &dir, &root, Sources::Records).unwrap();
+        add(&mut db, &dir, &WorkDir::at(&root), Sources::Records).unwrap();
         all.push((rec, dir));
     }
     let order = |db: &rusqlite::Connection| -> Vec<String> {
@@ -593,7 +626,7 @@ fn a_skewed_clock_does_not_move_a_run_to_another_night() {
     text += &(serde_json::to_string(&notice).unwrap() + "\n");
     std::fs::write(&events, text).unwrap();
     assert_eq!(
-        add(&mut db, &all[1].1, &root, Sources::Records).unwrap(),
+        add(&mut db, &all[1].1, &WorkDir::at(&root), Sources::Records).unwrap(),
         Added::Replaced
     );
     assert_eq!(order(&db), ["n1", "n2", "n3", "n4"]);

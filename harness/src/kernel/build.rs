@@ -70,14 +70,14 @@ pub struct Configured {
     pub text: String,
 }
 
-fn make(tree: &Tree) -> Cmd {
+fn make(tree: &Tree, work: &WorkDir) -> Cmd {
     let c = Cmd::new("make")
         .arg("-C")
         .arg(&tree.dir)
         .env("KBUILD_BUILD_TIMESTAMP", "harness")
         .env("KBUILD_BUILD_USER", "harness")
         .env("KBUILD_BUILD_HOST", "harness");
-    with_ccache(c, tree)
+    with_ccache(c, tree, work)
 }
 
 /// Compiles through ccache when it is installed, with its cache beside the
@@ -89,12 +89,12 @@ fn make(tree: &Tree) -> Cmd {
 /// compiler's `-MMD` file names instead of running the preprocessor once
 /// more, so a cold cache costs +5% compile CPU instead of +47%, with the
 /// same direct hits (docs/measurements/2026-12-01-build-and-icount-cost.md).
-fn with_ccache(c: Cmd, tree: &Tree) -> Cmd {
-    let (Some(ccache), Some(work)) = (crate::proc::which("ccache"), tree.dir.parent().and_then(Path::parent)) else {
+fn with_ccache(c: Cmd, tree: &Tree, work: &WorkDir) -> Cmd {
+    let Some(ccache) = crate::proc::which("ccache") else {
         return c;
     };
     c.arg(format!("CC={} gcc", ccache.display()))
-        .env("CCACHE_DIR", WorkDir::at(work).ccache())
+        .env("CCACHE_DIR", work.ccache())
         .env("CCACHE_MAXSIZE", "8G")
         .env("CCACHE_BASEDIR", &tree.dir)
         .env("CCACHE_DEPEND", "1")
@@ -102,7 +102,13 @@ fn with_ccache(c: Cmd, tree: &Tree) -> Cmd {
 
 /// Writes the base config merged with `fragments`, runs `olddefconfig`, and
 /// reports the requested symbols that changed.
-pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &Path, log: &Path) -> Result<Configured> {
+pub fn configure(
+    tree: &Tree,
+    base: &BaseConfig,
+    fragments: &[PathBuf],
+    work: &WorkDir,
+    log: &Path,
+) -> Result<Configured> {
     let base_cfg = match base {
         BaseConfig::File(f) => kconfig::read(f)?,
         BaseConfig::Target(t) => {
@@ -110,10 +116,10 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
             if !crate::config::is_base_config_target(t) {
                 anyhow::bail!("make the base config: `{t}` is not a config target this harness runs");
             }
-            let cached = WorkDir::at(work).tree_companion(&tree.key, t);
+            let cached = work.tree_companion(&tree.key, t);
             if !cached.is_file() {
                 make_ok(
-                    make(tree).arg(t).deadline(Duration::from_secs(600)),
+                    make(tree, work).arg(t).deadline(Duration::from_secs(600)),
                     &format!("make {t}"),
                     log,
                 )?;
@@ -138,7 +144,7 @@ pub fn configure(tree: &Tree, base: &BaseConfig, fragments: &[PathBuf], work: &P
     let dot_config = tree.dir.join(".config");
     std::fs::write(&dot_config, kconfig::render(&merged)).with_context(|| format!("write {}", dot_config.display()))?;
     make_ok(
-        make(tree).arg("olddefconfig").deadline(Duration::from_secs(600)),
+        make(tree, work).arg("olddefconfig").deadline(Duration::from_secs(600)),
         "make olddefconfig",
         log,
     )?;
@@ -185,8 +191,8 @@ pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
 /// entry whose every file has the size and SHA-256 its `artifact.json`
 /// records (an entry written before they were recorded, or damaged, is a
 /// miss, built again).
-pub fn cached(work: &Path, key: &str) -> Option<Artifact> {
-    let dir = WorkDir::at(work).kernel(key);
+pub fn cached(work: &WorkDir, key: &str) -> Option<Artifact> {
+    let dir = work.kernel(key);
     let entry: cache::Entry<Artifact> = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
     if entry.files.is_empty() || !cache::verify(&dir, &entry.files) {
         return None;
@@ -289,7 +295,7 @@ pub fn build(
     tree: &Tree,
     cfg: &Configured,
     key: &str,
-    work: &Path,
+    work: &WorkDir,
     timeout: Duration,
     log: &Path,
 ) -> Result<Result<Artifact, BuildFailure>> {
@@ -302,7 +308,7 @@ pub fn build(
     let start = std::time::Instant::now();
     let from = log_len(log);
     let oom = crate::host::OomKills::now();
-    let f = make(tree)
+    let f = make(tree, work)
         .arg(format!("-j{jobs}"))
         .args(targets)
         .log(log)
@@ -336,17 +342,17 @@ fn store(
     tree: &Tree,
     cfg: &Configured,
     key: &str,
-    work: &Path,
+    work: &WorkDir,
     modules: bool,
     build_s: f64,
     log: &Path,
 ) -> Result<Artifact> {
-    let dir = WorkDir::at(work).kernel(key);
+    let dir = work.kernel(key);
     let tmp = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let mods = if modules {
-        let install = make(tree)
+        let install = make(tree, work)
             .arg("modules_install")
             .arg(format!("INSTALL_MOD_PATH={}", tmp.join("mods").display()))
             .arg("INSTALL_MOD_STRIP=1");
@@ -375,7 +381,7 @@ fn store(
     write_entry(&tmp, &art)?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&tmp, &dir).with_context(|| format!("store the kernel in {}", dir.display()))?;
-    cache::sync_dir(&WorkDir::at(work).kernels());
+    cache::sync_dir(&work.kernels());
     crate::workdir::touch(&dir.join(crate::workdir::LAST_USED));
     Ok(art)
 }
@@ -415,13 +421,13 @@ mod tests {
             std::fs::write(src.join(f), text).unwrap();
         }
         let (work, log) = (root.join("work"), root.join("build.log"));
-        let tree = Tree::prepare(&src, &work, &log).unwrap();
+        let tree = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
         let cfg = Configured {
             config: Default::default(),
             lost: vec![],
             text: "CONFIG_X=y\n".into(),
         };
-        let art = build(&tree, &cfg, "k1", &work, Duration::from_secs(60), &log)
+        let art = build(&tree, &cfg, "k1", &WorkDir::at(&work), Duration::from_secs(60), &log)
             .unwrap()
             .unwrap();
         let json = art.dir.join("artifact.json");
@@ -431,19 +437,25 @@ mod tests {
         assert_eq!(names, ["bzImage", "config", "vmlinux"]);
         assert_eq!(files[2]["size"], 9);
         assert_eq!(files[2]["sha256"], hex(&Sha256::digest(b"elf-bytes")));
-        assert_eq!(cached(&work, "k1").map(|a| a.release).as_deref(), Some("6.12.0"));
+        assert_eq!(
+            cached(&WorkDir::at(&work), "k1").map(|a| a.release).as_deref(),
+            Some("6.12.0")
+        );
         let vmlinux = art.dir.join("vmlinux");
         std::fs::write(&vmlinux, "elf-bytez").unwrap();
-        assert!(cached(&work, "k1").is_none(), "a byte changed");
+        assert!(cached(&WorkDir::at(&work), "k1").is_none(), "a byte changed");
         std::fs::write(&vmlinux, "elf-bytes").unwrap();
-        assert!(cached(&work, "k1").is_some());
+        assert!(cached(&WorkDir::at(&work), "k1").is_some());
         std::fs::write(art.dir.join("bzImage"), "ima").unwrap();
-        assert!(cached(&work, "k1").is_none(), "cut short");
+        assert!(cached(&WorkDir::at(&work), "k1").is_none(), "cut short");
         std::fs::write(art.dir.join("bzImage"), "image").unwrap();
         let mut legacy = entry.clone();
         legacy.as_object_mut().unwrap().remove("files");
         std::fs::write(&json, serde_json::to_vec(&legacy).unwrap()).unwrap();
-        assert!(cached(&work, "k1").is_none(), "no sizes and digests recorded");
+        assert!(
+            cached(&WorkDir::at(&work), "k1").is_none(),
+            "no sizes and digests recorded"
+        );
     }
 
     /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.

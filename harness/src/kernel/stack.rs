@@ -171,6 +171,7 @@ mod tests {
     use super::super::patch;
     use super::super::tree::Tree;
     use crate::kernel::patch::Series;
+    use crate::workdir::WorkDir;
     use std::path::{Path, PathBuf};
 
     const TWO_FILES: &str =
@@ -194,7 +195,7 @@ mod tests {
         std::fs::write(root.join("patches/s/series"), "0001-x.patch\n").unwrap();
         let s = patch::load_series(&root.join("patches"), "s").unwrap();
         let log = root.join("tree.log");
-        let tree = Tree::prepare(&src, &root.join("work"), &log).unwrap();
+        let tree = Tree::prepare(&src, &WorkDir::at(&root.join("work")), &log).unwrap();
         (src, s, tree, log)
     }
 
@@ -215,7 +216,7 @@ mod tests {
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         // the run dies; the user edits the patch, dropping the Makefile hunk
         std::fs::write(&s.patches[0], ONE_FILE).unwrap();
-        let again = Tree::prepare(&src, &tmp.path().join("work"), &log).unwrap();
+        let again = Tree::prepare(&src, &WorkDir::at(&tmp.path().join("work")), &log).unwrap();
         assert_pristine(&src, &again);
     }
 
@@ -226,12 +227,12 @@ mod tests {
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         // as if patch had been killed after its first file: the Makefile is back as it was
         std::fs::write(tree.dir.join("Makefile"), std::fs::read(src.join("Makefile")).unwrap()).unwrap();
-        let again = Tree::prepare(&src, &tmp.path().join("work"), &log).unwrap();
+        let again = Tree::prepare(&src, &WorkDir::at(&tmp.path().join("work")), &log).unwrap();
         assert_pristine(&src, &again);
         // and a tree changed by hand where a patch went is found and made afresh
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         std::fs::write(tree.dir.join("mm/vmalloc.c"), "long vmap_lazy_nr;\nint stray;\n").unwrap();
-        let again = Tree::prepare(&src, &tmp.path().join("work"), &log).unwrap();
+        let again = Tree::prepare(&src, &WorkDir::at(&tmp.path().join("work")), &log).unwrap();
         assert_pristine(&src, &again);
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         assert_eq!(
@@ -265,14 +266,14 @@ mod tests {
         git(&["add", "."]);
         git(&["commit", "-qm", "one"]);
         let work = root.join("work-ref");
-        let tree = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
+        let tree = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
         // a patch that also creates a file, then the patch is edited before the next start
         let creates = format!("{TWO_FILES}--- /dev/null\n+++ b/mm/new.c\n@@ -0,0 +1 @@\n+int added;\n");
         std::fs::write(&s.patches[0], &creates).unwrap();
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         assert!(tree.dir.join("mm/new.c").is_file());
         std::fs::write(&s.patches[0], ONE_FILE).unwrap();
-        let again = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
+        let again = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
         assert_pristine(&src, &again);
         assert!(!again.dir.join("mm/new.c").exists(), "a file the patch created is gone");
         // in doubt (a hand edit where the patch went): reset to the commit, the created file cleaned
@@ -280,7 +281,7 @@ mod tests {
         again.apply_series(&s, false, &log).unwrap().unwrap();
         std::fs::write(again.dir.join("mm/vmalloc.c"), "long vmap_lazy_nr;\nint stray;\n").unwrap();
         std::fs::write(again.dir.join("mm/vmalloc.o"), "a build product").unwrap();
-        let third = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
+        let third = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
         assert_pristine(&src, &third);
         assert!(
             !third.dir.join("mm/new.c").exists() && third.dir.join("mm/vmalloc.o").is_file(),

@@ -320,9 +320,9 @@ pub fn resolve_ref(source: &Path, r: &str) -> Result<String> {
 impl Tree {
     /// Makes (or reuses) the work copy of `source` under `work`, and rolls
     /// back whatever an interrupted run left applied.
-    pub fn prepare(source: &Path, work: &Path, log: &Path) -> Result<Tree> {
+    pub fn prepare(source: &Path, work: &WorkDir, log: &Path) -> Result<Tree> {
         let key = source_key(source)?;
-        let wd = WorkDir::at(work);
+        let wd = work;
         let dir = wd.tree(&key);
         let stack = Stack::at(wd.tree_companion(&key, "applied.json"));
         let tree = Tree {
@@ -345,14 +345,14 @@ impl Tree {
     /// checked out at the commit. Switching commits rewrites only the files
     /// that differ, so the next build is incremental. The tree's key, and so
     /// every kernel's cache key, takes the commit id.
-    pub fn prepare_ref(source: &Path, r: &str, work: &Path, log: &Path) -> Result<Tree> {
+    pub fn prepare_ref(source: &Path, r: &str, work: &WorkDir, log: &Path) -> Result<Tree> {
         let commit = resolve_ref(source, r)?;
         let id = crate::util::hex(&Sha256::digest(source.as_os_str().as_encoded_bytes())[..8]);
         let mut h = Sha256::new();
         h.update(source.as_os_str().as_encoded_bytes());
         h.update(commit.as_bytes());
         let name = format!("git-{id}");
-        let wd = WorkDir::at(work);
+        let wd = work;
         let tree = Tree {
             dir: wd.tree(&name),
             key: crate::util::hex(&h.finalize()[..8]),
@@ -558,7 +558,7 @@ mod tests {
         let src = dir.join("linux.tar.xz");
         std::fs::write(&src, b"not a tarball").unwrap();
         let work = dir.join("work");
-        let Err(e) = Tree::prepare(&src, &work, &dir.join("tree.log")) else {
+        let Err(e) = Tree::prepare(&src, &WorkDir::at(&work), &dir.join("tree.log")) else {
             panic!("a file that is no tarball unpacked");
         };
         let text = format!("{e:#}");
@@ -593,7 +593,7 @@ mod tests {
         fake_tree(&src);
         let work = dir.join("work");
         let log = dir.join("tree.log");
-        let t1 = Tree::prepare(&src, &work, &log).unwrap();
+        let t1 = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
         assert_eq!(source_key(&src).unwrap(), t1.key, "stable while nothing changes");
         // same size, top-level directory untouched: only the file's content and mtime change
         let top = std::fs::metadata(&src).unwrap().modified().unwrap();
@@ -607,7 +607,7 @@ mod tests {
             .set_modified(old + std::time::Duration::from_millis(1))
             .unwrap();
         assert_eq!(std::fs::metadata(&src).unwrap().modified().unwrap(), top);
-        let t2 = Tree::prepare(&src, &work, &log).unwrap();
+        let t2 = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
         assert_ne!(t1.key, t2.key, "an edit in mm/ must change the identity");
         assert_eq!(
             std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(),
@@ -631,7 +631,7 @@ mod tests {
         let half = work.join("tree").join(&key);
         std::fs::create_dir_all(half.join("mm/deep")).unwrap();
         std::fs::write(half.join("mm/deep/vmalloc.o"), "half-removed").unwrap();
-        let t = Tree::prepare(&src, &work, &log).unwrap();
+        let t = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
         assert_eq!(
             std::fs::read_to_string(t.dir.join("mm/vmalloc.c")).unwrap(),
             "int vmap_lazy_nr;\n"
@@ -749,14 +749,14 @@ mod tests {
         // the user's working tree may be dirty: only commits are read
         std::fs::write(src.join("mm/vmalloc.c"), "uncommitted\n").unwrap();
         let (work, log) = (dir.join("work"), dir.join("log"));
-        let good = Tree::prepare_ref(&src, "good", &work, &log).unwrap();
+        let good = Tree::prepare_ref(&src, "good", &WorkDir::at(&work), &log).unwrap();
         assert_eq!(
             std::fs::read_to_string(good.dir.join("mm/vmalloc.c")).unwrap(),
             "int vmap_lazy_nr;\n"
         );
         let built = good.dir.join("mm/vmalloc.o");
         std::fs::write(&built, "object").unwrap();
-        let bad = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
+        let bad = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
         assert_eq!(bad.dir, good.dir, "one clone per source");
         assert_ne!(bad.key, good.key, "the key takes the commit");
         assert_eq!(
@@ -764,7 +764,10 @@ mod tests {
             "int vmap_lazy_nr = 2;\n"
         );
         assert!(built.is_file(), "build products survive a switch (incremental builds)");
-        assert_eq!(Tree::prepare_ref(&src, "good", &work, &log).unwrap().key, good.key);
+        assert_eq!(
+            Tree::prepare_ref(&src, "good", &WorkDir::at(&work), &log).unwrap().key,
+            good.key
+        );
         assert_eq!(resolve_ref(&src, "HEAD~1").unwrap(), resolve_ref(&src, "good").unwrap());
         let e = resolve_ref(&src, "nope").unwrap_err().to_string();
         assert!(

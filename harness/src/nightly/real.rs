@@ -89,8 +89,9 @@ impl Robot for Real {
     fn measure(&mut self, commit: &str, runs_dir: &Path) -> Result<String> {
         std::fs::create_dir_all(runs_dir).with_context(|| format!("create {}", runs_dir.display()))?;
         let log = runs_dir.join("tree.log");
-        let clone = crate::kernel::tree::Tree::prepare_ref(&self.tree, commit, &self.dir, &log)
-            .with_context(|| format!("check out {commit}"))?;
+        let clone =
+            crate::kernel::tree::Tree::prepare_ref(&self.tree, commit, &crate::workdir::WorkDir::at(&self.dir), &log)
+                .with_context(|| format!("check out {commit}"))?;
         let o = Options {
             runs_dir: runs_dir.to_path_buf(),
             ..self.opts.clone()

@@ -23,7 +23,7 @@ use crate::workdir::WorkDir;
 /// /dev/kvm does not open, a probe failed on this host and QEMU before, or
 /// a firmware-only KVM guest fails at once ([`vm::probe_kvm_firmware`],
 /// whose failure is then remembered like a failed probe boot).
-pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
+pub fn kvm_unusable(work: &WorkDir) -> Result<Option<String>> {
     if let Some(why) = vm::kvm_precheck() {
         return Ok(Some(why));
     }
@@ -32,8 +32,8 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
     if let Some(why) = remembered_failure(work, &key) {
         return Ok(Some(why));
     }
-    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-    let why = vm::probe_kvm_firmware(&qemu, &WorkDir::at(work).log("kvm-firmware-probe"))?;
+    work.create()?;
+    let why = vm::probe_kvm_firmware(&qemu, &work.log("kvm-firmware-probe"))?;
     if let Some(w) = &why {
         host::remember_failed_probe(work, &key, w)?;
     }
@@ -41,7 +41,7 @@ pub fn kvm_unusable(work: &Path) -> Result<Option<String>> {
 }
 
 /// A probe that failed on this host and QEMU before, and how to probe again.
-fn remembered_failure(work: &Path, probe_key: &str) -> Option<String> {
+fn remembered_failure(work: &WorkDir, probe_key: &str) -> Option<String> {
     let f = host::failed_probe(work, probe_key)?;
     Some(format!(
         "a probe boot failed on {}: {}; delete {} to probe again",
@@ -54,7 +54,7 @@ fn remembered_failure(work: &Path, probe_key: &str) -> Option<String> {
 /// `m` as it runs on this host: where its profile has a `without_kvm:` and
 /// KVM is not usable (or the matrix asks for TCG), that profile instead,
 /// loaded from the same matrix file and marked with what it replaces.
-pub fn for_this_host(m: Matrix, work: &Path) -> Result<Matrix> {
+pub fn for_this_host(m: Matrix, work: &WorkDir) -> Result<Matrix> {
     let (Some(alt), Some(asked)) = (m.without_kvm.clone(), m.profile.clone()) else {
         return Ok(m);
     };
@@ -114,7 +114,7 @@ impl Plan {
     /// The plan of a run of `m` on this host; `restart`: a fresh run whose
     /// caller starts the `without_kvm:` substitute after a failed probe
     /// (else the run goes on under TCG).
-    pub fn new(m: &Matrix, work: &Path, restart: bool) -> Result<Plan> {
+    pub fn new(m: &Matrix, work: &WorkDir, restart: bool) -> Result<Plan> {
         let probe_key = host::probe_key(&host::qemu_binary()?);
         let mut notices: Vec<String> = instead_notice(m).into_iter().collect();
         let why = match (m.guest.accel, m.guest.clock) {
@@ -242,7 +242,7 @@ fn probe_twice_if_loaded(ctx: &BootRun, kernel: &Path, initrd: &Path) -> Result<
 /// run ends to start again as its substitute); a kernel's own failure (a
 /// panic) leaves the run on KVM; any other failure only sends this run to
 /// TCG.
-pub(super) fn probe_stage(ctx: &BootRun, kernels: &Kernels, work: &Path, plan: &Plan) -> Result<Probed> {
+pub(super) fn probe_stage(ctx: &BootRun, kernels: &Kernels, work: &WorkDir, plan: &Plan) -> Result<Probed> {
     let Some((art, initrd)) = probe_kernel(kernels) else {
         return Ok(Probed::Accel(Accel::Kvm));
     };
@@ -422,7 +422,7 @@ mod tests {
         ];
         for (accel, profile, want) in cases {
             let path = two_profiles(tmp.path(), accel);
-            let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &work).unwrap();
+            let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &WorkDir::at(&work)).unwrap();
             let got = m
                 .instead_of
                 .as_ref()
@@ -454,7 +454,7 @@ mod tests {
         let work = tmp.path().join("work");
         let plan = |accel: &str, restart| {
             let m = config::load(&two_profiles(tmp.path(), accel), Some("quick")).unwrap();
-            Plan::new(&m, &work, restart).unwrap()
+            Plan::new(&m, &WorkDir::at(&work), restart).unwrap()
         };
         let p = plan("tcg", true);
         assert_eq!(
@@ -472,7 +472,7 @@ mod tests {
             assert_eq!(plan("auto", false).restart_as, None);
         }
         let key = host::probe_key(&host::qemu_binary().unwrap());
-        host::remember_failed_probe(&work, &key, "KVM internal error").unwrap();
+        host::remember_failed_probe(&WorkDir::at(&work), &key, "KVM internal error").unwrap();
         let p = plan("auto", true);
         assert_eq!((p.accel, p.probe, p.restart_as), (Accel::Tcg, false, None));
         assert!(

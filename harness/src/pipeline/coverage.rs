@@ -5,7 +5,6 @@
 //! in the coverage cache ([`crate::coverage::cache`]), for `check`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use anyhow::Result;
 
@@ -16,12 +15,13 @@ use crate::coverage::{
 use crate::records::Event;
 use crate::report::profiles;
 use crate::store::Run;
+use crate::workdir::WorkDir;
 
 /// Writes `coverage.json` of `run` (matrix `m`): one entry per variant
 /// with series, from the profiles of the boots at the run's smallest vCPU
 /// count. Nothing is written when base has no profiles there (a wall-clock
 /// run without profile boots).
-pub fn write(run: &Run, m: &Matrix, work: &Path) -> Result<Vec<Coverage>> {
+pub fn write(run: &Run, m: &Matrix, work: &WorkDir) -> Result<Vec<Coverage>> {
     let Some(&vcpus) = m.vcpus.iter().min() else {
         return Ok(Vec::new());
     };

@@ -47,11 +47,11 @@ pub(super) struct GuestParts {
 /// Compiles the benchmarks (sources in `images`) and makes the SSH keys.
 /// Private keys, and the images that hold the host key, stay in the work
 /// directory `work`.
-pub(super) fn guest_parts(run: &Run, m: &Matrix, images: &Path, work: &Path, ui: &Ui) -> Result<GuestParts> {
+pub(super) fn guest_parts(run: &Run, m: &Matrix, images: &Path, work: &WorkDir, ui: &Ui) -> Result<GuestParts> {
     ui.stage("image", "compiling benchmarks, making the SSH keys");
     let benches = image::compile_benchmarks(images, &run.records().join("image/bin"), &run.log("image.log"))?;
     // `work/keys/<run-id>/`, never under `runs/`, which travels with archived runs
-    let keys_dir = WorkDir::at(work).run_keys(&run.id);
+    let keys_dir = work.run_keys(&run.id);
     let dir = match run.shard {
         Some(s) => keys_dir.join(format!("shard-{}-of-{}", s.k, s.n)),
         None => keys_dir,

@@ -117,7 +117,7 @@ pub(super) fn built_before_or_now(
 
 /// The variants of `needed` whose last build event in `events` names a
 /// kernel the cache still holds intact.
-fn built_before(events: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built<Artifact> {
+fn built_before(events: &[Event], work: &WorkDir, needed: &BTreeSet<&str>) -> Built<Artifact> {
     let mut last: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     for e in events {
         if let Event::Build {
@@ -137,7 +137,7 @@ fn built_before(events: &[Event], work: &Path, needed: &BTreeSet<&str>) -> Built
 /// runs on the work directory wait while one prepares, patches, builds in
 /// and rolls back a tree (a run that died let go with its process; the next
 /// one rolls back what it left).
-fn tree_turn(run: &Run, work: &Path, ui: &Ui) -> Result<crate::util::Flock> {
+fn tree_turn(run: &Run, work: &WorkDir, ui: &Ui) -> Result<crate::util::Flock> {
     crate::workdir::lock_waiting(work, "tree", "the kernel tree", &format!("run {}", run.id), |m| {
         ui.notice(m)
     })
@@ -148,7 +148,12 @@ fn tree_turn(run: &Run, work: &Path, ui: &Ui) -> Result<crate::util::Flock> {
 /// kernel the build made that the cache no longer holds is the host's
 /// fault ([`KernelGone`](crate::kernel::fault::KernelGone)), never the
 /// variant's: the caller stops with nothing recorded.
-pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>, run_dir: &Path) -> Result<Built<Artifact>> {
+pub fn from_cache(
+    builds: &[Event],
+    work: &WorkDir,
+    needed: &BTreeSet<&str>,
+    run_dir: &Path,
+) -> Result<Built<Artifact>> {
     let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
     let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
     for e in builds {
@@ -181,7 +186,7 @@ pub fn from_cache(builds: &[Event], work: &Path, needed: &BTreeSet<&str>, run_di
                 (Some((_, Some(err))), _) => Err(err.clone()),
                 (Some((Some(key), None)), _) => match build::cached(work, key) {
                     Some(art) => Ok(art),
-                    None => return Err(gone(v, key, &WorkDir::at(work).kernel(key), run_dir).into()),
+                    None => return Err(gone(v, key, &work.kernel(key), run_dir).into()),
                 },
                 (_, Some(err)) => Err(err.to_string()),
                 _ => Err(missing()),
@@ -204,7 +209,7 @@ pub fn gone(variant: &str, key: &str, dir: &Path, run_dir: &Path) -> crate::kern
 
 /// The work tree of a variant: the source's own copy, or with `ref:` the
 /// work clone checked out at that commit.
-fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &Path, log: &Path) -> Result<Tree> {
+fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &WorkDir, log: &Path) -> Result<Tree> {
     match git_ref {
         Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
         None => Tree::prepare(&m.kernel.source, work, log),
@@ -212,14 +217,11 @@ fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &Path, log: &Path) -> R
 }
 
 /// The state of each named series against `tree`.
-fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &Path) -> Result<BTreeMap<String, State>> {
+fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &WorkDir) -> Result<BTreeMap<String, State>> {
     let mut states = BTreeMap::new();
     for s in names {
         let series = patch::load_series(&m.series_dir, s)?;
-        states.insert(
-            s.clone(),
-            patch::classify(&tree.dir, &series, &WorkDir::at(work).scratch())?,
-        );
+        states.insert(s.clone(), patch::classify(&tree.dir, &series, &work.scratch())?);
     }
     Ok(states)
 }
@@ -261,7 +263,7 @@ struct Step<'a> {
     m: &'a Matrix,
     tree: &'a Tree,
     v: &'a Variant,
-    work: &'a Path,
+    work: &'a WorkDir,
     ui: &'a Ui,
 }
 
@@ -474,7 +476,7 @@ mod tests {
             root.join("linux").display()
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let (work, log) = (root.join("work"), root.join("tree.log"));
+        let (work, log) = (WorkDir::at(&root.join("work")), root.join("tree.log"));
         let run = Run::create(&root.join("runs"), "t").unwrap();
         let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
         let states = classify(&m, &m.series_names(), &tree, &work).unwrap();
@@ -606,14 +608,14 @@ mod tests {
                     "ld: final link failed: No space left on device\nmake: *** [vmlinux] Error 1\n",
                 );
             }
-            let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
+            let tree = Tree::prepare(&m.kernel.source, &WorkDir::at(&work), &log).unwrap();
             let ui = Ui::new(0, true);
             let step = Step {
                 run: &run,
                 m: &m,
                 tree: &tree,
                 v: m.variant("base").unwrap(),
-                work: &work,
+                work: &WorkDir::at(&work),
                 ui: &ui,
             };
             let cfg = Configured {
@@ -673,7 +675,7 @@ mod tests {
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let opts = Options {
-            work_dir: root.join("work"),
+            work_dir: WorkDir::at(&root.join("work")),
             runs_dir: root.join("runs"),
             images_dir: root.join("images"),
             quiet: true,
@@ -697,7 +699,7 @@ mod tests {
             "the tree was configured again for a kernel the run built"
         );
 
-        std::fs::remove_file(WorkDir::at(&opts.work_dir).kernel(&key).join("bzImage")).unwrap();
+        std::fs::remove_file(opts.work_dir.kernel(&key).join("bzImage")).unwrap();
         let rebuilt = built_before_or_now(&run, &m, &opts, &needed, &ui).unwrap();
         assert_eq!(rebuilt["base"].as_ref().expect("built again").key, key);
         assert!(makes() > after_first, "a kernel the cache lost was not built again");
@@ -721,7 +723,7 @@ mod tests {
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let opts = Options {
-            work_dir: root.join("work"),
+            work_dir: WorkDir::at(&root.join("work")),
             runs_dir: root.join("runs"),
             images_dir: root.join("images"),
             quiet: true,

@@ -12,7 +12,6 @@ use crate::config::Matrix;
 use crate::finish::{self, Ending, Finished};
 use crate::pipeline::{self, Options};
 use crate::store::Run;
-use crate::workdir::WorkDir;
 
 /// How a `try` ended.
 pub enum Tried {
@@ -45,7 +44,7 @@ pub fn run(
     say: &dyn Fn(&str),
 ) -> Result<Tried> {
     let m = matrix(req, &e.work_dir)?;
-    let scratch = WorkDir::at(&e.work_dir).try_preflight(std::process::id());
+    let scratch = e.work_dir.try_preflight(std::process::id());
     if let Some(why) = preflight(&m, &scratch)? {
         return Ok(Tried::DoesNotApply(why));
     }

@@ -123,6 +123,17 @@ impl WorkDir {
         &self.root
     }
 
+    /// Makes its root, if it is not there yet.
+    pub fn create(&self) -> anyhow::Result<()> {
+        use anyhow::Context;
+        std::fs::create_dir_all(&self.root).with_context(|| format!("create {}", self.root.display()))
+    }
+
+    /// Its root, for messages.
+    pub fn display(&self) -> std::path::Display<'_> {
+        self.root.display()
+    }
+
     fn join(&self, name: &str) -> PathBuf {
         debug_assert!(entry_of(name).is_some(), "{name} is not in workdir::ENTRIES");
         self.root.join(name)

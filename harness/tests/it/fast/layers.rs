@@ -237,3 +237,48 @@ fn only_workdir_joins_names_onto_the_work_directory() {
     let planted = "fn f(work: &Path) { let k = work.join(\"kernels\"); }\nfn g(w: &WorkDir) { w.kernels(); let x = network.join(\"a\"); }\n#[cfg(test)]\nmod tests {\n    fn t() { work.join(\"tree\"); }\n}\n";
     assert_eq!(work_joins(planted).len(), 1, "{:?}", work_joins(planted));
 }
+
+/// Parameters and fields of `src` (outside its tests) that hold a work
+/// directory as a plain path (`work: &Path`, `work_dir: PathBuf`) instead of
+/// a `WorkDir`.
+fn path_typed_work_dirs(src: &str) -> Vec<(usize, String)> {
+    let typed = regex::Regex::new(r"\b(work|work_dir)\s*:\s*&?(?:'\w+\s+)?(?:std::path::)?(?:Path|PathBuf)\b").unwrap();
+    outside_tests(src)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| typed.is_match(l))
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .collect()
+}
+
+/// Issue 46: the work directory is passed as a `WorkDir` from the CLI down;
+/// only the edges hold it as a path: the CLI's `--work-dir` argument and
+/// the Slurm job's script text.
+#[test]
+fn the_work_directory_is_passed_as_its_type() {
+    let root = repo().join("harness/src");
+    let mut files = BTreeMap::new();
+    source_files(&root, &root, &mut files);
+    let edges = ["cli/mod.rs", "slurm.rs"];
+    let found: Vec<String> = files
+        .iter()
+        .filter(|(rel, _)| !edges.contains(&rel.as_str()))
+        .flat_map(|(rel, src)| {
+            path_typed_work_dirs(src)
+                .into_iter()
+                .map(move |(n, l)| format!("{rel}:{n}: {l}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "work directories typed as paths:\n{}",
+        found.join("\n")
+    );
+    let planted = "fn f(work: &Path) {}\nstruct S { work_dir: PathBuf, network: &Path }\nfn g(work: &WorkDir, w: &'a std::path::Path) {}\n#[cfg(test)]\nmod tests {\n    fn t(work: &Path) {}\n}\n";
+    assert_eq!(
+        path_typed_work_dirs(planted).len(),
+        2,
+        "{:?}",
+        path_typed_work_dirs(planted)
+    );
+}

@@ -204,8 +204,8 @@ fn harness_in_box(dir: &Path) -> String {
 /// 16 boots; the next box finishes the run with `run --resume`, as a user
 /// would. The first box configures the two cached kernels (~4.5 min under
 /// TCG over 9p) before it boots; a resume takes them from the cache by its
-/// build events and boots within a minute. On 2026-12-07 box 0 ended 6
-/// boots and box 1 the other 10 (docs/measurements/2026-12-07-kvm-box.md).
+/// build events and boots within a minute. On 2026-12-07 box 0 ended 5
+/// boots and box 1 the other 11 (docs/measurements/2026-12-07-kvm-box.md).
 const L1_LIFETIME: Duration = Duration::from_secs(10 * 60);
 
 /// Boxes the quick run may take before the test gives up.

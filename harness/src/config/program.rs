@@ -67,7 +67,7 @@ pub struct MetricSpec {
 
 /// What a `program` benchmark runs: exactly one of `run:`, `sources:` and
 /// `build:`, chosen once when the matrix is validated; its paths are made
-/// absolute then ([`resolve`](super::program_check::resolve)). In
+/// absolute then (`program_check::resolve`). In
 /// `run.json` it is the three keys it was written as
 /// ([`ExecutableRecord`]), so the format did not change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,7 +158,7 @@ impl schemars::JsonSchema for Executable {
 
 /// `run:`, `sources:` and `build:` as written: exactly one of them makes
 /// the [`Executable`] (its paths made absolute later, in
-/// [`resolve`](super::program_check::resolve)).
+/// `program_check::resolve`).
 pub fn executable(
     errs: &mut Vec<String>,
     k: &str,

@@ -34,43 +34,8 @@ pub fn resolve(
     else {
         return (kind, None);
     };
-    let absolute = |what: &str, names: &[String], p: &mut Vec<String>| -> Vec<PathBuf> {
-        names
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let fp = path(f);
-                if !fp.exists() {
-                    p.push(format!("{at}.{what}[{i}]: no file `{}`", fp.display()));
-                }
-                fp
-            })
-            .collect()
-    };
-    let mut missing = None;
-    let executable = match executable {
-        Executable::Installed { name, .. } => {
-            let found = installed(&name, at, path, p);
-            if found.is_none() {
-                missing = Some(format!(
-                    "{at}.run: `{name}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
-                ));
-            }
-            Executable::Installed { name, found }
-        }
-        Executable::Sources(s) => {
-            let names: Vec<String> = s.iter().map(|f| f.display().to_string()).collect();
-            Executable::Sources(absolute("sources", &names, p))
-        }
-        Executable::Built(b) => {
-            let dir = path(&b.dir.display().to_string());
-            if !dir.is_dir() {
-                p.push(format!("{at}.build.dir: no directory `{}`", dir.display()));
-            }
-            Executable::Built(Build { dir, ..b })
-        }
-    };
-    let files = absolute("files", &files, p)
+    let (executable, missing) = executable_here(&executable, at, path, p);
+    let files = absolute(&files, &format!("{at}.files"), path, p)
         .iter()
         .map(|f| f.display().to_string())
         .collect();
@@ -86,6 +51,57 @@ pub fn resolve(
         user,
     };
     (kind, missing)
+}
+
+/// The executable as this host has it: an installed program found, sources
+/// and the build directory made absolute and checked to exist; with why,
+/// when the program is not installed here.
+fn executable_here(
+    e: &Executable,
+    at: &str,
+    path: &dyn Fn(&str) -> PathBuf,
+    p: &mut Vec<String>,
+) -> (Executable, Option<String>) {
+    match e {
+        Executable::Installed { name, .. } => {
+            let found = installed(name, at, path, p);
+            let missing = found.is_none().then(|| {
+                format!(
+                    "{at}.run: `{name}` is not installed on this host (install its package, e.g. with harness/scripts/setup-host.sh, or give its path)"
+                )
+            });
+            let name = name.clone();
+            (Executable::Installed { name, found }, missing)
+        }
+        Executable::Sources(s) => {
+            let names: Vec<String> = s.iter().map(|f| f.display().to_string()).collect();
+            (
+                Executable::Sources(absolute(&names, &format!("{at}.sources"), path, p)),
+                None,
+            )
+        }
+        Executable::Built(b) => {
+            let dir = path(&b.dir.display().to_string());
+            if !dir.is_dir() {
+                p.push(format!("{at}.build.dir: no directory `{}`", dir.display()));
+            }
+            (Executable::Built(Build { dir, ..b.clone() }), None)
+        }
+    }
+}
+
+/// `names` made absolute by `path`; each that does not exist is a problem
+/// at `at[i]`.
+fn absolute(names: &[String], at: &str, path: &dyn Fn(&str) -> PathBuf, p: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (i, f) in names.iter().enumerate() {
+        let fp = path(f);
+        if !fp.exists() {
+            p.push(format!("{at}[{i}]: no file `{}`", fp.display()));
+        }
+        out.push(fp);
+    }
+    out
 }
 
 /// An installed program `run`: a path (made absolute) that is an

@@ -100,6 +100,29 @@ fn with_ccache(c: Cmd, tree: &Tree, work: &WorkDir) -> Cmd {
         .env("CCACHE_DEPEND", "1")
 }
 
+/// The base config: a file, or a config target (`tinyconfig`) made once
+/// per tree and kept beside it.
+fn base_config(tree: &Tree, base: &BaseConfig, work: &WorkDir, log: &Path) -> Result<Config> {
+    let t = match base {
+        BaseConfig::File(f) => return kconfig::read(f),
+        BaseConfig::Target(t) => t,
+    };
+    // a run.json written by an older harness is not validated again
+    if !crate::config::is_base_config_target(t) {
+        anyhow::bail!("make the base config: `{t}` is not a config target this harness runs");
+    }
+    let cached = work.tree_companion(&tree.key, t);
+    if !cached.is_file() {
+        make_ok(
+            make(tree, work).arg(t).deadline(Duration::from_secs(600)),
+            &format!("make {t}"),
+            log,
+        )?;
+        std::fs::copy(tree.dir.join(".config"), &cached).with_context(|| format!("write {}", cached.display()))?;
+    }
+    kconfig::read(&cached)
+}
+
 /// Writes the base config merged with `fragments`, runs `olddefconfig`, and
 /// reports the requested symbols that changed.
 pub fn configure(
@@ -109,26 +132,7 @@ pub fn configure(
     work: &WorkDir,
     log: &Path,
 ) -> Result<Configured> {
-    let base_cfg = match base {
-        BaseConfig::File(f) => kconfig::read(f)?,
-        BaseConfig::Target(t) => {
-            // a run.json written by an older harness is not validated again
-            if !crate::config::is_base_config_target(t) {
-                anyhow::bail!("make the base config: `{t}` is not a config target this harness runs");
-            }
-            let cached = work.tree_companion(&tree.key, t);
-            if !cached.is_file() {
-                make_ok(
-                    make(tree, work).arg(t).deadline(Duration::from_secs(600)),
-                    &format!("make {t}"),
-                    log,
-                )?;
-                std::fs::copy(tree.dir.join(".config"), &cached)
-                    .with_context(|| format!("write {}", cached.display()))?;
-            }
-            kconfig::read(&cached)?
-        }
-    };
+    let base_cfg = base_config(tree, base, work, log)?;
     let frags = fragments.iter().map(|f| kconfig::read(f)).collect::<Result<Vec<_>>>()?;
     let (merged, requested, overrides) = kconfig::merge(&base_cfg, &frags);
     let mut note = String::new();

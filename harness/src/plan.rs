@@ -89,6 +89,18 @@ impl std::fmt::Display for CellKey {
     }
 }
 
+impl BootJob {
+    /// Variant `v`'s boot `boot` at `vcpus`, running its benchmarks.
+    fn of(v: &crate::config::Variant, vcpus: u32, boot: u32) -> BootJob {
+        BootJob {
+            variant: v.name.clone(),
+            vcpus,
+            boot,
+            benchmarks: v.benchmarks.clone(),
+        }
+    }
+}
+
 /// The boot jobs in run order: round after round (one boot of every
 /// variant at every vCPU count per round), each round's variant order
 /// shuffled with the matrix seed, except that the first boot at each vCPU
@@ -109,14 +121,7 @@ pub fn boot_jobs(m: &Matrix) -> Vec<BootJob> {
                     vs.insert(0, base);
                 }
             }
-            for v in vs {
-                out.push(BootJob {
-                    variant: v.name.clone(),
-                    vcpus,
-                    boot: round,
-                    benchmarks: v.benchmarks.clone(),
-                });
-            }
+            out.extend(vs.into_iter().map(|v| BootJob::of(v, vcpus, round)));
         }
     }
     out
@@ -139,14 +144,7 @@ pub fn second_stage_jobs(m: &Matrix, sent: &[CellKey]) -> Vec<BootJob> {
                 .filter(|v| v.name == "base" || sent.contains(&CellKey::new(&v.name, vcpus)))
                 .collect();
             vs.shuffle(&mut rng);
-            for v in vs {
-                out.push(BootJob {
-                    variant: v.name.clone(),
-                    vcpus,
-                    boot: round,
-                    benchmarks: v.benchmarks.clone(),
-                });
-            }
+            out.extend(vs.into_iter().map(|v| BootJob::of(v, vcpus, round)));
         }
     }
     out

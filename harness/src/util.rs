@@ -7,13 +7,17 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// UTC now as RFC 3339 (seconds).
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
+/// Seconds since the Unix epoch (0 on a clock set before it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
+        .unwrap_or(0)
+}
+
+/// UTC now as RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    rfc3339(unix_now())
 }
 
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
@@ -28,11 +32,7 @@ pub fn rfc3339(secs: u64) -> String {
 /// UTC now as a compact stamp for directory names (`20261201-101500`):
 /// the start of a run id, and of a bisection's directory.
 pub fn stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    compact(secs)
+    compact(unix_now())
 }
 
 /// Formats Unix seconds as `YYYYMMDD-HHMMSS`.

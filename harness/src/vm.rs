@@ -287,6 +287,8 @@ pub struct Vm {
     /// The spec it was started with.
     pub spec: VmSpec,
     child: Child,
+    /// What pinning did, when the spec has a placement.
+    pinned: Option<pin::Pinned>,
 }
 
 impl Vm {
@@ -305,7 +307,11 @@ impl Vm {
             .log(log)
             .spawn()
             .context("start QEMU")?;
-        let mut vm = Vm { spec, child };
+        let mut vm = Vm {
+            spec,
+            child,
+            pinned: None,
+        };
         let until = std::time::Instant::now() + FORWARD_DEADLINE;
         if let Some(p) = vm.spec.placement.clone() {
             vm.pin(p, until);
@@ -329,6 +335,7 @@ impl Vm {
             placement: p.clone(),
             vcpu_threads: Vec::new(),
             other_threads: Vec::new(),
+            late_threads: Vec::new(),
             error: None,
         };
         if let Some(qmp) = self.spec.qmp.clone() {
@@ -339,7 +346,30 @@ impl Vm {
             }
             let _ = std::fs::remove_file(&qmp);
         }
-        let json = serde_json::to_string_pretty(&done).unwrap_or_default();
+        self.pinned = Some(done);
+        self.write_pinned();
+    }
+
+    /// Puts QEMU's threads started since it was pinned on the CPUs of its
+    /// other threads ([`pin::repin`]), and writes them into `pin.json`.
+    /// Nothing when the guest is not pinned.
+    pub fn repin(&mut self) {
+        let pid = self.child.pgid();
+        let Some(p) = self
+            .pinned
+            .as_mut()
+            .filter(|p| p.error.is_none() && p.placement.pinned())
+        else {
+            return;
+        };
+        if pin::repin(pid, p) {
+            self.write_pinned();
+        }
+    }
+
+    /// `pin.json` beside the console: what pinning did.
+    fn write_pinned(&self) {
+        let json = serde_json::to_string_pretty(&self.pinned).unwrap_or_default();
         let _ = std::fs::write(pin::record_path(&self.spec.console), json + "\n");
     }
 

@@ -52,6 +52,9 @@ pub trait Machine {
     fn power_off(&mut self, grace: Duration);
     /// Kills the guest at once.
     fn kill(&mut self);
+    /// Puts the threads QEMU started since it was pinned where its other
+    /// threads are (before each repetition); nothing for an unpinned guest.
+    fn repin(&mut self) {}
 }
 
 /// The guest wrote more than [`crate::vm::MAX_CONSOLE`] to its console
@@ -179,5 +182,11 @@ impl Machine for Qemu {
         // QEMU first, as dropping a booted guest did
         self.vm = None;
         self.guest = None;
+    }
+
+    fn repin(&mut self) {
+        if let Some(vm) = self.vm.as_mut() {
+            vm.repin();
+        }
     }
 }

@@ -15,41 +15,20 @@ use super::validated::{Benchmark, Matrix};
 /// and, for a program not installed here, why: that is a problem only
 /// where a variant runs the benchmark, so it is not put in `p`.
 pub fn resolve(
-    kind: BenchKind,
+    mut kind: BenchKind,
     at: &str,
     path: &dyn Fn(&str) -> PathBuf,
     p: &mut Vec<String>,
 ) -> (BenchKind, Option<String>) {
-    let BenchKind::Program {
-        executable,
-        files,
-        args,
-        workers,
-        duration_s,
-        metrics,
-        ops,
-        work,
-        user,
-    } = kind
-    else {
+    let BenchKind::Program { executable, files, .. } = &mut kind else {
         return (kind, None);
     };
-    let (executable, missing) = executable_here(&executable, at, path, p);
-    let files = absolute(&files, &format!("{at}.files"), path, p)
+    let (here, missing) = executable_here(executable, at, path, p);
+    *executable = here;
+    *files = absolute(files, &format!("{at}.files"), path, p)
         .iter()
         .map(|f| f.display().to_string())
         .collect();
-    let kind = BenchKind::Program {
-        executable,
-        files,
-        args,
-        workers,
-        duration_s,
-        metrics,
-        ops,
-        work,
-        user,
-    };
     (kind, missing)
 }
 

@@ -105,17 +105,22 @@ impl Run {
         if !dir.join("run.json").is_file() {
             bail!("{} is not a run directory (no run.json)", dir.display());
         }
+        Ok(Run::at(dir, None))
+    }
+
+    /// The run in `dir` (its id the directory's name), holding `lock`.
+    fn at(dir: &Path, lock: Option<Flock>) -> Run {
         let id = dir
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(Run {
+        Run {
             dir: dir.to_path_buf(),
             id,
             shard: None,
             records: dir.to_path_buf(),
-            _lock: None,
-        })
+            _lock: lock,
+        }
     }
 
     /// Creates a run directory at a path chosen beforehand (`harness build
@@ -128,18 +133,7 @@ impl Run {
             );
         }
         std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("create {}", dir.display()))?;
-        let lock = lock_run(dir)?;
-        let id = dir
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(Run {
-            dir: dir.to_path_buf(),
-            id,
-            shard: None,
-            records: dir.to_path_buf(),
-            _lock: Some(lock),
-        })
+        Ok(Run::at(dir, Some(lock_run(dir)?)))
     }
 
     /// The shards that have written into this run, by shard.

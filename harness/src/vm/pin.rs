@@ -50,6 +50,11 @@ pub struct Pinned {
     pub vcpu_threads: Vec<(u32, i32)>,
     /// QEMU's other threads, put on the placement's `others`.
     pub other_threads: Vec<i32>,
+    /// Threads QEMU started after it was pinned (a thread-pool worker a
+    /// vCPU thread spawns is born on that vCPU's CPU), each put on `others`
+    /// before the next repetition ([`repin`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_threads: Vec<i32>,
     /// Why the guest is not (wholly) pinned.
     pub error: Option<String>,
 }
@@ -95,8 +100,32 @@ pub fn apply(pid: i32, qmp: &Path, p: &Placement, until: Instant, alive: impl Fn
         placement: p.clone(),
         vcpu_threads: threads,
         other_threads: others,
+        late_threads: Vec::new(),
         error: None,
     })
+}
+
+/// Puts each thread QEMU `pid` started since `pinned` was made (none of
+/// its vCPU, other or late threads) on the placement's `others`, and
+/// counts it late: a thread inherits the CPUs of the thread that starts it,
+/// so a worker a vCPU thread spawns would share that vCPU's one CPU. Gives
+/// whether there was any.
+pub fn repin(pid: i32, pinned: &mut Pinned) -> bool {
+    let known: BTreeSet<i32> = pinned
+        .vcpu_threads
+        .iter()
+        .map(|&(_, t)| t)
+        .chain(pinned.other_threads.iter().copied())
+        .chain(pinned.late_threads.iter().copied())
+        .collect();
+    let born: Vec<i32> = tasks(pid).into_iter().filter(|t| !known.contains(t)).collect();
+    for &tid in &born {
+        // a thread that ended meanwhile is no matter
+        if set_affinity(tid, &pinned.placement.others).is_ok() {
+            pinned.late_threads.push(tid);
+        }
+    }
+    !born.is_empty()
 }
 
 /// Sets thread `tid`'s CPUs.
@@ -157,6 +186,55 @@ mod tests {
         set_affinity(tid, &[cpu]).unwrap();
         assert_eq!(allowed_list(me, tid), Some(cpu.to_string()));
         assert!(set_affinity(tid, &[]).is_err(), "an empty set is refused");
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+    }
+
+    /// Issue 48: in the KVM box a QEMU thread born after the pinning sat on
+    /// vCPU 1's CPU. A thread started since is put on `others` by `repin`.
+    #[test]
+    fn a_thread_started_after_pinning_is_put_on_the_others_cpus() {
+        let me = std::process::id() as i32;
+        let cpus: Vec<u32> = crate::host::topology::allowed_cpus().unwrap().into_iter().collect();
+        if cpus.len() < 2 {
+            eprintln!("skipped: one CPU here, a late thread cannot be told from a repinned one");
+            return;
+        }
+        let mut pinned = Pinned {
+            placement: Placement {
+                pin: crate::config::Pin::Cores,
+                vcpu_cpus: cpus[..1].to_vec(),
+                guest_nodes: Vec::new(),
+                others: cpus.clone(),
+                overcommitted: false,
+                note: None,
+            },
+            vcpu_threads: Vec::new(),
+            other_threads: tasks(me),
+            late_threads: Vec::new(),
+            error: None,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        // born on one CPU, as a worker a vCPU thread spawns
+        set_affinity(tid, &cpus[..1]).unwrap();
+        assert!(repin(me, &mut pinned), "the new thread was not seen");
+        assert!(pinned.late_threads.contains(&tid), "{pinned:?}");
+        assert_eq!(
+            allowed_list(me, tid),
+            Some(crate::host::topology::format_list(&cpus)),
+            "late thread {tid}"
+        );
+        let before = pinned.late_threads.len();
+        repin(me, &mut pinned);
+        assert!(pinned.late_threads.len() >= before, "a known thread counted again");
+        assert_eq!(pinned.late_threads.iter().filter(|&&t| t == tid).count(), 1);
         done_tx.send(()).unwrap();
         t.join().unwrap();
     }

@@ -36,6 +36,7 @@ impl Boot<'_, '_> {
                         cause: Cause::OutputOverLimit,
                     }));
                 }
+                self.machine.repin();
                 self.tell(BootEvent::Repetition {
                     benchmark: bname.clone(),
                     repetition: rep,

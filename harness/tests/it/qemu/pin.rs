@@ -59,6 +59,10 @@ pub fn start_and_check(s: VmSpec) -> Pinned {
     while !record_path(&dir.join("console.log")).exists() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
+    // as before every repetition of a boot: threads QEMU started since are
+    // put with its other threads (in the KVM box one was born on vCPU 1's CPU)
+    let mut vm = vm;
+    vm.repin();
     let text = std::fs::read_to_string(record_path(&dir.join("console.log"))).unwrap();
     let pinned: Pinned = serde_json::from_str(&text).unwrap();
     let log = std::fs::read_to_string(dir.join("qemu.log")).unwrap_or_default();

@@ -250,8 +250,8 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
     let s = patch::load_series(&m.series_dir, SERIES)?;
     let mut files: Vec<String> = Vec::new();
     for p in &s.patches {
-        let text = std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
-        for f in patch::touched_files(&text).with_context(|| format!("check {}", p.display()))? {
+        // decoded as every patch reader does: a series saved from a mail may be quoted-printable
+        for f in patch::files_of(p)? {
             if !files.contains(&f) {
                 files.push(f);
             }
@@ -561,6 +561,11 @@ mod tests {
             series::write_quilt(&p, &m.series_dir, SERIES).unwrap();
         };
         mk("two");
+        assert_eq!(preflight(&m, &root.join("scratch")).unwrap(), None);
+        // a line in ISO-8859-1, as a patch saved from an old mail has it: read
+        // as every patch reader reads it (it was refused as not UTF-8)
+        let latin1 = b"--- a/fs/exec.c\n+++ b/fs/exec.c\n@@ -1,3 +1,3 @@\n one\n-two\n+caf\xe9\n three\n".to_vec();
+        series::write_quilt(&[("0001-x.patch".to_string(), latin1)], &m.series_dir, SERIES).unwrap();
         assert_eq!(preflight(&m, &root.join("scratch")).unwrap(), None);
         mk("zwei");
         let why = preflight(&m, &root.join("scratch")).unwrap().unwrap();

@@ -94,8 +94,7 @@ fn touched_by(series_dir: &Path, names: &[String]) -> Vec<String> {
             continue;
         };
         for p in &ser.patches {
-            let Ok(bytes) = patch::read(p) else { continue };
-            for f in patch::touched_files(&String::from_utf8_lossy(&bytes)).unwrap_or_default() {
+            for f in patch::files_of(p).unwrap_or_default() {
                 if !files.contains(&f) {
                     files.push(f);
                 }

@@ -83,6 +83,16 @@ pub fn read(p: &Path) -> Result<Vec<u8>> {
     super::mail::as_patch(&raw).map_err(|e| anyhow::anyhow!("read {}: {e}", p.display()))
 }
 
+/// The files patch `p` touches, its bytes decoded as [`read`] does.
+pub fn files_of(p: &Path) -> Result<Vec<String>> {
+    files_in(&read(p)?, p)
+}
+
+/// The files the patch bytes `data`, read from `p`, touch.
+pub fn files_in(data: &[u8], p: &Path) -> Result<Vec<String>> {
+    touched_files(&String::from_utf8_lossy(data)).with_context(|| format!("check {}", p.display()))
+}
+
 /// Files a unified diff touches (`-p1` stripped), checked to stay inside
 /// the tree; a file a `GIT binary patch` changes is named by its
 /// `diff --git` line, which is all such a section has.
@@ -202,8 +212,8 @@ pub fn run_patch(
     log: Option<&Path>,
 ) -> Result<Result<(), Failure>> {
     let bytes = read(patch)?;
+    files_in(&bytes, patch)?;
     let text = String::from_utf8_lossy(&bytes);
-    touched_files(&text).with_context(|| format!("check {}", patch.display()))?;
     let tool = Tool::for_diff(&text);
     let mut cmd = tool.cmd(
         tree,
@@ -348,8 +358,7 @@ fn trial(tree: &Path, series: &Series, scratch: &Path, reverse: bool) -> Result<
     }
     std::fs::create_dir_all(scratch).with_context(|| format!("create {}", scratch.display()))?;
     for p in &series.patches {
-        let text = String::from_utf8_lossy(&read(p)?).into_owned();
-        for f in touched_files(&text).with_context(|| format!("check {}", p.display()))? {
+        for f in files_of(p)? {
             let src = tree.join(&f);
             let dst = scratch.join(&f);
             if src.is_file() && !dst.exists() {

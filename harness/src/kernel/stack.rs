@@ -84,9 +84,7 @@ impl Stack {
         // the copy holds the patch as it applies, decoded when it was saved from a mail
         let data = patch::read(p)?;
         let mut before = BTreeMap::new();
-        for f in
-            patch::touched_files(&String::from_utf8_lossy(&data)).with_context(|| format!("check {}", p.display()))?
-        {
+        for f in patch::files_in(&data, p)? {
             before.insert(f.clone(), file_hash(&tree.join(&f))?);
         }
         let mut stack = self.read()?;

@@ -12,4 +12,4 @@ pub mod model;
 pub use cache::{
     base_identity, cache_file, changed_functions, from_cache, kernel_symbols, remember, source_files, Cached,
 };
-pub use model::{mean_calls, read, table, text, CallsPerOp, Changes, Coverage, Row, FILE};
+pub use model::{mean_calls, read, table, text, CallsPerOp, Changes, Coverage, FunctionRow, FILE};

@@ -15,7 +15,7 @@ use crate::vm::{Accel, Finding};
 
 /// The stages of a boot job, in order. A cut names the stage it happened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub enum BootStage {
     /// QEMU is starting.
     Start,
     /// Waiting for the guest's sshd.
@@ -28,29 +28,29 @@ pub enum Stage {
     PowerOff,
 }
 
-impl Stage {
+impl BootStage {
     /// The stage in words, as messages name it.
     pub fn name(self) -> &'static str {
         match self {
-            Stage::Start => "start",
-            Stage::WaitSsh => "wait for SSH",
-            Stage::Environment => "read the environment",
-            Stage::Measure => "measure",
-            Stage::PowerOff => "power off",
+            BootStage::Start => "start",
+            BootStage::WaitSsh => "wait for SSH",
+            BootStage::Environment => "read the environment",
+            BootStage::Measure => "measure",
+            BootStage::PowerOff => "power off",
         }
     }
 
     /// The step of a boot job it is, as records name it.
     pub fn step(self) -> crate::records::Stage {
         match self {
-            Stage::Start | Stage::WaitSsh | Stage::Environment => crate::records::Stage::Boot,
-            Stage::Measure | Stage::PowerOff => crate::records::Stage::Benchmark,
+            BootStage::Start | BootStage::WaitSsh | BootStage::Environment => crate::records::Stage::Boot,
+            BootStage::Measure | BootStage::PowerOff => crate::records::Stage::Benchmark,
         }
     }
 
     /// Whether the guest had not reached SSH yet in this stage.
     pub fn before_ssh(self) -> bool {
-        matches!(self, Stage::Start | Stage::WaitSsh)
+        matches!(self, BootStage::Start | BootStage::WaitSsh)
     }
 }
 
@@ -159,7 +159,7 @@ pub enum BootEvent {
     /// The attempt was cut off.
     Cut {
         /// The stage it was in.
-        stage: Stage,
+        stage: BootStage,
         /// Why, as a type.
         cause: Cause,
         /// Why, in words (with what the last of the attempts adds).

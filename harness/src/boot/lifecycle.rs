@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::events::{BootEvent, BootStart, Sink, Stage, Told};
+use super::events::{BootEvent, BootStage, BootStart, Sink, Told};
 use super::machine::Machine;
 use super::profiled::Windows;
 use super::{
@@ -44,7 +44,7 @@ pub struct BootFailure {
     pub qemu_log: String,
 }
 
-/// Stage [`Stage::Start`]: starts a guest of `vcpus` for the run on `m`,
+/// BootStage [`BootStage::Start`]: starts a guest of `vcpus` for the run on `m`,
 /// its console and QEMU's log in `dir`. Returns the kernel command line
 /// and the profiler the guest loads, if any (counting instructions per
 /// system call when `syscalls`).
@@ -107,7 +107,7 @@ pub fn start(
     Ok((cmdline, plugin))
 }
 
-/// Stage [`Stage::WaitSsh`]: waits until the guest's sshd lets the run's
+/// BootStage [`BootStage::WaitSsh`]: waits until the guest's sshd lets the run's
 /// key in, QEMU exits, the kernel panics, or the deadline passes (under the
 /// instruction-counting clock `boot_timeout_s` is guest seconds, read off
 /// the console). Returns the wall seconds to the login.
@@ -401,7 +401,7 @@ impl Boot<'_, '_> {
         }
         let findings = f.findings;
         self.tell(BootEvent::Cut {
-            stage: Stage::WaitSsh,
+            stage: BootStage::WaitSsh,
             cause: f.cause,
             error: error.clone(),
             findings: findings.clone(),
@@ -410,7 +410,7 @@ impl Boot<'_, '_> {
         if again {
             return Ok(Attempt::QemuCrashed);
         }
-        let failed = Some(Failed::new(Stage::WaitSsh.step(), f.cause));
+        let failed = Some(Failed::new(BootStage::WaitSsh.step(), f.cause));
         self.learned
             .strikes
             .failed(&self.job.variant, self.job.vcpus, f.cause, &error);
@@ -434,7 +434,7 @@ impl Boot<'_, '_> {
         };
         let findings = vm::scan_console(&self.machine.console());
         self.tell(BootEvent::Cut {
-            stage: Stage::Measure,
+            stage: BootStage::Measure,
             cause: cut.cause,
             error: error.clone(),
             findings,
@@ -444,10 +444,10 @@ impl Boot<'_, '_> {
             self.machine.kill();
             return Ok(None);
         }
-        Ok(Some((error, Failed::new(Stage::Measure.step(), cut.cause))))
+        Ok(Some((error, Failed::new(BootStage::Measure.step(), cut.cause))))
     }
 
-    /// Stage [`Stage::Environment`], and the pace of guest time at login.
+    /// BootStage [`BootStage::Environment`], and the pace of guest time at login.
     /// Returns the guest's CPU count (the job's vCPUs if it did not say).
     fn environment(&mut self, ready_s: f64) -> Result<u32> {
         // the pace at login is recorded but not used for waits: under icount
@@ -473,7 +473,7 @@ impl Boot<'_, '_> {
         Ok(nproc)
     }
 
-    /// Stage [`Stage::PowerOff`]: keeps dmesg (when the guest still
+    /// BootStage [`BootStage::PowerOff`]: keeps dmesg (when the guest still
     /// answers), powers off (or kills), and scans the console and dmesg
     /// for trouble.
     fn power_off(&mut self, answering: bool, dir: &Path) -> Result<Vec<Finding>> {
@@ -527,7 +527,7 @@ fn new_boot_dir(run: &Run, job: &BootJob) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Stage [`Stage::Environment`]: kernel release, nproc, memory, ASLR and
+/// BootStage [`BootStage::Environment`]: kernel release, nproc, memory, ASLR and
 /// uptime, as the guest reports them.
 fn read_env(m: &mut dyn Machine, wait: Duration) -> Result<BootEnv> {
     let o = m.run(

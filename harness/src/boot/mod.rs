@@ -1,4 +1,4 @@
-//! One boot job's lifecycle as explicit [`Stage`]s — start QEMU, wait for
+//! One boot job's lifecycle as explicit [`BootStage`]s — start QEMU, wait for
 //! SSH (watching QEMU and the console), read the guest's environment,
 //! measure every benchmark repetition, power off — told as a stream of
 //! typed [`BootEvent`]s into a [`Sink`] ([`RunSink`] writes the run's
@@ -23,7 +23,7 @@ pub use bounds::{
     bounded, first_ssh_bound, Seen, Strikes, BOOTS_BEFORE_GIVING_UP, FIRST_SSH_CAP, FIRST_SSH_PER_VCPU,
     ICOUNT_WAIT_CAP, SEEN_FLOOR, SEEN_MULTIPLE,
 };
-pub use events::{BootEvent, BootStart, Recorder, Sink, Stage, Told};
+pub use events::{BootEvent, BootStage, BootStart, Recorder, Sink, Told};
 pub use lifecycle::{start, wait_ssh, Boot, BootFailure};
 pub use machine::{Abort, Machine, Qemu, Spawner};
 pub use sink::RunSink;

@@ -114,7 +114,7 @@ impl<'a> RunSink<'a> {
     fn cut(
         &self,
         j: &BootJob,
-        stage: super::Stage,
+        stage: super::BootStage,
         failed: Failed,
         error: String,
         findings: Vec<Finding>,

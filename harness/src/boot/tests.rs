@@ -279,7 +279,7 @@ fn cut_off(error: String, cause: Cause) -> BootEvent {
     }
 }
 
-fn cut(stage: Stage, cause: Cause, error: &str, again: bool) -> BootEvent {
+fn cut(stage: BootStage, cause: Cause, error: &str, again: bool) -> BootEvent {
     BootEvent::Cut {
         stage,
         cause,
@@ -309,7 +309,7 @@ fn a_qemu_signal_before_ssh_boots_the_job_again() {
     let mut want = vec![
         job_event(0),
         started(&ctx, "base-2cpu-b0", 1),
-        cut(Stage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
+        cut(BootStage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
     ];
     want.push(started(&ctx, "base-2cpu-b0.2", 2));
     want.extend(logged_in().into_iter().chain(measured()).chain(ended(1.0)));
@@ -339,7 +339,7 @@ fn a_qemu_signal_during_measurement_cuts_the_boot_and_boots_again() {
     want.extend([rep(0), done(0, 1.0), rep(1)]);
     // no RepetitionFailed, no Ended: the cut boot's samples are never counted
     want.push(cut(
-        Stage::Measure,
+        BootStage::Measure,
         Cause::QemuSignal,
         "measure during s: QEMU died from signal 6 (SIGABRT) in repetition 1: no QEMU output",
         true,
@@ -360,11 +360,11 @@ fn qemu_dying_in_every_attempt_fails_the_job_once() {
     let want = vec![
         job_event(0),
         started(&ctx, "base-2cpu-b0", 1),
-        cut(Stage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
+        cut(BootStage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
         started(&ctx, "base-2cpu-b0.2", 2),
-        cut(Stage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
+        cut(BootStage::WaitSsh, Cause::QemuSignal, SIGABRT, true),
         started(&ctx, "base-2cpu-b0.3", 3),
-        cut(Stage::WaitSsh, Cause::QemuSignal, &last, false),
+        cut(BootStage::WaitSsh, Cause::QemuSignal, &last, false),
     ];
     let want: Vec<BootEvent> = want
         .into_iter()
@@ -392,7 +392,7 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
         job_event(0),
         started(&ctx, "base-2cpu-b0", 1),
         BootEvent::Cut {
-            stage: Stage::WaitSsh,
+            stage: BootStage::WaitSsh,
             cause: Cause::Panic,
             error: why.into(),
             findings: findings.clone(),
@@ -412,7 +412,7 @@ fn a_kernel_panic_or_a_qemu_exit_before_ssh_is_the_kernels_failure() {
     let want = vec![
         job_event(1),
         started(&ctx, "base-2cpu-b1", 1),
-        cut(Stage::WaitSsh, Cause::QemuExit, why, false),
+        cut(BootStage::WaitSsh, Cause::QemuExit, why, false),
         failed(format!("boot failed: {why}"), Cause::QemuExit),
     ];
     assert_eq!(events, want);
@@ -444,7 +444,7 @@ fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
     ]);
     let error = format!("measure during s: {why}");
     want.extend([
-        cut(Stage::Measure, Cause::GuestHung, &error, false),
+        cut(BootStage::Measure, Cause::GuestHung, &error, false),
         BootEvent::PoweredOff { findings: vec![] },
     ]);
     want.push(cut_off(error, Cause::GuestHung));
@@ -477,7 +477,7 @@ fn a_guest_that_stops_answering_or_powers_off_is_cut_and_not_booted_again() {
             error: why.into(),
             cause: Cause::Ssh,
         },
-        cut(Stage::Measure, Cause::Ssh, &error, false),
+        cut(BootStage::Measure, Cause::Ssh, &error, false),
         BootEvent::PoweredOff { findings: vec![] },
         cut_off(error.clone(), Cause::Ssh),
     ];
@@ -518,13 +518,18 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
     assert_eq!(
         events[2],
-        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(190, deadline), false)
+        cut(
+            BootStage::WaitSsh,
+            Cause::BootTimeout,
+            &host_deadline(190, deadline),
+            false
+        )
     );
     assert_eq!(fake.calls[1], Call::WaitSsh(crate::boot::first_ssh_bound(2)));
     // the console's guest time passes boot_timeout_s first
     let (_, events) = boot(&mut ctx, &mut fake, &job(1));
     let why = "no SSH after 150 guest seconds (guest.boot_timeout_s is 100 guest seconds under icount)";
-    assert_eq!(events[2], cut(Stage::WaitSsh, Cause::BootTimeout, why, false));
+    assert_eq!(events[2], cut(BootStage::WaitSsh, Cause::BootTimeout, why, false));
     // a boot that measures: its waits stretch by the backstop (capped), then by the pace it measured,
     // bounded by 5x the repetition it measured (120 s)
     ctx.learned.strikes = Strikes::default();
@@ -555,7 +560,12 @@ fn a_boot_timeout_is_guest_time_turned_into_a_host_wait_by_the_pace() {
     let (_, events) = boot(&mut ctx, &mut fake, &job(0));
     assert_eq!(
         events[2],
-        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(120, deadline), false)
+        cut(
+            BootStage::WaitSsh,
+            Cause::BootTimeout,
+            &host_deadline(120, deadline),
+            false
+        )
     );
     assert_eq!(
         fake.calls.iter().rev().find(|c| matches!(c, Call::WaitSsh(_))),
@@ -884,7 +894,7 @@ fn the_real_machine_sees_a_qemu_that_aborts_or_exits_before_ssh() {
     assert_eq!(
         rec.events[2..],
         [
-            cut(Stage::WaitSsh, Cause::QemuExit, why, false),
+            cut(BootStage::WaitSsh, Cause::QemuExit, why, false),
             failed(format!("boot failed: {why}"), Cause::QemuExit)
         ]
     );

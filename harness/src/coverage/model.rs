@@ -22,7 +22,7 @@ pub type CallsPerOp = BTreeMap<String, f64>;
 
 /// How one changed function is measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
+pub struct FunctionRow {
     /// The function and its file, as the hunks give them.
     pub changed: Changed,
     /// The name the kernel has it under (a syscall body may be under its
@@ -42,7 +42,7 @@ pub struct Coverage {
     /// The benchmarks whose profiles were read.
     pub benchmarks: Vec<String>,
     /// One row per changed function.
-    pub rows: Vec<Row>,
+    pub rows: Vec<FunctionRow>,
     /// Files the series changes that no row stands for (a header, a
     /// Kconfig or Makefile, a change outside any function body): what
     /// such a change reaches is not traced to functions.
@@ -103,7 +103,7 @@ pub fn table(
     base: &BTreeMap<String, CallsPerOp>,
     variant: &BTreeMap<String, CallsPerOp>,
 ) -> Coverage {
-    let rows: Vec<Row> = changed
+    let rows: Vec<FunctionRow> = changed
         .functions
         .iter()
         .map(|c| {
@@ -120,7 +120,7 @@ pub fn table(
                     (!found.is_empty()).then(|| (b.clone(), found.into_iter().fold(0.0, f64::max)))
                 })
                 .collect();
-            Row {
+            FunctionRow {
                 changed: c.clone(),
                 symbol,
                 benchmarks,
@@ -238,7 +238,7 @@ pub fn text(c: &Coverage) -> String {
 }
 
 /// `function (file, how)`.
-fn label(r: &Row) -> String {
+fn label(r: &FunctionRow) -> String {
     let how = match r.changed.change {
         Change::Modified => "",
         Change::Added => ", new",
@@ -248,7 +248,7 @@ fn label(r: &Row) -> String {
 }
 
 /// The benchmarks of a row, or why there are none.
-fn measured_by(r: &Row) -> String {
+fn measured_by(r: &FunctionRow) -> String {
     if r.symbol.is_none() {
         return "not in the kernel's symbol table (inlined, or not built): its callers' rows stand for it".into();
     }

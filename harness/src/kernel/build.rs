@@ -184,7 +184,7 @@ pub fn key(tree: &Tree, config_text: &str, applied: &[Applied]) -> Result<String
 /// `dir` holds (each synced first), the whole synced.
 pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
     let files = cache::digests(dir)?;
-    let entry = cache::Entry {
+    let entry = cache::CacheRecord {
         art: art.clone(),
         files,
     };
@@ -197,7 +197,8 @@ pub fn write_entry(dir: &Path, art: &Artifact) -> Result<()> {
 /// miss, built again).
 pub fn cached(work: &WorkDir, key: &str) -> Option<Artifact> {
     let dir = work.kernel(key);
-    let entry: cache::Entry<Artifact> = serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
+    let entry: cache::CacheRecord<Artifact> =
+        serde_json::from_slice(&std::fs::read(dir.join("artifact.json")).ok()?).ok()?;
     if entry.files.is_empty() || !cache::verify(&dir, &entry.files) {
         return None;
     }

@@ -23,7 +23,7 @@ pub struct Stored {
 /// `artifact.json`: the artifact and its files (none in an entry written
 /// before they were recorded).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Entry<A> {
+pub struct CacheRecord<A> {
     /// The kernel.
     #[serde(flatten)]
     pub art: A,

@@ -79,7 +79,7 @@ impl Key {
 
 /// One row of a window's contention counts.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Row {
+pub struct ContentionRow {
     /// Distinct lines or locks folded into it.
     pub objects: u64,
     /// Most vCPUs that wrote or took one of them.
@@ -114,7 +114,7 @@ pub struct Contention {
     /// Holds measured, and not measured (another vCPU ran in between).
     pub holds: (u64, u64),
     /// Rows by key.
-    pub rows: BTreeMap<Key, Row>,
+    pub rows: BTreeMap<Key, ContentionRow>,
     /// The row the last `xf` line belongs to.
     last: Option<Key>,
 }
@@ -160,11 +160,11 @@ impl Contention {
                     class: class(f.get(1), n)?,
                     name: f.get(2).with_context(|| format!("line {n}: name missing"))?.to_string(),
                 };
-                let row = Row {
+                let row = ContentionRow {
                     objects: num(f.get(3), "objects", n)?,
                     writers: num(f.get(4), "writers", n)? as u32,
                     events: num(f.get(5), "rmws", n)?,
-                    ..Row::default()
+                    ..ContentionRow::default()
                 };
                 self.rows.insert(key.clone(), row);
                 self.last = Some(key);
@@ -175,7 +175,7 @@ impl Contention {
                     class: class(f.get(1), n)?,
                     name: f.get(2).with_context(|| format!("line {n}: name missing"))?.to_string(),
                 };
-                let row = Row {
+                let row = ContentionRow {
                     objects: num(f.get(4), "objects", n)?,
                     writers: num(f.get(5), "writers", n)? as u32,
                     events: num(f.get(6), "acquisitions", n)?,

@@ -1,4 +1,4 @@
-//! Stage [`Stage::Measure`] of a boot: every repetition of every
+//! BootStage [`BootStage::Measure`] of a boot: every repetition of every
 //! benchmark of the job run over SSH, its output kept in the boot's log
 //! directory, parsed into metrics or a typed failure, and told with the
 //! profiler window it closed.
@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use super::{console_flood, icount_bound, interruption, last_line, signal_name, Boot, MeasureCut, Try};
 use crate::bench;
-use crate::boot::events::{BootEvent, Stage};
+use crate::boot::events::{BootEvent, BootStage};
 use crate::boot::machine::ConsoleFlood;
 use crate::boot::{answer_grace, bounded};
 use crate::config::{BenchKind, Benchmark};
@@ -20,7 +20,7 @@ use crate::records::MeasureClock;
 use crate::vm::Exit;
 
 impl Boot<'_, '_> {
-    /// Stage [`Stage::Measure`]: every repetition of every benchmark of the
+    /// BootStage [`BootStage::Measure`]: every repetition of every benchmark of the
     /// job. Returns why the boot was cut short (the guest stopped answering
     /// or QEMU died), if it was.
     pub(super) fn measure(&mut self, t: &mut Try, nproc: u32) -> Result<Option<MeasureCut>> {
@@ -32,7 +32,7 @@ impl Boot<'_, '_> {
                 proc::check_interrupted()?;
                 if let Some(why) = console_flood(&*self.machine) {
                     return Ok(Some(MeasureCut {
-                        why: format!("{} during {}: {why}", Stage::Measure.name(), bname),
+                        why: format!("{} during {}: {why}", BootStage::Measure.name(), bname),
                         cause: Cause::OutputOverLimit,
                     }));
                 }
@@ -44,7 +44,7 @@ impl Boot<'_, '_> {
                 })?;
                 if let Err(cut) = self.repetition(t, b, nproc, rep)? {
                     return Ok(Some(MeasureCut {
-                        why: format!("{} during {}: {}", Stage::Measure.name(), bname, cut.why),
+                        why: format!("{} during {}: {}", BootStage::Measure.name(), bname, cut.why),
                         ..cut
                     }));
                 }

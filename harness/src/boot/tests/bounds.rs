@@ -62,7 +62,12 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
     assert_eq!(
         events[2],
-        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(150, deadline), false)
+        cut(
+            BootStage::WaitSsh,
+            Cause::BootTimeout,
+            &host_deadline(150, deadline),
+            false
+        )
     );
     // another vCPU count has measured nothing yet: the first boot's bound there
     assert_eq!(ctx.learned.seen.ssh_bound(4), Some(Duration::from_secs(200)));
@@ -111,7 +116,12 @@ fn a_silent_hang_in_the_first_boot_costs_minutes() {
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
     assert_eq!(
         events[2],
-        cut(Stage::WaitSsh, Cause::BootTimeout, &host_deadline(190, deadline), false)
+        cut(
+            BootStage::WaitSsh,
+            Cause::BootTimeout,
+            &host_deadline(190, deadline),
+            false
+        )
     );
     assert_eq!(crate::boot::first_ssh_bound(448), ICOUNT_WAIT_CAP);
 }

@@ -115,7 +115,7 @@ pub struct CallerRow {
 
 /// One function of the differential profile.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Row {
+pub struct DiffRow {
     /// Function or bucket.
     pub name: String,
     /// Base instructions per op across boots.
@@ -148,7 +148,7 @@ pub struct Row {
     pub callers: Vec<CallerRow>,
 }
 
-impl Row {
+impl DiffRow {
     /// Called by the instruction rule or moved by the counts rule.
     pub fn marked(&self) -> bool {
         self.called || !self.moved.is_empty()
@@ -168,9 +168,9 @@ pub struct Diff {
     pub total: (Stat, Stat),
     /// Kernel instructions per op.
     pub kernel: (Stat, Stat),
-    /// Every function seen on either side: the marked ones ([`Row::marked`])
+    /// Every function seen on either side: the marked ones ([`DiffRow::marked`])
     /// first, then the rest, each part largest |delta| first.
-    pub rows: Vec<Row>,
+    pub rows: Vec<DiffRow>,
     /// The options it was made with (the rule).
     pub options: Options,
 }
@@ -196,7 +196,7 @@ pub fn diff(base: &[PerOp], variant: &[PerOp], aa: Option<(&[PerOp], &[PerOp])>,
     let totals = (total(base), total(variant));
     let names: BTreeSet<&String> = base.iter().chain(variant).flat_map(|p| p.functions.keys()).collect();
     let enough = base.len() >= o.min_boots && variant.len() >= o.min_boots;
-    let mut rows: Vec<Row> = names
+    let mut rows: Vec<DiffRow> = names
         .into_iter()
         .map(|name| row(name, base, variant, aa, o, totals, enough))
         .collect();
@@ -333,7 +333,7 @@ fn row(
     o: &Options,
     (tb, tv): (Stat, Stat),
     enough: bool,
-) -> Row {
+) -> DiffRow {
     let b = Stat::of(&values(base, name, |f| f.insns));
     let v = Stat::of(&values(variant, name, |f| f.insns));
     let noise = noise_of(name, &b, &v, aa, |f| f.insns);
@@ -352,7 +352,7 @@ fn row(
         variant: med(&values(variant, name, pick)),
     };
     let share = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
-    Row {
+    DiffRow {
         name: name.to_string(),
         base: b,
         variant: v,

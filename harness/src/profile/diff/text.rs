@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Diff, Pair, Row};
+use super::{Diff, DiffRow, Pair};
 
 fn short(x: f64) -> String {
     let a = x.abs();
@@ -80,7 +80,7 @@ impl Diff {
 }
 
 /// One function's line of [`Diff::text`] and its changed callers' lines.
-fn row_text(out: &mut String, r: &Row) {
+fn row_text(out: &mut String, r: &DiffRow) {
     let pair = |p: &Pair| format!("{}>{}", short(p.base), short(p.variant));
     let _ = writeln!(
         out,

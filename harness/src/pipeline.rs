@@ -541,6 +541,27 @@ mod tests {
     use crate::kernel::build::Artifact;
     use crate::testutil::{scratch, write};
 
+    /// A fake kernel source at `root/<src>` (its Makefile `makefile`), the
+    /// one-variant matrix of it, and the options of a harness working under
+    /// `root`.
+    pub(super) fn fake_kernel(root: &Path, src: &str, makefile: &str) -> (Matrix, Options) {
+        write(&root.join(src).join("Makefile"), makefile);
+        let yaml = format!(
+            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
+            root.join(src).display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let opts = Options {
+            work_dir: WorkDir::at(&root.join("work")),
+            runs_dir: root.join("runs"),
+            images_dir: root.join("images"),
+            quiet: true,
+            jobs: None,
+            allow_concurrent_wall: false,
+        };
+        (m, opts)
+    }
+
     /// Issue 47: `--resume` without `--jobs` boots as many at once as the
     /// run started with (its `--jobs`, or its default then); `--jobs` wins.
     #[test]
@@ -774,22 +795,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         let full = "tinyconfig olddefconfig:\n\ttouch .config\nbzImage vmlinux &:\n\techo 'ld: final link failed: No space left on device'; exit 1\n";
-        write(&root.join("src/Makefile"), full);
         write(&root.join("images/doexec.c"), "int main(void) { return 0; }\n");
         write(&root.join("images/forkprlimit.c"), "int main(void) { return 0; }\n");
-        let yaml = format!(
-            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
-            root.join("src").display()
-        );
-        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let opts = Options {
-            work_dir: WorkDir::at(&root.join("work")),
-            runs_dir: root.join("runs"),
-            images_dir: root.join("images"),
-            quiet: true,
-            jobs: None,
-            allow_concurrent_wall: false,
-        };
+        let (m, opts) = fake_kernel(root, "src", full);
         let dir = root.join("runs/r");
         let e = format!(
             "{:#}",

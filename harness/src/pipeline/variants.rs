@@ -118,18 +118,24 @@ pub(super) fn built_before_or_now(
 /// The variants of `needed` whose last build event in `events` names a
 /// kernel the cache still holds intact.
 fn built_before(events: &[Event], work: &WorkDir, needed: &BTreeSet<&str>) -> Built<Artifact> {
-    let mut last: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-    for e in events {
-        if let Event::Build {
-            variant, key, error, ..
-        } = e
-        {
-            last.insert(variant, key.as_deref().filter(|_| error.is_none()));
-        }
-    }
-    last.into_iter()
-        .filter(|(v, _)| needed.contains(v))
-        .filter_map(|(v, key)| Some((v.to_string(), Ok(build::cached(work, key?)?))))
+    last_builds(events)
+        .into_iter()
+        .filter(|(v, (_, error))| needed.contains(v) && error.is_none())
+        .filter_map(|(v, (key, _))| Some((v.to_string(), Ok(build::cached(work, key?)?))))
+        .collect()
+}
+
+/// Each variant's last build event in `events`: the cache key of its
+/// kernel and why the build failed, as recorded.
+fn last_builds(events: &[Event]) -> BTreeMap<&str, (Option<&str>, Option<&str>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Build {
+                variant, key, error, ..
+            } => Some((variant.as_str(), (key.as_deref(), error.as_deref()))),
+            _ => None,
+        })
         .collect()
 }
 
@@ -154,15 +160,10 @@ pub fn from_cache(
     needed: &BTreeSet<&str>,
     run_dir: &Path,
 ) -> Result<Built<Artifact>> {
-    let mut last: BTreeMap<&str, (&Option<String>, &Option<String>)> = BTreeMap::new();
+    let last = last_builds(builds);
     let mut failed: BTreeMap<&str, &str> = BTreeMap::new();
     for e in builds {
         match e {
-            Event::Build {
-                variant, key, error, ..
-            } => {
-                last.insert(variant, (key, error));
-            }
             Event::Patch {
                 variant,
                 error: Some(err),
@@ -183,7 +184,7 @@ pub fn from_cache(
         .iter()
         .map(|&v| {
             let r = match (last.get(v), failed.get(v)) {
-                (Some((_, Some(err))), _) => Err(err.clone()),
+                (Some((_, Some(err))), _) => Err(err.to_string()),
                 (Some((Some(key), None)), _) => match build::cached(work, key) {
                     Some(art) => Ok(art),
                     None => return Err(gone(v, key, &work.kernel(key), run_dir).into()),
@@ -668,20 +669,7 @@ mod tests {
              \techo img > arch/x86/boot/bzImage\n\techo elf > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n",
             configured.display()
         );
-        write(&root.join("linux/Makefile"), &makefile);
-        let yaml = format!(
-            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
-            root.join("linux").display()
-        );
-        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let opts = Options {
-            work_dir: WorkDir::at(&root.join("work")),
-            runs_dir: root.join("runs"),
-            images_dir: root.join("images"),
-            quiet: true,
-            jobs: None,
-            allow_concurrent_wall: false,
-        };
+        let (m, opts) = crate::pipeline::tests::fake_kernel(root, "linux", &makefile);
         let run = Run::create(&opts.runs_dir, "a").unwrap();
         let needed: BTreeSet<&str> = ["base"].into();
         let ui = Ui::new(0, true);
@@ -716,20 +704,7 @@ mod tests {
              \techo img > arch/x86/boot/bzImage\n\techo elf > vmlinux\n\techo 6.12.0 > include/config/kernel.release\n",
             count.display()
         );
-        write(&root.join("linux/Makefile"), &makefile);
-        let yaml = format!(
-            "kernel:\n  source: {}\n  fragments: []\nvariants:\n  - name: base\nvcpus: [2]\nbenchmarks:\n  - {{name: d, kind: doexec}}\n",
-            root.join("linux").display()
-        );
-        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let opts = Options {
-            work_dir: WorkDir::at(&root.join("work")),
-            runs_dir: root.join("runs"),
-            images_dir: root.join("images"),
-            quiet: true,
-            jobs: None,
-            allow_concurrent_wall: false,
-        };
+        let (m, opts) = crate::pipeline::tests::fake_kernel(root, "linux", &makefile);
         let runs: Vec<Run> = ["a", "b"]
             .iter()
             .map(|l| Run::create(&opts.runs_dir, l).unwrap())

@@ -170,24 +170,51 @@ pub fn allowed_list(pid: i32, tid: i32) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A thread of this process that waits until it is dropped.
+    struct Parked {
+        tid: i32,
+        done: Option<std::sync::mpsc::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Parked {
+        fn new() -> Parked {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (done, wait) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                // ends when the sender is dropped
+                let _ = wait.recv();
+            });
+            Parked {
+                tid: rx.recv().unwrap(),
+                done: Some(done),
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Parked {
+        fn drop(&mut self) {
+            drop(self.done.take());
+            if let Some(t) = self.thread.take() {
+                t.join().unwrap();
+            }
+        }
+    }
+
     #[test]
     fn a_thread_of_this_process_is_pinned_and_read_back() {
         let me = std::process::id() as i32;
         let cpu = *crate::host::topology::allowed_cpus().unwrap().iter().next().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            done_rx.recv().unwrap();
-        });
-        let tid = rx.recv().unwrap();
+        let parked = Parked::new();
+        let tid = parked.tid;
         assert!(tasks(me).contains(&tid));
         set_affinity(tid, &[cpu]).unwrap();
         assert_eq!(allowed_list(me, tid), Some(cpu.to_string()));
         assert!(set_affinity(tid, &[]).is_err(), "an empty set is refused");
-        done_tx.send(()).unwrap();
-        t.join().unwrap();
+        drop(parked);
     }
 
     /// Issue 48: in the KVM box a QEMU thread born after the pinning sat on
@@ -214,14 +241,8 @@ mod tests {
             late_threads: Vec::new(),
             error: None,
         };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            done_rx.recv().unwrap();
-        });
-        let tid = rx.recv().unwrap();
+        let parked = Parked::new();
+        let tid = parked.tid;
         // born on one CPU, as a worker a vCPU thread spawns
         set_affinity(tid, &cpus[..1]).unwrap();
         assert!(repin(me, &mut pinned), "the new thread was not seen");
@@ -231,12 +252,13 @@ mod tests {
             Some(crate::host::topology::format_list(&cpus)),
             "late thread {tid}"
         );
-        let before = pinned.late_threads.len();
         repin(me, &mut pinned);
-        assert!(pinned.late_threads.len() >= before, "a known thread counted again");
-        assert_eq!(pinned.late_threads.iter().filter(|&&t| t == tid).count(), 1);
-        done_tx.send(()).unwrap();
-        t.join().unwrap();
+        assert_eq!(
+            pinned.late_threads.iter().filter(|&&t| t == tid).count(),
+            1,
+            "a known thread counted again: {pinned:?}"
+        );
+        drop(parked);
     }
 
     #[test]

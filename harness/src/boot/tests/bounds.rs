@@ -60,15 +60,8 @@ fn under_icount_every_wait_is_bounded_by_what_the_run_measured() {
         Some(&Call::WaitSsh(Duration::from_secs(150)))
     );
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
-    assert_eq!(
-        events[2],
-        cut(
-            BootStage::WaitSsh,
-            Cause::BootTimeout,
-            &host_deadline(150, deadline),
-            false
-        )
-    );
+    let why = host_deadline(150, deadline);
+    assert_eq!(events[2], cut(BootStage::WaitSsh, Cause::BootTimeout, &why, false));
     // another vCPU count has measured nothing yet: the first boot's bound there
     assert_eq!(ctx.learned.seen.ssh_bound(4), Some(Duration::from_secs(200)));
     assert!(!ctx.learned.seen.measured_ssh(4) && ctx.learned.seen.measured_ssh(2));
@@ -114,15 +107,8 @@ fn a_silent_hang_in_the_first_boot_costs_minutes() {
         fake.calls
     );
     let deadline = "reach the guest over SSH before the boot deadline: connect to the guest's sshd: connection refused";
-    assert_eq!(
-        events[2],
-        cut(
-            BootStage::WaitSsh,
-            Cause::BootTimeout,
-            &host_deadline(190, deadline),
-            false
-        )
-    );
+    let why = host_deadline(190, deadline);
+    assert_eq!(events[2], cut(BootStage::WaitSsh, Cause::BootTimeout, &why, false));
     assert_eq!(crate::boot::first_ssh_bound(448), ICOUNT_WAIT_CAP);
 }
 

@@ -44,7 +44,7 @@ pub struct BootFailure {
     pub qemu_log: String,
 }
 
-/// BootStage [`BootStage::Start`]: starts a guest of `vcpus` for the run on `m`,
+/// Stage [`BootStage::Start`]: starts a guest of `vcpus` for the run on `m`,
 /// its console and QEMU's log in `dir`. Returns the kernel command line
 /// and the profiler the guest loads, if any (counting instructions per
 /// system call when `syscalls`).
@@ -107,7 +107,7 @@ pub fn start(
     Ok((cmdline, plugin))
 }
 
-/// BootStage [`BootStage::WaitSsh`]: waits until the guest's sshd lets the run's
+/// Stage [`BootStage::WaitSsh`]: waits until the guest's sshd lets the run's
 /// key in, QEMU exits, the kernel panics, or the deadline passes (under the
 /// instruction-counting clock `boot_timeout_s` is guest seconds, read off
 /// the console). Returns the wall seconds to the login.
@@ -447,7 +447,7 @@ impl Boot<'_, '_> {
         Ok(Some((error, Failed::new(BootStage::Measure.step(), cut.cause))))
     }
 
-    /// BootStage [`BootStage::Environment`], and the pace of guest time at login.
+    /// Stage [`BootStage::Environment`], and the pace of guest time at login.
     /// Returns the guest's CPU count (the job's vCPUs if it did not say).
     fn environment(&mut self, ready_s: f64) -> Result<u32> {
         // the pace at login is recorded but not used for waits: under icount
@@ -473,7 +473,7 @@ impl Boot<'_, '_> {
         Ok(nproc)
     }
 
-    /// BootStage [`BootStage::PowerOff`]: keeps dmesg (when the guest still
+    /// Stage [`BootStage::PowerOff`]: keeps dmesg (when the guest still
     /// answers), powers off (or kills), and scans the console and dmesg
     /// for trouble.
     fn power_off(&mut self, answering: bool, dir: &Path) -> Result<Vec<Finding>> {
@@ -527,7 +527,7 @@ fn new_boot_dir(run: &Run, job: &BootJob) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// BootStage [`BootStage::Environment`]: kernel release, nproc, memory, ASLR and
+/// Stage [`BootStage::Environment`]: kernel release, nproc, memory, ASLR and
 /// uptime, as the guest reports them.
 fn read_env(m: &mut dyn Machine, wait: Duration) -> Result<BootEnv> {
     let o = m.run(

@@ -1,4 +1,4 @@
-//! BootStage [`BootStage::Measure`] of a boot: every repetition of every
+//! Stage [`BootStage::Measure`] of a boot: every repetition of every
 //! benchmark of the job run over SSH, its output kept in the boot's log
 //! directory, parsed into metrics or a typed failure, and told with the
 //! profiler window it closed.
@@ -20,7 +20,7 @@ use crate::records::MeasureClock;
 use crate::vm::Exit;
 
 impl Boot<'_, '_> {
-    /// BootStage [`BootStage::Measure`]: every repetition of every benchmark of the
+    /// Stage [`BootStage::Measure`]: every repetition of every benchmark of the
     /// job. Returns why the boot was cut short (the guest stopped answering
     /// or QEMU died), if it was.
     pub(super) fn measure(&mut self, t: &mut Try, nproc: u32) -> Result<Option<MeasureCut>> {

@@ -19,29 +19,13 @@ use crate::workdir::WorkDir;
 /// The functions variant `v`'s series change, read against pristine
 /// copies of the files they touch, kept under `files` (see [`source_files`]).
 pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<coverage::Changes> {
-    let mut diffs = Vec::new();
-    let mut touched: Vec<String> = Vec::new();
-    for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
-        for name in names {
-            let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
-            let mut diff = String::new();
-            for p in &s.patches {
-                let text = patch::read(p)?;
-                diff.push_str(&String::from_utf8_lossy(&text));
-                diff.push('\n');
-            }
-            touched.extend(patch::touched_files(&diff).with_context(|| format!("series {name}"))?);
-            diffs.push((diff, reverse));
-        }
-    }
-    touched.sort();
-    touched.dedup();
-    let all = touched.clone();
+    let diffs = series_diffs(m, v)?;
+    let all = series_files(m, std::slice::from_ref(v))?;
     // files already copied from this source are kept: a tarball's cost is its decompression
-    touched.retain(|f| !files.join(f).is_file());
+    let missing: Vec<String> = all.iter().filter(|f| !files.join(f).is_file()).cloned().collect();
     // without the base's files (a source that cannot give them) only the hunks' own lines are read
-    if !touched.is_empty() {
-        let _ = tree::pristine_files(&m.kernel.source, &touched, files, log);
+    if !missing.is_empty() {
+        let _ = tree::pristine_files(&m.kernel.source, &missing, files, log);
     }
     let base = |f: &str| std::fs::read_to_string(files.join(f)).ok();
     let mut out: Vec<hunks::Changed> = diffs
@@ -54,6 +38,52 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
         functions: out,
         files: all,
     })
+}
+
+/// Copies the files every variant's series touch from `pristine`, a work
+/// tree with no patch applied, into the matrix's [`source_files`], where
+/// the coverage step reads them. A run calls it once its tree is ready, so
+/// a tarball source is not decompressed a second time (10 s of a fresh
+/// machine's first run).
+pub fn keep_pristine(m: &Matrix, work: &WorkDir, pristine: &Path, log: &Path) -> Result<()> {
+    let files = source_files(m, work)?;
+    let mut missing = series_files(m, &m.variants)?;
+    missing.retain(|f| !files.join(f).is_file());
+    if missing.is_empty() {
+        return Ok(());
+    }
+    tree::pristine_files(pristine, &missing, &files, log)
+}
+
+/// Each series of variant `v` as one diff, with whether it is reverted.
+fn series_diffs(m: &Matrix, v: &Variant) -> Result<Vec<(String, bool)>> {
+    let mut diffs = Vec::new();
+    for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
+        for name in names {
+            let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
+            let mut diff = String::new();
+            for p in &s.patches {
+                let text = patch::read(p)?;
+                diff.push_str(&String::from_utf8_lossy(&text));
+                diff.push('\n');
+            }
+            diffs.push((diff, reverse));
+        }
+    }
+    Ok(diffs)
+}
+
+/// The files the series of `variants` touch, sorted, each once.
+fn series_files(m: &Matrix, variants: &[Variant]) -> Result<Vec<String>> {
+    let mut files = BTreeSet::new();
+    for name in variants.iter().flat_map(|v| v.apply.iter().chain(&v.revert)) {
+        let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
+        for p in &s.patches {
+            let text = String::from_utf8_lossy(&patch::read(p)?).into_owned();
+            files.extend(patch::touched_files(&text).with_context(|| format!("series {name}"))?);
+        }
+    }
+    Ok(files.into_iter().collect())
 }
 
 /// The function names of a kernel's symbol table, from its kernel cache
@@ -255,5 +285,45 @@ mod tests {
             why.starts_with("series bad: no file names found: not a unified diff"),
             "{why}"
         );
+    }
+
+    /// The files a run's series touch are copied from its pristine work
+    /// tree, so the coverage step reads them without unpacking the source
+    /// again; a file already kept is left as it is.
+    #[test]
+    fn a_runs_pristine_tree_gives_the_coverage_step_its_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let src = root.join("src");
+        write(&src.join("Makefile"), "VERSION = 6\n");
+        write(&src.join("mm/a.c"), "from the source\n");
+        write(&src.join("mm/b.c"), "from the source\n");
+        let tree = root.join("tree");
+        write(&tree.join("mm/a.c"), "from the tree\n");
+        write(&tree.join("mm/b.c"), "from the tree\n");
+        write(&tree.join("mm/c.c"), "from the tree\n");
+        let diff = |f: &str| format!("--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-x\n+y\n");
+        write(&root.join("patches/s/0001.patch"), &(diff("mm/a.c") + &diff("mm/b.c")));
+        write(&root.join("patches/s/series"), "0001.patch\n");
+        let yaml = format!(
+            "kernel: {{source: {}, fragments: []}}\nseries_dir: patches\nvariants:\n  - name: base\n  - {{name: g, revert: [s]}}\n\
+             vcpus: [2]\nbenchmarks: [{{name: d, kind: doexec}}]\n",
+            src.display()
+        );
+        let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
+        let work = WorkDir::at(&root.join("work"));
+        let files = source_files(&m, &work).unwrap();
+        write(&files.join("mm/b.c"), "kept before\n");
+        keep_pristine(&m, &work, &tree, &root.join("log")).unwrap();
+        let read = |f: &str| std::fs::read_to_string(files.join(f)).unwrap();
+        assert_eq!(read("mm/a.c"), "from the tree\n");
+        assert_eq!(read("mm/b.c"), "kept before\n");
+        assert!(
+            !files.join("mm/c.c").exists(),
+            "only the files the series touch are kept"
+        );
+        let changes = changed_functions(&m, &m.variants[1], &files, &root.join("log")).unwrap();
+        assert_eq!(changes.files, ["mm/a.c", "mm/b.c"]);
+        assert_eq!(read("mm/a.c"), "from the tree\n", "the step does not copy it again");
     }
 }

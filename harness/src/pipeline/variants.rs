@@ -213,7 +213,13 @@ pub fn gone(variant: &str, key: &str, dir: &Path, run_dir: &Path) -> crate::kern
 fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &WorkDir, log: &Path) -> Result<Tree> {
     match git_ref {
         Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
-        None => Tree::prepare(&m.kernel.source, work, log),
+        None => {
+            let tree = Tree::prepare(&m.kernel.source, work, log)?;
+            // pristine now: the coverage step's copies of the series' files come from here, not
+            // from the source again (where that fails, the step copies them from the source)
+            let _ = crate::coverage::cache::keep_pristine(m, work, &tree.dir, log);
+            Ok(tree)
+        }
     }
 }
 

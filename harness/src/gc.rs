@@ -242,10 +242,9 @@ fn dirs(dir: &Path, except: Option<&Path>) -> Vec<Unit> {
 
 /// The companions `tree/<key>.*` of a tree copy no longer there.
 fn orphans(work: &WorkDir, out: &mut Vec<Victim>) {
-    let wd = work;
-    for (name, p) in &entries(&wd.trees()) {
+    for (name, p) in &entries(&work.trees()) {
         let Some((key, _)) = name.split_once('.') else { continue };
-        if !name.ends_with(".partial") && !wd.tree(key).is_dir() {
+        if !name.ends_with(".partial") && !work.tree(key).is_dir() {
             out.push(Victim {
                 bytes: disk_usage(p),
                 path: p.clone(),
@@ -317,15 +316,14 @@ pub fn usage(work: &WorkDir, runs: &Path) -> Vec<(String, u64, usize)> {
             .filter(|(n, p)| p.is_dir() && !n.ends_with(".partial"))
             .count()
     };
-    let wd = work;
-    let (k, t) = (wd.kernels(), wd.trees());
+    let (k, t) = (work.kernels(), work.trees());
     let mut v = vec![
         (format!("{} (kernels)", k.display()), disk_usage(&k), count(&k)),
         (format!("{} (tree copies)", t.display()), disk_usage(&t), count(&t)),
         (format!("{} (runs)", runs.display()), disk_usage(runs), count(runs)),
     ];
     // what no harness wrote there: gc leaves it, `check` names it
-    v.extend(wd.unknown_entries().into_iter().map(|p| {
+    v.extend(work.unknown_entries().into_iter().map(|p| {
         (
             format!("{} (not the harness's: gc keeps it)", p.display()),
             disk_usage(&p),

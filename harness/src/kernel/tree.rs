@@ -322,9 +322,8 @@ impl Tree {
     /// back whatever an interrupted run left applied.
     pub fn prepare(source: &Path, work: &WorkDir, log: &Path) -> Result<Tree> {
         let key = source_key(source)?;
-        let wd = work;
-        let dir = wd.tree(&key);
-        let stack = Stack::at(wd.tree_companion(&key, "applied.json"));
+        let dir = work.tree(&key);
+        let stack = Stack::at(work.tree_companion(&key, "applied.json"));
         let tree = Tree {
             dir: dir.clone(),
             key,
@@ -334,7 +333,7 @@ impl Tree {
         if !dir.join("Makefile").is_file() {
             tree.extract(source, log)?;
         }
-        crate::workdir::touch(&wd.tree_companion(&tree.key, crate::workdir::LAST_USED));
+        crate::workdir::touch(&work.tree_companion(&tree.key, crate::workdir::LAST_USED));
         tree.rollback(log)?;
         Ok(tree)
     }
@@ -352,17 +351,16 @@ impl Tree {
         h.update(source.as_os_str().as_encoded_bytes());
         h.update(commit.as_bytes());
         let name = format!("git-{id}");
-        let wd = work;
         let tree = Tree {
-            dir: wd.tree(&name),
+            dir: work.tree(&name),
             key: crate::util::hex(&h.finalize()[..8]),
-            stack: Stack::at(wd.tree_companion(&name, "applied.json")),
+            stack: Stack::at(work.tree_companion(&name, "applied.json")),
             origin: Origin::Clone,
         };
         if !tree.dir.join(".git").exists() {
             let tmp = tree.dir.with_extension("partial");
             let _ = remove_aside(&tmp);
-            std::fs::create_dir_all(wd.trees()).with_context(|| format!("create {}", wd.trees().display()))?;
+            std::fs::create_dir_all(work.trees()).with_context(|| format!("create {}", work.trees().display()))?;
             Cmd::new("git")
                 .args(["clone", "--quiet", "--shared", "--no-checkout"])
                 .arg(source)
@@ -372,7 +370,7 @@ impl Tree {
                 .context("clone the git tree")?;
             std::fs::rename(&tmp, &tree.dir).with_context(|| format!("move the clone into {}", tree.dir.display()))?;
         }
-        crate::workdir::touch(&wd.tree_companion(&name, crate::workdir::LAST_USED));
+        crate::workdir::touch(&work.tree_companion(&name, crate::workdir::LAST_USED));
         tree.rollback(log)?;
         let git = || Cmd::new("git").arg("-C").arg(&tree.dir).log(log);
         if !git()

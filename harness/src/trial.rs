@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Clock, Matrix, Variant};
-use crate::kernel::patch::{self, State};
+use crate::kernel::patch::{self, SeriesState};
 use crate::kernel::series::{self, Source};
 use crate::kernel::tree;
 use crate::records::{Cause, Event, Stage};
@@ -267,12 +267,12 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
     let st = patch::classify(&scratch.join("tree"), &s, &scratch.join("scratch"))?;
     let _ = std::fs::remove_dir_all(scratch);
     Ok(match st {
-        State::Applies => None,
-        State::Contained => Some(format!(
+        SeriesState::Applies => None,
+        SeriesState::Contained => Some(format!(
             "the series is already in {} (every patch reverse-applies)",
             m.kernel.source.display()
         )),
-        State::Conflicts { forward, .. } => Some(format!(
+        SeriesState::Conflicts { forward, .. } => Some(format!(
             "the series does not apply to {}: {forward}",
             m.kernel.source.display()
         )),
@@ -281,7 +281,7 @@ pub fn preflight(m: &Matrix, scratch: &Path) -> Result<Option<String>> {
 
 /// One line of what went wrong in a `try` run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
+pub struct FailedStep {
     /// The step that failed.
     pub stage: Stage,
     /// Why, when the run recorded it.
@@ -290,14 +290,14 @@ pub struct Failure {
     pub text: String,
 }
 
-impl Failure {
+impl FailedStep {
     /// The variant could not be patched, configured or built.
     pub fn unmade(&self) -> bool {
         self.stage.makes_the_variant()
     }
 }
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for FailedStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
     }
@@ -307,12 +307,12 @@ impl std::fmt::Display for Failure {
 /// configs, builds with the compiler's lines, boots with their console
 /// findings (a panic, an oops) or error. A boot of a variant that was never
 /// built is left out: its build's line says why.
-pub fn failures(run: &Run) -> Result<Vec<Failure>> {
+pub fn failures(run: &Run) -> Result<Vec<FailedStep>> {
     Ok(run.events()?.iter().flat_map(failure_lines).collect())
 }
 
 /// The lines of one event's failure (none for a success).
-fn failure_lines(e: &Event) -> Vec<Failure> {
+fn failure_lines(e: &Event) -> Vec<FailedStep> {
     // the event's kind is its stage; a cut boot names its own
     let line = |stage, text: String| failure(e, stage, text);
     match e {
@@ -347,8 +347,8 @@ fn failure_lines(e: &Event) -> Vec<Failure> {
 }
 
 /// One line of `e`'s failure at `stage`.
-fn failure(e: &Event, stage: Stage, text: String) -> Failure {
-    Failure {
+fn failure(e: &Event, stage: Stage, text: String) -> FailedStep {
+    FailedStep {
         stage,
         cause: e.failed().map(|f| f.cause),
         text,
@@ -357,7 +357,7 @@ fn failure(e: &Event, stage: Stage, text: String) -> Failure {
 
 /// The lines of a `boot_end` event: its console findings, then its error
 /// unless the variant was never built.
-fn boot_end_lines(e: &Event) -> Vec<Failure> {
+fn boot_end_lines(e: &Event) -> Vec<FailedStep> {
     let Event::BootEnd {
         variant,
         vcpus,
@@ -373,7 +373,7 @@ fn boot_end_lines(e: &Event) -> Vec<Failure> {
     };
     let stage = failed.map_or(Stage::Boot, |f| f.stage);
     let at = format!("{variant} at {vcpus} vCPUs, boot {boot}");
-    let mut out: Vec<Failure> = findings
+    let mut out: Vec<FailedStep> = findings
         .iter()
         .map(|f| {
             let text = format!("{at}: console: {} {}", f.line.trim(), f.signature);

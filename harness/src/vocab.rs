@@ -66,7 +66,8 @@ pub struct CpuWindow {
 
 /// Where a patch did not apply.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
-pub struct Failure {
+#[schemars(rename = "Failure")] // the schema's name from before the type was named for its kind
+pub struct PatchFailure {
     /// The patch file.
     pub patch: PathBuf,
     /// `(file, failed hunk numbers)` pairs, from patch's output.
@@ -78,7 +79,8 @@ pub struct Failure {
 /// A series' state against a tree.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum State {
+#[schemars(rename = "State")] // as PatchFailure's
+pub enum SeriesState {
     /// Applies forward: the tree does not contain it.
     Applies,
     /// Reverse-applies: the tree already contains it.
@@ -86,9 +88,9 @@ pub enum State {
     /// Neither.
     Conflicts {
         /// Why the forward application failed.
-        forward: Failure,
+        forward: PatchFailure,
         /// Why the reverse application failed.
-        reverse: Failure,
+        reverse: PatchFailure,
     },
 }
 

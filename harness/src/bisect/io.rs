@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use super::rule::Block;
 use super::search::{Arms, Seen};
-use super::{History, State};
+use super::{Bisection, History};
 use crate::config::Variant;
 use crate::pipeline::{self, Options};
 use crate::records::{Event, Sample};
@@ -20,18 +20,18 @@ const GOOD: &str = "base";
 pub(super) const BAD: &str = "bad";
 pub(super) const CAND: &str = "mid";
 
-pub(super) fn save(dir: &Path, s: &State) -> Result<()> {
+pub(super) fn save(dir: &Path, s: &Bisection) -> Result<()> {
     crate::util::write_whole(&dir.join("state.json"), &serde_json::to_vec_pretty(s)?)
 }
 
-pub(super) fn load(dir: &Path) -> Result<State> {
+pub(super) fn load(dir: &Path) -> Result<Bisection> {
     let p = dir.join("state.json");
     serde_json::from_slice(&std::fs::read(&p).with_context(|| format!("read {}", p.display()))?)
         .with_context(|| format!("read {}", p.display()))
 }
 
 /// The variant that boots `point` under the name `name`.
-pub(super) fn variant(st: &State, name: &str, point: &str) -> Variant {
+pub(super) fn variant(st: &Bisection, name: &str, point: &str) -> Variant {
     let benchmarks = st.matrix.benchmarks.iter().map(|b| b.name.clone()).collect();
     let v = Variant {
         name: name.into(),
@@ -70,7 +70,7 @@ fn named(a: &Arms) -> Vec<(&'static str, &str)> {
 }
 
 /// Finishes measurement `i` (`m<i>/`): starts its run, or resumes it.
-pub(super) fn measure(dir: &Path, i: usize, st: &State, opts: &Options) -> Result<()> {
+pub(super) fn measure(dir: &Path, i: usize, st: &Bisection, opts: &Options) -> Result<()> {
     let runs = dir.join(format!("m{i}"));
     let o = Options {
         runs_dir: runs.clone(),
@@ -189,7 +189,7 @@ pub(super) fn add(
 }
 
 /// The evidence of every finished measurement, per arms.
-pub(super) fn evidence(dir: &Path, st: &State) -> Result<BTreeMap<Arms, Seen>> {
+pub(super) fn evidence(dir: &Path, st: &Bisection) -> Result<BTreeMap<Arms, Seen>> {
     let mut out: BTreeMap<Arms, Seen> = BTreeMap::new();
     for (i, ms) in st.measurements.iter().enumerate() {
         let Some(d) = run_dir(&dir.join(format!("m{i}"))) else {

@@ -70,7 +70,7 @@ pub struct Measurement {
 
 /// A bisection's `state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct State {
+pub struct Bisection {
     /// What is bisected.
     pub history: History,
     /// The good point.
@@ -91,7 +91,7 @@ pub struct State {
     pub measurements: Vec<Measurement>,
 }
 
-impl State {
+impl Bisection {
     /// The graph the candidates are chosen on.
     fn graph(&self) -> Box<dyn graph::Graph> {
         match &self.history {
@@ -145,7 +145,7 @@ pub fn start(req: &Request, runs: &Path, work: &WorkDir) -> Result<PathBuf> {
     m.kernel.source = tree.clone();
     let (bench, vcpus) = (req.trial.bench[0].clone(), req.trial.vcpus[0]);
     create(
-        &State {
+        &Bisection {
             history: History::Git { tree },
             good,
             bad,
@@ -221,7 +221,7 @@ pub fn start_series(mut m: Matrix, metric: Option<String>, rule: Rule, runs: &Pa
     m.profile = Some(format!("{}-per-patch", m.profile.as_deref().unwrap_or("try")));
     let (bench, vcpus, bad) = (m.benchmarks[0].name.clone(), m.vcpus[0], patches.len().to_string());
     create(
-        &State {
+        &Bisection {
             history: History::Series {
                 patches,
                 files,
@@ -254,7 +254,7 @@ fn matrix_for(req: &Request, work: &WorkDir) -> Result<Matrix> {
 }
 
 /// Writes a new bisection directory for `st`.
-fn create(st: &State, runs: &Path) -> Result<PathBuf> {
+fn create(st: &Bisection, runs: &Path) -> Result<PathBuf> {
     let dir = runs.join(format!("bisect-{}", crate::util::stamp()));
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     // the per-arm run offset the rule allows for: icount's measured bound, else the wall clock's

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{item, Item, Level};
 use crate::config::Matrix;
-use crate::kernel::patch::{self, State};
+use crate::kernel::patch::{self, SeriesState};
 use crate::kernel::tree::{pristine_files, Tree};
 use crate::workdir::{WorkDir, WorkLock};
 
@@ -124,7 +124,7 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
                 format!("{e:#} (no variant of this matrix uses it)"),
             )),
             Ok((st, exp)) => {
-                let lvl = if matches!(st, State::Conflicts { .. }) {
+                let lvl = if matches!(st, SeriesState::Conflicts { .. }) {
                     Level::Warn
                 } else {
                     Level::Ok
@@ -141,7 +141,7 @@ fn classify_all(m: &Matrix, names: &[String], tree: &Path, scratch: &Path) -> Ve
                 let Some(st) = states.get(s) else { continue };
                 let good = matches!(
                     (st, want),
-                    (State::Contained, "contained") | (State::Applies, "applies")
+                    (SeriesState::Contained, "contained") | (SeriesState::Applies, "applies")
                 );
                 if !good {
                     out.push(item(

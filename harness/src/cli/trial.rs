@@ -168,8 +168,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
 }
 
 /// `try`'s outcome: a variant that could not be made outranks the gate.
-fn exit(failures: &[trial::Failure], gated: Exit) -> Exit {
-    if failures.iter().any(trial::Failure::unmade) {
+fn exit(failures: &[trial::FailedStep], gated: Exit) -> Exit {
+    if failures.iter().any(trial::FailedStep::unmade) {
         Exit::VariantFailed
     } else {
         gated
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn a_variant_that_could_not_be_made_outranks_the_gate() {
         use crate::records::{Cause, Stage};
-        let f = |stage, cause, text: &str| trial::Failure {
+        let f = |stage, cause, text: &str| trial::FailedStep {
             stage,
             cause: Some(cause),
             text: text.into(),

@@ -146,9 +146,9 @@ fn has_binary(diff: &str) -> bool {
     diff.lines().any(|l| l == "GIT binary patch")
 }
 
-pub use crate::vocab::Failure;
+pub use crate::vocab::PatchFailure;
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for PatchFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} does not apply", self.patch.display())?;
         if self.files.is_empty() {
@@ -210,7 +210,7 @@ pub fn run_patch(
     reverse: bool,
     dry_run: bool,
     log: Option<&Path>,
-) -> Result<Result<(), Failure>> {
+) -> Result<Result<(), PatchFailure>> {
     let bytes = read(patch)?;
     files_in(&bytes, patch)?;
     let text = String::from_utf8_lossy(&bytes);
@@ -244,7 +244,7 @@ pub fn run_patch(
     }
     // -s suppressed the "checking file" lines that say where it failed: ask again
     let v = tool.cmd(tree, reverse, Check::Explain, &bytes)?.run()?;
-    Ok(Err(Failure {
+    Ok(Err(PatchFailure {
         patch: patch.to_path_buf(),
         files: match tool {
             Tool::Patch => parse_failures(&v.output),
@@ -325,34 +325,34 @@ impl Tool {
     }
 }
 
-pub use crate::vocab::State;
+pub use crate::vocab::SeriesState;
 
-impl std::fmt::Display for State {
+impl std::fmt::Display for SeriesState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            State::Applies => f.write_str("applies (not in the base)"),
-            State::Contained => f.write_str("already contained (reverse-applies)"),
-            State::Conflicts { forward, .. } => write!(f, "conflicts: {forward}"),
+            SeriesState::Applies => f.write_str("applies (not in the base)"),
+            SeriesState::Contained => f.write_str("already contained (reverse-applies)"),
+            SeriesState::Conflicts { forward, .. } => write!(f, "conflicts: {forward}"),
         }
     }
 }
 
 /// Tries the whole series, in order, forward and in reverse, on a scratch
 /// copy of just the files it touches. The tree is not modified.
-pub fn classify(tree: &Path, series: &Series, scratch: &Path) -> Result<State> {
+pub fn classify(tree: &Path, series: &Series, scratch: &Path) -> Result<SeriesState> {
     let forward = trial(tree, series, scratch, false)?;
     if forward.is_none() {
-        return Ok(State::Applies);
+        return Ok(SeriesState::Applies);
     }
     let reverse = trial(tree, series, scratch, true)?;
     match (forward, reverse) {
-        (_, None) => Ok(State::Contained),
-        (Some(forward), Some(reverse)) => Ok(State::Conflicts { forward, reverse }),
+        (_, None) => Ok(SeriesState::Contained),
+        (Some(forward), Some(reverse)) => Ok(SeriesState::Conflicts { forward, reverse }),
         (None, _) => unreachable!(),
     }
 }
 
-fn trial(tree: &Path, series: &Series, scratch: &Path, reverse: bool) -> Result<Option<Failure>> {
+fn trial(tree: &Path, series: &Series, scratch: &Path, reverse: bool) -> Result<Option<PatchFailure>> {
     if scratch.exists() {
         std::fs::remove_dir_all(scratch).with_context(|| format!("clear {}", scratch.display()))?;
     }
@@ -484,7 +484,7 @@ mod tests {
         let out = "checking file kernel/sys.c\nHunk #2 FAILED at 310.\nHunk #4 FAILED at 1701.\n\
                    2 out of 4 hunks FAILED\nchecking file mm/memory.c\n";
         assert_eq!(parse_failures(out), vec![("kernel/sys.c".to_string(), vec![2, 4])]);
-        let f = Failure {
+        let f = PatchFailure {
             patch: "p/0001.patch".into(),
             files: parse_failures(out),
             output: out.into(),
@@ -512,12 +512,18 @@ mod tests {
         write(&series_dir.join("s/0001-t.patch"), patch);
         write(&series_dir.join("s/series"), "# a comment\n0001-t.patch\n");
         let s = load_series(&series_dir, "s").unwrap();
-        assert_eq!(classify(&tree, &s, &root.join("scratch")).unwrap(), State::Applies);
+        assert_eq!(
+            classify(&tree, &s, &root.join("scratch")).unwrap(),
+            SeriesState::Applies
+        );
         write(&tree.join("f.c"), "one\nTWO\nthree\n");
-        assert_eq!(classify(&tree, &s, &root.join("scratch")).unwrap(), State::Contained);
+        assert_eq!(
+            classify(&tree, &s, &root.join("scratch")).unwrap(),
+            SeriesState::Contained
+        );
         write(&tree.join("f.c"), "one\nzwei\nthree\n");
         match classify(&tree, &s, &root.join("scratch")).unwrap() {
-            State::Conflicts { forward, .. } => assert_eq!(forward.files, vec![("f.c".to_string(), vec![1])]),
+            SeriesState::Conflicts { forward, .. } => assert_eq!(forward.files, vec![("f.c".to_string(), vec![1])]),
             other => panic!("{other:?}"),
         }
         // the tree itself was never touched by classification

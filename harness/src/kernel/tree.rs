@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::patch::{self, Failure, Series};
+use super::patch::{self, PatchFailure, Series};
 use super::stack::{Stack, Undone};
 use crate::proc::Cmd;
 use crate::workdir::WorkDir;
@@ -484,7 +484,7 @@ impl Tree {
     /// files' hashes are recorded before it lands, and what lands is that
     /// copy. Earlier patches of the series are rolled back by the caller's
     /// next [`Tree::rollback`].
-    pub fn apply_series(&self, s: &Series, reverse: bool, log: &Path) -> Result<Result<(), Failure>> {
+    pub fn apply_series(&self, s: &Series, reverse: bool, log: &Path) -> Result<Result<(), PatchFailure>> {
         let order: Vec<&PathBuf> = if reverse {
             s.patches.iter().rev().collect()
         } else {

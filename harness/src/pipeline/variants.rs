@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use super::Options;
 use crate::config::{Matrix, Variant};
 use crate::kernel::build::{self, Artifact, Configured};
-use crate::kernel::patch::{self, State};
+use crate::kernel::patch::{self, SeriesState};
 use crate::kernel::tree::{Applied, Tree};
 use crate::proc;
 use crate::records::{Cause, Event, Failed, Stage};
@@ -224,7 +224,7 @@ fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &WorkDir, log: &Path) -
 }
 
 /// The state of each named series against `tree`.
-fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &WorkDir) -> Result<BTreeMap<String, State>> {
+fn classify(m: &Matrix, names: &[String], tree: &Tree, work: &WorkDir) -> Result<BTreeMap<String, SeriesState>> {
     let mut states = BTreeMap::new();
     for s in names {
         let series = patch::load_series(&m.series_dir, s)?;
@@ -292,7 +292,7 @@ impl Step<'_> {
     }
 
     /// Patches, configures and builds the variant.
-    fn make(&self, states: &BTreeMap<String, State>) -> StepResult<Artifact> {
+    fn make(&self, states: &BTreeMap<String, SeriesState>) -> StepResult<Artifact> {
         let applied = self.patch(states)?;
         if !self.v.is_plain() {
             self.run.event(&Event::Patch {
@@ -309,7 +309,7 @@ impl Step<'_> {
 
     /// Reverts and applies the variant's series, in matrix order; gives the
     /// patches applied.
-    fn patch(&self, states: &BTreeMap<String, State>) -> StepResult<Vec<Applied>> {
+    fn patch(&self, states: &BTreeMap<String, SeriesState>) -> StepResult<Vec<Applied>> {
         let plog = self.log("patch.log");
         std::fs::create_dir_all(plog.parent().unwrap()).with_context(|| format!("create {}", plog.display()))?;
         let mut applied = Vec::new();
@@ -329,7 +329,7 @@ impl Step<'_> {
 
     /// The patch event of a series that cannot be used: `error`, with the
     /// patch that failed when one did.
-    fn patch_failed(&self, failure: Option<patch::Failure>, error: String) -> Event {
+    fn patch_failed(&self, failure: Option<patch::PatchFailure>, error: String) -> Event {
         Event::Patch {
             variant: self.v.name.clone(),
             failure,
@@ -340,8 +340,12 @@ impl Step<'_> {
 
     /// Whether series `s` in state `st` can be reverted (`reverse`) or
     /// applied; why not recorded and shown.
-    fn usable(&self, s: &str, st: &State, reverse: bool) -> StepResult<()> {
-        let want = if reverse { State::Contained } else { State::Applies };
+    fn usable(&self, s: &str, st: &SeriesState, reverse: bool) -> StepResult<()> {
+        let want = if reverse {
+            SeriesState::Contained
+        } else {
+            SeriesState::Applies
+        };
         if std::mem::discriminant(st) == std::mem::discriminant(&want) {
             return Ok(());
         }
@@ -351,7 +355,9 @@ impl Step<'_> {
             format!("apply series {s}: {st}")
         };
         let failure = match st {
-            State::Conflicts { forward, reverse: rev } => Some(if reverse { rev.clone() } else { forward.clone() }),
+            SeriesState::Conflicts { forward, reverse: rev } => {
+                Some(if reverse { rev.clone() } else { forward.clone() })
+            }
             _ => None,
         };
         let failed = self.fail(msg.clone(), self.patch_failed(failure, msg.clone()));
@@ -487,7 +493,7 @@ mod tests {
         let run = Run::create(&root.join("runs"), "t").unwrap();
         let tree = Tree::prepare(&m.kernel.source, &work, &log).unwrap();
         let states = classify(&m, &m.series_names(), &tree, &work).unwrap();
-        assert!(matches!(states["s"], State::Applies), "{states:?}");
+        assert!(matches!(states["s"], SeriesState::Applies), "{states:?}");
         let ui = Ui::new(0, true);
         let step = |v: &str| Step {
             run: &run,

@@ -8,7 +8,7 @@ pub mod inputs;
 pub mod outcome;
 pub mod schema;
 
-pub use crate::vocab::{Accel, CpuWindow, Failure, Finding, Host, HostState, Lost, State, Trouble};
+pub use crate::vocab::{Accel, CpuWindow, Finding, Host, HostState, Lost, PatchFailure, SeriesState, Trouble};
 pub use clock::MeasureClock;
 pub use outcome::{Cause, Failed, Stage};
 
@@ -150,14 +150,14 @@ pub enum Event {
         /// Series.
         series: String,
         /// State.
-        state: State,
+        state: SeriesState,
     },
     /// A variant's patches.
     Patch {
         /// Variant.
         variant: String,
         /// The failure, if the variant could not be made.
-        failure: Option<Failure>,
+        failure: Option<PatchFailure>,
         /// Other problems (a revert of a series the base lacks, …).
         error: Option<String>,
         /// Where and why it failed, when it did (absent in runs recorded

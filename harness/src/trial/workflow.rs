@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{failures, matrix, preflight, Failure, Request};
+use super::{failures, matrix, preflight, FailedStep, Request};
 use crate::config::Matrix;
 use crate::finish::{self, Ending, Finished};
 use crate::pipeline::{self, Options};
@@ -24,7 +24,7 @@ pub enum Tried {
     /// Measured: what failed, one line each, and the finished report.
     Measured {
         /// The failed steps (a variant not made, a boot cut).
-        failures: Vec<Failure>,
+        failures: Vec<FailedStep>,
         /// The report, its files, the gate.
         finished: Box<Finished>,
     },

@@ -203,7 +203,7 @@ fn a_planted_borrowed_record_type_is_caught() {
     let cases = [
         (format!("use crate::vm::{{Accel, Finding}};\n{derive}pub struct E {{\n    a: Accel,\n}}\n"), 1),
         (format!("{derive}pub struct E {{\n    a: Option<crate::bench::CpuWindow>,\n}}\n"), 1),
-        (format!("use crate::kernel::{{kconfig::Lost, patch}};\n{derive}#[serde(tag = \"event\")]\npub enum E {{\n    C {{ lost: Vec<Lost> }},\n    S {{ s: patch::State }},\n}}\n"), 2),
+        (format!("use crate::kernel::{{kconfig::Lost, patch}};\n{derive}#[serde(tag = \"event\")]\npub enum E {{\n    C {{ lost: Vec<Lost> }},\n    S {{ s: patch::SeriesState }},\n}}\n"), 2),
         (format!("use crate::{{host::{{self, state}}, util}};\n{derive}pub struct H(Option<state::HostState>);\n"), 1),
         ("pub use crate::host::Host;\n".to_string(), 1),
         ("pub use crate::host::{\n    Host,\n    topology::Topology,\n};\n".to_string(), 2),

@@ -127,28 +127,22 @@ mod tests {
     fn the_embedded_matrix_loads_from_its_own_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().to_path_buf();
-        let dir = materialise(&WorkDir::at(&work)).unwrap();
-        assert_eq!(
-            materialise(&WorkDir::at(&work)).unwrap(),
-            dir,
-            "written once, found again"
-        );
+        let wd = WorkDir::at(&work);
+        let dir = materialise(&wd).unwrap();
+        assert_eq!(materialise(&wd).unwrap(), dir, "written once, found again");
         let m = crate::config::load(&dir.join("matrix.yaml"), Some("premerge")).unwrap();
         assert_eq!(m.vcpus, vec![26]);
         assert!(m.kernel.fragments.iter().all(|f| f.starts_with(&dir) && f.is_file()));
         let elsewhere = work.join("elsewhere/matrix.yaml");
-        assert_eq!(
-            images_dir(None, &elsewhere, &WorkDir::at(&work)).unwrap(),
-            dir.join("images")
-        );
+        assert_eq!(images_dir(None, &elsewhere, &wd).unwrap(), dir.join("images"));
         assert!(dir.join("images/doexec.c").is_file());
         let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         assert_eq!(
-            images_dir(None, &top.join("matrix.yaml"), &WorkDir::at(&work)).unwrap(),
+            images_dir(None, &top.join("matrix.yaml"), &wd).unwrap(),
             top.join("images")
         );
         assert_eq!(
-            images_dir(Some(Path::new("/x")), &elsewhere, &WorkDir::at(&work)).unwrap(),
+            images_dir(Some(Path::new("/x")), &elsewhere, &wd).unwrap(),
             PathBuf::from("/x")
         );
     }
@@ -174,9 +168,9 @@ mod tests {
     fn concurrent_first_uses_all_get_whole_files() {
         for _ in 0..5 {
             let tmp = tempfile::tempdir().unwrap();
-            let work = tmp.path().to_path_buf();
+            let work = WorkDir::at(tmp.path());
             let got: Vec<Result<PathBuf>> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| materialise(&WorkDir::at(&work)))).collect();
+                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| materialise(&work))).collect();
                 hs.into_iter().map(|h| h.join().unwrap()).collect()
             });
             for g in got {

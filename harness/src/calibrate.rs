@@ -471,21 +471,17 @@ mod tests {
     #[test]
     fn stored_calibrations_are_applied_only_where_they_fit() {
         let tmp = tempfile::tempdir().unwrap();
-        let work = tmp.path().to_path_buf();
+        let work = WorkDir::at(tmp.path());
         let (cal, aa_meta, events) = calibration();
         let mut run = aa_meta.clone();
         run.matrix.profile = Some("quick".into());
-        assert!(floors_for_run(&WorkDir::at(&work), &run, &events)
+        assert!(floors_for_run(&work, &run, &events)
             .source
             .starts_with("none (no calibration"));
-        save(&WorkDir::at(&work), &cal).unwrap();
-        save(&WorkDir::at(&work), &cal).unwrap();
-        assert_eq!(
-            load_all(&WorkDir::at(&work)).unwrap().len(),
-            1,
-            "same fingerprint: replaced"
-        );
-        let applied = floors_for_run(&WorkDir::at(&work), &run, &events);
+        save(&work, &cal).unwrap();
+        save(&work, &cal).unwrap();
+        assert_eq!(load_all(&work).unwrap().len(), 1, "same fingerprint: replaced");
+        let applied = floors_for_run(&work, &run, &events);
         assert_eq!(
             (applied.by_cell.len(), applied.source.starts_with("calibration r of")),
             (2, true),
@@ -493,18 +489,14 @@ mod tests {
             applied.source
         );
         run.matrix.sampling.repetitions = 3;
-        let refused = floors_for_run(&WorkDir::at(&work), &run, &events);
+        let refused = floors_for_run(&work, &run, &events);
         assert!(
             refused.by_cell.is_empty() && refused.source.contains("refused"),
             "{}",
             refused.source
         );
-        std::fs::write(
-            path(&WorkDir::at(&work)),
-            r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#,
-        )
-        .unwrap();
-        let old = floors_for_run(&WorkDir::at(&work), &run, &events);
+        std::fs::write(path(&work), r#"{"host": "h (2 CPUs)", "noise_floor": 0.03}"#).unwrap();
+        let old = floors_for_run(&work, &run, &events);
         assert!(
             old.by_cell.is_empty() && old.source.contains("an older or damaged file"),
             "{}",

@@ -518,16 +518,17 @@ mod tests {
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
         let work = root.join("work");
+        let wd = WorkDir::at(&work);
 
         // the run: lock, tree, series applied, scratch in use
-        let run_lock = WorkLock::share_waiting(&WorkDir::at(&work), "run", std::time::Duration::ZERO, |_| {}).unwrap();
+        let run_lock = WorkLock::share_waiting(&wd, "run", std::time::Duration::ZERO, |_| {}).unwrap();
         let log = root.join("run.log");
-        let tree = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
+        let tree = Tree::prepare(&src, &wd, &log).unwrap();
         let series = patch::load_series(&m.series_dir, "s").unwrap();
         tree.apply_series(&series, false, &log).unwrap().unwrap();
         write(&work.join("scratch/in-use"), "x");
 
-        let items = run(&m, &WorkDir::at(&work));
+        let items = run(&m, &wd);
         let find = |w: &str| {
             items
                 .iter()
@@ -556,7 +557,7 @@ mod tests {
 
         // without a run, check uses (and rolls back) the work tree under the lock
         drop(run_lock);
-        let items = run(&m, &WorkDir::at(&work));
+        let items = run(&m, &wd);
         assert!(
             items
                 .iter()
@@ -567,7 +568,7 @@ mod tests {
             std::fs::read_to_string(tree.dir.join("mm/vmalloc.c")).unwrap(),
             "one\ntwo\nthree\n"
         );
-        WorkLock::acquire(&WorkDir::at(&work), "run").expect("check released the lock");
+        WorkLock::acquire(&wd, "run").expect("check released the lock");
         std::fs::remove_dir_all(root).ok();
     }
 

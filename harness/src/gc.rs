@@ -352,6 +352,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let (work, runs) = (root.join("work"), root.join("runs"));
+        let wd = WorkDir::at(&work);
         for (key, days) in [("k1", 1), ("k2", 10), ("k3", 30)] {
             put(&work.join("kernels").join(key).join("bzImage"), 5000);
             put(&work.join("kernels").join(key).join(LAST_USED), 1);
@@ -375,7 +376,7 @@ mod tests {
         }
 
         let v = plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy { keep: 1, days: None },
             SystemTime::now(),
@@ -405,7 +406,7 @@ mod tests {
         );
         // younger than 15 days is kept too
         let v = plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy {
                 keep: 1,
@@ -439,7 +440,7 @@ mod tests {
             "only images go"
         );
         assert!(plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy {
                 keep: 1,
@@ -452,7 +453,7 @@ mod tests {
         // a run still writing events keeps its image whatever the policy
         put(&runs.join("r1/events.jsonl"), 10);
         assert!(plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy { keep: 0, days: None },
             SystemTime::now(),
@@ -461,7 +462,7 @@ mod tests {
         .iter()
         .all(|v| !v.path.starts_with(work.join("keys/r1"))));
 
-        let u = usage(&WorkDir::at(&work), &runs);
+        let u = usage(&wd, &runs);
         assert_eq!((u[0].2, u[1].2, u[2].2), (2, 1, 2), "{u:?}");
         assert!(u[0].1 >= 10_000);
     }
@@ -475,6 +476,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let (work, runs) = (root.join("work"), root.join("runs"));
+        let wd = WorkDir::at(&work);
         for (id, days) in [("r1", 9), ("r2", 5), ("r3", 3)] {
             put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 3000);
             put(&work.join("keys").join(id).join("shard-1-of-2/base.cpio"), 3000);
@@ -496,7 +498,7 @@ mod tests {
             put(&work.join("try").join(h).join("series"), 10);
             age(&work.join("try").join(h), days);
         }
-        let current = crate::builtin::dir(&WorkDir::at(&work));
+        let current = crate::builtin::dir(&wd);
         put(&current.join("matrix.yaml"), 10);
         age(&current, 50);
         for (h, days) in [("b1", 2), ("b2", 30)] {
@@ -510,14 +512,11 @@ mod tests {
             put(&work.join("kernels").join(key).join("bzImage"), 5000);
             put(&work.join("kernels").join(key).join(LAST_USED), 1);
             age(&work.join("kernels").join(key).join(LAST_USED), days);
-            put(
-                &crate::workdir::lock_path(&WorkDir::at(&work), &format!("kernel-{key}")),
-                0,
-            );
+            put(&crate::workdir::lock_path(&wd, &format!("kernel-{key}")), 0);
         }
 
         let v = plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy { keep: 1, days: None },
             SystemTime::now(),
@@ -557,14 +556,14 @@ mod tests {
         put(&work.join("my-notes/todo"), 10);
         age(&work.join("my-notes"), 400);
         let again = plan(
-            &WorkDir::at(&work),
+            &wd,
             &runs,
             Policy { keep: 0, days: None },
             SystemTime::now(),
             &Needed::default(),
         );
         assert!(again.iter().all(|v| !v.path.starts_with(work.join("my-notes"))));
-        assert!(usage(&WorkDir::at(&work), &runs)
+        assert!(usage(&wd, &runs)
             .iter()
             .any(|(what, _, _)| what.contains("my-notes (not the harness's")));
     }
@@ -575,13 +574,11 @@ mod tests {
     fn what_unfinished_runs_need_is_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        let wd = WorkDir::at(&work);
         for (key, days) in [("k1", 1), ("k2", 30)] {
             put(&work.join("kernels").join(key).join(LAST_USED), 1);
             age(&work.join("kernels").join(key).join(LAST_USED), days);
-            put(
-                &crate::workdir::lock_path(&WorkDir::at(&work), &format!("kernel-{key}")),
-                0,
-            );
+            put(&crate::workdir::lock_path(&wd, &format!("kernel-{key}")), 0);
         }
         for id in ["r1", "r2"] {
             put(&work.join("keys").join(id).join("shard-0-of-2/base.cpio"), 10);
@@ -589,7 +586,7 @@ mod tests {
         }
         let policy = Policy { keep: 0, days: None };
         let gone = |needed: &Needed| -> Vec<String> {
-            let mut v: Vec<String> = plan(&WorkDir::at(&work), &runs, policy, SystemTime::now(), needed)
+            let mut v: Vec<String> = plan(&wd, &runs, policy, SystemTime::now(), needed)
                 .iter()
                 .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
                 .collect();
@@ -624,6 +621,7 @@ mod tests {
     fn a_future_mtime_is_fresh() {
         let tmp = tempfile::tempdir().unwrap();
         let (work, runs) = (tmp.path().join("work"), tmp.path().join("runs"));
+        let wd = WorkDir::at(&work);
         let ahead = |p: &Path| {
             let t = SystemTime::now() + Duration::from_secs(2 * 86_400);
             std::fs::File::open(p).unwrap().set_modified(t).unwrap();
@@ -641,16 +639,10 @@ mod tests {
         }
         ahead(&work.join("kernels/k1").join(LAST_USED));
         let names = |policy: Policy| -> Vec<String> {
-            let mut v: Vec<String> = plan(
-                &WorkDir::at(&work),
-                &runs,
-                policy,
-                SystemTime::now(),
-                &Needed::default(),
-            )
-            .iter()
-            .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
-            .collect();
+            let mut v: Vec<String> = plan(&wd, &runs, policy, SystemTime::now(), &Needed::default())
+                .iter()
+                .map(|v| v.path.strip_prefix(&work).unwrap().display().to_string())
+                .collect();
             v.sort();
             v
         };

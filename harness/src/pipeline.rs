@@ -625,6 +625,7 @@ mod tests {
     fn shards_find_kernels_only_in_the_cache() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().to_path_buf();
+        let wd = WorkDir::at(&work);
         let kept = work.join("kernels/k1");
         write(&kept.join("bzImage"), "");
         let art = Artifact {
@@ -661,7 +662,7 @@ mod tests {
         ];
         let run_dir = work.join("runs/r");
         let needed: BTreeSet<&str> = ["base", "broken", "conflicts", "never"].into();
-        let got = from_cache(&events, &WorkDir::at(&work), &needed, &run_dir).unwrap();
+        let got = from_cache(&events, &wd, &needed, &run_dir).unwrap();
         assert_eq!(got["base"].as_ref().unwrap().key, "k1");
         let missing = "kernel not in the cache: run `harness build` first";
         assert_eq!(got["never"].as_ref().unwrap_err(), missing);
@@ -669,7 +670,7 @@ mod tests {
         assert_eq!(got["conflicts"].as_ref().unwrap_err(), "apply series s: conflicts");
         assert!(!work.join("tree").exists(), "a shard made a work tree");
         let needed: BTreeSet<&str> = ["base", "gone"].into();
-        let e = from_cache(&events, &WorkDir::at(&work), &needed, &run_dir).unwrap_err();
+        let e = from_cache(&events, &wd, &needed, &run_dir).unwrap_err();
         assert!(crate::kernel::fault::is_host_fault(&e), "{e:#}");
         let text = format!("{e:#}");
         assert!(

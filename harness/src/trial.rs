@@ -408,15 +408,15 @@ mod tests {
             covering: true,
             ..Request::default()
         };
-        let work = tmp.path().join("work");
-        let e = format!("{:#}", matrix(&req, &WorkDir::at(&work)).unwrap_err());
+        let work = WorkDir::at(&tmp.path().join("work"));
+        let e = format!("{:#}", matrix(&req, &work).unwrap_err());
         assert!(
             e.contains("--covering: no run has profiled base's benchmarks yet"),
             "{e}"
         );
         // what a run of base kept: stress-pipe calls pipe_write, doexec does not
-        let probe = base_matrix(&req, &WorkDir::at(&work)).unwrap();
-        let files = crate::coverage::source_files(&probe, &WorkDir::at(&work)).unwrap();
+        let probe = base_matrix(&req, &work).unwrap();
+        let files = crate::coverage::source_files(&probe, &work).unwrap();
         std::fs::create_dir_all(files.join("fs")).unwrap();
         std::fs::write(
             files.join("fs/pipe.c"),
@@ -428,11 +428,11 @@ mod tests {
             ("stress-pipe", r#"{"vcpus": 2, "calls": {"pipe_write": 2.0}}"#),
             ("static-doexec", r#"{"vcpus": 2, "calls": {"bprm_execve": 1.0}}"#),
         ] {
-            let f = crate::coverage::cache_file(&WorkDir::at(&work), &id, b);
+            let f = crate::coverage::cache_file(&work, &id, b);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, calls).unwrap();
         }
-        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
+        let m = matrix(&req, &work).unwrap();
         assert_eq!(m.variants[1].benchmarks, ["stress-pipe"]);
         assert_eq!(m.variants[0].benchmarks, ["stress-pipe"]);
     }
@@ -447,7 +447,7 @@ mod tests {
             profile: "premerge-icount".into(),
             ..Request::default()
         };
-        let work = tmp.path().join("work");
+        let work = WorkDir::at(&tmp.path().join("work"));
         let seeds = [
             "static-doexec",
             "shared-doexec",
@@ -456,19 +456,16 @@ mod tests {
             "test-vmalloc",
         ];
         // the built-in matrix's real suites are run only where asked for
-        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
+        let m = matrix(&req, &work).unwrap();
         assert_eq!(m.variants[1].benchmarks, seeds);
         let named = Request {
             bench: vec!["stress-pipe".into()],
             ..req.clone()
         };
         if crate::proc::which("stress-ng").is_some() {
-            assert_eq!(
-                matrix(&named, &WorkDir::at(&work)).unwrap().variants[1].benchmarks,
-                ["stress-pipe"]
-            );
+            assert_eq!(matrix(&named, &work).unwrap().variants[1].benchmarks, ["stress-pipe"]);
         } else {
-            let e = format!("{:#}", matrix(&named, &WorkDir::at(&work)).unwrap_err());
+            let e = format!("{:#}", matrix(&named, &work).unwrap_err());
             assert!(e.contains("`stress-ng` is not installed on this host"), "{e}");
         }
     }
@@ -492,8 +489,8 @@ mod tests {
             floor: Some(0.01),
             ..Request::default()
         };
-        let work = root.join("work");
-        let m = matrix(&req, &WorkDir::at(&work)).unwrap();
+        let work = WorkDir::at(&root.join("work"));
+        let m = matrix(&req, &work).unwrap();
         let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["base", "series"]);
         assert_eq!(m.variants[1].apply, vec!["series".to_string()]);
@@ -517,7 +514,7 @@ mod tests {
                     bench: vec!["nope".into()],
                     ..req.clone()
                 },
-                &WorkDir::at(&work)
+                &work
             )
             .unwrap_err()
         );
@@ -529,7 +526,7 @@ mod tests {
                     series: vec![],
                     ..req.clone()
                 },
-                &WorkDir::at(&work)
+                &work
             )
             .unwrap_err()
         );

@@ -266,16 +266,16 @@ mod tests {
             src.display()
         );
         let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
-        let work = root.join("work");
+        let work = WorkDir::at(&root.join("work"));
         let kept = Kept {
             vcpus: 2,
             calls: [("f".to_string(), 3.0)].into_iter().collect(),
         };
         write(
-            &cache_file(&WorkDir::at(&work), &base_identity(&m).unwrap(), "d"),
+            &cache_file(&work, &base_identity(&m).unwrap(), "d"),
             &serde_json::to_string(&kept).unwrap(),
         );
-        let c = from_cache(&m, &WorkDir::at(&work)).unwrap();
+        let c = from_cache(&m, &work).unwrap();
         assert_eq!(c.known.iter().map(|k| k.series.as_str()).collect::<Vec<_>>(), ["g"]);
         assert!(c.unknown.is_empty());
         assert_eq!(c.failed.len(), 1, "{:?}", c.failed);

@@ -425,14 +425,14 @@ mod tests {
             std::fs::create_dir_all(src.join(f).parent().unwrap()).unwrap();
             std::fs::write(src.join(f), text).unwrap();
         }
-        let (work, log) = (root.join("work"), root.join("build.log"));
-        let tree = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
+        let (work, log) = (WorkDir::at(&root.join("work")), root.join("build.log"));
+        let tree = Tree::prepare(&src, &work, &log).unwrap();
         let cfg = Configured {
             config: Default::default(),
             lost: vec![],
             text: "CONFIG_X=y\n".into(),
         };
-        let art = build(&tree, &cfg, "k1", &WorkDir::at(&work), Duration::from_secs(60), &log)
+        let art = build(&tree, &cfg, "k1", &work, Duration::from_secs(60), &log)
             .unwrap()
             .unwrap();
         let json = art.dir.join("artifact.json");
@@ -442,25 +442,19 @@ mod tests {
         assert_eq!(names, ["bzImage", "config", "vmlinux"]);
         assert_eq!(files[2]["size"], 9);
         assert_eq!(files[2]["sha256"], hex(&Sha256::digest(b"elf-bytes")));
-        assert_eq!(
-            cached(&WorkDir::at(&work), "k1").map(|a| a.release).as_deref(),
-            Some("6.12.0")
-        );
+        assert_eq!(cached(&work, "k1").map(|a| a.release).as_deref(), Some("6.12.0"));
         let vmlinux = art.dir.join("vmlinux");
         std::fs::write(&vmlinux, "elf-bytez").unwrap();
-        assert!(cached(&WorkDir::at(&work), "k1").is_none(), "a byte changed");
+        assert!(cached(&work, "k1").is_none(), "a byte changed");
         std::fs::write(&vmlinux, "elf-bytes").unwrap();
-        assert!(cached(&WorkDir::at(&work), "k1").is_some());
+        assert!(cached(&work, "k1").is_some());
         std::fs::write(art.dir.join("bzImage"), "ima").unwrap();
-        assert!(cached(&WorkDir::at(&work), "k1").is_none(), "cut short");
+        assert!(cached(&work, "k1").is_none(), "cut short");
         std::fs::write(art.dir.join("bzImage"), "image").unwrap();
         let mut legacy = entry.clone();
         legacy.as_object_mut().unwrap().remove("files");
         std::fs::write(&json, serde_json::to_vec(&legacy).unwrap()).unwrap();
-        assert!(
-            cached(&WorkDir::at(&work), "k1").is_none(),
-            "no sizes and digests recorded"
-        );
+        assert!(cached(&work, "k1").is_none(), "no sizes and digests recorded");
     }
 
     /// `make -j` takes the CPUs, capped at 1.5 GiB of available memory a job.

@@ -263,15 +263,15 @@ mod tests {
         git(&["init", "-q"]);
         git(&["add", "."]);
         git(&["commit", "-qm", "one"]);
-        let work = root.join("work-ref");
-        let tree = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
+        let work = WorkDir::at(&root.join("work-ref"));
+        let tree = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
         // a patch that also creates a file, then the patch is edited before the next start
         let creates = format!("{TWO_FILES}--- /dev/null\n+++ b/mm/new.c\n@@ -0,0 +1 @@\n+int added;\n");
         std::fs::write(&s.patches[0], &creates).unwrap();
         tree.apply_series(&s, false, &log).unwrap().unwrap();
         assert!(tree.dir.join("mm/new.c").is_file());
         std::fs::write(&s.patches[0], ONE_FILE).unwrap();
-        let again = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
+        let again = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
         assert_pristine(&src, &again);
         assert!(!again.dir.join("mm/new.c").exists(), "a file the patch created is gone");
         // in doubt (a hand edit where the patch went): reset to the commit, the created file cleaned
@@ -279,7 +279,7 @@ mod tests {
         again.apply_series(&s, false, &log).unwrap().unwrap();
         std::fs::write(again.dir.join("mm/vmalloc.c"), "long vmap_lazy_nr;\nint stray;\n").unwrap();
         std::fs::write(again.dir.join("mm/vmalloc.o"), "a build product").unwrap();
-        let third = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
+        let third = Tree::prepare_ref(&src, "HEAD", &work, &log).unwrap();
         assert_pristine(&src, &third);
         assert!(
             !third.dir.join("mm/new.c").exists() && third.dir.join("mm/vmalloc.o").is_file(),

@@ -556,7 +556,8 @@ mod tests {
         let src = dir.join("linux.tar.xz");
         std::fs::write(&src, b"not a tarball").unwrap();
         let work = dir.join("work");
-        let Err(e) = Tree::prepare(&src, &WorkDir::at(&work), &dir.join("tree.log")) else {
+        let wd = WorkDir::at(&work);
+        let Err(e) = Tree::prepare(&src, &wd, &dir.join("tree.log")) else {
             panic!("a file that is no tarball unpacked");
         };
         let text = format!("{e:#}");
@@ -589,9 +590,9 @@ mod tests {
         let dir = tmp.path().to_path_buf();
         let src = dir.join("linux");
         fake_tree(&src);
-        let work = dir.join("work");
+        let work = WorkDir::at(&dir.join("work"));
         let log = dir.join("tree.log");
-        let t1 = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
+        let t1 = Tree::prepare(&src, &work, &log).unwrap();
         assert_eq!(source_key(&src).unwrap(), t1.key, "stable while nothing changes");
         // same size, top-level directory untouched: only the file's content and mtime change
         let top = std::fs::metadata(&src).unwrap().modified().unwrap();
@@ -605,7 +606,7 @@ mod tests {
             .set_modified(old + std::time::Duration::from_millis(1))
             .unwrap();
         assert_eq!(std::fs::metadata(&src).unwrap().modified().unwrap(), top);
-        let t2 = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
+        let t2 = Tree::prepare(&src, &work, &log).unwrap();
         assert_ne!(t1.key, t2.key, "an edit in mm/ must change the identity");
         assert_eq!(
             std::fs::read_to_string(t2.dir.join("mm/vmalloc.c")).unwrap(),
@@ -625,11 +626,12 @@ mod tests {
         let src = dir.join("linux");
         fake_tree(&src);
         let (work, log) = (dir.join("work"), dir.join("tree.log"));
+        let wd = WorkDir::at(&work);
         let key = source_key(&src).unwrap();
         let half = work.join("tree").join(&key);
         std::fs::create_dir_all(half.join("mm/deep")).unwrap();
         std::fs::write(half.join("mm/deep/vmalloc.o"), "half-removed").unwrap();
-        let t = Tree::prepare(&src, &WorkDir::at(&work), &log).unwrap();
+        let t = Tree::prepare(&src, &wd, &log).unwrap();
         assert_eq!(
             std::fs::read_to_string(t.dir.join("mm/vmalloc.c")).unwrap(),
             "int vmap_lazy_nr;\n"
@@ -747,14 +749,15 @@ mod tests {
         // the user's working tree may be dirty: only commits are read
         std::fs::write(src.join("mm/vmalloc.c"), "uncommitted\n").unwrap();
         let (work, log) = (dir.join("work"), dir.join("log"));
-        let good = Tree::prepare_ref(&src, "good", &WorkDir::at(&work), &log).unwrap();
+        let wd = WorkDir::at(&work);
+        let good = Tree::prepare_ref(&src, "good", &wd, &log).unwrap();
         assert_eq!(
             std::fs::read_to_string(good.dir.join("mm/vmalloc.c")).unwrap(),
             "int vmap_lazy_nr;\n"
         );
         let built = good.dir.join("mm/vmalloc.o");
         std::fs::write(&built, "object").unwrap();
-        let bad = Tree::prepare_ref(&src, "HEAD", &WorkDir::at(&work), &log).unwrap();
+        let bad = Tree::prepare_ref(&src, "HEAD", &wd, &log).unwrap();
         assert_eq!(bad.dir, good.dir, "one clone per source");
         assert_ne!(bad.key, good.key, "the key takes the commit");
         assert_eq!(
@@ -762,10 +765,7 @@ mod tests {
             "int vmap_lazy_nr = 2;\n"
         );
         assert!(built.is_file(), "build products survive a switch (incremental builds)");
-        assert_eq!(
-            Tree::prepare_ref(&src, "good", &WorkDir::at(&work), &log).unwrap().key,
-            good.key
-        );
+        assert_eq!(Tree::prepare_ref(&src, "good", &wd, &log).unwrap().key, good.key);
         assert_eq!(resolve_ref(&src, "HEAD~1").unwrap(), resolve_ref(&src, "good").unwrap());
         let e = resolve_ref(&src, "nope").unwrap_err().to_string();
         assert!(

@@ -414,6 +414,7 @@ mod tests {
     fn a_profile_runs_as_its_without_kvm_profile_where_kvm_is_not_used() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().join("work");
+        let wd = WorkDir::at(&work);
         // no probe runs in any of these: the matrix decides
         let cases = [
             ("tcg", "quick", Some(("exact", "the matrix asks for TCG"))),
@@ -422,7 +423,7 @@ mod tests {
         ];
         for (accel, profile, want) in cases {
             let path = two_profiles(tmp.path(), accel);
-            let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &WorkDir::at(&work)).unwrap();
+            let m = for_this_host(config::load(&path, Some(profile)).unwrap(), &wd).unwrap();
             let got = m
                 .instead_of
                 .as_ref()
@@ -451,10 +452,10 @@ mod tests {
     #[test]
     fn the_plan_follows_the_matrix_and_what_the_host_remembers() {
         let tmp = tempfile::tempdir().unwrap();
-        let work = tmp.path().join("work");
+        let work = WorkDir::at(&tmp.path().join("work"));
         let plan = |accel: &str, restart| {
             let m = config::load(&two_profiles(tmp.path(), accel), Some("quick")).unwrap();
-            Plan::new(&m, &WorkDir::at(&work), restart).unwrap()
+            Plan::new(&m, &work, restart).unwrap()
         };
         let p = plan("tcg", true);
         assert_eq!(
@@ -472,7 +473,7 @@ mod tests {
             assert_eq!(plan("auto", false).restart_as, None);
         }
         let key = host::probe_key(&host::qemu_binary().unwrap());
-        host::remember_failed_probe(&WorkDir::at(&work), &key, "KVM internal error").unwrap();
+        host::remember_failed_probe(&work, &key, "KVM internal error").unwrap();
         let p = plan("auto", true);
         assert_eq!((p.accel, p.probe, p.restart_as), (Accel::Tcg, false, None));
         assert!(

@@ -614,6 +614,7 @@ mod tests {
             );
             let m = crate::config::parse(&yaml, &root.join("matrix.yaml"), None).unwrap();
             let (work, log) = (root.join("work"), root.join("tree.log"));
+            let wd = WorkDir::at(&work);
             let run = Run::create(&root.join("runs"), "t").unwrap();
             if name == "compile-after-disk" {
                 write(
@@ -621,14 +622,14 @@ mod tests {
                     "ld: final link failed: No space left on device\nmake: *** [vmlinux] Error 1\n",
                 );
             }
-            let tree = Tree::prepare(&m.kernel.source, &WorkDir::at(&work), &log).unwrap();
+            let tree = Tree::prepare(&m.kernel.source, &wd, &log).unwrap();
             let ui = Ui::new(0, true);
             let step = Step {
                 run: &run,
                 m: &m,
                 tree: &tree,
                 v: m.variant("base").unwrap(),
-                work: &WorkDir::at(&work),
+                work: &wd,
                 ui: &ui,
             };
             let cfg = Configured {

@@ -3,7 +3,8 @@
 //! symbol names, and pristine copies of the source files series touch; and
 //! what a matrix's series change, read against those copies. `check` and
 //! `try --covering` read it without booting; a run's coverage step
-//! (`pipeline/coverage.rs`) fills it.
+//! (`pipeline/coverage.rs`) fills it, but for the source files, which the
+//! run copies from its pristine tree when it prepares it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -264,6 +264,14 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// A started attempt: its boot directory, the wait for SSH, the profiler's
+/// output.
+struct Launched {
+    dir: PathBuf,
+    deadline: Duration,
+    plugin: Option<vm::Plugin>,
+}
+
 /// What became of one attempt at a boot job.
 enum Attempt {
     /// The job's outcome is told (`Ended`).
@@ -332,32 +340,7 @@ impl Boot<'_, '_> {
     /// One attempt at the job: every stage, or up to QEMU's crash.
     fn attempt(&mut self, kernel: &Path, initrd: &Path, attempt: u32) -> Result<Attempt> {
         let (ctx, job) = (self.ctx, self.job);
-        let dir = new_boot_dir(ctx.run, job)?;
-        let deadline = match ctx.clock() {
-            MeasureClock::TcgIcount => bounded(
-                ctx.clock(),
-                self.wait(ctx.m.guest.boot_timeout_s as f64),
-                self.learned.seen.ssh_bound(job.vcpus),
-            ),
-            _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
-        };
-        let syscalls = job
-            .benchmarks
-            .iter()
-            .any(|b| ctx.m.benchmark(b).is_some_and(works_in_syscalls));
-        let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir, syscalls)?;
-        self.tell(BootEvent::Started(BootStart {
-            boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
-            attempt,
-            accel: ctx.accel,
-            clock: ctx.clock(),
-            image: kernel
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            overcommit: ctx.overcommit(job.vcpus),
-            cmdline,
-        }))?;
+        let Launched { dir, deadline, plugin } = self.launch(kernel, initrd, attempt)?;
         let ready_s = match wait_ssh(ctx, self.machine, deadline)? {
             Ok(r) => r,
             Err(f) => return self.failed_boot(icount_deadline(ctx, f, deadline), attempt),
@@ -389,6 +372,40 @@ impl Boot<'_, '_> {
             failed,
         })?;
         Ok(Attempt::Ended)
+    }
+
+    /// Starts the machine for one attempt, in a new boot directory, and
+    /// tells it: where the boot writes, how long SSH may take, and the
+    /// profiler's output where the boot is profiled.
+    fn launch(&mut self, kernel: &Path, initrd: &Path, attempt: u32) -> Result<Launched> {
+        let (ctx, job) = (self.ctx, self.job);
+        let dir = new_boot_dir(ctx.run, job)?;
+        let deadline = match ctx.clock() {
+            MeasureClock::TcgIcount => bounded(
+                ctx.clock(),
+                self.wait(ctx.m.guest.boot_timeout_s as f64),
+                self.learned.seen.ssh_bound(job.vcpus),
+            ),
+            _ => boot_deadline(ctx.m, ctx.accel, job.vcpus),
+        };
+        let syscalls = job
+            .benchmarks
+            .iter()
+            .any(|b| ctx.m.benchmark(b).is_some_and(works_in_syscalls));
+        let (cmdline, plugin) = start(ctx, self.machine, job.vcpus, kernel, initrd, &dir, syscalls)?;
+        self.tell(BootEvent::Started(BootStart {
+            boot_id: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+            attempt,
+            accel: ctx.accel,
+            clock: ctx.clock(),
+            image: kernel
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            overcommit: ctx.overcommit(job.vcpus),
+            cmdline,
+        }))?;
+        Ok(Launched { dir, deadline, plugin })
     }
 
     /// Tells a boot that did not reach SSH: a QEMU crash with attempts

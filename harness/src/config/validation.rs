@@ -56,17 +56,7 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
     // Key metrics and thresholds may name benchmarks a profile leaves out.
     let producible = Producible::of(&raw);
     threshold_keys(&raw, &producible, &mut p);
-    for pname in raw.profiles.keys() {
-        if !valid_name(pname) {
-            p.push(format!(
-                "profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"
-            ));
-        }
-    }
-    check_without_kvm(&raw.profiles, &mut p);
-    let without_kvm = profile
-        .and_then(|n| raw.profiles.get(n))
-        .and_then(|pr| pr.without_kvm.clone());
+    let without_kvm = check_profiles(&raw.profiles, profile, &mut p);
     // Profiles first: they select from and override the top level.
     if let Some(name) = profile {
         if !apply_profile(&mut raw, name, &mut p) {
@@ -108,6 +98,26 @@ pub(super) fn validate(mut raw: RawMatrix, path: &Path, profile: Option<&str>) -
         statistics,
         key_metrics: raw.key_metrics,
     })
+}
+
+/// The profiles' names and their `without_kvm:` checked; the `without_kvm:`
+/// of `profile`, the one asked for.
+fn check_profiles(
+    profiles: &BTreeMap<String, RawProfile>,
+    profile: Option<&str>,
+    p: &mut Vec<String>,
+) -> Option<String> {
+    for pname in profiles.keys() {
+        if !valid_name(pname) {
+            p.push(format!(
+                "profiles.{pname}: profile names are lowercase letters, digits, '.', '_' and '-'"
+            ));
+        }
+    }
+    check_without_kvm(profiles, p);
+    profile
+        .and_then(|n| profiles.get(n))
+        .and_then(|pr| pr.without_kvm.clone())
 }
 
 /// Each profile's `without_kvm:` names another profile, one that has no

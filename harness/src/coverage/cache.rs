@@ -20,18 +20,19 @@ use crate::workdir::WorkDir;
 /// The functions variant `v`'s series change, read against pristine
 /// copies of the files they touch, kept under `files` (see [`source_files`]).
 pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> Result<coverage::Changes> {
-    let diffs = series_diffs(m, v)?;
-    let all = series_files(m, std::slice::from_ref(v))?;
-    // files already copied from this source are kept: a tarball's cost is its decompression
-    let missing: Vec<String> = all.iter().filter(|f| !files.join(f).is_file()).cloned().collect();
+    let diffs = v
+        .apply
+        .iter()
+        .map(|name| series_diff(m, name, false))
+        .chain(v.revert.iter().map(|name| series_diff(m, name, true)))
+        .collect::<Result<Vec<_>>>()?;
+    let all = touched(&diffs)?;
     // without the base's files (a source that cannot give them) only the hunks' own lines are read
-    if !missing.is_empty() {
-        let _ = tree::pristine_files(&m.kernel.source, &missing, files, log);
-    }
+    let _ = keep_missing(&m.kernel.source, &all, files, log);
     let base = |f: &str| std::fs::read_to_string(files.join(f)).ok();
     let mut out: Vec<hunks::Changed> = diffs
         .iter()
-        .flat_map(|(d, reverse)| hunks::changed_functions(d, *reverse, &base))
+        .flat_map(|d| hunks::changed_functions(&d.diff, d.reverse, &base))
         .collect();
     out.sort();
     out.dedup();
@@ -41,48 +42,59 @@ pub fn changed_functions(m: &Matrix, v: &Variant, files: &Path, log: &Path) -> R
     })
 }
 
-/// Copies the files every variant's series touch from `pristine`, a work
+/// Copies the files the matrix's series touch from `pristine`, a work
 /// tree with no patch applied, into the matrix's [`source_files`], where
 /// the coverage step reads them. A run calls it once its tree is ready, so
 /// a tarball source is not decompressed a second time (10 s of a fresh
 /// machine's first run).
 pub fn keep_pristine(m: &Matrix, work: &WorkDir, pristine: &Path, log: &Path) -> Result<()> {
-    let files = source_files(m, work)?;
-    let mut missing = series_files(m, &m.variants)?;
-    missing.retain(|f| !files.join(f).is_file());
+    let diffs = m
+        .series_names()
+        .iter()
+        .map(|name| series_diff(m, name, false))
+        .collect::<Result<Vec<_>>>()?;
+    keep_missing(pristine, &touched(&diffs)?, &source_files(m, work)?, log)
+}
+
+/// Copies from `source` the files of `wanted` not yet kept under `files`:
+/// files already copied from this source are kept, as a tarball's cost is
+/// its decompression.
+fn keep_missing(source: &Path, wanted: &[String], files: &Path, log: &Path) -> Result<()> {
+    let missing: Vec<String> = wanted.iter().filter(|f| !files.join(f).is_file()).cloned().collect();
     if missing.is_empty() {
         return Ok(());
     }
-    tree::pristine_files(pristine, &missing, &files, log)
+    tree::pristine_files(source, &missing, files, log)
 }
 
-/// Each series of variant `v` as one diff, with whether it is reverted.
-fn series_diffs(m: &Matrix, v: &Variant) -> Result<Vec<(String, bool)>> {
-    let mut diffs = Vec::new();
-    for (names, reverse) in [(&v.apply, false), (&v.revert, true)] {
-        for name in names {
-            let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
-            let mut diff = String::new();
-            for p in &s.patches {
-                let text = patch::read(p)?;
-                diff.push_str(&String::from_utf8_lossy(&text));
-                diff.push('\n');
-            }
-            diffs.push((diff, reverse));
-        }
+/// A series' patches as one diff.
+struct SeriesDiff {
+    name: String,
+    diff: String,
+    /// The variant reverts the series.
+    reverse: bool,
+}
+
+/// Series `name` as one diff, applied or `reverse`d.
+fn series_diff(m: &Matrix, name: &str, reverse: bool) -> Result<SeriesDiff> {
+    let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
+    let mut diff = String::new();
+    for p in &s.patches {
+        diff.push_str(&String::from_utf8_lossy(&patch::read(p)?));
+        diff.push('\n');
     }
-    Ok(diffs)
+    Ok(SeriesDiff {
+        name: name.to_string(),
+        diff,
+        reverse,
+    })
 }
 
-/// The files the series of `variants` touch, sorted, each once.
-fn series_files(m: &Matrix, variants: &[Variant]) -> Result<Vec<String>> {
+/// The files `diffs` touch, sorted, each once.
+fn touched(diffs: &[SeriesDiff]) -> Result<Vec<String>> {
     let mut files = BTreeSet::new();
-    for name in variants.iter().flat_map(|v| v.apply.iter().chain(&v.revert)) {
-        let s = patch::load_series(&m.series_dir, name).with_context(|| format!("series {name}"))?;
-        for p in &s.patches {
-            let text = String::from_utf8_lossy(&patch::read(p)?).into_owned();
-            files.extend(patch::touched_files(&text).with_context(|| format!("series {name}"))?);
-        }
+    for d in diffs {
+        files.extend(patch::touched_files(&d.diff).with_context(|| format!("series {}", d.name))?);
     }
     Ok(files.into_iter().collect())
 }

@@ -43,6 +43,11 @@ pub(super) fn build_variants(
     let states = {
         let _turn = tree_turn(run, &opts.work_dir, ui)?;
         let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
+        if base_ref.is_none() {
+            // the source's own copy, pristine now: the coverage step's copies of the series'
+            // files come from here, not from the source again (where that fails, from the source)
+            let _ = crate::coverage::cache::keep_pristine(m, &opts.work_dir, &tree.dir, &run.log("tree.log"));
+        }
         // series states against the base
         classify(m, &m.series_names(), &tree, &opts.work_dir)?
     };
@@ -213,13 +218,7 @@ pub fn gone(variant: &str, key: &str, dir: &Path, run_dir: &Path) -> crate::kern
 fn variant_tree(m: &Matrix, git_ref: Option<&str>, work: &WorkDir, log: &Path) -> Result<Tree> {
     match git_ref {
         Some(r) => Tree::prepare_ref(&m.kernel.source, r, work, log),
-        None => {
-            let tree = Tree::prepare(&m.kernel.source, work, log)?;
-            // pristine now: the coverage step's copies of the series' files come from here, not
-            // from the source again (where that fails, the step copies them from the source)
-            let _ = crate::coverage::cache::keep_pristine(m, work, &tree.dir, log);
-            Ok(tree)
-        }
+        None => Tree::prepare(&m.kernel.source, work, log),
     }
 }
 

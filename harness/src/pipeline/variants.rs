@@ -40,17 +40,7 @@ pub(super) fn build_variants(
 ) -> Result<Built<Artifact>> {
     ui.stage("tree", &format!("preparing {}", m.kernel.source.display()));
     let base_ref = m.variant("base").and_then(|b| b.git_ref.clone());
-    let states = {
-        let _turn = tree_turn(run, &opts.work_dir, ui)?;
-        let tree = variant_tree(m, base_ref.as_deref(), &opts.work_dir, &run.log("tree.log"))?;
-        if base_ref.is_none() {
-            // the source's own copy, pristine now: the coverage step's copies of the series'
-            // files come from here, not from the source again (where that fails, from the source)
-            let _ = crate::coverage::cache::keep_pristine(m, &opts.work_dir, &tree.dir, &run.log("tree.log"));
-        }
-        // series states against the base
-        classify(m, &m.series_names(), &tree, &opts.work_dir)?
-    };
+    let states = base_states(run, m, base_ref.as_deref(), &opts.work_dir, ui)?;
     for (s, st) in &states {
         run.event(&Event::Series {
             series: s.clone(),
@@ -211,6 +201,26 @@ pub fn gone(variant: &str, key: &str, dir: &Path, run_dir: &Path) -> crate::kern
         dir: dir.display().to_string(),
         run_dir: run_dir.display().to_string(),
     }
+}
+
+/// Every series' state against the base tree (checked out at the base's
+/// `ref:`, if it has one).
+fn base_states(
+    run: &Run,
+    m: &Matrix,
+    base_ref: Option<&str>,
+    work: &WorkDir,
+    ui: &Ui,
+) -> Result<BTreeMap<String, SeriesState>> {
+    let _turn = tree_turn(run, work, ui)?;
+    let log = run.log("tree.log");
+    let tree = variant_tree(m, base_ref, work, &log)?;
+    if base_ref.is_none() {
+        // the source's own copy, pristine now: the coverage step's copies of the series'
+        // files come from here, not from the source again (where that fails, from the source)
+        let _ = crate::coverage::cache::keep_pristine(m, work, &tree.dir, &log);
+    }
+    classify(m, &m.series_names(), &tree, work)
 }
 
 /// The work tree of a variant: the source's own copy, or with `ref:` the

@@ -53,9 +53,11 @@ enum Counting {
 
 /// Counters of one chunk of slots.
 enum Chunk {
-    /// `CHUNK * vcpus` counters, slot-major: slot `s`, vCPU `v` at
-    /// `s * vcpus + v`. Never moved or freed, so a block's callback can
-    /// hold the address of its slot.
+    /// `CHUNK * vcpus` counters, vCPU-major: vCPU `v`, slot `s` at
+    /// `v * CHUNK + s`, so one vCPU's counters are dense (eight blocks a
+    /// cache line at any vCPU count: slot-major, a vCPU's blocks were
+    /// `vcpus * 8` bytes apart, a line each from 8 vCPUs up). Never moved
+    /// or freed, so a block's callback can hold the address of its slot.
     Own(Box<[AtomicU64]>),
     /// A scoreboard whose per-vCPU entry is `CHUNK` u64s.
     Board(*mut qemu_plugin_scoreboard),
@@ -92,12 +94,11 @@ impl State {
             let hi = n.min(lo + CHUNK);
             match ch {
                 Chunk::Own(c) => {
-                    let k = vcpus as usize;
-                    for (j, slot) in v[lo..hi].iter_mut().enumerate() {
-                        *slot += c[j * k..(j + 1) * k]
-                            .iter()
-                            .map(|x| x.load(Ordering::Relaxed))
-                            .sum::<u64>();
+                    for cpu in 0..vcpus as usize {
+                        let own = &c[cpu * CHUNK..cpu * CHUNK + (hi - lo)];
+                        for (slot, x) in v[lo..hi].iter_mut().zip(own) {
+                            *slot += x.load(Ordering::Relaxed);
+                        }
                     }
                 }
                 Chunk::Board(b) => {
@@ -138,7 +139,7 @@ impl State {
             }
         };
         match &self.chunks[slot / CHUNK] {
-            Chunk::Own(c) => Counter::Own(&c[(slot % CHUNK) * vcpus as usize] as *const AtomicU64),
+            Chunk::Own(c) => Counter::Own(&c[slot % CHUNK] as *const AtomicU64),
             Chunk::Board(b) => Counter::Board(qemu_plugin_u64 {
                 score: *b,
                 offset: (slot % CHUNK) * 8,
@@ -269,7 +270,7 @@ impl Register for Profiler {
                 }
             };
             let what = data.as_ref().map_or(String::new(), |p| p.display().to_string());
-            Some(Cont::new(&syms, &text).map_err(|e| fail(format!("{what}: {e}")))?)
+            Some(Cont::new(&syms, &text, vcpus).map_err(|e| fail(format!("{what}: {e}")))?)
         } else {
             None
         };
@@ -488,9 +489,10 @@ unsafe extern "C" fn on_tb(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
 
 /// A block was entered: add 1 to its slot's counter of this vCPU.
 unsafe extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
-    // SAFETY: udata is the slot's first counter; the slot has one per vCPU
-    // and vcpu < max_vcpus. Only this vCPU's thread writes this counter.
-    let c = unsafe { &*(udata as *const AtomicU64).add(vcpu as usize) };
+    // SAFETY: udata is the slot's counter of vCPU 0 in a chunk of CHUNK
+    // counters per vCPU, and vcpu < max_vcpus. Only this vCPU's thread
+    // writes this counter.
+    let c = unsafe { &*(udata as *const AtomicU64).add(vcpu as usize * CHUNK) };
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 

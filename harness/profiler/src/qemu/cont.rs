@@ -1,7 +1,7 @@
 //! The contention counts' glue (`contention=on`): the memory callback on
 //! every kernel atomic read-modify-write, the entry callbacks on the
 //! kernel's lock functions, the executing vCPU found by its per-CPU base,
-//! and a global instruction count for lock holds (the counting itself is
+//! and each vCPU's instruction count for lock holds (the counting itself is
 //! `crate::contention`).
 
 use std::collections::HashMap;
@@ -20,8 +20,13 @@ use crate::syscalls;
 pub(super) struct Cont {
     pub(super) data: Data,
     pub(super) watch: Watch,
-    /// Instructions executed by every vCPU so far (lock holds).
-    insns: AtomicU64,
+    /// Instructions each vCPU executed so far, by QEMU's vCPU index: a
+    /// hold is the holder's own instructions. (One count over every vCPU
+    /// also took in the slices of the other vCPUs that QEMU's round robin
+    /// ran while the holder waited for its turn: at 256 vCPUs a hold that
+    /// spans a turn grew by up to a whole round.) Each is written only by
+    /// its vCPU's thread.
+    insns: Box<[AtomicU64]>,
     inner: Mutex<Inner>,
 }
 
@@ -33,9 +38,9 @@ pub(super) struct Inner {
 }
 
 impl Cont {
-    /// The counter of the kernel in `syms`, with its static data from the
-    /// data symbols file's text.
-    pub(super) fn new(syms: &Symbols, data: &str) -> Result<Cont, String> {
+    /// The counter of the kernel in `syms` on `vcpus` vCPUs, with its
+    /// static data from the data symbols file's text.
+    pub(super) fn new(syms: &Symbols, data: &str, vcpus: u32) -> Result<Cont, String> {
         let data = Symbols::parse(data)?;
         let watch = Watch::of(syms);
         if watch.acquires() == 0 {
@@ -44,7 +49,7 @@ impl Cont {
         Ok(Cont {
             data: Data::new(data),
             watch,
-            insns: AtomicU64::new(0),
+            insns: (0..vcpus.max(1)).map(|_| AtomicU64::new(0)).collect(),
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -84,13 +89,14 @@ pub(super) unsafe extern "C" fn on_block_counted(vcpu: c_uint, udata: *mut c_voi
     let b = unsafe { &*(udata as *const syscalls::Block) };
     // SAFETY: as in on_block.
     unsafe { on_block(vcpu, b.counter as *mut c_void) };
-    count(g(), b.insns);
+    count(g(), vcpu, b.insns);
 }
 
-/// Adds a block's instructions to the global count, if contention is on.
-pub(super) fn count(g: &Global, insns: u64) {
-    if let Some(c) = &g.cont {
-        c.insns.fetch_add(insns, Ordering::Relaxed);
+/// Adds a block's instructions to vCPU `vcpu`'s count, if contention is on.
+pub(super) fn count(g: &Global, vcpu: c_uint, insns: u64) {
+    if let Some(n) = g.cont.as_ref().and_then(|c| c.insns.get(vcpu as usize)) {
+        // only this vCPU's thread writes it: no locked add needed
+        n.store(n.load(Ordering::Relaxed) + insns, Ordering::Relaxed);
     }
 }
 
@@ -108,7 +114,7 @@ pub(super) unsafe extern "C" fn on_rmw(_vcpu: c_uint, _info: qemu_plugin_meminfo
 }
 
 /// A watched lock function was entered; udata is its function.
-pub(super) unsafe extern "C" fn on_lock_fn(_vcpu: c_uint, udata: *mut c_void) {
+pub(super) unsafe extern "C" fn on_lock_fn(vcpu: c_uint, udata: *mut c_void) {
     let g = g();
     let Some(c) = &g.cont else { return };
     if !g.open.load(Ordering::Relaxed) {
@@ -118,7 +124,7 @@ pub(super) unsafe extern "C" fn on_lock_fn(_vcpu: c_uint, udata: *mut c_void) {
     let (Some(role), Some(base), Some(lock)) = (c.watch.roles.get(&func), percpu_base(g), read_reg(&g.rdi)) else {
         return;
     };
-    let now = c.insns.load(Ordering::Relaxed);
+    let now = c.insns.get(vcpu as usize).map_or(0, |n| n.load(Ordering::Relaxed));
     match *role {
         Role::Acquire(kind, hold) => {
             // the caller: the return address at the stack pointer

@@ -63,7 +63,7 @@ pub(super) unsafe extern "C" fn on_block_sys(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: as in on_block.
     unsafe { on_block(vcpu, b.counter as *mut c_void) };
     let g = g();
-    count(g, b.insns);
+    count(g, vcpu, b.insns);
     let Some(sys) = &g.sys else { return };
     let key = if sys.whoami { percpu_base(g) } else { Some(1) };
     let Some(v) = key.and_then(|k| sys.seats.get(k)) else {

@@ -215,9 +215,24 @@ pub struct CellContention {
     pub from: Option<String>,
 }
 
-/// The CPU counts a cell's contention is modelled at: the mission's, which
-/// this project's hosts cannot measure.
+/// The CPU counts a cell's contention is modelled at: the mission's.
 pub const MODEL_CPUS: [u32; 3] = [26, 256, 448];
+
+/// Of a run's measured vCPU counts `measured`, the one whose counts feed
+/// the model at `cpus`: `cpus` itself when measured, else the largest
+/// count below it, else the smallest (counts taken nearest the predicted
+/// count, never extrapolated downward when they need not be).
+pub fn model_source(cpus: u32, measured: &[u32]) -> Option<u32> {
+    if measured.contains(&cpus) {
+        return Some(cpus);
+    }
+    measured
+        .iter()
+        .copied()
+        .filter(|&m| m < cpus)
+        .max()
+        .or_else(|| measured.iter().copied().min())
+}
 
 /// A cell's throughput at [`MODEL_CPUS`] from its per-op demands
 /// ([`crate::stats::model`]), base against the variant. Labelled: a model,
@@ -230,8 +245,25 @@ pub struct CellModel {
     pub constants: model::Constants,
     /// Instructions per op, base and variant (the private work).
     pub insns: (f64, f64),
-    /// The bands and their ratio at each CPU count.
+    /// The vCPU count the counts it is fed were measured at.
+    pub counts_at: u32,
+    /// The bands and their ratio at each CPU count these counts stand for
+    /// (in a run measured at several counts, each CPU count is modelled
+    /// from the cell measured nearest it: [`model_source`]).
     pub at: Vec<model::Compared>,
+}
+
+impl CellModel {
+    /// Where the model's figures at `cpus` come from: `counts at N vCPUs`
+    /// when measured at the count it predicts, else `extrapolated from M
+    /// vCPUs`.
+    pub fn source(&self, cpus: u32) -> String {
+        if cpus == self.counts_at {
+            format!("counts at {cpus} vCPUs")
+        } else {
+            format!("extrapolated from {} vCPUs", self.counts_at)
+        }
+    }
 }
 
 /// The demands of one side of a contention profile: every row a serial
@@ -286,15 +318,33 @@ fn demands(d: &contention::Diff, insns: f64, variant: bool) -> model::Demands {
     model::Demands { insns, resources }
 }
 
-/// The model of a contention profile whose sides run `insns` instructions
-/// per op.
-pub fn model_of(d: &contention::Diff, insns: (f64, f64)) -> CellModel {
+/// The model of a contention profile measured at `counts_at` vCPUs whose
+/// sides run `insns` instructions per op, at every [`MODEL_CPUS`].
+pub fn model_of(d: &contention::Diff, insns: (f64, f64), counts_at: u32) -> CellModel {
     let c = model::Constants::default();
     CellModel {
         label: c.text(),
         constants: c,
         insns,
+        counts_at,
         at: model::compare(&demands(d, insns.0, false), &demands(d, insns.1, true), &c, &MODEL_CPUS),
+    }
+}
+
+/// Keeps in each cell's model only the CPU counts its counts are the
+/// nearest measured ones for ([`model_source`]), among the cells of the
+/// same benchmark and variant: a run measured at 2, 8 and 256 vCPUs models
+/// 256 and 448 CPUs from its 256-vCPU counts and 26 from its 8-vCPU ones.
+fn keep_nearest(cells: &mut [CellContention]) {
+    let measured: BTreeMap<(String, String), Vec<u32>> = cells.iter().fold(BTreeMap::new(), |mut m, c| {
+        m.entry((c.benchmark.clone(), c.variant.clone()))
+            .or_insert_with(Vec::new)
+            .push(c.vcpus);
+        m
+    });
+    for c in cells.iter_mut() {
+        let counts = &measured[&(c.benchmark.clone(), c.variant.clone())];
+        c.model.at.retain(|a| model_source(a.cpus, counts) == Some(c.vcpus));
     }
 }
 
@@ -324,7 +374,7 @@ pub fn contention_cells(
             .entry((benchmark.clone(), vcpus))
             .or_insert_with(|| boots(dir, events, "base", vcpus, &benchmark, notes));
         let var = boots(dir, events, &variant, vcpus, &benchmark, notes);
-        if let Some((diff, model)) = contention_of(base, &var) {
+        if let Some((diff, model)) = contention_of(base, &var, vcpus) {
             out.push(CellContention {
                 benchmark,
                 vcpus,
@@ -335,6 +385,7 @@ pub fn contention_cells(
             });
         }
     }
+    keep_nearest(&mut out);
     out
 }
 
@@ -374,12 +425,13 @@ pub fn cell_contention(
 ) -> Option<(contention::Diff, CellModel)> {
     let base = boots(dir, events, "base", vcpus, benchmark, notes);
     let var = boots(dir, events, variant, vcpus, benchmark, notes);
-    contention_of(&base, &var)
+    contention_of(&base, &var, vcpus)
 }
 
-/// The contention profile of a variant's boots against base's, and its
-/// model; `None` unless every boot on both sides carries contention counts.
-fn contention_of(base: &[PerOp], variant: &[PerOp]) -> Option<(contention::Diff, CellModel)> {
+/// The contention profile of a variant's boots against base's at `vcpus`,
+/// and its model; `None` unless every boot on both sides carries
+/// contention counts.
+fn contention_of(base: &[PerOp], variant: &[PerOp], vcpus: u32) -> Option<(contention::Diff, CellModel)> {
     let counts = |boots: &[PerOp]| -> Option<(Vec<contention::PerOp>, f64)> {
         let insns: Vec<f64> = boots.iter().map(|b| b.total_insns).collect();
         let with: Vec<contention::PerOp> = boots.iter().filter_map(|b| b.contention.clone()).collect();
@@ -388,7 +440,7 @@ fn contention_of(base: &[PerOp], variant: &[PerOp]) -> Option<(contention::Diff,
     let (base, bi) = counts(base)?;
     let (var, vi) = counts(variant)?;
     let diff = contention::diff(&base, &var, &contention::Options::default());
-    let model = model_of(&diff, (bi, vi));
+    let model = model_of(&diff, (bi, vi), vcpus);
     Some((diff, model))
 }
 
@@ -414,6 +466,7 @@ pub fn called_cells(
             });
         }
     }
+    keep_nearest(&mut out);
     out
 }
 
@@ -786,6 +839,49 @@ mod tests {
     }
 
     #[test]
+    fn each_modelled_count_takes_the_counts_measured_nearest_below_it() {
+        let run = [2, 8, 256];
+        let table = [(26, Some(8)), (256, Some(256)), (448, Some(256))];
+        for (cpus, want) in table {
+            assert_eq!(model_source(cpus, &run), want, "{cpus} CPUs from {run:?}");
+        }
+        assert_eq!(model_source(448, &[2]), Some(2), "one count feeds every one");
+        assert_eq!(model_source(26, &[64, 448]), Some(64), "only larger: the nearest");
+        assert_eq!(model_source(26, &[]), None);
+    }
+
+    #[test]
+    fn a_run_at_several_counts_models_each_count_from_its_nearest_cell_once() {
+        let d = contention::diff(&[], &[], &contention::Options::default());
+        let cell = |vcpus: u32| CellContention {
+            benchmark: "b".into(),
+            vcpus,
+            variant: "v".into(),
+            diff: d.clone(),
+            model: model_of(&d, (1000.0, 1000.0), vcpus),
+            from: None,
+        };
+        let mut cells = vec![cell(2), cell(8), cell(256)];
+        keep_nearest(&mut cells);
+        let at = |c: &CellContention| c.model.at.iter().map(|a| a.cpus).collect::<Vec<_>>();
+        assert_eq!(at(&cells[0]), Vec::<u32>::new(), "2 vCPUs feed nothing");
+        assert_eq!(at(&cells[1]), [26], "8 vCPUs feed 26 CPUs");
+        assert_eq!(at(&cells[2]), [256, 448]);
+        assert_eq!(cells[2].model.source(256), "counts at 256 vCPUs");
+        assert_eq!(cells[2].model.source(448), "extrapolated from 256 vCPUs");
+        let text = crate::report::render::compact::model_text(&cells[1].model, 100);
+        assert!(
+            text.contains("at 26 CPUs (extrapolated from 8 vCPUs): variant/base 1.000–1.000"),
+            "{text}"
+        );
+        let none = crate::report::render::compact::model_text(&cells[0].model, 100);
+        assert!(
+            none.contains("no CPU count modelled from these 2-vCPU counts"),
+            "{none}"
+        );
+    }
+
+    #[test]
     fn the_model_takes_a_rows_noise_for_both_sides_and_a_lock_once() {
         let per_op = |bucket: u64, lock: u64| {
             let x = format!(
@@ -805,7 +901,7 @@ mod tests {
         let noisy = [per_op(0, 10), per_op(0, 10), per_op(150, 10)];
         let d = contention::diff(&base, &noisy, &contention::Options::default());
         assert_eq!(d.verdict, contention::Verdict::Same);
-        let m = model_of(&d, (10_010.0, 10_010.0));
+        let m = model_of(&d, (10_010.0, 10_010.0), 2);
         assert!(
             m.at.iter().all(|c| c.ratio == (1.0, 1.0)),
             "noise moves no band: {:?}",

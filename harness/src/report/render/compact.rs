@@ -482,10 +482,18 @@ pub fn model_text(m: &crate::report::profiles::CellModel, width: usize) -> Strin
         width,
         6,
     );
+    if m.at.is_empty() {
+        let line = format!(
+            "      no CPU count modelled from these {}-vCPU counts: the run measured counts nearer each",
+            m.counts_at
+        );
+        out.push_str(&wrap(&line, width, 8));
+    }
     for c in &m.at {
         let line = format!(
-            "      at {} CPUs: variant/base {:.3}–{:.3}; base {}–{} ops/s, variant {}–{} ops/s",
+            "      at {} CPUs ({}): variant/base {:.3}–{:.3}; base {}–{} ops/s, variant {}–{} ops/s",
             c.cpus,
+            m.source(c.cpus),
             c.ratio.0,
             c.ratio.1,
             num(c.base.low),

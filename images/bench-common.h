@@ -18,6 +18,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -169,6 +170,45 @@ static inline void bench_child_setup(pid_t pgid, pid_t parent, int pdeathsig)
 }
 
 /*
+ * The start gate: workers forked one by one wait in bench_gate_wait() until
+ * the parent has forked them all and calls bench_gate_release(), then start
+ * together (as will-it-scale's do). Under the instruction-counting clock the
+ * guest's time is every vCPU's instructions together, so workers already
+ * running while the parent forks the rest make setup cost O(N^2): 19.9 guest
+ * seconds before a 0.1 s window at 256 vCPUs, against 0.37 at 26
+ * (docs/measurements/2026-12-07-icount-at-scale.md). Waiting workers sleep.
+ */
+static int bench_gate[2] = { -1, -1 };
+
+/* Before the first fork; returns -1 with errno on failure. */
+static inline int bench_gate_open(void)
+{
+	return pipe2(bench_gate, O_CLOEXEC);
+}
+
+/* In a worker right after fork: returns once the parent released the gate
+ * (every write end closed: the read sees end of file). */
+static inline void bench_gate_wait(void)
+{
+	char c;
+
+	close(bench_gate[1]);
+	while (read(bench_gate[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close(bench_gate[0]);
+}
+
+/* In the parent once every worker is forked (or on failure). */
+static inline void bench_gate_release(void)
+{
+	if (bench_gate[1] >= 0)
+		close(bench_gate[1]);
+	if (bench_gate[0] >= 0)
+		close(bench_gate[0]);
+	bench_gate[0] = bench_gate[1] = -1;
+}
+
+/*
  * Kill process group `pgid` and every pid in pids[0..n) with SIGKILL, then
  * reap children until none are left. The caller should be a child subreaper
  * (PR_SET_CHILD_SUBREAPER) so that orphaned grandchildren are reaped here too.
@@ -229,10 +269,11 @@ static inline void bench_mark(uint32_t leaf, uint64_t ops)
 /*
  * Per-second sampler shared by doexec and forkexec.
  *
- * Calls sum(ctx) at t0 and at absolute deadlines t0+1s, t0+2s, ...
- * (clock_nanosleep TIMER_ABSTIME on CLOCK_MONOTONIC) and prints, for each of
- * the warmup+duration intervals, the delta divided by the measured elapsed
- * time of that interval. Between samples, any child that has exited is
+ * Calls sum(ctx) at t0 and at absolute deadlines (clock_nanosleep
+ * TIMER_ABSTIME on CLOCK_MONOTONIC): one second apart for the warmup
+ * intervals, then sample_ms apart for the duration measured ones, and
+ * prints, for each interval, the delta divided by the measured elapsed
+ * time of that interval (a rate per second whatever its length). Between samples, any child that has exited is
  * treated as a failure (workers never exit on their own).
  *
  * The profiler's window opens at the start of the first measured
@@ -243,7 +284,7 @@ static inline void bench_mark(uint32_t leaf, uint64_t ops)
  * if a child died unexpectedly (message already printed).
  */
 static inline int bench_run_sampler(const char *metric, const char *unit,
-				    int warmup, int duration,
+				    int warmup, int duration, long sample_ms,
 				    uint64_t (*sum)(void *), void *ctx,
 				    uint64_t *total_out)
 {
@@ -264,7 +305,16 @@ static inline int bench_run_sampler(const char *metric, const char *unit,
 		pid_t p;
 		int st;
 
-		deadline.tv_sec += 1;
+		if (i < warmup) {
+			deadline.tv_sec += 1;
+		} else {
+			deadline.tv_sec += sample_ms / 1000;
+			deadline.tv_nsec += (sample_ms % 1000) * 1000000L;
+			if (deadline.tv_nsec >= 1000000000L) {
+				deadline.tv_sec += 1;
+				deadline.tv_nsec -= 1000000000L;
+			}
+		}
 		for (;;) {
 			int r;
 

@@ -1,7 +1,7 @@
 /*
  * doexec - execve() throughput microbenchmark.
  *
- *   doexec [-w WORKERS] [-d DURATION_S] [-W WARMUP_S] [-t DIR]
+ *   doexec [-w WORKERS] [-d DURATION_S] [-m SAMPLE_MS] [-W WARMUP_S] [-t DIR]
  *
  * The parent copies its own executable (/proc/self/exe) to WORKERS separate
  * files DIR/doexec.<pid>.<i> (mode 0755), so that every worker execs its own
@@ -94,6 +94,7 @@ static void cleanup(struct state *st)
 {
 	int i;
 
+	bench_gate_release();
 	bench_kill_and_reap(st->pgid, st->pids, st->nworkers);
 	for (i = 0; i < st->nworkers; i++) {
 		if (st->copies[i]) {
@@ -167,9 +168,10 @@ fail:
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s [-w WORKERS] [-d DURATION_S] [-W WARMUP_S] [-t DIR]\n"
+		"usage: %s [-w WORKERS] [-d DURATION_S] [-m SAMPLE_MS] [-W WARMUP_S] [-t DIR]\n"
 		"  -w WORKERS    worker processes (default: online CPUs)\n"
-		"  -d DURATION_S measured seconds (default 5)\n"
+		"  -d DURATION_S measured samples, each a second by default (default 5)\n"
+		"  -m SAMPLE_MS  length of each measured sample in ms (default 1000)\n"
 		"  -W WARMUP_S   warmup seconds, reported with warmup=1 (default 1, 0 allowed)\n"
 		"  -t DIR        directory for binary copies/counter files (default /tmp)\n",
 		program_invocation_short_name);
@@ -180,6 +182,7 @@ int main(int argc, char **argv)
 	struct state st;
 	const char *dir = "/tmp";
 	int workers = 0, duration = 5, warmup = 1;
+	long sample_ms = 1000;
 	int exe_fd, opt, i, r;
 	pid_t self = getpid();
 	uint64_t total = 0;
@@ -190,13 +193,16 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], WORKER_MAGIC) == 0)
 		worker_main(argv);
 
-	while ((opt = getopt(argc, argv, "w:d:W:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "w:d:m:W:t:h")) != -1) {
 		switch (opt) {
 		case 'w':
 			workers = (int)bench_parse_long('w', optarg, 1, BENCH_MAX_WORKERS);
 			break;
 		case 'd':
 			duration = (int)bench_parse_long('d', optarg, 1, BENCH_MAX_SECONDS);
+			break;
+		case 'm':
+			sample_ms = bench_parse_long('m', optarg, 1, BENCH_MAX_SECONDS * 1000L);
 			break;
 		case 'W':
 			warmup = (int)bench_parse_long('W', optarg, 0, BENCH_MAX_SECONDS);
@@ -264,6 +270,10 @@ int main(int argc, char **argv)
 	}
 	close(exe_fd);
 
+	if (bench_gate_open() < 0) {
+		bench_err("pipe: %s", strerror(errno));
+		die_cleanup(&st, 1);
+	}
 	for (i = 0; i < workers; i++) {
 		char ctrpath[PATH_MAX], fdstr[16];
 		char *wargv[4];
@@ -307,6 +317,7 @@ int main(int argc, char **argv)
 			static char *const empty_env[] = { NULL };
 
 			bench_child_setup(st.pgid, self, 1);
+			bench_gate_wait();
 			/* Our counter fd must survive execve; all others are O_CLOEXEC. */
 			if (fcntl(fd, F_SETFD, 0) < 0)
 				worker_fail("fcntl", errno);
@@ -329,7 +340,8 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 
-	r = bench_run_sampler("execs_per_s", "execs/s", warmup, duration, sum_counters, &st, &total);
+	bench_gate_release();
+	r = bench_run_sampler("execs_per_s", "execs/s", warmup, duration, sample_ms, sum_counters, &st, &total);
 	cleanup(&st);
 	if (r > 0) {
 		bench_err("interrupted by signal %d, workers killed", r);

@@ -2,7 +2,7 @@
  * forkexec - fork + execv(PROGRAM) + waitpid throughput microbenchmark
  * (the "fork-intensive /bin/true loop").
  *
- *   forkexec [-w WORKERS] [-d DURATION_S] [-W WARMUP_S] [-p PROGRAM]
+ *   forkexec [-w WORKERS] [-d DURATION_S] [-m SAMPLE_MS] [-W WARMUP_S] [-p PROGRAM]
  *
  * WORKERS processes (default: online CPUs) each loop: fork(); the child
  * execv()s PROGRAM (default /bin/true) with argv {PROGRAM, NULL}; the worker
@@ -102,9 +102,10 @@ static __attribute__((noreturn)) void worker_loop(struct slot *slot, const char 
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s [-w WORKERS] [-d DURATION_S] [-W WARMUP_S] [-p PROGRAM]\n"
+		"usage: %s [-w WORKERS] [-d DURATION_S] [-m SAMPLE_MS] [-W WARMUP_S] [-p PROGRAM]\n"
 		"  -w WORKERS    worker processes (default: online CPUs)\n"
-		"  -d DURATION_S measured seconds (default 5)\n"
+		"  -d DURATION_S measured samples, each a second by default (default 5)\n"
+		"  -m SAMPLE_MS  length of each measured sample in ms (default 1000)\n"
 		"  -W WARMUP_S   warmup seconds, reported with warmup=1 (default 1, 0 allowed)\n"
 		"  -p PROGRAM    program to fork+exec (default /bin/true)\n",
 		program_invocation_short_name);
@@ -115,18 +116,22 @@ int main(int argc, char **argv)
 	struct state st;
 	const char *prog = "/bin/true";
 	int workers = 0, duration = 5, warmup = 1;
+	long sample_ms = 1000;
 	int opt, i, r;
 	pid_t self = getpid();
 	uint64_t total = 0, errors;
 	sigset_t oldmask;
 
-	while ((opt = getopt(argc, argv, "w:d:W:p:h")) != -1) {
+	while ((opt = getopt(argc, argv, "w:d:m:W:p:h")) != -1) {
 		switch (opt) {
 		case 'w':
 			workers = (int)bench_parse_long('w', optarg, 1, BENCH_MAX_WORKERS);
 			break;
 		case 'd':
 			duration = (int)bench_parse_long('d', optarg, 1, BENCH_MAX_SECONDS);
+			break;
+		case 'm':
+			sample_ms = bench_parse_long('m', optarg, 1, BENCH_MAX_SECONDS * 1000L);
 			break;
 		case 'W':
 			warmup = (int)bench_parse_long('W', optarg, 0, BENCH_MAX_SECONDS);
@@ -180,10 +185,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (bench_gate_open() < 0) {
+		bench_err("pipe: %s", strerror(errno));
+		return 1;
+	}
 	for (i = 0; i < workers; i++) {
 		pid_t pid;
 
 		if (bench_stop_sig) {
+			bench_gate_release();
 			bench_kill_and_reap(st.pgid, st.pids, workers);
 			return 128 + bench_stop_sig;
 		}
@@ -191,6 +201,7 @@ int main(int argc, char **argv)
 		pid = fork();
 		if (pid == 0) {
 			bench_child_setup(st.pgid, self, 1);
+			bench_gate_wait();
 			worker_loop(&st.slots[i], prog);
 		}
 		if (pid < 0) {
@@ -198,6 +209,7 @@ int main(int argc, char **argv)
 
 			bench_restore_signals(&oldmask);
 			bench_err("fork worker %d: %s", i, strerror(e));
+			bench_gate_release();
 			bench_kill_and_reap(st.pgid, st.pids, workers);
 			return 1;
 		}
@@ -208,7 +220,8 @@ int main(int argc, char **argv)
 		bench_restore_signals(&oldmask);
 	}
 
-	r = bench_run_sampler("forkexecs_per_s", "forkexecs/s", warmup, duration, sum_done, &st, &total);
+	bench_gate_release();
+	r = bench_run_sampler("forkexecs_per_s", "forkexecs/s", warmup, duration, sample_ms, sum_done, &st, &total);
 	bench_kill_and_reap(st.pgid, st.pids, workers);
 	errors = sum_errors(&st);
 	if (r > 0) {

@@ -22,19 +22,35 @@ pub use crate::config::{
 pub fn command(b: &Benchmark, nproc: u32) -> String {
     let t = b.timeout_s;
     match &b.kind {
-        BenchKind::Doexec { link, workers, duration_s, warmup_s } => {
+        BenchKind::Doexec {
+            link,
+            workers,
+            duration_s,
+            sample_ms,
+            warmup_s,
+        } => {
             let prog = match link {
                 Link::Static => "doexec-static",
                 Link::Shared => "doexec-shared",
             };
-            format!("/bench/run {t} /bench/{prog} -w {} -d {duration_s} -W {warmup_s}", workers.resolve(nproc))
+            format!(
+                "/bench/run {t} /bench/{prog} -w {} -d {duration_s}{} -W {warmup_s}",
+                workers.resolve(nproc),
+                sample_flag(*sample_ms)
+            )
         }
         BenchKind::ForkPrlimit { fanout, iterations, usleep_us } => {
             format!("/bench/run {t} /bench/forkprlimit -f {fanout} -i {iterations} -u {usleep_us}")
         }
-        BenchKind::ForkExec { workers, duration_s, warmup_s } => format!(
-            "/bench/run {t} /bench/forkexec -w {} -d {duration_s} -W {warmup_s} -p /bin/true",
-            workers.resolve(nproc)
+        BenchKind::ForkExec {
+            workers,
+            duration_s,
+            sample_ms,
+            warmup_s,
+        } => format!(
+            "/bench/run {t} /bench/forkexec -w {} -d {duration_s}{} -W {warmup_s} -p /bin/true",
+            workers.resolve(nproc),
+            sample_flag(*sample_ms)
         ),
         BenchKind::TestVmalloc {
             nr_threads,
@@ -76,6 +92,16 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
             t,
             nproc,
         ),
+    }
+}
+
+/// The sampler's `-m` for samples other than a second's (the default
+/// keeps the command of a run recorded before `sample_ms` unchanged).
+fn sample_flag(sample_ms: u32) -> String {
+    if sample_ms == 1000 {
+        String::new()
+    } else {
+        format!(" -m {sample_ms}")
     }
 }
 
@@ -542,9 +568,20 @@ mod tests {
             link: Link::Shared,
             workers: Count::Named(crate::config::NprocWord::Nproc),
             duration_s: 5,
+            sample_ms: 1000,
             warmup_s: 1,
         });
         assert_eq!(command(&d, 26), "/bench/run 60 /bench/doexec-shared -w 26 -d 5 -W 1");
+        let short = bench(BenchKind::ForkExec {
+            workers: Count::Fixed(256),
+            duration_s: 1,
+            sample_ms: 50,
+            warmup_s: 0,
+        });
+        assert_eq!(
+            command(&short, 256),
+            "/bench/run 60 /bench/forkexec -w 256 -d 1 -m 50 -W 0 -p /bin/true"
+        );
         let f = bench(BenchKind::ForkPrlimit {
             fanout: 6,
             iterations: 5000,

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::contention::{self, Class, Key, Object};
+use super::contention::{self, Key};
 use super::diff::{Pair, Stat};
 use super::PerOp;
 

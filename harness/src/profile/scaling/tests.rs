@@ -7,6 +7,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
+use crate::profile::contention::{Class, Object};
 use crate::profile::contention::{PerOp as ContentionPerOp, RowPerOp};
 use crate::profile::FnPerOp;
 

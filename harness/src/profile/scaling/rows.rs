@@ -11,7 +11,7 @@ use crate::profile::PerOp;
 
 /// Every contention row of any boot at any count: the marked first, then
 /// those held back, then by |interaction| in thresholds.
-pub(super) fn contention_rows(counts: &[Count], enough: bool, o: &Options) -> Vec<Row> {
+pub(super) fn contention_rows(counts: &[Count], insns: f64, enough: bool, o: &Options) -> Vec<Row> {
     let keys: BTreeSet<&Key> = counts
         .iter()
         .flat_map(|c| c.base.iter().chain(&c.variant))
@@ -21,7 +21,7 @@ pub(super) fn contention_rows(counts: &[Count], enough: bool, o: &Options) -> Ve
     let mut out = Vec::new();
     for k in keys {
         out.push(events_row(k, counts, enough, o));
-        if let Some(r) = hold_row(k, counts, enough, o) {
+        if let Some(r) = hold_row(k, counts, insns, enough, o) {
             out.push(r);
         }
     }
@@ -77,8 +77,11 @@ fn events_row(k: &Key, counts: &[Count], enough: bool, o: &Options) -> Row {
 }
 
 /// A lock's instructions held per acquisition, from the boots that
-/// measured a hold of it; None for a line or a lock no boot measured.
-fn hold_row(k: &Key, counts: &[Count], enough: bool, o: &Options) -> Option<Row> {
+/// measured a hold of it; None for a line or a lock no boot measured. Its
+/// threshold: the hold floor, 10% of base's hold at the largest count, and
+/// the instruction threshold `insns` over base's acquisitions per op there
+/// (the variant's where base takes none).
+fn hold_row(k: &Key, counts: &[Count], insns: f64, enough: bool, o: &Options) -> Option<Row> {
     let pick = |p: &PerOp| p.contention.as_ref()?.rows.get(k)?.hold;
     let measured = counts
         .iter()
@@ -87,6 +90,18 @@ fn hold_row(k: &Key, counts: &[Count], enough: bool, o: &Options) -> Option<Row>
     if !matches!(k.object, Object::Lock(_)) || !measured {
         return None;
     }
-    let threshold = |base: f64| o.hold_floor.max(o.contention.rel_floor * base);
+    // base's acquisitions per op at the largest count (the variant's for a
+    // lock base does not take there)
+    let acqs = |boots: &[&PerOp]| {
+        let xs: Vec<f64> = boots
+            .iter()
+            .filter_map(|p| Some(p.contention.as_ref()?.rows.get(k)?.events))
+            .collect();
+        crate::profile::diff::Stat::of(&xs).median
+    };
+    let last = &counts[counts.len() - 1];
+    let taken = [acqs(&last.base), acqs(&last.variant)].into_iter().find(|&a| a > 0.0);
+    let per_op = taken.map_or(0.0, |a| insns / a);
+    let threshold = |base: f64| o.hold_floor.max(o.contention.rel_floor * base).max(per_op);
     Some(row(spec(k, Measure::Hold, &pick), counts, &threshold, enough, o))
 }

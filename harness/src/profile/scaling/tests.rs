@@ -199,15 +199,27 @@ fn contention_rows_scale_by_the_contention_rules_floors() {
     let view = |b2: &[PerOp], b8: &[PerOp], v2: &[PerOp], v8: &[PerOp]| {
         scaling(&[Count::of(2, b2, v2), Count::of(8, b8, v8)], &options())
     };
-    let (b2, b8) = (boots(2.0, 100.0, 0.0), boots(2.0, 300.0, 0.0));
-    // held 100 -> 600 instructions against base's 100 -> 300: beyond 10% of base's 301
-    let s = view(&b2, &b8, &boots(2.0, 100.0, 0.0), &boots(2.0, 600.0, 0.0));
+    // taken 50 times an op, held 100 -> 600 instructions against base's
+    // 100 -> 300: beyond 10% of base's 301 and 5,000 / 50 instructions
+    let held = |acqs: f64| {
+        let (b2, b8) = (boots(acqs, 100.0, 0.0), boots(acqs, 300.0, 0.0));
+        view(&b2, &b8, &boots(acqs, 100.0, 0.0), &boots(acqs, 600.0, 0.0))
+    };
+    let s = held(50.0);
     let hold = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Hold);
     assert_eq!(
         (hold.mark, hold.threshold, s.verdict),
-        (Mark::Worse, 30.1, Verdict::Worse)
+        (Mark::Worse, 100.0, Verdict::Worse)
     );
     assert_eq!(hold.at[1].writers, None, "writers are the events row's");
+    // taken twice an op: 600 more instructions held per op, under 5,000
+    let s = held(2.0);
+    let hold = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Hold);
+    assert_eq!(
+        (hold.mark, hold.threshold, s.verdict),
+        (Mark::Within, 2500.0, Verdict::Same)
+    );
+    let (b2, b8) = (boots(2.0, 100.0, 0.0), boots(2.0, 300.0, 0.0));
     // acquisitions 2 -> 8 per op: beyond 0.75
     let s = view(&b2, &b8, &boots(2.0, 100.0, 0.0), &boots(8.0, 300.0, 0.0));
     let acqs = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Acquisitions);

@@ -84,24 +84,33 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             run.id,
             cell.from_clause()
         );
-        print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
-        match &contention {
-            Some((d, m)) => {
-                println!("contention: {}", d.summary(3));
-                for n in [d.short_of(cell.vcpus), d.held_back()].into_iter().flatten() {
-                    println!("{}", n.trim_start());
-                }
-                let top = a.top.unwrap_or(usize::MAX);
-                print!("{}", crate::report::render::compact::contention_rows(d, top, 100));
-                print!("{}", crate::report::render::compact::model_text(m, 100));
-            }
-            None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
-        }
+        let top = a.top.unwrap_or(usize::MAX);
+        print!("{}", cell.diff.text(top));
+        print!("{}", contention_view(contention.as_ref(), cell.vcpus, top));
         if let Some(s) = &scaling {
-            print!("{}", scaling_view(&cell, s, a.top.unwrap_or(usize::MAX)));
+            print!("{}", scaling_view(&cell, s, top));
         }
     }
     Ok(Exit::Done)
+}
+
+/// The cell's contention verdict, notes, first `top` rows and model, in
+/// 100 columns; or that the boots carry no counts.
+fn contention_view(
+    c: Option<&(crate::profile::contention::Diff, profiles::CellModel)>,
+    vcpus: u32,
+    top: usize,
+) -> String {
+    let Some((d, m)) = c else {
+        return "contention: not counted (the boots' profiles carry no contention counts)\n".into();
+    };
+    let mut out = format!("contention: {}\n", d.summary(3));
+    for n in [d.short_of(vcpus), d.held_back()].into_iter().flatten() {
+        out.push_str(&format!("{}\n", n.trim_start()));
+    }
+    out.push_str(&crate::report::render::compact::contention_rows(d, top, 100));
+    out.push_str(&crate::report::render::compact::model_text(m, 100));
+    out
 }
 
 /// The scaling view of the cell's variant on its benchmark across the

@@ -290,45 +290,48 @@ pub fn log2_curves(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
         H - 6.0
     );
     for (i, (name, pts)) in series.iter().enumerate() {
-        let c = PALETTE[i % PALETTE.len()];
         let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
-        let line: Vec<String> = pts
+        let at: Vec<(f64, [f64; 3], &Point)> = pts
             .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.x) + dx, py(p.y)))
+            .map(|p| (px(p.x) + dx, [p.lo, p.y, p.hi].map(py), p))
             .collect();
-        let _ = write!(
-            out,
-            r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
-            line.join(" ")
-        );
-        for p in pts {
-            let x = px(p.x) + dx;
-            let _ = write!(
-                out,
-                r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}" stroke-dasharray="2 2"/><circle cx="{x:.1}" cy="{:.1}" r="3" fill="{c}"><title>{}: median {} at {} vCPUs, boots [{}, {}]</title></circle>"#,
-                py(p.lo),
-                py(p.hi),
-                py(p.y),
-                esc(name),
-                fmt(p.y),
-                p.x,
-                fmt(p.lo),
-                fmt(p.hi)
-            );
-        }
-        let ly = T + 14.0 + i as f64 * 16.0;
-        let _ = write!(
-            out,
-            r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-            W - R + 10.0,
-            ly - 9.0,
-            W - R + 24.0,
-            ly,
-            esc(&cut(name, 20))
-        );
+        log2_curve(&mut out, i, name, &at);
     }
     out.push_str("</svg>");
     out
+}
+
+/// Side `i`'s line, its points (x, and y of its range's low end, median
+/// and high end, in pixels) with their range bars, and its legend entry.
+fn log2_curve(out: &mut String, i: usize, name: &str, at: &[(f64, [f64; 3], &Point)]) {
+    let c = PALETTE[i % PALETTE.len()];
+    let line: Vec<String> = at.iter().map(|(x, y, _)| format!("{x:.1},{:.1}", y[1])).collect();
+    let _ = write!(
+        out,
+        r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+        line.join(" ")
+    );
+    for (x, [lo, y, hi], p) in at {
+        let _ = write!(
+            out,
+            r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{lo:.1}" y2="{hi:.1}" stroke="{c}" stroke-dasharray="2 2"/><circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{c}"><title>{}: median {} at {} vCPUs, boots [{}, {}]</title></circle>"#,
+            esc(name),
+            fmt(p.y),
+            p.x,
+            fmt(p.lo),
+            fmt(p.hi)
+        );
+    }
+    let ly = T + 14.0 + i as f64 * 16.0;
+    let _ = write!(
+        out,
+        r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
+        W - R + 10.0,
+        ly - 9.0,
+        W - R + 24.0,
+        ly,
+        esc(&cut(name, 20))
+    );
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ pub fn shown(s: &Scaling) -> Vec<&Row> {
     out
 }
 
-/// The first `limit` rows of a view, each wrapped to `width`.
+/// The given rows of a view, each wrapped to `width`.
 pub fn rows_text(s: &Scaling, rows: &[&Row], width: usize) -> String {
     rows.iter().map(|r| wrap(&row_text(r, &s.vcpus), width, 6)).collect()
 }
@@ -142,8 +142,7 @@ pub fn section(r: &Report, width: usize) -> String {
         width,
         2,
     );
-    let mut rules: Vec<&str> = r.scaling.iter().map(|c| c.scaling.rule.as_str()).collect();
-    rules.dedup();
+    let rules: std::collections::BTreeSet<&str> = r.scaling.iter().map(|c| c.scaling.rule.as_str()).collect();
     for rule in rules {
         out.push_str(&wrap(&format!("  rule: {rule}"), width, 4));
     }

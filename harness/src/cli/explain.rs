@@ -5,14 +5,18 @@
 //! prints the cell's profile as one object (`benchmark`, `vcpus`,
 //! `variant`, `diff`: as in `report.json`'s `profiles`; and `contention`,
 //! the cell's contention profile as in `report.json`'s `contention`, when
-//! its boots carry contention counts).
+//! its boots carry contention counts; and `scaling`, the scaling view of
+//! the variant on the benchmark across the run's vCPU counts as in
+//! `report.json`'s `scaling`, when the run has profiles at two or more).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
 use super::{print_json, Exit, Global};
+use crate::profile::scaling::Scaling;
 use crate::report::profiles::{self, CellProfile};
+use crate::report::render::scaling as scaling_text;
 use crate::store;
 
 /// `harness explain`'s arguments.
@@ -41,6 +45,8 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let mut notes = Vec::new();
     let diff = profiles::cell(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
     let contention = profiles::cell_contention(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes);
+    let m = run.meta()?.matrix;
+    let scaling = crate::report::scaling::cell_scaling(&dir, &events, &m, &a.variant, &a.bench, &mut notes);
     for n in &notes {
         crate::ui::notice(n);
     }
@@ -60,11 +66,14 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             contention: Option<&'a crate::profile::contention::Diff>,
             #[serde(skip_serializing_if = "Option::is_none")]
             model: Option<&'a profiles::CellModel>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            scaling: Option<&'a Scaling>,
         }
         print_json(&Explained {
             cell: &cell,
             contention: contention.as_ref().map(|c| &c.0),
             model: contention.as_ref().map(|c| &c.1),
+            scaling: scaling.as_ref(),
         })?;
     } else {
         println!(
@@ -75,19 +84,46 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
             run.id,
             cell.from_clause()
         );
-        print!("{}", cell.diff.text(a.top.unwrap_or(usize::MAX)));
-        match &contention {
-            Some((d, m)) => {
-                println!("contention: {}", d.summary(3));
-                for n in [d.short_of(cell.vcpus), d.held_back()].into_iter().flatten() {
-                    println!("{}", n.trim_start());
-                }
-                let top = a.top.unwrap_or(usize::MAX);
-                print!("{}", crate::report::render::compact::contention_rows(d, top, 100));
-                print!("{}", crate::report::render::compact::model_text(m, 100));
-            }
-            None => println!("contention: not counted (the boots' profiles carry no contention counts)"),
+        let top = a.top.unwrap_or(usize::MAX);
+        print!("{}", cell.diff.text(top));
+        print!("{}", contention_view(contention.as_ref(), cell.vcpus, top));
+        if let Some(s) = &scaling {
+            print!("{}", scaling_view(&cell, s, top));
         }
     }
     Ok(Exit::Done)
+}
+
+/// The cell's contention verdict, notes, first `top` rows and model, in
+/// 100 columns; or that the boots carry no counts.
+fn contention_view(
+    c: Option<&(crate::profile::contention::Diff, profiles::CellModel)>,
+    vcpus: u32,
+    top: usize,
+) -> String {
+    let Some((d, m)) = c else {
+        return "contention: not counted (the boots' profiles carry no contention counts)\n".into();
+    };
+    let mut out = format!("contention: {}\n", d.summary(3));
+    for n in [d.short_of(vcpus), d.held_back()].into_iter().flatten() {
+        out.push_str(&format!("{}\n", n.trim_start()));
+    }
+    out.push_str(&crate::report::render::compact::contention_rows(d, top, 100));
+    out.push_str(&crate::report::render::compact::model_text(m, 100));
+    out
+}
+
+/// The scaling view of the cell's variant on its benchmark across the
+/// run's vCPU counts, its first `top` rows, in 100 columns.
+fn scaling_view(cell: &CellProfile, s: &Scaling, top: usize) -> String {
+    use crate::report::render::layout::wrap;
+    let title = crate::report::scaling::title(&cell.benchmark, &cell.variant, &s.vcpus);
+    let mut out = wrap(&format!("scaling, {title}: {}", scaling_text::summary(s, 3)), 100, 2);
+    if s.why.is_none() {
+        out.push_str(&wrap(&scaling_text::scheduler_text(s), 100, 2));
+    }
+    out.push_str(&wrap(&format!("rule: {}", s.rule), 100, 2));
+    let rows: Vec<_> = s.rows.iter().take(top).collect();
+    out.push_str(&scaling_text::rows_text(s, &rows, 100));
+    out
 }

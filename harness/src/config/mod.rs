@@ -26,6 +26,7 @@ pub use metrics::{
 pub use params::{BenchKind, Count, Link, NprocWord};
 pub use program::{Build, Executable, MetricSpec, Pattern, PLACEHOLDERS};
 pub use program_check::{missing_program, not_installed};
+pub use statistics::DEFAULT_THRESHOLD;
 pub use validated::{
     AccelChoice, BaseConfig, Benchmark, Clock, ContentionGate, Guest, InsteadOf, Kernel, Matrix, Pin, Sampling,
     Statistics, Variant,

@@ -1,7 +1,8 @@
 //! Kernel profiles from the `harness-profiler` QEMU plugin
 //! (`harness/profiler/`): reading a profile file, normalising it per
 //! benchmark operation, the differential profile of base against a variant
-//! over several boots ([`diff`]), and the symbols file the plugin reads,
+//! over several boots ([`diff`]), a variant's growth against base's across
+//! vCPU counts ([`scaling`]), and the symbols file the plugin reads,
 //! written from a variant's `vmlinux` ([`symbols`]).
 //!
 //! Pure: nothing here runs a process; [`read`] and
@@ -9,6 +10,7 @@
 
 pub mod contention;
 pub mod diff;
+pub mod scaling;
 pub mod symbols;
 pub mod work;
 

@@ -287,6 +287,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         shards: Vec::new(),
         profiles: Vec::new(),
         contention: Vec::new(),
+        scaling: Vec::new(),
         contention_gate: m.statistics.contention,
         coverage: Vec::new(),
         wall_s: super::wall_seconds(&meta.started, samples),

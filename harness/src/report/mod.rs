@@ -5,7 +5,8 @@
 //! the run's records only; never spawns. This module and its siblings are
 //! the model: what the events say is read in `scan`, cells and the one BH
 //! pass are made in `cells`, the gate in [`gate`], differential profiles in
-//! [`profiles`], coverage from [`crate::coverage`], two runs compared in
+//! [`profiles`], scaling views across vCPU counts in [`scaling`], coverage
+//! from [`crate::coverage`], two runs compared in
 //! [`compare`], a sharded run's shards accounted in [`shards`], and the
 //! rule put in words in `rule`. Everything that draws the model (text,
 //! CSV, the terminal table, HTML and SVG, JUnit XML, nightly trends) is in
@@ -17,6 +18,7 @@ pub mod gate;
 pub mod profiles;
 pub mod render;
 mod rule;
+pub mod scaling;
 mod scan;
 pub mod shards;
 
@@ -233,6 +235,11 @@ pub struct Report {
     /// contention counts (empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub contention: Vec<profiles::CellContention>,
+    /// The scaling view of every compared (benchmark, variant) measured at
+    /// two or more vCPU counts with kernel profiles on both sides (empty
+    /// otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<scaling::CellScaling>,
     /// What `more contention` in a key benchmark does to the gate.
     pub contention_gate: crate::config::ContentionGate,
     /// Which benchmarks execute the functions a series changes (`try`
@@ -295,6 +302,7 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     profiles::mark_work(&dir, &events, from.as_deref(), &meta.matrix, &mut r, &mut Vec::new());
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
     r.contention = profiles::contention_cells(&dir, &events, from.as_deref(), &r, &mut notes);
+    r.scaling = scaling::scaling_cells(&dir, &events, from.as_deref(), &meta.matrix, &r, &mut notes);
     r.notes.extend(notes);
     r.coverage = crate::coverage::read(&run.dir)?;
     Ok(r)

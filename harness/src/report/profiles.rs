@@ -392,7 +392,7 @@ pub fn contention_cells(
 /// Each (benchmark, vCPUs, variant) of `r` once whose cell has a decision
 /// that `keep` accepts (whichever of its metrics); none when the run's
 /// events hold no profile.
-fn compared(
+pub(super) fn compared(
     events: &[Event],
     r: &Report,
     keep: impl Fn(&crate::stats::Decision) -> bool,

@@ -530,6 +530,7 @@ pub fn table_as(r: &Report, width: usize, verbose: bool) -> String {
         out.push_str(&profiles(r, width));
     }
     out.push_str(&contention(r, width));
+    out.push_str(&super::scaling::section(r, width));
     for line in r
         .coverage
         .iter()

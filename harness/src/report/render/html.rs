@@ -81,6 +81,9 @@ pub fn render(r: &Report) -> Result<String> {
         plots => minijinja::Value::from(minijinja::value::Serde(&plots)),
         profiles => minijinja::Value::from(minijinja::value::Serde(&bars)),
         contention => minijinja::Value::from(minijinja::value::Serde(&contention_rows(r))),
+        scaling => minijinja::Value::from(minijinja::value::Serde(&super::scaling::html_lines(r))),
+        scaling_plots => minijinja::Value::from(minijinja::value::Serde(&super::scaling::html_plots(r))),
+        scaling_rules => r.scaling.iter().map(|c| c.scaling.rule.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>(),
         unmeasured => r.coverage.iter().filter(|c| c.unmeasured()).map(|c| c.series.clone()).collect::<Vec<_>>(),
         summary => summary(r),
         forest => forest,
@@ -377,6 +380,7 @@ fn summary(r: &Report) -> String {
             more(V::Same)
         ));
     }
+    words.extend(super::scaling::counts(r));
     format!(
         "{} · {clock} · {} boots, {boots_failed}{wall} · {}",
         words.join(", "),

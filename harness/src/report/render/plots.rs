@@ -3,12 +3,13 @@
 //! interval against the cell's threshold as a shaded band, coloured by its
 //! verdict, each row a link to its cell) and a cell's boots (each boot a
 //! dot, the median and its interval beside them, per variant, on a y axis
-//! fitted to the data so that a 1% change shows). Pure functions from
+//! fitted to the data so that a 1% change shows); and a per-op cost
+//! against vCPUs on a log2 axis (the scaling view's). Pure functions from
 //! numbers to SVG text.
 
 use std::fmt::Write;
 
-use super::svg::{esc, fmt, frame, B, H, L, PALETTE, R, T, W};
+use super::svg::{esc, fmt, frame, Point, B, H, L, PALETTE, R, T, W};
 
 /// One row of the forest plot: a compared cell.
 #[derive(Debug, Clone)]
@@ -251,6 +252,88 @@ pub fn cell(columns: &[Column], ylabel: &str) -> String {
     out
 }
 
+/// Per-op cost against vCPUs on a log2 x axis, one line a side: the
+/// median at each count, the boots' range as a dashed bar, on a y axis
+/// fitted to the data; a tick at every count measured.
+pub fn log2_curves(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
+    let mut xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let (a, z) = (
+        xs.first().map_or(0.0, |x| x.log2()),
+        xs.last().map_or(0.0, |x| x.log2()),
+    );
+    let px = |x: f64| L + 10.0 + (W - L - R - 20.0) * if z > a { (x.log2() - a) / (z - a) } else { 0.5 };
+    let (ylo, yhi) = fitted(
+        series
+            .iter()
+            .flat_map(|(_, p)| p.iter().flat_map(|p| [p.lo, p.y, p.hi])),
+    );
+    let py = |y: f64| H - B - (H - T - B) * ((y - ylo) / (yhi - ylo));
+    let mut out = String::new();
+    frame(&mut out, ylo, yhi, ylabel);
+    for &x in &xs {
+        let _ = write!(
+            out,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
+            px(x),
+            H - B,
+            H - B + 4.0,
+            H - B + 16.0,
+            x
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs (log2 scale)</text>"#,
+        (L + W - R) / 2.0,
+        H - 6.0
+    );
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
+        let at: Vec<(f64, [f64; 3], &Point)> = pts
+            .iter()
+            .map(|p| (px(p.x) + dx, [p.lo, p.y, p.hi].map(py), p))
+            .collect();
+        log2_curve(&mut out, i, name, &at);
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// Side `i`'s line, its points (x, and y of its range's low end, median
+/// and high end, in pixels) with their range bars, and its legend entry.
+fn log2_curve(out: &mut String, i: usize, name: &str, at: &[(f64, [f64; 3], &Point)]) {
+    let c = PALETTE[i % PALETTE.len()];
+    let line: Vec<String> = at.iter().map(|(x, y, _)| format!("{x:.1},{:.1}", y[1])).collect();
+    let _ = write!(
+        out,
+        r#"<polyline class="variant" points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+        line.join(" ")
+    );
+    for (x, [lo, y, hi], p) in at {
+        let _ = write!(
+            out,
+            r#"<line class="interval" x1="{x:.1}" x2="{x:.1}" y1="{lo:.1}" y2="{hi:.1}" stroke="{c}" stroke-dasharray="2 2"/><circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{c}"><title>{}: median {} at {} vCPUs, boots [{}, {}]</title></circle>"#,
+            esc(name),
+            fmt(p.y),
+            p.x,
+            fmt(p.lo),
+            fmt(p.hi)
+        );
+    }
+    let ly = T + 14.0 + i as f64 * 16.0;
+    let _ = write!(
+        out,
+        r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
+        W - R + 10.0,
+        ly - 9.0,
+        W - R + 24.0,
+        ly,
+        esc(&cut(name, 20))
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +393,34 @@ mod tests {
         assert!(
             ((attr(circle, "cx") - zero) / (bw / 2.0) + 2.4).abs() < 0.01,
             "to scale: −1.2 is 2.4 thresholds"
+        );
+    }
+
+    #[test]
+    fn a_log2_axis_spaces_doublings_evenly() {
+        let p = |x: f64, y: f64| Point {
+            x,
+            y,
+            lo: y - 1.0,
+            hi: y + 1.0,
+            ci: false,
+        };
+        let s = log2_curves(
+            &[
+                ("base".into(), vec![p(2.0, 100.0), p(8.0, 110.0), p(256.0, 130.0)]),
+                ("v<1>".into(), vec![p(2.0, 100.0), p(8.0, 150.0), p(256.0, 400.0)]),
+            ],
+            "instructions per op",
+        );
+        let xs: Vec<f64> = s.split("<circle").skip(1).take(3).map(|t| attr(t, "cx")).collect();
+        // 2 -> 8 is two doublings, 8 -> 256 five
+        assert!((((xs[1] - xs[0]) / (xs[2] - xs[1])) - 2.0 / 5.0).abs() < 0.01, "{xs:?}");
+        assert_eq!(s.matches(r#"class="variant""#).count(), 2);
+        assert!(s.contains("v&lt;1&gt;") && s.contains("vCPUs (log2 scale)") && s.contains(">256<"));
+        assert_eq!(
+            s.matches(r#"stroke-dasharray="2 2""#).count(),
+            6,
+            "each count's boots a range bar"
         );
     }
 }

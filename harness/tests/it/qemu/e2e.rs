@@ -53,10 +53,20 @@ pub(super) fn icount_matrix(
     sampling: &str,
     rest: &str,
 ) -> PathBuf {
+    icount_matrix_at(dir, "[2]", (variants, guest, bench, sampling, rest))
+}
+
+/// [`icount_matrix`] at the vCPU counts `vcpus` (a YAML list): its
+/// variants, guest keys, benchmark, sampling keys and further YAML.
+pub(super) fn icount_matrix_at(
+    dir: &Path,
+    vcpus: &str,
+    (variants, guest, bench, sampling, rest): (&str, &str, &str, &str, &str),
+) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/series");
     let matrix = dir.join("matrix.yaml");
     let yaml = format!(
-        "{}variants:\n{variants}guest: {{memory_mib: 1024, clock: icount{guest}}}\nvcpus: [2]\n\
+        "{}variants:\n{variants}guest: {{memory_mib: 1024, clock: icount{guest}}}\nvcpus: {vcpus}\n\
          benchmarks:\n\
          \x20 - {bench}\n\
          sampling: {{{sampling}}}\n{rest}",

@@ -9,6 +9,7 @@ mod nightly;
 mod pin;
 mod programs;
 mod reproduce;
+mod scaling;
 mod slurm;
 mod soak;
 mod soak_checks;

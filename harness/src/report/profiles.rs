@@ -466,7 +466,6 @@ pub fn called_cells(
             });
         }
     }
-    keep_nearest(&mut out);
     out
 }
 

@@ -86,7 +86,8 @@ fn a_walk_over_every_cpu_scales_worse_and_a_flat_cost_does_not() {
     let dir = scratch("scaling");
     let variants = "  - name: base\n  - name: base-again\n  - {name: fork-cpu-walk, apply: [fork-cpu-walk]}\n  \
          - {name: fork-percpu-count, apply: [fork-percpu-count]}\n";
-    let bench = "{name: fork-exec, kind: fork_exec, workers: nproc, duration_s: 1, warmup_s: 0, timeout_s: 120}";
+    // half a guest second a repetition: at 8 vCPUs a guest second costs ~27 s of host time
+    let bench = "{name: fork-exec, kind: fork_exec, workers: nproc, duration_s: 1, sample_ms: 500, warmup_s: 0, timeout_s: 120}";
     let sampling = "boots: 3, repetitions: 1, warmup_repetitions: 0";
     let rest = "statistics: {floor: 0.005}\n";
     let matrix = icount_matrix_at(&dir, "[2, 8]", (variants, "", bench, sampling, rest));
@@ -153,8 +154,9 @@ fn a_walk_over_every_cpu_scales_worse_and_a_flat_cost_does_not() {
         "{out}"
     );
 
-    // an A/A across the same counts calls nothing
+    // an A/A across the same counts calls (almost) nothing: 0 of 400 draws
+    // on the boots of 2026-12-07; a rate, not a certainty, so a bound
     let aa = aa_on_the_runs_boots(&run);
     eprintln!("scaling A/A on the run's boots of one kernel: {aa:?}");
-    assert_eq!(aa.calling, 0, "{aa:?}");
+    assert!(aa.calling <= 8, "over 2% of A/A draws call a cell: {aa:?}");
 }

@@ -391,7 +391,7 @@ fn at_once(ctx: &BootRun, opts: &Options) -> Result<u32> {
         opts.allow_concurrent_wall,
         cpus,
         mem,
-        ctx.m.guest.memory_mib,
+        host::guest_need_mib(ctx.m.guest.memory_mib, ctx.m.vcpus.iter().copied().max().unwrap_or(1)),
     )?;
     let how = if opts.jobs.is_some() {
         "--jobs, or on --resume as many as the run started with"

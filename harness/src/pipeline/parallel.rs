@@ -27,13 +27,11 @@ use crate::proc;
 use crate::records::MeasureClock;
 use crate::vm::{Vm, VmSpec};
 
-/// Host memory (MiB) a guest costs beyond its own: QEMU, its TCG
-/// translation cache.
-const QEMU_OVERHEAD_MIB: u64 = 512;
-
 /// How many boot jobs run at once: `asked` (`--jobs`), else under icount
-/// as many as the host's CPUs and its available memory hold guests of
-/// `guest_mib` (at least 1), under a wall clock 1. More than one under a
+/// as many as the host's CPUs and its available memory hold guests that
+/// each need `need_mib` of the host (at least 1; [`crate::host::guest_need_mib`]
+/// at the run's largest vCPU count: two 448-vCPU guests of 8 GiB do not
+/// start together on a 24 GiB host), under a wall clock 1. More than one under a
 /// wall clock is refused unless `allow_wall` (`--allow-concurrent-wall`):
 /// guests sharing the host's CPUs change each other's wall-clock numbers.
 pub fn jobs_at_once(
@@ -42,7 +40,7 @@ pub fn jobs_at_once(
     allow_wall: bool,
     cpus: u32,
     available_mib: u64,
-    guest_mib: u64,
+    need_mib: u64,
 ) -> Result<u32> {
     let wall = clock != MeasureClock::TcgIcount;
     match asked {
@@ -53,7 +51,7 @@ pub fn jobs_at_once(
         )),
         Some(n) => Ok(n),
         None if wall => Ok(1),
-        None => Ok(cpus.max(1).min((available_mib / (guest_mib + QEMU_OVERHEAD_MIB)).max(1) as u32)),
+        None => Ok(cpus.max(1).min((available_mib / need_mib.max(1)).max(1) as u32)),
     }
 }
 
@@ -186,12 +184,13 @@ fn worker(ctx: &BootRun, shared: &Shared, kernels: &Kernels, spawn: Spawner) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host;
 
     #[test]
     fn jobs_follow_the_clock_the_cores_and_the_memory() {
         let icount = MeasureClock::TcgIcount;
         let wall = MeasureClock::TcgWall;
-        // (clock, asked, allow wall, cpus, available MiB, guest MiB) -> jobs or the error's start
+        // (clock, asked, allow wall, cpus, available MiB, a guest's need in MiB) -> jobs or the error's start
         type Case = (
             MeasureClock,
             Option<u32>,
@@ -201,10 +200,13 @@ mod tests {
             u64,
             std::result::Result<u32, &'static str>,
         );
-        let cases: [Case; 9] = [
-            (icount, None, false, 2, 22_000, 1024, Ok(2)),
-            (icount, None, false, 64, 22_000, 1024, Ok(14)),
-            (icount, None, false, 16, 1000, 1024, Ok(1)),
+        let cases: [Case; 11] = [
+            (icount, None, false, 2, 22_000, 1536, Ok(2)),
+            (icount, None, false, 64, 22_000, 1536, Ok(14)),
+            (icount, None, false, 16, 1000, 1536, Ok(1)),
+            // at 448 vCPUs, 8 GiB guests: one at a time on a 24 GiB host
+            (icount, None, false, 2, 22_000, host::guest_need_mib(8192, 448), Ok(1)),
+            (icount, None, false, 2, 22_000, host::guest_need_mib(4096, 448), Ok(2)),
             (icount, Some(3), false, 2, 22_000, 1024, Ok(3)),
             (wall, None, false, 64, 220_000, 1024, Ok(1)),
             (wall, Some(1), false, 64, 220_000, 1024, Ok(1)),

@@ -322,16 +322,7 @@ fn log2_curve(out: &mut String, i: usize, name: &str, at: &[(f64, [f64; 3], &Poi
             fmt(p.hi)
         );
     }
-    let ly = T + 14.0 + i as f64 * 16.0;
-    let _ = write!(
-        out,
-        r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-        W - R + 10.0,
-        ly - 9.0,
-        W - R + 24.0,
-        ly,
-        esc(&cut(name, 20))
-    );
+    super::svg::legend(out, i, c, &cut(name, 20));
 }
 
 #[cfg(test)]

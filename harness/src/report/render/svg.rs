@@ -220,6 +220,12 @@ fn curve(out: &mut String, ax: &Axes, (i, n): (usize, usize), name: &str, pts: &
             fmt(p.hi)
         );
     }
+    legend(out, i, c, name);
+}
+
+/// Series `i`'s entry in the legend right of a plot: a swatch of colour
+/// `c` and the series' name.
+pub(super) fn legend(out: &mut String, i: usize, c: &str, name: &str) {
     let ly = T + 14.0 + i as f64 * 16.0;
     let _ = write!(
         out,

@@ -22,36 +22,19 @@ pub use crate::config::{
 pub fn command(b: &Benchmark, nproc: u32) -> String {
     let t = b.timeout_s;
     match &b.kind {
-        BenchKind::Doexec {
-            link,
-            workers,
-            duration_s,
-            sample_ms,
-            warmup_s,
-        } => {
+        BenchKind::Doexec { link, .. } => {
             let prog = match link {
                 Link::Static => "doexec-static",
                 Link::Shared => "doexec-shared",
             };
-            format!(
-                "/bench/run {t} /bench/{prog} -w {} -d {duration_s}{} -W {warmup_s}",
-                workers.resolve(nproc),
-                sample_flag(*sample_ms)
-            )
+            format!("/bench/run {t} /bench/{prog} {}", sampler_args(&b.kind, nproc))
         }
         BenchKind::ForkPrlimit { fanout, iterations, usleep_us } => {
             format!("/bench/run {t} /bench/forkprlimit -f {fanout} -i {iterations} -u {usleep_us}")
         }
-        BenchKind::ForkExec {
-            workers,
-            duration_s,
-            sample_ms,
-            warmup_s,
-        } => format!(
-            "/bench/run {t} /bench/forkexec -w {} -d {duration_s}{} -W {warmup_s} -p /bin/true",
-            workers.resolve(nproc),
-            sample_flag(*sample_ms)
-        ),
+        BenchKind::ForkExec { .. } => {
+            format!("/bench/run {t} /bench/forkexec {} -p /bin/true", sampler_args(&b.kind, nproc))
+        }
         BenchKind::TestVmalloc {
             nr_threads,
             run_test_mask,
@@ -95,14 +78,32 @@ pub fn command(b: &Benchmark, nproc: u32) -> String {
     }
 }
 
-/// The sampler's `-m` for samples other than a second's (the default
-/// keeps the command of a run recorded before `sample_ms` unchanged).
-fn sample_flag(sample_ms: u32) -> String {
-    if sample_ms == 1000 {
+/// The sampler's arguments of doexec and forkexec (`-w -d [-m] -W`); `-m`
+/// only for samples other than a second's, so the command of a run
+/// recorded before `sample_ms` reads the same. Empty for other kinds.
+fn sampler_args(kind: &BenchKind, nproc: u32) -> String {
+    let (BenchKind::Doexec {
+        workers,
+        duration_s,
+        sample_ms,
+        warmup_s,
+        ..
+    }
+    | BenchKind::ForkExec {
+        workers,
+        duration_s,
+        sample_ms,
+        warmup_s,
+    }) = kind
+    else {
+        return String::new();
+    };
+    let m = if *sample_ms == 1000 {
         String::new()
     } else {
         format!(" -m {sample_ms}")
-    }
+    };
+    format!("-w {} -d {duration_s}{m} -W {warmup_s}", workers.resolve(nproc))
 }
 
 /// Guest seconds a repetition took, from the `uptime0`/`uptime1` lines the

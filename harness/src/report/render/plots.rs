@@ -256,9 +256,7 @@ pub fn cell(columns: &[Column], ylabel: &str) -> String {
 /// median at each count, the boots' range as a dashed bar, on a y axis
 /// fitted to the data; a tick at every count measured.
 pub fn log2_curves(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
-    let mut xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
+    let xs = super::svg::measured_xs(series);
     let (a, z) = (
         xs.first().map_or(0.0, |x| x.log2()),
         xs.last().map_or(0.0, |x| x.log2()),
@@ -272,23 +270,7 @@ pub fn log2_curves(series: &[(String, Vec<Point>)], ylabel: &str) -> String {
     let py = |y: f64| H - B - (H - T - B) * ((y - ylo) / (yhi - ylo));
     let mut out = String::new();
     frame(&mut out, ylo, yhi, ylabel);
-    for &x in &xs {
-        let _ = write!(
-            out,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
-            px(x),
-            H - B,
-            H - B + 4.0,
-            H - B + 16.0,
-            x
-        );
-    }
-    let _ = write!(
-        out,
-        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs (log2 scale)</text>"#,
-        (L + W - R) / 2.0,
-        H - 6.0
-    );
+    super::svg::x_axis(&mut out, &xs, px, "vCPUs (log2 scale)");
     for (i, (name, pts)) in series.iter().enumerate() {
         let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 3.0;
         let at: Vec<(f64, [f64; 3], &Point)> = pts

@@ -112,12 +112,7 @@ impl Axes {
 /// with `linear_reference`, a dashed linear-scaling line through base's first
 /// point.
 pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: bool) -> String {
-    let xs: Vec<f64> = {
-        let mut v: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
-    };
+    let xs = measured_xs(series);
     let reference: Vec<(f64, f64)> = match series.first().and_then(|(_, p)| p.first()) {
         Some(p0) if linear_reference && xs.len() > 1 && p0.x > 0.0 => {
             xs.iter().map(|&x| (x, p0.y * x / p0.x)).collect()
@@ -133,7 +128,8 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     };
     let mut out = String::new();
     frame(&mut out, ylo, yhi, ylabel);
-    x_axis(&mut out, &ax, &xs);
+    let ticks: Vec<f64> = std::iter::once(0.0).chain(xs.iter().copied()).collect();
+    x_axis(&mut out, &ticks, |x| ax.px(x), "vCPUs");
     if !reference.is_empty() {
         let pts: Vec<String> = reference
             .iter()
@@ -165,13 +161,22 @@ pub fn scaling(series: &[(String, Vec<Point>)], ylabel: &str, linear_reference: 
     out
 }
 
-/// The vCPU axis: a tick at 0 and at every count measured.
-fn x_axis(out: &mut String, ax: &Axes, xs: &[f64]) {
-    for &x in std::iter::once(&0.0).chain(xs) {
+/// Every vCPU count the series measured, ascending, once.
+pub(super) fn measured_xs(series: &[(String, Vec<Point>)]) -> Vec<f64> {
+    let mut v: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.x)).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// The vCPU axis: a tick at each of `ticks`, placed by `px`, and `label`
+/// under them.
+pub(super) fn x_axis(out: &mut String, ticks: &[f64], px: impl Fn(f64) -> f64, label: &str) {
+    for &x in ticks {
         let _ = write!(
             out,
             r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#999"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
-            ax.px(x),
+            px(x),
             H - B,
             H - B + 4.0,
             H - B + 16.0,
@@ -180,7 +185,7 @@ fn x_axis(out: &mut String, ax: &Axes, xs: &[f64]) {
     }
     let _ = write!(
         out,
-        r#"<text x="{}" y="{}" text-anchor="middle">vCPUs</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
         (L + W - R) / 2.0,
         H - 6.0
     );

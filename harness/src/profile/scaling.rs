@@ -33,7 +33,7 @@ mod tests;
 
 use rows::contention_rows;
 
-pub use aa::{aa_false_calls, AaCalls};
+pub use aa::{aa_false_calls, ScalingAaCalls};
 pub use classify::{scheduler_function, scheduler_row, SCHEDULER_DATA, SCHEDULER_FUNCTIONS};
 
 /// One vCPU count's boots: one [`PerOp`] a boot, each side.
@@ -60,7 +60,7 @@ impl<'a> Count<'a> {
 
 /// The scaling rule's constants.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Options {
+pub struct ScalingOptions {
     /// The instruction threshold: this fraction of base's whole-kernel
     /// instructions per op at the largest count (the run's threshold of
     /// `kernel_insns_per_op`, 2% unless the matrix says otherwise). The
@@ -89,9 +89,9 @@ pub struct Options {
     pub contention: contention::Options,
 }
 
-impl Default for Options {
+impl Default for ScalingOptions {
     fn default() -> Self {
-        Options {
+        ScalingOptions {
             threshold: crate::config::DEFAULT_THRESHOLD,
             hold_floor: 10.0,
             top_functions: 8,
@@ -220,7 +220,7 @@ impl Row {
 /// A cell's scaling verdict, of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum ScalingVerdict {
     /// A row outside the scheduler's grew beyond base's growth.
     Worse,
     /// None did and one grew less than base's.
@@ -231,14 +231,14 @@ pub enum Verdict {
     None,
 }
 
-impl Verdict {
+impl ScalingVerdict {
     /// Its words in the report.
     pub fn text(self) -> &'static str {
         match self {
-            Verdict::Worse => "scales worse",
-            Verdict::Better => "scales better",
-            Verdict::Same => "≈",
-            Verdict::None => "no verdict",
+            ScalingVerdict::Worse => "scales worse",
+            ScalingVerdict::Better => "scales better",
+            ScalingVerdict::Same => "≈",
+            ScalingVerdict::None => "no verdict",
         }
     }
 }
@@ -261,7 +261,7 @@ pub struct Scaling {
     /// The vCPU counts, smallest first.
     pub vcpus: Vec<u32>,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: ScalingVerdict,
     /// Why there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -273,15 +273,15 @@ pub struct Scaling {
     /// The rule in words.
     pub rule: String,
     /// Its constants.
-    pub options: Options,
+    pub options: ScalingOptions,
 }
 
 impl Scaling {
     /// The rows that carry the verdict.
     pub fn carried(&self) -> impl Iterator<Item = &Row> {
         let want = match self.verdict {
-            Verdict::Worse => Some(Mark::Worse),
-            Verdict::Better => Some(Mark::Better),
+            ScalingVerdict::Worse => Some(Mark::Worse),
+            ScalingVerdict::Better => Some(Mark::Better),
             _ => None,
         };
         self.rows.iter().filter(move |r| r.carries() && Some(r.mark) == want)
@@ -294,7 +294,7 @@ impl Scaling {
 }
 
 /// The rule in words, with its constants.
-pub fn rule_text(o: &Options) -> String {
+pub fn rule_text(o: &ScalingOptions) -> String {
     let c = &o.contention;
     let (t, r) = (o.threshold * 100.0, c.rel_floor * 100.0);
     format!(
@@ -336,7 +336,7 @@ fn at(c: &Count, pick: &dyn Fn(&PerOp) -> Option<f64>) -> At {
 /// One row: its stats at every count, its growth and its mark;
 /// `threshold` from base's median at the largest count; `enough`: the
 /// cell has its boots.
-fn row(s: Spec, counts: &[Count], threshold: &dyn Fn(f64) -> f64, enough: bool, o: &Options) -> Row {
+fn row(s: Spec, counts: &[Count], threshold: &dyn Fn(f64) -> f64, enough: bool, o: &ScalingOptions) -> Row {
     let at: Vec<At> = counts.iter().map(|c| at(c, s.pick)).collect();
     let (a, z) = (&at[0], &at[at.len() - 1]);
     let growth = Pair {
@@ -369,7 +369,15 @@ fn row(s: Spec, counts: &[Count], threshold: &dyn Fn(f64) -> f64, enough: bool, 
 
 /// The rule on one row: its mark, and whether it is held back (a heap row
 /// that moved with fewer boots an arm than a heap row is called from).
-fn mark(worse_by: f64, better_by: f64, thr: f64, fewest: usize, heap: bool, enough: bool, o: &Options) -> (Mark, bool) {
+fn mark(
+    worse_by: f64,
+    better_by: f64,
+    thr: f64,
+    fewest: usize,
+    heap: bool,
+    enough: bool,
+    o: &ScalingOptions,
+) -> (Mark, bool) {
     if !enough || fewest < o.min_boots {
         return (Mark::Unjudged, false);
     }
@@ -386,7 +394,7 @@ fn mark(worse_by: f64, better_by: f64, thr: f64, fewest: usize, heap: bool, enou
 
 /// Why the counts give no verdict: fewer than two, or too few boots an
 /// arm at the smallest or the largest.
-fn too_few(counts: &[Count], o: &Options) -> Option<String> {
+fn too_few(counts: &[Count], o: &ScalingOptions) -> Option<String> {
     if counts.len() < 2 {
         return Some("one vCPU count: a scaling view needs two or more".into());
     }
@@ -408,7 +416,7 @@ fn too_few(counts: &[Count], o: &Options) -> Option<String> {
 }
 
 /// The scaling view of the variant against base over `counts` (any order).
-pub fn scaling(counts: &[Count], o: &Options) -> Scaling {
+pub fn scaling(counts: &[Count], o: &ScalingOptions) -> Scaling {
     let mut counts = counts.to_vec();
     counts.sort_by_key(|c| c.vcpus);
     let why = too_few(&counts, o);
@@ -434,10 +442,10 @@ pub fn scaling(counts: &[Count], o: &Options) -> Scaling {
     rows.extend(contention_rows(&counts, insns, enough, o));
     let any = |m: Mark| rows.iter().any(|r| r.carries() && r.mark == m);
     let verdict = match (enough, any(Mark::Worse), any(Mark::Better)) {
-        (false, _, _) => Verdict::None,
-        (true, true, _) => Verdict::Worse,
-        (true, false, true) => Verdict::Better,
-        _ => Verdict::Same,
+        (false, _, _) => ScalingVerdict::None,
+        (true, true, _) => ScalingVerdict::Worse,
+        (true, false, true) => ScalingVerdict::Better,
+        _ => ScalingVerdict::Same,
     };
     let k = rows[0].interaction;
     Scaling {
@@ -456,7 +464,7 @@ pub fn scaling(counts: &[Count], o: &Options) -> Scaling {
 }
 
 /// Every kernel function's row (buckets such as `[user]` left out).
-fn function_rows(counts: &[Count], threshold: &dyn Fn(f64) -> f64, enough: bool, o: &Options) -> Vec<Row> {
+fn function_rows(counts: &[Count], threshold: &dyn Fn(f64) -> f64, enough: bool, o: &ScalingOptions) -> Vec<Row> {
     let names: BTreeSet<&String> = counts
         .iter()
         .flat_map(|c| c.base.iter().chain(&c.variant))

@@ -49,10 +49,10 @@ pub fn title(benchmark: &str, variant: &str, vcpus: &[u32]) -> String {
 /// The scaling rule's constants for `benchmark` of matrix `m`: its
 /// instruction rows' threshold is the run's threshold of
 /// [`THRESHOLD_METRIC`].
-pub fn options(m: &crate::config::Matrix, benchmark: &str) -> scaling::Options {
-    scaling::Options {
+pub fn options(m: &crate::config::Matrix, benchmark: &str) -> scaling::ScalingOptions {
+    scaling::ScalingOptions {
         threshold: m.statistics.threshold_for(benchmark, THRESHOLD_METRIC),
-        ..scaling::Options::default()
+        ..scaling::ScalingOptions::default()
     }
 }
 
@@ -66,7 +66,7 @@ fn view(
     benchmark: &str,
     variant: &str,
     vcpus: &[u32],
-    o: &scaling::Options,
+    o: &scaling::ScalingOptions,
     bases: &mut Bases,
     notes: &mut Vec<String>,
 ) -> Option<scaling::Scaling> {

@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use super::{scaling, Count, Mark, Options, Verdict};
+use super::{scaling, Count, Mark, ScalingOptions, ScalingVerdict};
 use crate::profile::diff::disjoint_sides;
 use crate::profile::PerOp;
 
 /// How often the scaling rule calls a cell between boots of one kernel.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct AaCalls {
+pub struct ScalingAaCalls {
     /// A/A comparisons made.
     pub trials: usize,
     /// Boots a side at each count.
@@ -37,8 +37,8 @@ pub fn aa_false_calls(
     per_side: usize,
     trials: usize,
     seed: u64,
-    o: &Options,
-) -> Option<AaCalls> {
+    o: &ScalingOptions,
+) -> Option<ScalingAaCalls> {
     let draws: Vec<Vec<(Vec<usize>, Vec<usize>)>> = pools
         .iter()
         .enumerate()
@@ -46,7 +46,7 @@ pub fn aa_false_calls(
             disjoint_sides(boots.len(), per_side, trials, seed.wrapping_add(i as u64)).map(|d| d.collect())
         })
         .collect::<Option<_>>()?;
-    let mut out = AaCalls {
+    let mut out = ScalingAaCalls {
         trials,
         per_side,
         calling: 0,
@@ -66,7 +66,7 @@ pub fn aa_false_calls(
             })
             .collect();
         let s = scaling(&counts, o);
-        out.calling += usize::from(!matches!(s.verdict, Verdict::Same | Verdict::None));
+        out.calling += usize::from(!matches!(s.verdict, ScalingVerdict::Same | ScalingVerdict::None));
         out.kernel_marked += usize::from(moved(s.kernel().mark));
         out.scheduler_marked += usize::from(s.rows.iter().any(|r| r.scheduler && moved(r.mark)));
         for r in s.carried() {

@@ -5,13 +5,13 @@
 
 use std::collections::BTreeSet;
 
-use super::{row, Count, Mark, Measure, Options, Row, Spec};
+use super::{row, Count, Mark, Measure, Row, ScalingOptions, Spec};
 use crate::profile::contention::{Class, Key, Object};
 use crate::profile::PerOp;
 
 /// Every contention row of any boot at any count: the marked first, then
 /// those held back, then by |interaction| in thresholds.
-pub(super) fn contention_rows(counts: &[Count], insns: f64, enough: bool, o: &Options) -> Vec<Row> {
+pub(super) fn contention_rows(counts: &[Count], insns: f64, enough: bool, o: &ScalingOptions) -> Vec<Row> {
     let keys: BTreeSet<&Key> = counts
         .iter()
         .flat_map(|c| c.base.iter().chain(&c.variant))
@@ -53,7 +53,7 @@ fn spec<'a>(k: &Key, measure: Measure, pick: &'a dyn Fn(&PerOp) -> Option<f64>) 
 /// A row's RMWs or acquisitions per op (0 in a boot with contention counts
 /// that did not see it); its threshold the contention rule's floors on
 /// base's value at the largest count.
-fn events_row(k: &Key, counts: &[Count], enough: bool, o: &Options) -> Row {
+fn events_row(k: &Key, counts: &[Count], enough: bool, o: &ScalingOptions) -> Row {
     let pick = |p: &PerOp| p.contention.as_ref().map(|c| c.rows.get(k).map_or(0.0, |r| r.events));
     let c = &o.contention;
     let threshold = |base: f64| c.abs_floor.max(c.rel_floor * base);
@@ -81,7 +81,7 @@ fn events_row(k: &Key, counts: &[Count], enough: bool, o: &Options) -> Row {
 /// threshold: the hold floor, 10% of base's hold at the largest count, and
 /// the instruction threshold `insns` over base's acquisitions per op there
 /// (the variant's where base takes none).
-fn hold_row(k: &Key, counts: &[Count], insns: f64, enough: bool, o: &Options) -> Option<Row> {
+fn hold_row(k: &Key, counts: &[Count], insns: f64, enough: bool, o: &ScalingOptions) -> Option<Row> {
     let pick = |p: &PerOp| p.contention.as_ref()?.rows.get(k)?.hold;
     let measured = counts
         .iter()

@@ -55,10 +55,10 @@ fn boot(fs: &[(&str, f64)], rows: &[(&Key, f64, Option<f64>)]) -> PerOp {
     }
 }
 
-fn options() -> Options {
-    Options {
+fn options() -> ScalingOptions {
+    ScalingOptions {
         threshold: 0.005,
-        ..Options::default()
+        ..ScalingOptions::default()
     }
 }
 
@@ -92,21 +92,21 @@ fn row_of<'a>(s: &'a Scaling, name: &str, m: Measure) -> &'a Row {
 fn the_rule_table() {
     const FLAT: &[f64] = &[100.0, 101.0, 99.0];
     // (function, base at 2, at 8, variant at 2, at 8, its mark, the cell's verdict)
-    type Case = (&'static str, [&'static [f64]; 4], Mark, Verdict);
+    type Case = (&'static str, [&'static [f64]; 4], Mark, ScalingVerdict);
     let cases: &[Case] = &[
         // grows 30,000 more than base: beyond 5,000
         (
             "walk",
             [FLAT, FLAT, FLAT, &[30_100.0, 30_101.0, 30_099.0]],
             Mark::Worse,
-            Verdict::Worse,
+            ScalingVerdict::Worse,
         ),
         // a flat cost added at every count
         (
             "flat",
             [FLAT, FLAT, &[600.0, 601.0, 599.0], &[600.0, 601.0, 599.0]],
             Mark::Within,
-            Verdict::Same,
+            ScalingVerdict::Same,
         ),
         // base against base again
         (
@@ -118,28 +118,28 @@ fn the_rule_table() {
                 &[5101.0, 5100.0, 5099.0],
             ],
             Mark::Within,
-            Verdict::Same,
+            ScalingVerdict::Same,
         ),
         // base grows, the variant does not
         (
             "fixed",
             [FLAT, &[30_100.0, 30_101.0, 30_099.0], FLAT, FLAT],
             Mark::Better,
-            Verdict::Better,
+            ScalingVerdict::Better,
         ),
         // 9,500 more at the medians, but at its extremes only 4,500: not called
         (
             "spread",
             [&[0.0; 3], &[0.0, 0.0, 4500.0], &[0.0; 3], &[9000.0, 9500.0, 10_000.0]],
             Mark::Within,
-            Verdict::Same,
+            ScalingVerdict::Same,
         ),
         // the scheduler's row alone never carries the cell
         (
             "sched_balance_rq",
             [FLAT, FLAT, FLAT, &[30_100.0, 30_101.0, 30_099.0]],
             Mark::Worse,
-            Verdict::Same,
+            ScalingVerdict::Same,
         ),
     ];
     for (f, [b2, b8, v2, v8], mark, verdict) in cases {
@@ -173,7 +173,7 @@ fn the_rule_table() {
 #[test]
 fn too_few_boots_or_one_count_give_no_verdict_and_say_why() {
     let s = view("walk", &[1.0; 3], &[1.0; 3], &[1.0; 3], &[30_000.0, 30_000.0]);
-    assert_eq!(s.verdict, Verdict::None);
+    assert_eq!(s.verdict, ScalingVerdict::None);
     assert_eq!(
         s.why.as_deref(),
         Some("too few boots: the variant has 2 at 8 vCPUs (3 an arm at the smallest and the largest count)")
@@ -183,7 +183,10 @@ fn too_few_boots_or_one_count_give_no_verdict_and_say_why() {
     let one = scaling(&[Count::of(2, &b, &b)], &options());
     assert_eq!(
         (one.verdict, one.why.as_deref()),
-        (Verdict::None, Some("one vCPU count: a scaling view needs two or more"))
+        (
+            ScalingVerdict::None,
+            Some("one vCPU count: a scaling view needs two or more")
+        )
     );
 }
 
@@ -209,7 +212,7 @@ fn contention_rows_scale_by_the_contention_rules_floors() {
     let hold = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Hold);
     assert_eq!(
         (hold.mark, hold.threshold, s.verdict),
-        (Mark::Worse, 100.0, Verdict::Worse)
+        (Mark::Worse, 100.0, ScalingVerdict::Worse)
     );
     assert_eq!(hold.at[1].writers, None, "writers are the events row's");
     // taken twice an op: 600 more instructions held per op, under 5,000
@@ -217,23 +220,23 @@ fn contention_rows_scale_by_the_contention_rules_floors() {
     let hold = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Hold);
     assert_eq!(
         (hold.mark, hold.threshold, s.verdict),
-        (Mark::Within, 2500.0, Verdict::Same)
+        (Mark::Within, 2500.0, ScalingVerdict::Same)
     );
     let (b2, b8) = (boots(2.0, 100.0, 0.0), boots(2.0, 300.0, 0.0));
     // acquisitions 2 -> 8 per op: beyond 0.75
     let s = view(&b2, &b8, &boots(2.0, 100.0, 0.0), &boots(8.0, 300.0, 0.0));
     let acqs = row_of(&s, "spin lock pcpu_lock+0x0", Measure::Acquisitions);
     assert_eq!((acqs.mark, acqs.at[1].writers), (Mark::Worse, Some((2, 2))));
-    assert_eq!(s.verdict, Verdict::Worse);
+    assert_eq!(s.verdict, ScalingVerdict::Worse);
     // +0.5 acquisitions per op: under the floor
     let s = view(&b2, &b8, &boots(2.0, 100.0, 0.0), &boots(2.5, 300.0, 0.0));
-    assert_eq!(s.verdict, Verdict::Same);
+    assert_eq!(s.verdict, ScalingVerdict::Same);
     // a heap line 0 -> 4 RMWs per op from 3 boots an arm: held back, not called
     let s = view(&b2, &b8, &boots(2.0, 100.0, 0.0), &boots(2.0, 300.0, 4.0));
     let h = row_of(&s, "heap line via do_wait", Measure::Rmws);
     assert_eq!(
         (h.mark, h.held_back, h.symbol(), s.verdict),
-        (Mark::Within, true, '?', Verdict::Same)
+        (Mark::Within, true, '?', ScalingVerdict::Same)
     );
     let first = s.rows.iter().find(|r| r.key.is_some()).unwrap();
     assert_eq!(
@@ -302,7 +305,7 @@ fn synthetic_boots_call_a_growing_row_and_not_a_flat_one_nor_base_again() {
         scaling(&counts, &options())
     };
     let walk = verdict("walk", 2);
-    assert_eq!(walk.verdict, Verdict::Worse);
+    assert_eq!(walk.verdict, ScalingVerdict::Worse);
     assert_eq!(
         walk.carried().map(Row::text).collect::<Vec<_>>(),
         ["harness_cpu_walk (instructions per op)"]
@@ -313,7 +316,7 @@ fn synthetic_boots_call_a_growing_row_and_not_a_flat_one_nor_base_again() {
         let s = verdict(arm, seed);
         assert_eq!(
             s.verdict,
-            Verdict::Same,
+            ScalingVerdict::Same,
             "{arm} (seed {seed}): {:?}",
             s.carried().collect::<Vec<_>>()
         );

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::layout::wrap;
 use super::text::num;
-use crate::profile::scaling::{Mark, Measure, Row, Scaling, Verdict};
+use crate::profile::scaling::{Mark, Measure, Row, Scaling, ScalingVerdict};
 use crate::report::Report;
 use crate::ui::printable;
 
@@ -42,7 +42,7 @@ pub fn summary(s: &Scaling, rows: usize) -> String {
         .collect();
     let more = s.carried().count().saturating_sub(rows);
     match (s.verdict, carried.is_empty()) {
-        (Verdict::None, _) => format!("no verdict: {}", s.why.as_deref().unwrap_or("")),
+        (ScalingVerdict::None, _) => format!("no verdict: {}", s.why.as_deref().unwrap_or("")),
         (v, true) => v.text().to_string(),
         (v, false) if more > 0 => format!("{}: {}; {more} more", v.text(), carried.join("; ")),
         (v, false) => format!("{}: {}", v.text(), carried.join("; ")),
@@ -113,7 +113,7 @@ pub fn shown(s: &Scaling) -> Vec<&Row> {
     let marked = |r: &Row| matches!(r.mark, Mark::Worse | Mark::Better) || r.held_back;
     let mut out: Vec<&Row> = vec![s.kernel()];
     out.extend(s.rows.iter().skip(1).filter(|r| marked(r)));
-    if matches!(s.verdict, Verdict::Worse | Verdict::Better) {
+    if matches!(s.verdict, ScalingVerdict::Worse | ScalingVerdict::Better) {
         let mut rest: Vec<&Row> = s.rows.iter().skip(1).filter(|r| !marked(r)).collect();
         rest.sort_by(|x, y| y.interaction.abs().total_cmp(&x.interaction.abs()));
         out.extend(
@@ -153,7 +153,7 @@ pub fn section(r: &Report, width: usize) -> String {
             width,
             4,
         ));
-        if s.verdict != Verdict::None {
+        if s.verdict != ScalingVerdict::None {
             out.push_str(&wrap(&format!("    {}", scheduler_text(s)), width, 6));
         }
         out.push_str(&rows_text(s, &shown(s), width));
@@ -180,8 +180,8 @@ pub fn html_lines(r: &Report) -> Vec<HtmlLine> {
     for c in &r.scaling {
         let s = &c.scaling;
         let class = match s.verdict {
-            Verdict::Worse => "regressed",
-            Verdict::Better => "improved",
+            ScalingVerdict::Worse => "regressed",
+            ScalingVerdict::Better => "improved",
             _ => "",
         };
         for row in shown(s) {
@@ -251,17 +251,17 @@ pub fn html_plots(r: &Report) -> Vec<HtmlPlot> {
 /// The summary line's words: `scaling: 1 worse, 0 better, 2 ≈` (and those
 /// without a verdict); None without a scaling view.
 pub fn counts(r: &Report) -> Option<String> {
-    let n = |v: Verdict| r.scaling.iter().filter(|c| c.scaling.verdict == v).count();
-    let none = match n(Verdict::None) {
+    let n = |v: ScalingVerdict| r.scaling.iter().filter(|c| c.scaling.verdict == v).count();
+    let none = match n(ScalingVerdict::None) {
         0 => String::new(),
         k => format!(", {k} no verdict"),
     };
     (!r.scaling.is_empty()).then(|| {
         format!(
             "scaling: {} worse, {} better, {} ≈{none}",
-            n(Verdict::Worse),
-            n(Verdict::Better),
-            n(Verdict::Same)
+            n(ScalingVerdict::Worse),
+            n(ScalingVerdict::Better),
+            n(ScalingVerdict::Same)
         )
     })
 }

@@ -76,7 +76,7 @@ fn run(vcpus: &[u32]) -> (tempfile::TempDir, crate::records::RunMeta, Vec<Event>
 #[test]
 fn a_run_at_two_counts_has_a_scaling_view_in_its_text_json_and_html() {
     let (d, meta, events, r) = run(&[2, 8]);
-    let got: Vec<(&str, Vec<u32>, scaling::Verdict)> = r
+    let got: Vec<(&str, Vec<u32>, scaling::ScalingVerdict)> = r
         .scaling
         .iter()
         .map(|c| (c.variant.as_str(), c.scaling.vcpus.clone(), c.scaling.verdict))
@@ -84,8 +84,8 @@ fn a_run_at_two_counts_has_a_scaling_view_in_its_text_json_and_html() {
     assert_eq!(
         got,
         [
-            ("walk", vec![2, 8], scaling::Verdict::Worse),
-            ("same", vec![2, 8], scaling::Verdict::Same)
+            ("walk", vec![2, 8], scaling::ScalingVerdict::Worse),
+            ("same", vec![2, 8], scaling::ScalingVerdict::Same)
         ]
     );
     let walk = &r.scaling[0].scaling;
@@ -130,7 +130,10 @@ fn a_run_at_two_counts_has_a_scaling_view_in_its_text_json_and_html() {
     );
     // explain's view: every count of the cell's profiles
     let s = cell_scaling(d.path(), &events, &meta.matrix, "walk", "d", &mut vec![]).unwrap();
-    assert_eq!((s.vcpus.clone(), s.verdict), (vec![2, 8], scaling::Verdict::Worse));
+    assert_eq!(
+        (s.vcpus.clone(), s.verdict),
+        (vec![2, 8], scaling::ScalingVerdict::Worse)
+    );
 }
 
 #[test]

@@ -61,7 +61,7 @@ fn verdict_line(report: &Value, variant: &str) -> String {
 
 /// The rule's A/A false calls on the run's boots of one kernel (base and
 /// base-again pooled at each count), three a side.
-fn aa_on_the_runs_boots(run: &std::path::Path) -> harness::profile::scaling::AaCalls {
+fn aa_on_the_runs_boots(run: &std::path::Path) -> harness::profile::scaling::ScalingAaCalls {
     use harness::report::profiles;
     let r = harness::store::Run::open(run).unwrap();
     let (dir, events, _) = profiles::source(&r, r.events().unwrap()).unwrap();

@@ -191,7 +191,8 @@ pub fn cgroup_oom_kills(proc_self_cgroup: &str, root: &Path, read: impl Fn(&Path
 /// Host memory (MiB) one guest of `guest_mib` and `vcpus` takes: its own
 /// memory, 1 GiB for QEMU (its TCG translation cache) and the harness, and
 /// 10 MiB per vCPU of QEMU's per-CPU state (4.4 GB RSS at 448 vCPUs). What
-/// `check` estimates and what a Slurm shard job asks for.
+/// `check` estimates, what a Slurm shard job asks for and what decides how
+/// many icount boots run at once.
 pub fn guest_need_mib(guest_mib: u64, vcpus: u32) -> u64 {
     guest_mib + 1024 + 10 * u64::from(vcpus)
 }

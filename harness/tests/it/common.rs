@@ -42,9 +42,27 @@ pub fn e2e_work() -> PathBuf {
 /// `<e2e_work>.lock`, so tests in this process (each call opens the file
 /// anew, and flock conflicts between open files) and in other processes
 /// using the same work directory run one at a time instead of finding the
-/// work directory taken.
+/// work directory taken. When dropped it appends the test's name and the
+/// seconds it held the lock to `<e2e_work>.times`, so a CI run's cost can
+/// be read test by test (docs/measurements, the test suite's records).
 pub struct Serial {
     _file: std::fs::File,
+    since: std::time::Instant,
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let secs = self.since.elapsed().as_secs();
+        let ok = if std::thread::panicking() { "failed" } else { "ok" };
+        let line = format!("{secs:>6} s  {ok:6}  {name}\n");
+        eprint!("e2e time: {line}");
+        let times = e2e_work().with_extension("times");
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(times) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
 /// Waits for and takes the real-QEMU tests' lock (see [`Serial`]).
@@ -59,7 +77,10 @@ pub fn serial() -> Serial {
         .open(&path)
         .unwrap();
     file.lock().unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
-    Serial { _file: file }
+    Serial {
+        _file: file,
+        since: std::time::Instant::now(),
+    }
 }
 
 /// The profiler plugin built into the release directory of the target

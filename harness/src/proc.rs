@@ -161,6 +161,7 @@ pub struct Cmd {
     args: Vec<OsString>,
     dir: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
+    env_removed: Vec<OsString>,
     log: Option<PathBuf>,
     deadline: Option<Duration>,
     capture: bool,
@@ -197,6 +198,7 @@ impl Cmd {
             args: Vec::new(),
             dir: None,
             env: Vec::new(),
+            env_removed: Vec::new(),
             log: None,
             deadline: None,
             capture: false,
@@ -221,6 +223,11 @@ impl Cmd {
     /// Sets an environment variable.
     pub fn env(mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> Self {
         self.env.push((k.into(), v.into()));
+        self
+    }
+    /// Removes an environment variable the harness has from the child's.
+    pub fn env_remove(mut self, k: impl Into<OsString>) -> Self {
+        self.env_removed.push(k.into());
         self
     }
     /// Appends stdout and stderr to this log file.
@@ -263,6 +270,9 @@ impl Cmd {
         };
         if let Some(d) = &self.dir {
             e = e.dir(d);
+        }
+        for k in &self.env_removed {
+            e = e.env_remove(k);
         }
         for (k, v) in &self.env {
             e = e.env(k, v);

@@ -94,50 +94,187 @@ pub fn files_in(data: &[u8], p: &Path) -> Result<Vec<String>> {
 }
 
 /// Files a unified diff touches (`-p1` stripped), checked to stay inside
-/// the tree; a file a `GIT binary patch` changes is named by its
-/// `diff --git` line, which is all such a section has.
+/// the tree and out of version-control metadata ([`check_path`]): the
+/// `---`/`+++` names, the `diff --git` names, `rename`/`copy` targets, git's
+/// quoted names decoded; a file a `GIT binary patch` changes is named by
+/// its `diff --git` line, which is all such a section has. A symlink the
+/// diff creates must point inside the tree.
 pub fn touched_files(diff: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
-    let mut git_header: Option<&str> = None;
+    let mut add = |name: String| {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    };
+    // the current `diff --git` section: its b/ name, and whether it makes a symlink
+    let mut git_b: Option<String> = None;
+    let mut symlink: Option<String> = None;
+    let mut in_hunk = false;
     for line in diff.lines() {
-        let held: String;
-        let name = if let Some(r) = line.strip_prefix("diff --git ") {
-            git_header = r.rsplit_once(" b/").map(|(_, b)| b);
-            continue;
+        if let Some(r) = line.strip_prefix("diff --git ") {
+            let (a, b) = git_names(r)?;
+            check_path(strip_one(&a)?)?;
+            let b = strip_one(&b)?.to_string();
+            check_path(&b)?;
+            git_b = Some(b);
+            symlink = None;
+            in_hunk = false;
         } else if line == "GIT binary patch" {
-            let Some(b) = git_header else {
+            let Some(b) = git_b.clone() else {
                 bail!("a `GIT binary patch` without its `diff --git` line: not a git diff");
             };
-            // the b/ name with its prefix back on, for the checks below
-            held = format!("b/{b}");
-            &held
-        } else if let Some(r) = line.strip_prefix("+++ ") {
-            r
-        } else if let Some(r) = line.strip_prefix("--- ") {
-            r
-        } else {
-            continue;
-        };
-        let name = name.split('\t').next().unwrap_or("").trim();
-        if name == "/dev/null" {
-            continue;
-        }
-        let stripped = match name.split_once('/') {
-            Some((_, rest)) => rest,
-            None => bail!("diff path `{name}` has no leading directory to strip (-p1)"),
-        };
-        let p = Path::new(stripped);
-        if p.is_absolute() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
-            bail!("diff path `{name}` leaves the tree; refusing the patch");
-        }
-        if !out.iter().any(|o| o == stripped) {
-            out.push(stripped.to_string());
+            add(b);
+        } else if let Some(r) = ["rename from ", "rename to ", "copy from ", "copy to "]
+            .iter()
+            .find_map(|k| line.strip_prefix(k))
+        {
+            let name = unquote(r.trim())?;
+            check_path(&name)?;
+            add(name);
+        } else if line.ends_with(" 120000") && (line.starts_with("new file mode ") || line.starts_with("new mode ")) {
+            symlink = git_b.clone();
+        } else if let Some(r) = line.strip_prefix("+++ ").or_else(|| line.strip_prefix("--- ")) {
+            let name = unquote(r.split('\t').next().unwrap_or("").trim())?;
+            in_hunk = false;
+            if name != "/dev/null" {
+                let stripped = strip_one(&name)?.to_string();
+                check_path(&stripped)?;
+                add(stripped);
+            }
+        } else if line.starts_with("@@") {
+            in_hunk = true;
+        } else if let (true, Some(link), Some(target)) = (in_hunk, &symlink, line.strip_prefix('+')) {
+            check_link(link, target)?;
         }
     }
     if out.is_empty() {
         bail!("no file names found: not a unified diff");
     }
     Ok(out)
+}
+
+/// Directories of version-control metadata: a diff writing into one could
+/// configure the tool that applies the next patch (a git filter is a
+/// command), so no patch may touch them.
+const VCS_DIRS: [&str; 5] = [".git", ".hg", ".svn", ".bzr", "_darcs"];
+
+/// Refuses a tree-relative path that is absolute, climbs (`..`), or passes
+/// through version-control metadata.
+fn check_path(path: &str) -> Result<()> {
+    let p = Path::new(path);
+    if path.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
+        bail!("diff path `{path}` leaves the tree; refusing the patch");
+    }
+    if let Some(d) = p
+        .components()
+        .find_map(|c| VCS_DIRS.iter().find(|d| c.as_os_str().eq_ignore_ascii_case(d)))
+    {
+        bail!(
+            "diff path `{path}` writes into `{d}` (version-control metadata, which could make the tools that apply \
+             the series run a command); refusing the patch"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a symlink at `link` whose `target` leaves the tree or reaches
+/// version-control metadata.
+fn check_link(link: &str, target: &str) -> Result<()> {
+    let mut at: Vec<&str> = link.split('/').collect();
+    at.pop();
+    let escapes = || {
+        anyhow::anyhow!("`{link}` is made a symlink to `{target}`, outside the tree or into version-control metadata; refusing the patch")
+    };
+    if target.starts_with('/') {
+        return Err(escapes());
+    }
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                at.pop().ok_or_else(escapes)?;
+            }
+            p => at.push(p),
+        }
+    }
+    check_path(&at.join("/")).map_err(|_| escapes())
+}
+
+/// `name` without its first directory (`-p1`).
+fn strip_one(name: &str) -> Result<&str> {
+    match name.split_once('/') {
+        Some((_, rest)) => Ok(rest),
+        None => bail!("diff path `{name}` has no leading directory to strip (-p1)"),
+    }
+}
+
+/// The two names of a `diff --git` line (after its prefix), quoted or not:
+/// `a/x b/x`, `"a/x y" "b/x y"`.
+fn git_names(r: &str) -> Result<(String, String)> {
+    if r.starts_with('"') {
+        let end = quoted_end(r).ok_or_else(|| anyhow::anyhow!("`diff --git {r}`: an unterminated quoted name"))?;
+        let (a, rest) = r.split_at(end);
+        return Ok((unquote(a)?, unquote(rest.trim_start())?));
+    }
+    if let Some(i) = r.find(" \"b/") {
+        return Ok((r[..i].to_string(), unquote(&r[i + 1..])?));
+    }
+    match r.rsplit_once(" b/") {
+        Some((a, b)) => Ok((a.to_string(), format!("b/{b}"))),
+        None => bail!("`diff --git {r}`: no b/ name"),
+    }
+}
+
+/// Where the quoted name at the start of `s` ends (just past its quote).
+fn quoted_end(s: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (i, c) in s.char_indices().skip(1) {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => return Some(i + 1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A path as git writes it: in double quotes with C escapes (`\t`, `\"`,
+/// octal bytes) when it holds unusual characters, else as is.
+fn unquote(s: &str) -> Result<String> {
+    let Some(inner) = s.strip_prefix('"') else {
+        return Ok(s.to_string());
+    };
+    let bad = || anyhow::anyhow!("diff path `{s}`: a malformed quoted name");
+    let inner = inner.strip_suffix('"').ok_or_else(bad)?;
+    let mut bytes = Vec::new();
+    let mut it = inner.bytes().peekable();
+    while let Some(b) = it.next() {
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        let e = it.next().ok_or_else(bad)?;
+        bytes.push(match e {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'a' => 7,
+            b'b' => 8,
+            b'f' => 12,
+            b'r' => b'\r',
+            b'v' => 11,
+            b'0'..=b'3' => {
+                let mut v = u32::from(e - b'0');
+                for _ in 0..2 {
+                    let d = it.next().filter(u8::is_ascii_digit).ok_or_else(bad)?;
+                    v = v * 8 + u32::from(d - b'0');
+                }
+                u8::try_from(v).map_err(|_| bad())?
+            }
+            other => other,
+        });
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Whether `diff` holds a `GIT binary patch` section, which only `git
@@ -215,11 +352,13 @@ pub fn run_patch(
     files_in(&bytes, patch)?;
     let text = String::from_utf8_lossy(&bytes);
     let tool = Tool::for_diff(&text);
+    let git_dir = EmptyDir::beside(tree)?;
     let mut cmd = tool.cmd(
         tree,
         reverse,
         if dry_run { Check::DryRun } else { Check::Apply },
         &bytes,
+        git_dir.path(),
     )?;
     if let Some(l) = log {
         cmd = cmd.log(l);
@@ -243,7 +382,7 @@ pub fn run_patch(
         .into());
     }
     // -s suppressed the "checking file" lines that say where it failed: ask again
-    let v = tool.cmd(tree, reverse, Check::Explain, &bytes)?.run()?;
+    let v = tool.cmd(tree, reverse, Check::Explain, &bytes, git_dir.path())?.run()?;
     Ok(Err(PatchFailure {
         patch: patch.to_path_buf(),
         files: match tool {
@@ -290,12 +429,24 @@ impl Tool {
         }
     }
 
-    /// The command, the patch on its standard input.
-    fn cmd(self, tree: &Path, reverse: bool, check: Check, bytes: &[u8]) -> Result<Cmd> {
+    /// The command, the patch on its standard input; `git_dir` is an empty
+    /// directory of the caller's, git's only repository ([`quiet_git`]).
+    fn cmd(self, tree: &Path, reverse: bool, check: Check, bytes: &[u8], git_dir: &Path) -> Result<Cmd> {
         let mut c = match self {
             Tool::Patch => {
+                // -u: a unified diff only (never an ed script, which patch pipes to ed); -g0: never
+                // check a file out of RCS, SCCS, Perforce or ClearCase
                 let c = Cmd::new("patch")
-                    .args(["-p1", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-"])
+                    .args([
+                        "-p1",
+                        "-u",
+                        "-g0",
+                        "-f",
+                        "--fuzz=0",
+                        "--no-backup-if-mismatch",
+                        "-r",
+                        "-",
+                    ])
                     .arg("-d")
                     .arg(tree);
                 match check {
@@ -306,12 +457,9 @@ impl Tool {
             }
             Tool::GitApply => {
                 let tree = std::fs::canonicalize(tree).with_context(|| format!("resolve {}", tree.display()))?;
-                // a tree inside another repository (a work directory in a checkout) stays its own root
-                let ceiling = tree.parent().unwrap_or(&tree).to_path_buf();
-                let c = Cmd::new("git")
+                let c = quiet_git(Cmd::new("git"), git_dir)
                     .args(["apply", "-p1", "--whitespace=nowarn"])
-                    .dir(&tree)
-                    .env("GIT_CEILING_DIRECTORIES", ceiling);
+                    .dir(&tree);
                 match check {
                     Check::Apply => c,
                     Check::DryRun | Check::Explain => c.arg("--check"),
@@ -323,6 +471,59 @@ impl Tool {
         }
         Ok(c.stdin_bytes(bytes.to_vec()).capture())
     }
+}
+
+/// An empty directory beside a tree, removed when dropped: git's
+/// repository while it applies a patch.
+struct EmptyDir(PathBuf);
+
+impl EmptyDir {
+    fn beside(tree: &Path) -> Result<EmptyDir> {
+        let name = tree.file_name().unwrap_or_default().to_string_lossy();
+        let d = tree.with_file_name(format!(".{name}.git-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).with_context(|| format!("create {}", d.display()))?;
+        Ok(EmptyDir(d))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for EmptyDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `git` configured by nothing a series can write: `git_dir` (an empty
+/// directory the harness made) as its repository, so the tree's own `.git`
+/// (its config, hooks and `info/attributes`) is never read; no system or
+/// global config or attributes; no config or repository from the
+/// environment. A filter or diff driver is a command in config, so with
+/// none configured no file of the tree can make git run one.
+fn quiet_git(c: Cmd, git_dir: &Path) -> Cmd {
+    let mut c = c
+        .env("GIT_DIR", git_dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ATTR_NOSYSTEM", "1");
+    for k in [
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_EXTERNAL_DIFF",
+        "XDG_CONFIG_HOME",
+    ] {
+        c = c.env_remove(k);
+    }
+    c.env("HOME", git_dir)
 }
 
 pub use crate::vocab::SeriesState;
@@ -452,6 +653,113 @@ mod tests {
         assert_eq!(run_patch(&tree, &p, true, false, None).unwrap(), Ok(()));
         assert_eq!(std::fs::read(tree.join("fw/blob.bin")).unwrap(), [0u8, 1, 2, 3, 0, 255]);
         assert_eq!(std::fs::read_to_string(tree.join("f.c")).unwrap(), "one\ntwo\n");
+    }
+
+    #[test]
+    fn a_tree_whose_git_config_names_a_filter_cannot_make_git_apply_run_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join("fw")).unwrap();
+        std::fs::write(repo.join("fw/blob.bin"), [0u8, 1, 2]).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-qm", "base"]);
+        std::fs::write(repo.join("fw/blob.bin"), [9u8, 0, 8]).unwrap();
+        git(&repo, &["commit", "-qam", "change"]);
+        let p = tmp.path().join("0002-blob.patch");
+        std::fs::write(&p, git(&repo, &["format-patch", "--binary", "--stdout", "-1"])).unwrap();
+        // what patch 1 of a hostile series left in the tree: a git repository whose filter is a command
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("fw")).unwrap();
+        std::fs::write(tree.join("fw/blob.bin"), [0u8, 1, 2]).unwrap();
+        git(&tree, &["init", "-q"]);
+        let ran = tmp.path().join("ran");
+        write(
+            &tree.join(".git/config"),
+            &format!(
+                "[filter \"x\"]\n\tclean = touch {0}\n\tsmudge = touch {0}\n",
+                ran.display()
+            ),
+        );
+        write(&tree.join(".git/info/attributes"), "* filter=x\n");
+        write(&tree.join(".gitattributes"), "* filter=x\n");
+        assert_eq!(run_patch(&tree, &p, false, false, None).unwrap(), Ok(()));
+        assert_eq!(std::fs::read(tree.join("fw/blob.bin")).unwrap(), [9u8, 0, 8]);
+        assert!(!ran.exists(), "git ran the tree's filter");
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().contains(".git-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn no_patch_may_touch_version_control_metadata() {
+        for (bad, named) in [
+            ("--- /dev/null\n+++ b/.git/config\n", ".git/config"),
+            ("--- a/x/.GIT/hooks/post\n+++ b/x/.GIT/hooks/post\n", ".GIT"),
+            ("diff --git a/.hg/hgrc b/.hg/hgrc\nGIT binary patch\n", ".hg/hgrc"),
+            (
+                "diff --git a/f b/f\nrename from f\nrename to .git/info/attributes\n",
+                ".git/info/attributes",
+            ),
+            (
+                "diff --git a/f b/g\ncopy from f\ncopy to \".git/con\\146ig\"\n",
+                ".git/config",
+            ),
+            ("--- /dev/null\n+++ \"b/.git/hooks/pre\\tx\"\n", ".git/hooks/pre\tx"),
+            ("diff --git \"a/.svn/x y\" \"b/.svn/x y\"\n", ".svn/x y"),
+        ] {
+            let e = touched_files(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(named) && e.contains("version-control metadata"),
+                "{bad}: {e}"
+            );
+        }
+        let fine = "--- a/.gitignore\n+++ b/.gitignore\n--- a/tools/.gitattributes\n+++ b/tools/.gitattributes\n";
+        assert_eq!(touched_files(fine).unwrap(), vec![".gitignore", "tools/.gitattributes"]);
+    }
+
+    #[test]
+    fn renames_copies_and_quoted_names_are_checked_and_listed() {
+        let d = "diff --git a/mm/old.c b/mm/new.c\nsimilarity index 90%\nrename from mm/old.c\nrename to mm/new.c\n\
+                 diff --git \"a/doc/a b.txt\" \"b/doc/a b.txt\"\n--- \"a/doc/a b.txt\"\n+++ \"b/doc/a b.txt\"\n";
+        assert_eq!(touched_files(d).unwrap(), vec!["mm/old.c", "mm/new.c", "doc/a b.txt"]);
+        for bad in [
+            "diff --git a/f b/f\nrename from f\nrename to ../../etc/cron.d/x\n",
+            "diff --git a/f b/g\ncopy from f\ncopy to /etc/passwd\n",
+            "--- \"a/..\\057x\"\n",
+        ] {
+            let e = touched_files(bad).unwrap_err().to_string();
+            assert!(e.contains("leaves the tree"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_symlink_may_point_only_inside_the_tree() {
+        let link = |path: &str, target: &str| {
+            format!(
+                "diff --git a/{path} b/{path}\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n\
+                 +++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+            )
+        };
+        assert_eq!(
+            touched_files(&link("include/linux/x.h", "../../arch/x86/x.h")).unwrap(),
+            vec!["include/linux/x.h"]
+        );
+        for (path, target) in [
+            ("include/x", "/etc/passwd"),
+            ("include/x", "../../.."),
+            ("x", "../root/.ssh"),
+            ("tools/x", "../.git"),
+        ] {
+            let e = touched_files(&link(path, target)).unwrap_err().to_string();
+            assert!(
+                e.contains("symlink") && e.contains("outside the tree"),
+                "{path} -> {target}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -161,3 +161,75 @@ fn check_finds_that_mailed_and_binary_series_apply() {
         assert!(got.starts_with("ok applies"), "series {s}: {got}\n{items:#}");
     }
 }
+
+/// Issue 58: a series whose patch 1 writes the tree's `.git/config` (a
+/// filter that is a command) and `.git/info/attributes`, and whose patch 2
+/// is a `GIT binary patch` (applied by `git apply`, which would run that
+/// filter), is refused by `check`, naming the patch and the path, and
+/// nothing runs.
+#[test]
+fn check_refuses_a_series_that_writes_git_metadata_and_runs_nothing() {
+    let dir = scratch("check-git-filter");
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("fw")).unwrap();
+    std::fs::write(src.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 0\n").unwrap();
+    let ran = dir.join("ran");
+    let s = dir.join("patches/filter");
+    std::fs::create_dir_all(&s).unwrap();
+    let config = format!(
+        "[filter \"x\"]\n\tsmudge = touch {0}\n\tclean = touch {0}\n",
+        ran.display()
+    );
+    let new_file = |path: &str, text: &str| {
+        let lines: Vec<String> = text.lines().map(|l| format!("+{l}\n")).collect();
+        format!(
+            "--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n{}",
+            lines.len(),
+            lines.concat()
+        )
+    };
+    std::fs::write(
+        s.join("0001-config.patch"),
+        format!(
+            "From 1 Mon Sep 17 00:00:00 2001\nSubject: [PATCH 1/2] c\n\n---\n{}{}",
+            new_file(".git/config", &config),
+            new_file(".git/info/attributes", "* filter=x")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        s.join("0002-blob.patch"),
+        "From 1 Mon Sep 17 00:00:00 2001\nSubject: [PATCH 2/2] blob\n\n---\n\
+         diff --git a/fw/blob.bin b/fw/blob.bin\nnew file mode 100644\n\
+         index 0000000000000000000000000000000000000000..f971a5e28b6c4cb237ca3c7349e33bb600dbc907\n\
+         GIT binary patch\nliteral 4\nLcmZQzWcm*P0SW;F\n\nliteral 0\nHcmV?d00001\n\n",
+    )
+    .unwrap();
+    std::fs::write(s.join("series"), "0001-config.patch\n0002-blob.patch\n").unwrap();
+    let matrix = dir.join("matrix.yaml");
+    std::fs::write(
+        &matrix,
+        format!(
+            "kernel: {{source: {}}}\nseries_dir: {}\nvcpus: [2]\nbenchmarks: [{{name: s, kind: doexec}}]\n\
+             variants: [{{name: base}}, {{name: f, apply: [filter]}}]\n",
+            src.display(),
+            dir.join("patches").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .args(["check"])
+        .arg(&matrix)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("0001-config.patch") && text.contains(".git/config") && text.contains("version-control metadata"),
+        "{text}"
+    );
+    assert!(!text.contains("applies (not in the base)"), "{text}");
+    assert!(!ran.exists(), "the series' filter ran on the host");
+}

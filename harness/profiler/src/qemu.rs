@@ -27,7 +27,7 @@ use qemu_plugin::{register, Error, PluginId, Result};
 use crate::decode;
 use crate::symbols::Symbols;
 use crate::syscalls::{self, Kind};
-use crate::tally::{render, Callers, Comp, Header, Tail, Window};
+use crate::tally::{render, seal, Callers, Comp, Header, Tail, Window};
 use crate::{MARK_CLOSE, MARK_OPEN};
 
 mod cont;
@@ -611,7 +611,7 @@ fn write(g: &Global, st: &State) {
     if let Some(c) = &g.cont {
         text += &c.inner().st.total.render(&c.watch, g.top);
     }
-    put(&g.out, text);
+    put(&g.out, seal(text));
 }
 
 /// Writes the last closed window alone to `out.N` (N = its number, from 1).
@@ -638,7 +638,7 @@ fn write_last(g: &Global, st: &State) {
     if let Some(c) = &g.cont {
         text += &c.inner().st.last.render(&c.watch, g.top);
     }
-    put(&PathBuf::from(path), text);
+    put(&PathBuf::from(path), seal(text));
 }
 
 /// Writes a whole file under a temporary name, then renames it.

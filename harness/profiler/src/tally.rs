@@ -263,8 +263,17 @@ pub struct Header {
     pub counters: u64,
 }
 
-/// Format version of the profile text.
-pub const FORMAT: u32 = 1;
+/// Format version of the profile text: 2 ends with the [`seal`] trailer.
+pub const FORMAT: u32 = 2;
+
+/// The whole profile `text` (every section) with its trailer, `end N`, N
+/// the lines before it: a reader refuses a file cut short or with lines
+/// dropped.
+pub fn seal(mut text: String) -> String {
+    let lines = text.lines().count();
+    let _ = writeln!(text, "end {lines}");
+    text
+}
 
 /// Renders the profile: header lines `key value...`, then one `f` line per
 /// function or bucket with a nonzero count, most instructions first:
@@ -482,9 +491,10 @@ mod tests {
         };
         let got = render(&h, &t, &s, &HashMap::new());
         let want =
-            "harness-profile 1\nmode marker\nwindows 1\nunclosed 0\nops 5 missing 0\nvcpus 2\ncallers static top 1\n\
+            "harness-profile 2\nmode marker\nwindows 1\nunclosed 0\nops 5 missing 0\nvcpus 2\ncallers static top 1\n\
                     blocks 9 counters 4\nfunctions 3\ntotal 450 15 2 1\nkernel 400 15 2 1\n\
                     f f2 300 5 2 1\nc f0 3\nc [rest] 2\nf f0 100 10 0 0\nc [indirect] 10\nf [user] 50 0 0 0\n";
         assert_eq!(got, want);
+        assert_eq!(seal(got), format!("{want}end 17\n"));
     }
 }

@@ -134,6 +134,34 @@ fn class(s: Option<&&str>, n: usize) -> Result<Class> {
 }
 
 impl Contention {
+    /// Refuses counts whose rows do not add up to their summary: the line
+    /// rows' RMWs to its shared RMWs, the lock rows' acquisitions to its
+    /// shared acquisitions, each row's functions to the row.
+    pub fn check_sums(&self) -> Result<()> {
+        let sum = |line: bool| -> u64 {
+            self.rows
+                .iter()
+                .filter(|(k, _)| (k.object == Object::Line) == line)
+                .map(|(_, r)| r.events)
+                .sum()
+        };
+        for (what, rows, summary) in [
+            ("shared-line RMWs", sum(true), self.rmws.1),
+            ("shared-lock acquisitions", sum(false), self.acqs.1),
+        ] {
+            if rows != summary {
+                bail!("its contention rows hold {rows} {what}, its `x summary` line {summary}: contention lines were lost or changed since the plugin wrote it");
+            }
+        }
+        for (k, r) in &self.rows {
+            let f: u64 = r.funcs.values().sum();
+            if !r.funcs.is_empty() && f != r.events {
+                bail!("contention row {} holds {} events, its `xf` lines {f}: lines were lost or changed since the plugin wrote it", k.name, r.events);
+            }
+        }
+        Ok(())
+    }
+
     /// Reads one `x` line's fields after `x` (line `n`).
     pub fn line(&mut self, f: &[&str], n: usize) -> Result<()> {
         let pair =

@@ -19,8 +19,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-/// The profile format version this module reads.
-pub const FORMAT: u32 = 1;
+/// The profile format version the plugin writes; this module reads it and
+/// format 1 (the same lines without the `end` trailer, from older runs).
+pub const FORMAT: u32 = 2;
 
 /// Executed counts of one function, one bucket, or a sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,18 +121,22 @@ fn counts(f: &[&str], line: usize) -> Result<Counts> {
     })
 }
 
-/// Parses profile text (see `harness/profiler/README.md`).
+/// Parses profile text (see `harness/profiler/README.md`). A format-2
+/// file must end with its `end N` trailer, N the lines before it, and its
+/// contention rows must add up to their summary: a file cut short, or with
+/// lines dropped, is refused rather than read as fewer rows.
 pub fn parse(text: &str) -> Result<Profile> {
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-    match lines.next() {
-        Some((_, l)) if l.split_whitespace().next() == Some("harness-profile") => {
+    let version = match text.lines().next() {
+        Some(l) if l.split_whitespace().next() == Some("harness-profile") => {
             let v = num(l.split_whitespace().nth(1), "format version", 1)?;
-            if v != FORMAT as u64 {
-                bail!("profile format {v}, this harness reads format {FORMAT}");
+            if v != 1 && v != FORMAT as u64 {
+                bail!("profile format {v}, this harness reads formats 1 and {FORMAT}");
             }
+            v
         }
         _ => bail!("not a harness profile (no `harness-profile` first line)"),
-    }
+    };
+    let body = if version >= 2 { sealed(text)? } else { text };
     let mut p = Profile {
         mode: String::new(),
         windows: 0,
@@ -146,13 +151,36 @@ pub fn parse(text: &str) -> Result<Profile> {
         syscalls: BTreeMap::new(),
         contention: None,
     };
-    for (n, l) in lines {
+    for (n, l) in body.lines().enumerate().skip(1) {
         let f: Vec<&str> = l.split_whitespace().collect();
         if let Some((&key, rest)) = f.split_first() {
-            line(&mut p, key, rest, n)?;
+            line(&mut p, key, rest, n + 1)?;
+        }
+    }
+    if version >= 2 {
+        if let Some(c) = &p.contention {
+            c.check_sums()?;
         }
     }
     Ok(p)
+}
+
+/// The lines of `text` before its `end N` trailer, checked to number N.
+fn sealed(text: &str) -> Result<&str> {
+    let t = text.strip_suffix('\n').unwrap_or(text);
+    let (body, last) = t.rsplit_once('\n').unwrap_or(("", t));
+    let Some(n) = last.strip_prefix("end ") else {
+        bail!("the file is cut short: it does not end with its `end` line (the plugin did not finish writing it, or it was damaged since)");
+    };
+    let want: usize = n
+        .trim()
+        .parse()
+        .with_context(|| format!("its `end` line says {n:?}, not a count of lines"))?;
+    let have = body.lines().count();
+    if have != want {
+        bail!("the file has {have} lines before its `end` line, which says {want}: lines were lost or added since the plugin wrote it");
+    }
+    Ok(body)
 }
 
 /// One line of a profile after the first: `key rest...` at line `n`.

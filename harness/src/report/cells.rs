@@ -287,6 +287,7 @@ pub fn build_from(meta: &RunMeta, samples: &[Sample], events: &[Event], floors: 
         shards: Vec::new(),
         profiles: Vec::new(),
         contention: Vec::new(),
+        contention_missing: Vec::new(),
         scaling: Vec::new(),
         contention_gate: m.statistics.contention,
         coverage: Vec::new(),

@@ -187,7 +187,34 @@ pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
             None => {}
         }
     }
+    for (call, t) in missing_contention_calls(r, key_metrics) {
+        match call {
+            Call::Fails => g.failures.push(t),
+            Call::Warns => g.warnings.push(t),
+        }
+    }
     g
+}
+
+/// Each key cell whose contention profile is missing on one side, with
+/// the gate's call: it cannot be seen to pass, so it warns, or fails under
+/// `statistics.contention: fail`.
+pub fn missing_contention_calls(r: &Report, key_metrics: &[String]) -> Vec<(Call, String)> {
+    let call = match r.contention_gate {
+        crate::config::ContentionGate::Warn => Call::Warns,
+        crate::config::ContentionGate::Fail => Call::Fails,
+    };
+    r.contention_missing
+        .iter()
+        .filter(|m| is_key_benchmark(key_metrics, &m.benchmark))
+        .map(|m| {
+            let t = format!(
+                "{} at {} vCPUs ({}): no contention profile: {}",
+                m.variant, m.vcpus, m.benchmark, m.why
+            );
+            (call, t)
+        })
+        .collect()
 }
 
 /// Whether a benchmark has a key metric (every benchmark when the matrix

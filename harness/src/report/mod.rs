@@ -235,6 +235,10 @@ pub struct Report {
     /// contention counts (empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub contention: Vec<profiles::CellContention>,
+    /// Compared cells whose boots carry contention counts on one side only
+    /// (the gate says so; empty when every cell is whole).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contention_missing: Vec<profiles::MissingContention>,
     /// The scaling view of every compared (benchmark, variant) measured at
     /// two or more vCPU counts with kernel profiles on both sides (empty
     /// otherwise).
@@ -301,7 +305,8 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     let (dir, events, from) = profiles::source(run, events)?;
     profiles::mark_work(&dir, &events, from.as_deref(), &meta.matrix, &mut r, &mut Vec::new());
     r.profiles = profiles::called_cells(&dir, &events, from.as_deref(), &r, &mut notes);
-    r.contention = profiles::contention_cells(&dir, &events, from.as_deref(), &r, &mut notes);
+    let contention = profiles::contention_cells(&dir, &events, from.as_deref(), &r, &mut notes);
+    (r.contention, r.contention_missing) = (contention.cells, contention.missing);
     r.scaling = scaling::scaling_cells(&dir, &events, from.as_deref(), &meta.matrix, &r, &mut notes);
     r.notes.extend(notes);
     r.coverage = crate::coverage::read(&run.dir)?;

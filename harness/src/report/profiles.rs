@@ -355,18 +355,46 @@ impl CellContention {
     }
 }
 
+/// A compared cell that should have a contention profile and has none:
+/// one side's boots carry contention counts and the other's do not (their
+/// profiles refused or cut before their contention lines). The gate never
+/// passes such a cell unseen.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissingContention {
+    /// Benchmark.
+    pub benchmark: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Variant.
+    pub variant: String,
+    /// Which side lacks the counts, in words.
+    pub why: String,
+}
+
+/// The contention side of a report: every cell's profile, and the cells
+/// that should have one and do not.
+#[derive(Debug, Default)]
+pub struct ContentionCells {
+    /// Cells with contention counts on both sides.
+    pub cells: Vec<CellContention>,
+    /// Cells with counts on one side only.
+    pub missing: Vec<MissingContention>,
+}
+
 /// The contention profile of every compared (benchmark, vCPUs, variant) of
-/// `r` whose boots on both sides carry contention counts (the plugin ran
-/// with `contention=on`), whatever the cell's verdict: contention is what
-/// the instruction counts do not show.
+/// `r` whose boots carry contention counts (the plugin ran with
+/// `contention=on`), whatever the cell's verdict: contention is what the
+/// instruction counts do not show. A boot without counts among boots with
+/// them is left out with a note; a side without any, against a side with
+/// them, makes the cell [`MissingContention`].
 pub fn contention_cells(
     dir: &Path,
     events: &[Event],
     from: Option<&str>,
     r: &Report,
     notes: &mut Vec<String>,
-) -> Vec<CellContention> {
-    let mut out = Vec::new();
+) -> ContentionCells {
+    let mut out = ContentionCells::default();
     // base's boots serve every variant of a (benchmark, vCPUs): read once
     let mut bases: BTreeMap<(String, u32), Vec<PerOp>> = BTreeMap::new();
     for (benchmark, vcpus, variant) in compared(events, r, |_| true) {
@@ -374,18 +402,26 @@ pub fn contention_cells(
             .entry((benchmark.clone(), vcpus))
             .or_insert_with(|| boots(dir, events, "base", vcpus, &benchmark, notes));
         let var = boots(dir, events, &variant, vcpus, &benchmark, notes);
-        if let Some((diff, model)) = contention_of(base, &var, vcpus) {
-            out.push(CellContention {
+        let at = format!("{variant} {benchmark} at {vcpus} vCPUs");
+        match contention_of((base, &var), vcpus, &at, notes) {
+            Sides::Both(diff, model) => out.cells.push(CellContention {
                 benchmark,
                 vcpus,
                 variant,
-                diff,
+                diff: *diff,
                 model,
                 from: from.map(str::to_string),
-            });
+            }),
+            Sides::One(why) => out.missing.push(MissingContention {
+                benchmark,
+                vcpus,
+                variant,
+                why,
+            }),
+            Sides::Neither => {}
         }
     }
-    keep_nearest(&mut out);
+    keep_nearest(&mut out.cells);
     out
 }
 
@@ -413,8 +449,8 @@ pub(super) fn compared(
 }
 
 /// The contention profile of `variant` against base for `benchmark` at
-/// `vcpus`, and its model; `None` unless every boot on both sides carries
-/// contention counts.
+/// `vcpus`, and its model; `None` unless both sides have boots with
+/// contention counts (boots without them are left out with a note).
 pub fn cell_contention(
     dir: &Path,
     events: &[Event],
@@ -425,23 +461,61 @@ pub fn cell_contention(
 ) -> Option<(contention::Diff, CellModel)> {
     let base = boots(dir, events, "base", vcpus, benchmark, notes);
     let var = boots(dir, events, variant, vcpus, benchmark, notes);
-    contention_of(&base, &var, vcpus)
+    let at = format!("{variant} {benchmark} at {vcpus} vCPUs");
+    match contention_of((&base, &var), vcpus, &at, notes) {
+        Sides::Both(diff, model) => Some((*diff, model)),
+        Sides::One(why) => {
+            notes.push(format!("{at}: no contention profile: {why}"));
+            None
+        }
+        Sides::Neither => None,
+    }
+}
+
+/// Which sides of a cell carry contention counts.
+enum Sides {
+    /// Both: their profile and its model.
+    Both(Box<contention::Diff>, CellModel),
+    /// One: why the other has none, in words.
+    One(String),
+    /// Neither (the plugin ran without `contention=on`).
+    Neither,
 }
 
 /// The contention profile of a variant's boots against base's at `vcpus`,
-/// and its model; `None` unless every boot on both sides carries
-/// contention counts.
-fn contention_of(base: &[PerOp], variant: &[PerOp], vcpus: u32) -> Option<(contention::Diff, CellModel)> {
-    let counts = |boots: &[PerOp]| -> Option<(Vec<contention::PerOp>, f64)> {
-        let insns: Vec<f64> = boots.iter().map(|b| b.total_insns).collect();
-        let with: Vec<contention::PerOp> = boots.iter().filter_map(|b| b.contention.clone()).collect();
-        (!boots.is_empty() && with.len() == boots.len()).then(|| (with, crate::stats::median(&insns).unwrap_or(0.0)))
+/// and its model, from the boots that carry contention counts; a boot
+/// without them among boots with them is left out with a note naming the
+/// cell `at`.
+fn contention_of((base, variant): (&[PerOp], &[PerOp]), vcpus: u32, at: &str, notes: &mut Vec<String>) -> Sides {
+    let mut counts = |boots: &[PerOp], side: &str| -> Option<(Vec<contention::PerOp>, f64)> {
+        let with: Vec<&PerOp> = boots.iter().filter(|b| b.contention.is_some()).collect();
+        if with.is_empty() {
+            return None;
+        }
+        if with.len() < boots.len() {
+            notes.push(format!(
+                "{at}: {} of {side}'s {} boot profiles carry no contention counts and are left out of its contention profile",
+                boots.len() - with.len(),
+                boots.len()
+            ));
+        }
+        let insns: Vec<f64> = with.iter().map(|b| b.total_insns).collect();
+        let c = with.iter().filter_map(|b| b.contention.clone()).collect();
+        Some((c, crate::stats::median(&insns).unwrap_or(0.0)))
     };
-    let (base, bi) = counts(base)?;
-    let (var, vi) = counts(variant)?;
-    let diff = contention::diff(&base, &var, &contention::Options::default());
-    let model = model_of(&diff, (bi, vi), vcpus);
-    Some((diff, model))
+    let lacks = |side: &str, n: usize| {
+        format!("{side}'s {n} boot profiles carry no contention counts (left out or cut before their contention lines), the other side's do")
+    };
+    match (counts(base, "base"), counts(variant, "the variant")) {
+        (Some((base, bi)), Some((var, vi))) => {
+            let diff = contention::diff(&base, &var, &contention::Options::default());
+            let model = model_of(&diff, (bi, vi), vcpus);
+            Sides::Both(Box::new(diff), model)
+        }
+        (Some(_), None) => Sides::One(lacks("the variant", variant.len())),
+        (None, Some(_)) => Sides::One(lacks("base", base.len())),
+        (None, None) => Sides::Neither,
+    }
 }
 
 /// The differential profile of every called cell of `r` that has profiles
@@ -740,6 +814,81 @@ mod tests {
         format!("{}{x}", window(1000, 10))
     }
 
+    /// `text` as the plugin writes format 2: its version, then its trailer.
+    fn sealed(text: &str) -> String {
+        let t = text.replacen("harness-profile 1", "harness-profile 2", 1);
+        format!("{t}end {}\n", t.lines().count())
+    }
+
+    /// Issue 58: base's five boots and an atomic variant's, which takes
+    /// `counter_x` 10 times in 10 ops; `damage` does what it does to the
+    /// variant's profile of each boot it is given.
+    fn damaged_run(damage: impl Fn(usize, String) -> String) -> (Report, Vec<String>) {
+        use crate::report::tests::{boots as boot_rows, meta_with};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("profiles")).unwrap();
+        let meta = meta_with(&["base", "atomic"], "{boots: 5, repetitions: 2}");
+        let mut rec = (Vec::new(), Vec::new());
+        for (arm, rmws) in [("base", 0), ("atomic", 10)] {
+            boot_rows(arm, 5, 100.0, &mut rec);
+            for b in 0..5 {
+                let id = format!("{arm}-2cpu-b{b}");
+                rec.1.push(profile_of("d", arm, &id, false, 1, Some(10)));
+                let text = sealed(&contended(rmws));
+                let text = if arm == "atomic" { damage(b, text) } else { text };
+                std::fs::write(d.path().join(format!("profiles/{id}.profile.1")), text).unwrap();
+            }
+        }
+        let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
+        let mut notes = vec![];
+        let c = contention_cells(d.path(), &rec.1, None, &r, &mut notes);
+        (r.contention, r.contention_missing) = (c.cells, c.missing);
+        r.contention_gate = crate::config::ContentionGate::Fail;
+        (r, notes)
+    }
+
+    #[test]
+    fn a_damaged_profile_never_passes_the_contention_gate() {
+        let gate = |r: &Report| crate::report::gate::report_gate(r, &[]).failures;
+        let (whole, notes) = damaged_run(|_, t| t);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(whole.contention[0].diff.verdict, contention::Verdict::More);
+        assert_eq!(gate(&whole).len(), 1, "{:?}", gate(&whole));
+
+        // one boot cut before its first `x line`: left out with a note, the other four still call it
+        let cut = |t: String| t[..t.find("x line").unwrap()].to_string();
+        let (one, notes) = damaged_run(|b, t| if b == 0 { cut(t) } else { t });
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("atomic-2cpu-b0 d: its kernel profile is left out") && n.contains("cut short")),
+            "{notes:?}"
+        );
+        assert_eq!(one.contention[0].diff.verdict, contention::Verdict::More);
+        assert!(gate(&one)[0].contains("more contention"), "{:?}", gate(&one));
+
+        // every boot cut, or its `x` lines dropped (trailer made to match): the gate says so and fails
+        let strip = |t: String| {
+            let kept: Vec<&str> = t
+                .lines()
+                .filter(|l| !l.starts_with('x') && !l.starts_with("end"))
+                .collect();
+            format!("{}\nend {}\n", kept.join("\n"), kept.len())
+        };
+        for (how, r) in [
+            ("cut", damaged_run(|_, t| cut(t)).0),
+            ("stripped", damaged_run(|_, t| strip(t)).0),
+        ] {
+            assert!(r.contention.is_empty(), "{how}");
+            let f = gate(&r);
+            assert_eq!(f.len(), 1, "{how}: {f:?}");
+            assert!(
+                f[0].starts_with("atomic at 2 vCPUs (d): no contention profile: the variant's"),
+                "{how}: {f:?}"
+            );
+        }
+    }
+
     #[test]
     fn contention_has_its_verdict_in_the_text_json_html_junit_and_gate() {
         use crate::report::tests::{boots as boot_rows, meta_with};
@@ -756,7 +905,7 @@ mod tests {
             }
         }
         let mut r = crate::report::build_from(&meta, &rec.0, &rec.1, &crate::report::Floors::none("none"));
-        r.contention = contention_cells(d.path(), &rec.1, None, &r, &mut vec![]);
+        r.contention = contention_cells(d.path(), &rec.1, None, &r, &mut vec![]).cells;
         let verdicts: Vec<(&str, contention::Verdict)> = r
             .contention
             .iter()

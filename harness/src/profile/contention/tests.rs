@@ -242,3 +242,40 @@ fn aa_false_calls_count_the_comparisons_a_heap_mode_jump_fools() {
         "14 boots wanted"
     );
 }
+
+/// `text` as the plugin writes format 2: its version, then its trailer.
+fn sealed(text: &str) -> String {
+    let t = text.replacen("harness-profile 1", "harness-profile 2", 1);
+    format!("{t}end {}\n", t.lines().count())
+}
+
+#[test]
+fn a_profile_cut_short_or_missing_contention_lines_is_refused() {
+    let x = "x summary 2 12 12 3 2 5 5 1 1 0 0\nx line heap copy_process 1 2 2\nxf copy_process 2\n\
+             x line static counter_x+0x0 1 2 10\nxf copy_process 9\nxf [rest] 1\n\
+             x lock static pcpu_lock+0x0 spin 1 2 5 0 0\nxf pcpu_alloc_noprof 5\n";
+    let whole = sealed(&window(x));
+    let p = parse(&whole).unwrap();
+    assert_eq!(p.contention.unwrap().rows.len(), 3);
+    // cut at every line boundary: refused, never read as fewer rows
+    let lines: Vec<&str> = whole.lines().collect();
+    for cut in 1..lines.len() {
+        let e = parse(&(lines[..cut].join("\n") + "\n")).unwrap_err().to_string();
+        assert!(e.contains("cut short"), "cut after {cut} lines: {e}");
+    }
+    // a row, or one of a row's functions, dropped with the trailer made to match
+    for dropped in [
+        "x line static counter_x+0x0 1 2 10\n",
+        "x lock static pcpu_lock+0x0 spin 1 2 5 0 0\n",
+        "xf [rest] 1\n",
+    ] {
+        let e = parse(&sealed(&window(&x.replacen(dropped, "", 1))))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("were lost or changed"), "without {dropped}: {e}");
+    }
+    let miscounted = whole.replace(&format!("end {}", lines.len() - 1), "end 99");
+    assert!(parse(&miscounted).unwrap_err().to_string().contains("which says 99"));
+    // format 1 (older runs) has no trailer and is read as it was
+    assert_eq!(parse(&window(x)).unwrap().contention.unwrap().rows.len(), 3);
+}

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 /// Seconds since the Unix epoch (0 on a clock set before it).
 fn unix_now() -> u64 {
@@ -87,6 +87,56 @@ pub fn write_whole(path: &Path, data: &[u8]) -> Result<()> {
         return Err(e).with_context(|| format!("write {}", path.display()));
     }
     Ok(())
+}
+
+/// Reads `path` whole if it is a regular file of at most `cap` bytes:
+/// opened without following a symlink and without blocking on a FIFO, its
+/// type checked on the open file, at most `cap + 1` bytes read. Errors
+/// name the file and say what it is instead.
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let f = match f {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            bail!("{} is a symlink, not a file; refusing to follow it", path.display())
+        }
+        r => r.with_context(|| format!("read {}", path.display()))?,
+    };
+    let kind = f
+        .metadata()
+        .with_context(|| format!("read {}", path.display()))?
+        .file_type();
+    if !kind.is_file() {
+        bail!(
+            "{} is not a regular file (a directory, FIFO, socket or device); refusing to read it",
+            path.display()
+        );
+    }
+    let mut data = Vec::new();
+    f.take(cap + 1)
+        .read_to_end(&mut data)
+        .with_context(|| format!("read {}", path.display()))?;
+    if data.len() as u64 > cap {
+        bail!("{} is larger than {}; refusing to read it", path.display(), human(cap));
+    }
+    Ok(data)
+}
+
+/// `rel`, a path a run's own files name (an event's profile, a log), as a
+/// path inside the run directory `dir`: refused unless relative and free of
+/// `..`, so a hand-edited run directory cannot make a reader open
+/// `/etc/passwd` or a file beside the run.
+pub fn inside(dir: &Path, rel: &str) -> Result<std::path::PathBuf> {
+    let p = Path::new(rel);
+    let plain = p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if rel.is_empty() || !plain {
+        bail!("`{rel}` in {} is not a path inside the run directory (absolute, or with `..`); the run's files were edited by hand", dir.display());
+    }
+    Ok(dir.join(p))
 }
 
 /// Makes `dir` hold `files` (paths relative to it, and their bytes), safe
@@ -277,6 +327,45 @@ pub fn base64_decode(text: &[u8]) -> Result<Vec<u8>, u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_capped_read_takes_regular_files_only_and_never_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("p");
+        std::fs::write(&f, b"0123456789").unwrap();
+        assert_eq!(read_capped(&f, 10).unwrap(), b"0123456789");
+        let e = read_capped(&f, 9).unwrap_err().to_string();
+        assert!(e.contains("larger than 9 B"), "{e}");
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (p, what) in [
+            (fifo, "not a regular file"),
+            (std::path::PathBuf::from("/dev/zero"), "not a regular file"),
+            (d.path().to_path_buf(), "not a regular file"),
+        ] {
+            let e = read_capped(&p, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains(what), "{}: {e}", p.display());
+        }
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        let e = read_capped(&link, 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("is a symlink"), "{e}");
+    }
+
+    #[test]
+    fn a_run_file_names_a_path_inside_its_run() {
+        let run = Path::new("/runs/r");
+        assert_eq!(
+            inside(run, "profiles/a.profile.1").unwrap(),
+            run.join("profiles/a.profile.1")
+        );
+        for bad in ["/etc/passwd", "../other/x", "profiles/../../x", "", "./x"] {
+            let e = inside(run, bad).unwrap_err().to_string();
+            assert!(e.contains("not a path inside the run directory"), "{bad}: {e}");
+        }
+    }
+
     use super::*;
 
     #[test]

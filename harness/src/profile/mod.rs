@@ -236,9 +236,21 @@ fn line(p: &mut Profile, key: &str, rest: &[&str], n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Reads and parses a profile file.
+/// The largest profile file read: the plugin's are kilobytes to a few
+/// megabytes (every executed function with its callers).
+pub const MAX_BYTES: u64 = 256 << 20;
+
+/// Reads and parses a profile file: a regular file of at most
+/// [`MAX_BYTES`], UTF-8 (a byte that is not is named by its offset).
 pub fn read(path: &Path) -> Result<Profile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read profile {}", path.display()))?;
+    let bytes = crate::util::read_capped(path, MAX_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "profile {}: byte {} is not UTF-8: the file was damaged after the plugin wrote it",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     parse(&text).with_context(|| format!("profile {}", path.display()))
 }
 

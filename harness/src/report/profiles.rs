@@ -110,7 +110,10 @@ pub fn boots(
 ) -> Vec<PerOp> {
     let mut out = Vec::new();
     for (boot_id, paths) in windows(events, variant, vcpus, benchmark) {
-        let read: Result<Vec<_>> = paths.iter().map(|p| profile::read(&dir.join(p))).collect();
+        let read: Result<Vec<_>> = paths
+            .iter()
+            .map(|p| crate::util::inside(dir, p).and_then(|p| profile::read(&p)))
+            .collect();
         match read.and_then(|ps| profile::sum(&ps).map_or_else(|| bail!("no window"), |p| p.per_op(None))) {
             Ok(p) => out.push(p),
             Err(e) => notes.push(format!("{boot_id} {benchmark}: its kernel profile is left out: {e:#}")),

@@ -5,6 +5,7 @@
 //! YAML errors carry `file:line:col`, validation errors name the YAML path
 //! (`variants[2].apply[0]`). Nothing here touches the kernel tree or spawns.
 
+mod events;
 mod keys;
 mod metrics;
 mod names;
@@ -130,55 +131,32 @@ pub fn defines_profile(path: &Path, name: &str) -> Result<bool, ConfigError> {
 /// editors write, left out), errors at `path`'s line and column.
 fn raw_of(text: &str, path: &Path) -> Result<RawMatrix, ConfigError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if let Some(line) = alias_past_cap(text) {
+    if let Some(x) = events::excess(text) {
+        let ((line, column), message) = match x {
+            events::Excess::Aliases { line, column } => (
+                (line, column),
+                format!(
+                    "more than {} YAML aliases (`*name`): each is expanded in full, so a few lines can ask for \
+                     gigabytes; write the values out, or use profiles and overrides",
+                    events::MAX_ALIASES
+                ),
+            ),
+            events::Excess::Depth { line, column } => (
+                (line, column),
+                format!(
+                    "sequences and mappings nested more than {} deep: no matrix needs that; flatten it",
+                    events::MAX_DEPTH
+                ),
+            ),
+        };
         return Err(ConfigError::Yaml {
             path: path.to_path_buf(),
             line,
-            column: 1,
-            message: format!(
-                "more than {MAX_ALIASES} YAML aliases (`*name`): each is expanded in full, so a few lines can \
-                 ask for gigabytes; write the values out, or use profiles and overrides"
-            ),
+            column,
+            message,
         });
     }
     serde_yaml::from_str(text).map_err(|e| yaml_error(e, text, path))
-}
-
-/// The most YAML aliases a matrix may use (the shipped one uses none): a
-/// file of 10,000 aliases to a 1 MB string took 69 s and ~20 GB to load.
-const MAX_ALIASES: usize = 256;
-
-/// What a token follows in YAML: a blank, a flow opener or separator
-/// (`[`, `{` written `\u{7b}`, `,`), a block mapping's `:` or a sequence's `-`.
-const TOKEN_AFTER: [char; 7] = [' ', '\t', '[', '\u{7b}', ',', ':', '-'];
-
-/// The 1-based line of the alias past [`MAX_ALIASES`], if there is one:
-/// a `*` that starts a token outside quotes and comments.
-fn alias_past_cap(text: &str) -> Option<usize> {
-    if !text.contains('*') {
-        return None;
-    }
-    let mut n = 0;
-    for (i, line) in text.lines().enumerate() {
-        let (mut quote, mut prev) = (None, ' ');
-        for c in line.chars() {
-            match (quote, c) {
-                (Some(q), c) if c == q => quote = None,
-                (Some(_), _) => {}
-                (None, '\'' | '"') if TOKEN_AFTER.contains(&prev) => quote = Some(c),
-                (None, '#') if prev == ' ' || prev == '\t' => break,
-                (None, '*') if TOKEN_AFTER.contains(&prev) => {
-                    n += 1;
-                    if n > MAX_ALIASES {
-                        return Some(i + 1);
-                    }
-                }
-                _ => {}
-            }
-            prev = c;
-        }
-    }
-    None
 }
 
 /// A YAML error at its file, line and column (a duplicate key at its

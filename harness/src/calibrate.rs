@@ -323,19 +323,38 @@ pub fn load_all(work: &WorkDir) -> Result<Vec<Calibration>> {
     Ok(f.calibrations)
 }
 
-/// Stores a calibration, replacing one with the same fingerprint (an
-/// unreadable older file is replaced).
-pub fn save(work: &WorkDir, c: &Calibration) -> Result<()> {
+/// Stores a calibration, replacing one with the same fingerprint: under
+/// the lock `work/locks/calibration` (two calibrations ending together
+/// both land), written whole ([`crate::util::write_whole`]: a crash leaves
+/// the old store or the new one). A store that cannot be read is kept
+/// aside as `calibration.json.unreadable-<time>`, never replaced; its
+/// path is returned so the caller can say so.
+pub fn save(work: &WorkDir, c: &Calibration) -> Result<Option<PathBuf>> {
     work.create()?;
-    let mut cals = load_all(work).unwrap_or_default();
+    let by = format!("calibrate (pid {})", std::process::id());
+    let _lock = crate::workdir::lock_waiting(work, "calibration", "the calibration store", &by, |_| {})?;
+    let p = path(work);
+    let (mut cals, kept) = match load_all(work) {
+        Ok(cals) => (cals, None),
+        Err(_) => {
+            let aside = p.with_file_name(format!(
+                "{}.unreadable-{}",
+                p.file_name().unwrap_or_default().to_string_lossy(),
+                crate::util::stamp()
+            ));
+            std::fs::rename(&p, &aside)
+                .with_context(|| format!("keep the unreadable calibration store {} aside", p.display()))?;
+            (Vec::new(), Some(aside))
+        }
+    };
     cals.retain(|x| x.fingerprint != c.fingerprint);
     cals.push(c.clone());
     let f = File {
         version: FILE_VERSION,
         calibrations: cals,
     };
-    std::fs::write(path(work), serde_json::to_vec_pretty(&f)?)
-        .with_context(|| format!("write calibration {}", path(work).display()))
+    crate::util::write_whole(&p, &serde_json::to_vec_pretty(&f)?)?;
+    Ok(kept)
 }
 
 #[cfg(test)]
@@ -502,5 +521,37 @@ mod tests {
             "{}",
             old.source
         );
+    }
+
+    /// Issue 58: an unreadable store is kept aside, not replaced, and two
+    /// calibrations saved at once both land in a store that reads whole.
+    #[test]
+    fn an_unreadable_store_is_kept_and_concurrent_saves_both_land() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = WorkDir::at(tmp.path());
+        work.create().unwrap();
+        let damaged = br#"{"version": 1, "calibrations": [{"finger"#;
+        std::fs::write(path(&work), damaged).unwrap();
+        let (cal, _, _) = calibration();
+        let kept = save(&work, &cal).unwrap().expect("the damaged store kept");
+        assert_eq!(std::fs::read(&kept).unwrap(), damaged);
+        assert!(kept
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("calibration.json.unreadable-"));
+        assert_eq!(load_all(&work).unwrap().len(), 1);
+
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (work, mut c) = (WorkDir::at(tmp.path()), cal.clone());
+                c.fingerprint.profile = Some(format!("p{i}"));
+                std::thread::spawn(move || save(&work, &c).unwrap())
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), None);
+        }
+        assert_eq!(load_all(&work).unwrap().len(), 9, "every save landed");
     }
 }

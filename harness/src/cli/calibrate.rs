@@ -38,7 +38,12 @@ pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
         &report::Floors::none("none (this is the A/A run)"),
     );
     let cal = crate::calibrate::compute(&r, &meta, &events, m.profile.clone());
-    crate::calibrate::save(&g.work(), &cal)?;
+    if let Some(kept) = crate::calibrate::save(&g.work(), &cal)? {
+        eprintln!(
+            "note: the calibration store could not be read; it is kept at {} and a new one was begun",
+            kept.display()
+        );
+    }
     if g.json {
         print_json(&cal)?;
         return Ok(Exit::Done);

@@ -324,6 +324,11 @@ fn accel_check(m: &Matrix, lim: &Limits) -> Item {
         (Some(why), AccelChoice::Kvm) => item(Level::Error, "accel", format!("guest.accel is kvm but {why}")),
         (Some(why), _) => item(Level::Ok, "accel", format!("{why}: guests will run under TCG")),
         (None, AccelChoice::Tcg) => item(Level::Ok, "accel", "TCG (guest.accel: tcg)"),
+        (None, AccelChoice::Kvm) => item(
+            Level::Ok,
+            "accel",
+            format!("/dev/kvm opens (max {} vCPUs); guest.accel is kvm, so there is no fallback: if KVM cannot start a guest here, every boot fails (`accel: auto` would fall back to TCG)", lim.kvm_max.map(|n| n.to_string()).unwrap_or("?".into())),
+        ),
         (None, _) => item(
             Level::Ok,
             "accel",
@@ -660,6 +665,26 @@ mod tests {
                 .any(|i| format!("{i:?}").contains(&format!("needs ~{asks} MiB on the host"))),
             "slurm asks {asks} MiB; check said {items:?}"
         );
+    }
+
+    /// Issue 58: with `accel: kvm` there is no probe and no fallback, and
+    /// `check` says so rather than promising one.
+    #[test]
+    fn accel_kvm_is_told_it_has_no_fallback() {
+        let lim = Limits {
+            q35_max: None,
+            nr_cpus: (512, "test".into()),
+            kvm: None,
+            kvm_max: Some(1024),
+            host_mem: None,
+        };
+        let said = |accel: &str| {
+            let y = format!("variants: [{{name: base}}]\nvcpus: [2]\nguest: {{accel: {accel}}}\nbenchmarks: [{{name: s, kind: doexec}}]\n");
+            let m = crate::config::parse(&y, Path::new("/nonexistent/m.yaml"), None).unwrap();
+            accel_check(&m, &lim).message
+        };
+        assert!(said("kvm").contains("no fallback: if KVM cannot start a guest here, every boot fails"), "{}", said("kvm"));
+        assert!(said("auto").contains("falls back to TCG"), "{}", said("auto"));
     }
 
     /// Issue 47: past QEMU 10's 4096 the remedy is fewer vCPUs, not a

@@ -683,7 +683,11 @@ mod tests {
             let m = crate::config::parse(&y, Path::new("/nonexistent/m.yaml"), None).unwrap();
             accel_check(&m, &lim).message
         };
-        assert!(said("kvm").contains("no fallback: if KVM cannot start a guest here, every boot fails"), "{}", said("kvm"));
+        assert!(
+            said("kvm").contains("no fallback: if KVM cannot start a guest here, every boot fails"),
+            "{}",
+            said("kvm")
+        );
         assert!(said("auto").contains("falls back to TCG"), "{}", said("auto"));
     }
 

@@ -121,8 +121,10 @@ pub struct Contention {
 
 fn num(s: Option<&&str>, what: &str, n: usize) -> Result<u64> {
     let s = s.with_context(|| format!("line {n}: {what} missing"))?;
-    s.parse::<u64>()
-        .with_context(|| format!("line {n}: {what} {s:?} is not a count"))
+    let v = s
+        .parse::<u64>()
+        .with_context(|| format!("line {n}: {what} {s:?} is not a count"))?;
+    super::bounded(v, what, n)
 }
 
 fn class(s: Option<&&str>, n: usize) -> Result<Class> {

@@ -108,8 +108,25 @@ pub fn syscall_number(name: &str) -> Option<u32> {
 
 fn num(s: Option<&str>, what: &str, line: usize) -> Result<u64> {
     let s = s.with_context(|| format!("line {line}: {what} missing"))?;
-    s.parse::<u64>()
-        .with_context(|| format!("line {line}: {what} {s:?} is not a count"))
+    let n = s
+        .parse::<u64>()
+        .with_context(|| format!("line {line}: {what} {s:?} is not a count"))?;
+    bounded(n, what, line)
+}
+
+/// The largest count a profile line may hold: 2^53 instructions would be
+/// 100 guest days at 10^9 a second, so no real profile comes near it, and
+/// sums of up to 2^10 such counts fit a u64 without wrapping.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// `n` if it is at most [`MAX_COUNT`].
+pub(crate) fn bounded(n: u64, what: &str, line: usize) -> Result<u64> {
+    if n > MAX_COUNT {
+        bail!(
+            "line {line}: {what} {n} is past 2^53, which no real profile holds: the file was made or damaged by hand"
+        );
+    }
+    Ok(n)
 }
 
 fn counts(f: &[&str], line: usize) -> Result<Counts> {
@@ -152,6 +169,12 @@ pub fn parse(text: &str) -> Result<Profile> {
         contention: None,
     };
     for (n, l) in body.lines().enumerate().skip(1) {
+        if l.chars().any(|c| c.is_control() && c != '\t') {
+            bail!(
+                "line {}: control characters (a name the plugin never writes; the file was damaged)",
+                n + 1
+            );
+        }
         let f: Vec<&str> = l.split_whitespace().collect();
         if let Some((&key, rest)) = f.split_first() {
             line(&mut p, key, rest, n + 1)?;
@@ -509,5 +532,29 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Issue 58: counts that would wrap a sum, and names carrying terminal
+    /// escapes, are refused with the line.
+    #[test]
+    fn huge_counts_and_control_characters_are_refused() {
+        for (bad, said) in [
+            (
+                format!("harness-profile 1\nf x {} 1 0 0\n", MAX_COUNT + 1),
+                "line 2: instructions 9007199254740993 is past 2^53",
+            ),
+            (
+                "harness-profile 1\nx summary 2 18446744073709551615 0 0 0 0 0 0 0 0 0\n".to_string(),
+                "line 2: rmws 18446744073709551615 is past 2^53",
+            ),
+            (
+                "harness-profile 1\nf x 1 1 0 0\nf \u{1b}[2Jevil 5 1 0 0\n".to_string(),
+                "line 3: control characters",
+            ),
+        ] {
+            let e = format!("{:#}", parse(&bad).unwrap_err());
+            assert!(e.contains(said), "{bad:?}: {e}");
+        }
+        assert!(parse(&format!("harness-profile 1\nf x {MAX_COUNT} 1 0 0\n")).is_ok());
     }
 }

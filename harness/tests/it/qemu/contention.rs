@@ -1,5 +1,6 @@
 //! Issue 45: contention seen on a host with none. Two tests read one
-//! icount run at 2 vCPUs, five boots an arm, real kernels with test
+//! icount run at 2 vCPUs, five boots an arm of one guest second per
+//! benchmark ([`ci_benches`]), real kernels with test
 //! patches (made once, by whichever test comes first): a global atomic
 //! added to every fork is `more contention` naming its variable at about
 //! one shared-line RMW per fork while the instruction verdict stays about
@@ -22,6 +23,19 @@ pub(super) const BENCHES: &str = "{name: fork-exec, kind: fork_exec, workers: np
      - {name: stress-mmap, kind: program, run: stress-ng, args: [--mmap, \"{workers}\", --mmap-bytes, 1M, --timeout, \"{duration_s}\", --metrics-brief], \
      workers: 2, duration_s: 2, metrics: [{name: bogo_ops_per_s, unit: ops/s, regex: '\\] mmap\\s+\\d+\\s+[\\d.]+\\s+[\\d.]+\\s+[\\d.]+\\s+(?P<value>[\\d.]+)'}], \
      ops: '\\] mmap\\s+(?P<value>\\d+)\\s', timeout_s: 120}";
+
+/// [`BENCHES`] at half the guest time, for this test's run in CI: no
+/// warmup second before fork-exec's, one second of stress-ng mmap, not
+/// two (the A/A rates below were measured on [`BENCHES`]).
+fn ci_benches() -> String {
+    let b = BENCHES.replacen("warmup_s: 1", "warmup_s: 0", 1).replacen(
+        "workers: 2, duration_s: 2",
+        "workers: 2, duration_s: 1",
+        1,
+    );
+    assert_ne!(b, BENCHES);
+    b
+}
 
 fn cell<'a>(report: &'a Value, variant: &str, bench: &str) -> &'a Value {
     report["contention"]
@@ -88,7 +102,7 @@ fn the_run() -> &'static Shared {
             &dir,
             variants,
             "",
-            BENCHES,
+            &ci_benches(),
             "boots: 5, repetitions: 1, warmup_repetitions: 0",
             "",
         );

@@ -223,6 +223,33 @@ fn quick_matrix_runs_end_to_end() {
     }
 }
 
+/// The icount doexec run two tests read (made by the first that asks,
+/// under the e2e lock): base, base-again, `slow-exec` and `exec-cost` at 2
+/// vCPUs, five profiled boots an arm (contention counts off: neither test
+/// reads them), a 0.3% floor. Its runs directory, run directory and
+/// printed table.
+fn icount_doexec_run() -> &'static (PathBuf, PathBuf, String) {
+    static RUN: std::sync::OnceLock<(PathBuf, PathBuf, String)> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        build_profiler();
+        let dir = scratch("icount");
+        let matrix = icount_doexec_matrix(
+            &dir,
+            "  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n  \
+             - name: exec-cost\n    apply: [exec-cost]\n",
+            ", contention: false",
+            "boots: 5, repetitions: 1, warmup_repetitions: 0",
+            "statistics: {floor: 0.003}\n",
+        );
+        let runs = dir.join("runs");
+        let mut c = harness(&runs);
+        c.arg("run").arg(&matrix);
+        let table = run_ok(c);
+        let run = only_run_dir(&runs);
+        (runs, run, table)
+    })
+}
+
 /// The instruction-counting clock at 2 vCPUs: boots of one kernel agree to
 /// within 0.5%, a kernel with ~3000 more instructions per exec (the
 /// `slow-exec` fixture: 0.75% fewer execs per 10^9 instructions when this
@@ -231,19 +258,8 @@ fn quick_matrix_runs_end_to_end() {
 #[test]
 fn icount_calls_a_one_percent_exec_regression() {
     let _g = crate::common::serial();
-    let dir = scratch("icount");
-    let matrix = icount_doexec_matrix(
-        &dir,
-        "  - name: base\n  - name: base-again\n  - name: slow-exec\n    apply: [slow-exec]\n",
-        "",
-        "boots: 5, repetitions: 1, warmup_repetitions: 0",
-        "statistics: {floor: 0.003}\n",
-    );
-    let runs = dir.join("runs");
-    let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
-    let table = run_ok(c);
-    let run = only_run_dir(&runs);
+    let (_, run, table) = icount_doexec_run();
+    let (run, table) = (run.clone(), table.clone());
 
     let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
     assert_eq!(meta["clock"], "tcg-icount");
@@ -304,28 +320,16 @@ fn icount_calls_a_one_percent_exec_regression() {
 /// 1000-iteration `dec`/`jnz` loop, 2000 instructions, in its own function
 /// called from `bprm_execve`) is named by the differential profile as the
 /// largest change, at 2000 instructions per exec within 5%; base against
-/// base-again calls no function. 3 boots an arm (the profile's minimum).
+/// base-again calls no function. Five boots an arm, in the run
+/// [`icount_calls_a_one_percent_exec_regression`] reads too.
 #[test]
 fn icount_profile_names_the_function_a_patch_slowed() {
     let _g = crate::common::serial();
-    build_profiler();
-    let dir = scratch("profile");
-    let matrix = icount_doexec_matrix(
-        &dir,
-        "  - name: base\n  - name: base-again\n  - name: exec-cost\n    apply: [exec-cost]\n",
-        "",
-        "boots: 3, repetitions: 1, warmup_repetitions: 0",
-        "",
-    );
-    let runs = dir.join("runs");
-    let mut c = harness(&runs);
-    c.arg("run").arg(&matrix);
-    run_ok(c);
-    let run = only_run_dir(&runs);
+    let (runs, run, _) = icount_doexec_run();
 
     // a profile per boot, closed with the benchmark's own exec count
-    let profiles = events(&run, "profile");
-    assert_eq!(profiles.len(), 9, "{profiles:?}");
+    let profiles = events(run, "profile");
+    assert_eq!(profiles.len(), 20, "{profiles:?}");
     for p in &profiles {
         assert!(p["ops"].as_u64().unwrap() > 1000, "{p}");
         assert!(p["error"].is_null(), "{p}");
@@ -339,7 +343,7 @@ fn icount_profile_names_the_function_a_patch_slowed() {
             .filter(|s| s["variant"] == arm && s["metric"] == "insns_per_op")
             .map(|s| s["value"].as_f64().unwrap())
             .collect();
-        assert_eq!(v.len(), 3, "{arm}");
+        assert_eq!(v.len(), 5, "{arm}");
         let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
         assert!(
             hi / lo - 1.0 < 0.005,
@@ -347,15 +351,10 @@ fn icount_profile_names_the_function_a_patch_slowed() {
         );
     }
     let explain = |variant: &str| -> Value {
-        let mut c = harness(&runs);
-        c.args(["--json", "explain"]).arg(&run).args([
-            "--variant",
-            variant,
-            "--bench",
-            "static-doexec",
-            "--vcpus",
-            "2",
-        ]);
+        let mut c = harness(runs);
+        c.args(["--json", "explain"])
+            .arg(run)
+            .args(["--variant", variant, "--bench", "static-doexec", "--vcpus", "2"]);
         serde_json::from_str(&run_ok(c)).unwrap()
     };
     let cost = explain("exec-cost");
@@ -383,8 +382,8 @@ fn icount_profile_names_the_function_a_patch_slowed() {
         .filter(|r| r["called"] == true)
         .collect();
     assert!(called.is_empty(), "base against base-again called {called:#?}");
-    let mut c = harness(&runs);
-    c.arg("explain").arg(&run).args([
+    let mut c = harness(runs);
+    c.arg("explain").arg(run).args([
         "--variant",
         "exec-cost",
         "--bench",

@@ -13,6 +13,9 @@ pub mod symbols;
 pub mod syscalls;
 pub mod tally;
 
+#[cfg(test)]
+mod golden;
+
 #[cfg(not(test))]
 mod qemu;
 

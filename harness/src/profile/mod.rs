@@ -534,6 +534,82 @@ mod tests {
         }
     }
 
+    /// The profile the plugin's own writers render
+    /// (`harness-profiler`'s `golden` test writes and checks the same
+    /// file): every section and line kind, read value by value. A format
+    /// change on either side fails one of the two tests.
+    #[test]
+    fn reads_the_golden_profile() {
+        use contention::{Class, Key, Object};
+        let p = parse(include_str!("../../tests/fixtures/profile/golden.profile")).unwrap();
+        assert_eq!(
+            (
+                p.mode.as_str(),
+                p.windows,
+                p.unclosed,
+                p.ops,
+                p.ops_missing,
+                p.vcpus,
+                p.callers.as_str()
+            ),
+            ("marker", 1, false, 5, 0, 2, "static")
+        );
+        let c = |insns, calls, locks, pauses| Counts {
+            insns,
+            calls,
+            locks,
+            pauses,
+        };
+        assert_eq!((p.total, p.kernel), (c(450, 15, 2, 1), c(400, 15, 2, 1)));
+        type Row<'a> = (&'a str, Counts, Vec<(&'a str, u64)>);
+        let fs: Vec<Row> = p
+            .functions
+            .iter()
+            .map(|f| {
+                (
+                    f.name.as_str(),
+                    f.counts,
+                    f.callers.iter().map(|(n, k)| (n.as_str(), *k)).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            fs,
+            [
+                ("f2", c(300, 5, 2, 1), vec![("f0", 3), ("[rest]", 2)]),
+                ("f0", c(100, 10, 0, 0), vec![("[indirect]", 10)]),
+                ("[user]", c(50, 0, 0, 0), vec![]),
+            ]
+        );
+        let s = p.syscalls[&302];
+        assert_eq!((s.calls, s.insns, s.dropped), (2, 2000, 1));
+        let x = p.contention.unwrap();
+        assert_eq!(x.watch, (1, 1, "spin".to_string()));
+        assert_eq!(
+            (x.vcpus, x.rmws, x.lines, x.acqs, x.locks, x.holds),
+            (2, (40, 12), (9, 3), (30, 20), (5, 2), (7, 1))
+        );
+        let key = |object: Object, class: Class, name: &str| Key {
+            object,
+            class,
+            name: name.to_string(),
+        };
+        let counter = &x.rows[&key(Object::Line, Class::Static, "counter_x+0x0")];
+        assert_eq!((counter.objects, counter.writers, counter.events), (1, 2, 10));
+        assert_eq!(
+            counter.funcs.iter().map(|(f, n)| (f.as_str(), *n)).collect::<Vec<_>>(),
+            [("[rest]", 1), ("copy_process", 9)]
+        );
+        let heap = &x.rows[&key(Object::Line, Class::Heap, "copy_process")];
+        assert_eq!((heap.objects, heap.writers, heap.events), (3, 2, 2));
+        let lock = &x.rows[&key(Object::Lock("spin".into()), Class::Static, "pcpu_lock+0x0")];
+        assert_eq!(
+            (lock.objects, lock.writers, lock.events, lock.holds, lock.hold_insns),
+            (1, 2, 20, 20, 2000)
+        );
+        assert_eq!(x.rows.len(), 3);
+    }
+
     /// Issue 58: counts that would wrap a sum, and names carrying terminal
     /// escapes, are refused with the line.
     #[test]

@@ -61,6 +61,11 @@ fn charset(content_type: &str) -> Option<String> {
 /// ISO-8859-1; the headers kept but for those two, which then say `8bit`
 /// and `UTF-8`. Unchanged (the same bytes) when there is nothing to do.
 pub fn as_patch(msg: &[u8]) -> Result<Vec<u8>, Undecodable> {
+    // a mail saved with CRLF line ends (mail clients, some archives): LF, as `git mailsplit` makes it
+    let first = msg.iter().position(|&b| b == b'\n');
+    if first.is_some_and(|i| i > 0 && msg[i - 1] == b'\r') {
+        return as_patch(&crlf_to_lf(msg));
+    }
     let split = msg.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
     let Some(at) = split else {
         return Ok(msg.to_vec());
@@ -94,6 +99,17 @@ pub fn as_patch(msg: &[u8]) -> Result<Vec<u8>, Undecodable> {
     let mut out = headers_rewritten(&head);
     out.extend_from_slice(&body);
     Ok(out)
+}
+
+/// `msg` with each CR that ends a line removed.
+fn crlf_to_lf(msg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(msg.len());
+    for (i, &b) in msg.iter().enumerate() {
+        if !(b == b'\r' && msg.get(i + 1) == Some(&b'\n')) {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// The mail's header lines with its transfer encoding and content type
@@ -225,6 +241,17 @@ mod tests {
         for (h, body) in cases {
             let got = as_patch(&mail(h, &body)).unwrap();
             assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want), "{h}");
+            // issue 58: the same mail saved with CRLF line ends
+            let crlf: Vec<u8> = mail(h, &body)
+                .iter()
+                .flat_map(|&b| if b == b'\n' { vec![b'\r', b'\n'] } else { vec![b] })
+                .collect();
+            let got = as_patch(&crlf).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "CRLF {h}"
+            );
         }
     }
 

@@ -353,20 +353,28 @@ pub fn run_patch(
     let text = String::from_utf8_lossy(&bytes);
     let tool = Tool::for_diff(&text);
     let git_dir = EmptyDir::beside(tree)?;
-    let mut cmd = tool.cmd(
-        tree,
-        reverse,
-        if dry_run { Check::DryRun } else { Check::Apply },
-        &bytes,
-        git_dir.path(),
-    )?;
-    if let Some(l) = log {
-        cmd = cmd.log(l);
+    // a real apply goes through a dry run first: GNU patch applies every hunk it can, so a failed
+    // apply would leave the tree half-patched, and the explaining run would blame every file
+    let steps: &[Check] = if dry_run {
+        &[Check::DryRun]
+    } else {
+        &[Check::DryRun, Check::Apply]
+    };
+    let mut failed = None;
+    for &check in steps {
+        let mut cmd = tool.cmd(tree, reverse, check, &bytes, git_dir.path())?;
+        if let Some(l) = log {
+            cmd = cmd.log(l);
+        }
+        let f = cmd.run()?;
+        if !f.success() {
+            failed = Some(f);
+            break;
+        }
     }
-    let f = cmd.run()?;
-    if f.success() {
+    let Some(f) = failed else {
         return Ok(Ok(()));
-    }
+    };
     // a patch Ctrl-C stopped is an interruption; one the disk or a signal stopped is the host's, not a conflict
     crate::proc::check_interrupted()?;
     if let Some(why) = super::fault::host_fault(tool.name(), f.code, f.signal, &f.output) {
@@ -785,6 +793,26 @@ mod tests {
             let e = touched_files(bad).unwrap_err().to_string();
             assert!(e.contains("leaves the tree"), "{bad}: {e}");
         }
+    }
+
+    /// Issue 58: a patch of two files, one of which conflicts, names that
+    /// file only and leaves the tree as it was (GNU patch would apply the
+    /// other file's hunks, and the explaining run would then blame both).
+    #[test]
+    fn a_conflict_in_one_file_names_that_file_and_patches_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        write(&tree.join("a.c"), "one\ntwo\n");
+        write(&tree.join("b.c"), "uno\nzwei\n");
+        let p = tmp.path().join("0001-two.patch");
+        std::fs::write(
+            &p,
+            "--- a/a.c\n+++ b/a.c\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n--- a/b.c\n+++ b/b.c\n@@ -1,2 +1,2 @@\n uno\n-dos\n+DOS\n",
+        )
+        .unwrap();
+        let f = run_patch(&tree, &p, false, false, None).unwrap().unwrap_err();
+        assert_eq!(f.files, vec![("b.c".to_string(), vec![1])], "{f}");
+        assert_eq!(std::fs::read_to_string(tree.join("a.c")).unwrap(), "one\ntwo\n");
     }
 
     #[test]

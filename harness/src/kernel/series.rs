@@ -178,8 +178,9 @@ fn named(msgs: Vec<Vec<u8>>) -> Vec<(String, Vec<u8>)> {
 pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
     let mut msgs: Vec<Vec<u8>> = Vec::new();
     let mut cur: Option<Vec<u8>> = None;
-    for line in data.split_inclusive(|&b| b == b'\n') {
-        if line.starts_with(b"From ") {
+    let lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
+    for (i, &line) in lines.iter().enumerate() {
+        if is_postmark(line, lines.get(i + 1).copied()) {
             msgs.extend(cur.take());
             cur = Some(Vec::new());
             continue;
@@ -192,6 +193,32 @@ pub fn split_mbox(data: &[u8]) -> Vec<Vec<u8>> {
             .any(|l| l.starts_with(b"+++ ") || l.starts_with(b"diff --git "))
     };
     msgs.into_iter().filter(has_diff).collect()
+}
+
+/// Whether `line` is an mbox postmark rather than a body line that starts
+/// with `From ` (a commit message's "From the parent's view …" split one
+/// mail in two): `From SENDER DATE` as `git format-patch` and mail
+/// archives write it (`From 1a2b… Mon Sep 17 00:00:00 2001`: a time and a
+/// four-digit year), or a bare `From SENDER` followed by a header line.
+fn is_postmark(line: &[u8], next: Option<&[u8]>) -> bool {
+    static DATED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static BARE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static HEADER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = |cell: &'static std::sync::OnceLock<regex::Regex>, pattern: &str| {
+        cell.get_or_init(|| regex::Regex::new(pattern).unwrap())
+    };
+    let text = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .map(|l| l.trim_end().to_string())
+            .unwrap_or_default()
+    };
+    if !line.starts_with(b"From ") {
+        return false;
+    }
+    let l = text(line);
+    re(&DATED, r"^From \S+ .*\b\d{1,2}:\d\d(:\d\d)?\b.*\b\d{4}$").is_match(&l)
+        || (re(&BARE, r"^From \S+$").is_match(&l)
+            && next.is_some_and(|n| re(&HEADER, r"^[A-Za-z][A-Za-z0-9-]*: ").is_match(&text(n))))
 }
 
 /// Every source's patches, in order, each as `patch(1)` applies it: a
@@ -262,6 +289,18 @@ mod tests {
             vec![P1.as_bytes().to_vec()],
             "a lone patch is one message"
         );
+    }
+
+    /// Issue 58: a body line starting with `From ` is no new mail.
+    #[test]
+    fn a_body_line_starting_with_from_does_not_split_a_mail() {
+        let body = P1.replace(
+            "\nbody\n",
+            "\nFrom the parent's view the child runs first.\nFrom 10 to 12 workers.\n",
+        );
+        let mbox = format!("From 1111 Mon Sep 17 00:00:00 2001\n{body}\nFrom a@b.c Thu Jan  1 00:00:00 2026\n{P2}");
+        let msgs = split_mbox(mbox.as_bytes());
+        assert_eq!(msgs, vec![format!("{body}\n").into_bytes(), P2.as_bytes().to_vec()]);
     }
 
     #[test]

@@ -129,12 +129,46 @@ pub fn open(path: &Path) -> Result<Connection> {
     let mut db = Connection::open(path).with_context(|| format!("open the history database {}", path.display()))?;
     db.busy_timeout(std::time::Duration::from_secs(30))?;
     // WAL: readers never block the writer, and a finishing run's write waits its turn
-    let _mode: String = db
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .with_context(|| format!("the history database {} cannot be read; {REMEDY}", path.display()))?;
+    let _mode: String = while_busy(|| db.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))).map_err(|e| {
+        if is_busy(&e) {
+            anyhow::anyhow!(
+                "the history database {} stayed locked by another harness for 30 s; try again when it has finished",
+                path.display()
+            )
+        } else {
+            anyhow::Error::new(e).context(format!(
+                "the history database {} cannot be read; {REMEDY}",
+                path.display()
+            ))
+        }
+    })?;
     quick_check(&db, path)?;
     migrate(&mut db).with_context(|| format!("migrate the history database {}", path.display()))?;
     Ok(db)
+}
+
+/// Whether SQLite said another connection holds the database.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// `f` again while SQLite says the database is busy, for up to 30 s: a
+/// change of journal mode takes its lock without the busy handler, so two
+/// imports making a new database at once found it "locked" (1 in 30) and
+/// were told to move a healthy history away.
+fn while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Refuses a directory (or other non-file) where the database should be.

@@ -679,3 +679,22 @@ fn a_damaged_database_is_named_with_its_remedy() {
         assert!(format!("{e:#}").contains("is not a file; move it away"), "{e:#}");
     }
 }
+
+/// Issue 58: processes making a new database at once (two `history
+/// import`s) all open it; none is told to move a healthy history away.
+#[test]
+fn connections_racing_on_a_new_database_all_open_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    for round in 0..20 {
+        let path = tmp.path().join(format!("h{round}.sqlite"));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || schema::open(&path).map(|_| ()).map_err(|e| format!("{e:#}")))
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Ok(()), "round {round}");
+        }
+    }
+}

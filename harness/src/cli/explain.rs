@@ -38,14 +38,41 @@ pub(super) struct Args {
     top: Option<usize>,
 }
 
+/// Refuses a cell the run's matrix does not have, naming what it has (a
+/// misspelt benchmark was blamed on profiling).
+fn known_cell(m: &crate::config::Matrix, a: &Args) -> Result<()> {
+    let benches: Vec<&str> = m.benchmarks.iter().map(|b| b.name.as_str()).collect();
+    if !benches.contains(&a.bench.as_str()) {
+        anyhow::bail!(
+            "--bench {}: the run has no such benchmark; it has {}",
+            a.bench,
+            benches.join(", ")
+        );
+    }
+    let variants: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
+    if !variants.contains(&a.variant.as_str()) {
+        anyhow::bail!(
+            "--variant {}: the run has no such variant; it has {}",
+            a.variant,
+            variants.join(", ")
+        );
+    }
+    if !m.vcpus.contains(&a.vcpus) {
+        let counts: Vec<String> = m.vcpus.iter().map(u32::to_string).collect();
+        anyhow::bail!("--vcpus {}: the run measured {} vCPUs only", a.vcpus, counts.join(", "));
+    }
+    Ok(())
+}
+
 /// Prints the cell's differential profile.
 pub(super) fn run(a: Args, g: &Global) -> Result<Exit> {
     let run = store::Run::open(&a.run_dir)?;
+    let m = run.meta()?.matrix;
+    known_cell(&m, &a)?;
     let (dir, events, from) = profiles::source(&run, run.events()?)?;
     let mut notes = Vec::new();
     let diff = profiles::cell(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes)?;
     let contention = profiles::cell_contention(&dir, &events, &a.variant, a.vcpus, &a.bench, &mut notes);
-    let m = run.meta()?.matrix;
     let scaling = crate::report::scaling::cell_scaling(&dir, &events, &m, &a.variant, &a.bench, &mut notes);
     for n in &notes {
         crate::ui::notice(n);

@@ -856,3 +856,15 @@ fn a_program_executable_is_one_choice_kept_as_its_three_keys() {
         assert_eq!(again.guest_path("p"), executable.guest_path("p"), "{json}");
     }
 }
+
+/// Issue 58: a benchmark name with a dot would make `bench.metric` keys
+/// ambiguous, and is refused at its YAML path.
+#[test]
+fn a_benchmark_name_with_a_dot_is_refused() {
+    let ps = problems("variants: [{name: base}]\nvcpus: [2]\nbenchmarks: [{name: a.b, kind: doexec}]\n");
+    assert!(
+        ps.iter()
+            .any(|p| p.starts_with("benchmarks[0].name: `a.b` holds a '.'")),
+        "{ps:?}"
+    );
+}

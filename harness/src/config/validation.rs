@@ -294,6 +294,13 @@ fn validate_benchmarks(
     for (i, b) in raw.iter().enumerate() {
         let at = format!("benchmarks[{i}]");
         check_name(&b.name, &at, &mut seen, p);
+        if b.name.contains('.') {
+            p.push(format!(
+                "{at}.name: `{}` holds a '.': key metrics and statistics overrides are written `benchmark.metric`, so a dot \
+                 in a benchmark's name makes them ambiguous; use '-' or '_'",
+                b.name
+            ));
+        }
         match params::bench_kind(b) {
             Ok(kind) => benchmarks.push(Benchmark {
                 kind: {

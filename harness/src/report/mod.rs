@@ -309,6 +309,9 @@ pub fn build(run: &Run, floors: &Floors) -> Result<Report> {
     (r.contention, r.contention_missing) = (contention.cells, contention.missing);
     r.scaling = scaling::scaling_cells(&dir, &events, from.as_deref(), &meta.matrix, &r, &mut notes);
     r.notes.extend(notes);
+    // the same boot's profile is read for several cells: say each note once
+    let mut seen = std::collections::HashSet::new();
+    r.notes.retain(|n| seen.insert(n.clone()));
     r.coverage = crate::coverage::read(&run.dir)?;
     Ok(r)
 }

@@ -109,6 +109,11 @@ struct ContentionLine {
 /// Rows of a cell shown in the contention table when none moved.
 const CONTENTION_QUIET_ROWS: usize = 1;
 
+/// Called rows of a cell shown in the contention table; the rest are
+/// counted in one line (a damaged or hand-made run called 100,000 and made
+/// a 25 MB page), and `report.json` lists them all.
+const CONTENTION_CALLED_ROWS: usize = 50;
+
 fn contention_rows(r: &Report) -> Vec<ContentionLine> {
     use crate::profile::contention::Verdict as V;
     let mut out = Vec::new();
@@ -119,10 +124,12 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
             V::Less => "improved",
             V::Same => "",
         };
-        let shown: Vec<_> = match d.called().count() {
+        let called = d.called().count();
+        let shown: Vec<_> = match called {
             0 => d.rows.iter().take(CONTENTION_QUIET_ROWS).collect(),
-            _ => d.called().collect(),
+            _ => d.called().take(CONTENTION_CALLED_ROWS).collect(),
         };
+        let more = called.saturating_sub(CONTENTION_CALLED_ROWS);
         let blank = || ContentionLine {
             cell: c.title(),
             verdict: d.verdict.text(),
@@ -160,6 +167,12 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
                     .map(|h| format!("{} → {}", crate::report::num(h.base), crate::report::num(h.variant)))
                     .unwrap_or_default(),
                 by: row.funcs.first().map(|f| f.0.clone()).unwrap_or_default(),
+                ..blank()
+            });
+        }
+        if more > 0 {
+            out.push(ContentionLine {
+                row: format!("… {more} more called rows (report.json lists them)"),
                 ..blank()
             });
         }

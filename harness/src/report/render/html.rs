@@ -145,30 +145,7 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
             out.push(blank());
         }
         for row in shown {
-            out.push(ContentionLine {
-                row: format!(
-                    "{}{}",
-                    if row.mark() == ' ' {
-                        String::new()
-                    } else {
-                        format!("{} ", row.mark())
-                    },
-                    row.text
-                ),
-                per_op: format!(
-                    "{} → {}",
-                    crate::report::num(row.base.median),
-                    crate::report::num(row.variant.median)
-                ),
-                delta: format!("{:+.2}", row.delta),
-                writers: row.writers.to_string(),
-                held: row
-                    .hold
-                    .map(|h| format!("{} → {}", crate::report::num(h.base), crate::report::num(h.variant)))
-                    .unwrap_or_default(),
-                by: row.funcs.first().map(|f| f.0.clone()).unwrap_or_default(),
-                ..blank()
-            });
+            out.push(contention_line(row, blank()));
         }
         if more > 0 {
             out.push(ContentionLine {
@@ -178,6 +155,31 @@ fn contention_rows(r: &Report) -> Vec<ContentionLine> {
         }
     }
     out
+}
+
+/// One row of a cell's contention profile as a line of the table; `cell`
+/// gives the cell's own columns.
+fn contention_line(row: &crate::profile::contention::DiffRow, cell: ContentionLine) -> ContentionLine {
+    let mark = match row.mark() {
+        ' ' => String::new(),
+        m => format!("{m} "),
+    };
+    ContentionLine {
+        row: format!("{mark}{}", row.text),
+        per_op: format!(
+            "{} → {}",
+            crate::report::num(row.base.median),
+            crate::report::num(row.variant.median)
+        ),
+        delta: format!("{:+.2}", row.delta),
+        writers: row.writers.to_string(),
+        held: row
+            .hold
+            .map(|h| format!("{} → {}", crate::report::num(h.base), crate::report::num(h.variant)))
+            .unwrap_or_default(),
+        by: row.funcs.first().map(|f| f.0.clone()).unwrap_or_default(),
+        ..cell
+    }
 }
 
 /// A called cell's differential profile as a chart.

@@ -196,14 +196,20 @@ pub fn report_gate(r: &Report, key_metrics: &[String]) -> Gate {
     g
 }
 
+/// What the gate does with a key cell's contention finding:
+/// `statistics.contention`.
+fn contention_call(r: &Report) -> Call {
+    match r.contention_gate {
+        crate::config::ContentionGate::Warn => Call::Warns,
+        crate::config::ContentionGate::Fail => Call::Fails,
+    }
+}
+
 /// Each key cell whose contention profile is missing on one side, with
 /// the gate's call: it cannot be seen to pass, so it warns, or fails under
 /// `statistics.contention: fail`.
 pub fn missing_contention_calls(r: &Report, key_metrics: &[String]) -> Vec<(Call, String)> {
-    let call = match r.contention_gate {
-        crate::config::ContentionGate::Warn => Call::Warns,
-        crate::config::ContentionGate::Fail => Call::Fails,
-    };
+    let call = contention_call(r);
     r.contention_missing
         .iter()
         .filter(|m| is_key_benchmark(key_metrics, &m.benchmark))
@@ -232,10 +238,7 @@ pub fn contention_calls<'a>(
     r: &'a Report,
     key_metrics: &[String],
 ) -> Vec<(&'a super::profiles::CellContention, Option<(Call, String)>)> {
-    let call = match r.contention_gate {
-        crate::config::ContentionGate::Warn => Call::Warns,
-        crate::config::ContentionGate::Fail => Call::Fails,
-    };
+    let call = contention_call(r);
     r.contention
         .iter()
         .filter(|c| is_key_benchmark(key_metrics, &c.benchmark))
